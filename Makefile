@@ -1,0 +1,30 @@
+# ctrlkit: the two commands a new user needs are "make demo" and "make test".
+GO      ?= go
+MODULES := . testenv bench
+
+.PHONY: demo test bench apiserver vet
+
+## demo: start the embedded Kubernetes API server (builds it on first run) and print a kubeconfig
+demo:
+	$(GO) run ./cmd/ctrlkit demo
+
+## test: build the API server binary if this machine has none, then go test -race in every module
+test: apiserver
+	@set -e; for m in $(MODULES); do \
+		echo "== go test -race -shuffle=on ./... in $$m"; \
+		(cd $$m && $(GO) test -race -shuffle=on ./...); \
+	done
+
+## bench: ctrlkit and client-go benchmarks side by side, as a table of ratios
+bench:
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.out
+	cd bench && $(GO) run ./cmd/benchtable < bench.out
+
+## apiserver: build ctrlkit-apiserver into the per-machine cache (a few minutes the first time)
+apiserver:
+	$(GO) run ./cmd/ctrlkit apiserver build
+
+## vet: gofmt and go vet in every module
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done

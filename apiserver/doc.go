@@ -1,0 +1,28 @@
+// Package apiserver runs a real Kubernetes API server on loopback for tests,
+// examples and the demo: kube-apiserver with an embedded etcd, built from
+// ctrlkit's testenv module into one binary, ctrlkit-apiserver.
+//
+// It is the same server code a production cluster runs, not a fake: RBAC,
+// admission, validation, resource versions, pagination, watch bookmarks,
+// watch-list streaming and 410 Gone all behave as they do there. No
+// controller-manager, scheduler or kubelet runs, so nothing garbage-collects,
+// schedules or finalizes namespaces.
+//
+// The package itself does not import kube-apiserver or etcd: it finds or
+// builds the binary (see Binary) and runs it as a child process, so ctrlkit's
+// users never download k8s.io/kubernetes.
+//
+// What the server offers tests:
+//
+//   - Start, Stop, and Restart with the same etcd data, address, certificates
+//     and token, so existing clients keep working across the restart.
+//   - Compact: etcd history up to now is dropped, so requests that reach etcd
+//     at an older resource version answer 410 Gone. The API server's watch
+//     cache keeps a short history of its own (as in production); start with
+//     Options.DisableWatchCache to send every read to etcd.
+//   - A fault Proxy that cuts or stalls every connection through it.
+//   - Shared, one server per test package, and Namespace, one namespace per test.
+//
+// If the server cannot start, Start returns an error quoting its log, and
+// Shared.Get fails the test: tests that need the server never skip.
+package apiserver

@@ -1,0 +1,117 @@
+package apiserver
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Shared is one server for a whole test package, started by the first test
+// that asks for it. Tests share it through a namespace each; tests that
+// restart or compact should start a Server of their own instead.
+//
+//	var env apiserver.Shared
+//
+//	func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+//
+//	func TestSomething(t *testing.T) {
+//		srv := env.Get(t)
+//		ns := srv.Namespace(t)
+//		...
+//	}
+//
+// The zero value is ready to use; Options may be set before the first Get.
+type Shared struct {
+	Options Options
+
+	mu  sync.Mutex // guards srv and err
+	srv *Server
+	err error // the first start's error, repeated to every later Get
+}
+
+// Get returns the shared server, starting it on first use. If it cannot
+// start, t fails: a test that needs the real server never skips.
+func (sh *Shared) Get(t testing.TB) *Server {
+	t.Helper()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.srv == nil && sh.err == nil {
+		opts := sh.Options
+		if opts.Progress == nil {
+			opts.Progress = os.Stderr
+		}
+		sh.srv, sh.err = Start(t.Context(), opts)
+	}
+	if sh.err != nil {
+		t.Fatalf("the real API server is required and did not start: %v", sh.err)
+	}
+	return sh.srv
+}
+
+// Run runs the tests and then stops the server if one was started; use it
+// from TestMain. It returns m.Run's exit code, or 1 if stopping failed.
+func (sh *Shared) Run(m *testing.M) int {
+	code := m.Run()
+	sh.mu.Lock()
+	srv := sh.srv
+	sh.srv = nil
+	sh.mu.Unlock()
+	if srv != nil {
+		if err := srv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "apiserver: stop shared server:", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
+}
+
+// Namespace creates a namespace named after t with a random suffix and
+// returns its name. The embedded server runs no namespace controller, so a
+// deleted namespace would stay Terminating; namespaces are left in place and
+// go away with the server.
+func (s *Server) Namespace(t testing.TB) string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(s.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaceName(t.Name())}}
+	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace %s: %v", ns.Name, err)
+	}
+	return ns.Name
+}
+
+// namespaceName turns a test name into a valid, unique namespace name
+// (a DNS label of at most 63 characters).
+func namespaceName(test string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(test) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case b.Len() > 0 && !strings.HasSuffix(b.String(), "-"):
+			b.WriteByte('-')
+		}
+	}
+	name := strings.Trim(b.String(), "-")
+	if len(name) > 50 {
+		name = strings.TrimRight(name[:50], "-")
+	}
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	if name == "" {
+		name = "test"
+	}
+	return name + "-" + hex.EncodeToString(suffix)
+}

@@ -1,0 +1,124 @@
+package internal_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// pkg is the part of "go list -json" output the rules look at.
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+// listPackages lists every package of the root module with its direct
+// imports and all of its dependencies (tests excluded: they are not shipped).
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "go", "list", "-json=ImportPath,Imports,Deps", "github.com/ctrlkit/ctrlkit/...")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var pkgs []pkg
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// Heavy server code lives in testenv/ (its own module) only: ctrlkit's users
+// must never download or link kube-apiserver or etcd's server.
+var forbiddenDeps = []string{
+	"k8s.io/kubernetes",
+	"go.etcd.io/etcd/server",
+}
+
+// ctrlkit implements these stages itself; importing client-go's versions
+// would be wrapping, not building. client-go's transport and leader election
+// pull some of them in indirectly, which is allowed, so only direct imports
+// are checked.
+var forbiddenImports = []string{
+	"k8s.io/client-go/tools/cache",
+	"k8s.io/client-go/util/workqueue",
+	"k8s.io/client-go/informers",
+}
+
+func hasPathPrefix(path, prefix string) bool {
+	return path == prefix || strings.HasPrefix(path, prefix+"/")
+}
+
+func TestLayering_noPackageDependsOnServerCodeOrImportsClientGoStages(t *testing.T) {
+	pkgs := listPackages(t)
+	if len(pkgs) < 2 {
+		t.Fatalf("go list found %d packages; the rules would check nothing", len(pkgs))
+	}
+	found := map[string]bool{}
+	for _, p := range pkgs {
+		found[p.ImportPath] = true
+		for _, d := range p.Deps {
+			for _, f := range forbiddenDeps {
+				if hasPathPrefix(d, f) {
+					t.Errorf("%s depends on %s (only testenv/ and bench/ may)", p.ImportPath, d)
+				}
+			}
+		}
+		for _, imp := range p.Imports {
+			for _, f := range forbiddenImports {
+				if hasPathPrefix(imp, f) {
+					t.Errorf("%s imports %s; ctrlkit builds this stage itself", p.ImportPath, imp)
+				}
+			}
+		}
+	}
+	// The package that runs the real server must be among those checked.
+	if !found["github.com/ctrlkit/ctrlkit/apiserver"] {
+		t.Errorf("apiserver package not listed; got %d packages", len(pkgs))
+	}
+}
+
+func TestLayering_rootModuleDoesNotRequireServerModules(t *testing.T) {
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-m", "all").Output()
+	if err != nil {
+		t.Fatalf("go list -m all: %v", err)
+	}
+	mods := strings.Fields(string(out))
+	if len(mods) < 3 {
+		t.Fatalf("go list -m all listed %d words; expected the module graph", len(mods))
+	}
+	for _, m := range mods {
+		for _, f := range forbiddenDeps {
+			if hasPathPrefix(m, f) {
+				t.Errorf("the root module's graph contains %s; users would download it", m)
+			}
+		}
+	}
+}
+
+func TestHasPathPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		path, prefix string
+		want         bool
+	}{
+		{"k8s.io/client-go/tools/cache", "k8s.io/client-go/tools/cache", true},
+		{"k8s.io/client-go/tools/cache/synctrack", "k8s.io/client-go/tools/cache", true},
+		{"k8s.io/client-go/tools/cachefoo", "k8s.io/client-go/tools/cache", false},
+		{"k8s.io/kubernetes", "k8s.io/kubernetes", true},
+		{"k8s.io/kube-openapi", "k8s.io/kubernetes", false},
+	} {
+		if got := hasPathPrefix(tc.path, tc.prefix); got != tc.want {
+			t.Errorf("hasPathPrefix(%q, %q) = %v, want %v", tc.path, tc.prefix, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+//go:build !race
+
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/ctrlkit/ctrlkit/testenv/internal/datadir"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// etcdServer is the in-process etcd the API server stores its data in.
+type etcdServer struct {
+	e         *embed.Etcd
+	clientURL string
+}
+
+// startEtcd starts a single-member etcd on free loopback ports with its data
+// in dir. fsync is off: this is a test server, and a restart of the process
+// (not the machine) keeps everything the OS has already been handed.
+func startEtcd(dir string) (*etcdServer, error) {
+	clientPort, err := datadir.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	peerPort, err := datadir.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	cu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", clientPort)}
+	pu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", peerPort)}
+
+	cfg := embed.NewConfig()
+	cfg.Name = "ctrlkit"
+	cfg.Dir = dir
+	cfg.ListenClientUrls = []url.URL{cu}
+	cfg.AdvertiseClientUrls = []url.URL{cu}
+	cfg.ListenPeerUrls = []url.URL{pu}
+	cfg.AdvertisePeerUrls = []url.URL{pu}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.LogLevel = "error"
+	cfg.UnsafeNoFsync = true
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, err
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return nil, fmt.Errorf("etcd was not ready within 60s")
+	}
+	return &etcdServer{e: e, clientURL: cu.String()}, nil
+}
+
+func (s *etcdServer) close() { s.e.Close() }
+
+// compact compacts etcd's history up to its current revision and returns
+// that revision: afterwards every older resource version is gone.
+func (s *etcdServer) compact(ctx context.Context) (int64, error) {
+	rev := s.e.Server.KV().Rev()
+	_, err := s.e.Server.Compact(ctx, &pb.CompactionRequest{Revision: rev, Physical: true})
+	return rev, err
+}
+
+// adminServer serves POST /compact on a loopback port, for tests.
+type adminServer struct {
+	srv *http.Server
+	url string
+}
+
+func startAdmin(etcd *etcdServer, token string) (*adminServer, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /compact", func(w http.ResponseWriter, r *http.Request) {
+		want := "Bearer " + token
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) != 1 {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		rev, err := etcd.compact(r.Context())
+		if err != nil {
+			http.Error(w, "compact: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]int64{"revision": rev})
+	})
+	a := &adminServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, url: "http://" + l.Addr().String()}
+	go func() { _ = a.srv.Serve(l) }()
+	return a, nil
+}
+
+func (a *adminServer) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = a.srv.Shutdown(ctx)
+}
