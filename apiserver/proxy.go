@@ -22,12 +22,13 @@ type Proxy struct {
 	target string
 	base   *rest.Config // may be nil; see Config
 
-	// mu guards links, stalled and resume. Invariant: resume is open
-	// exactly while stalled is true.
+	// mu guards links, stalled, resume and closed. Invariants: resume is
+	// open exactly while stalled is true; once closed, links only shrinks.
 	mu      sync.Mutex
 	links   map[*link]struct{}
 	stalled bool
 	resume  chan struct{}
+	closed  bool
 
 	wg sync.WaitGroup // the accept loop and every link's goroutines
 }
@@ -142,6 +143,9 @@ func (p *Proxy) Resume() {
 // Close stops accepting, cuts every connection and waits for the proxy's
 // goroutines to exit.
 func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
 	err := p.l.Close()
 	p.Resume()
 	p.Cut()
@@ -157,8 +161,15 @@ func (p *Proxy) accept() {
 		}
 		l := &link{client: c, done: make(chan struct{})}
 		p.mu.Lock()
-		p.links[l] = struct{}{}
+		closed := p.closed
+		if !closed {
+			p.links[l] = struct{}{}
+		}
 		p.mu.Unlock()
+		if closed { // accepted while Close ran: Cut has not seen it
+			c.Close()
+			return
+		}
 		p.wg.Go(func() { p.serve(l) })
 	}
 }
