@@ -1,0 +1,192 @@
+package workqueue
+
+import (
+	"sync"
+	"time"
+)
+
+// delayer turns AddAfter calls into Adds when their time comes.
+//
+// Ownership: one goroutine, loop, owns the heap and the timer. It is started
+// by the first AddAfter that needs it (never by the constructor) and stopped
+// and joined by stop, which Queue.ShutDown and Queue.ShutDownWithDrain call.
+// A queue that never delays a key never starts a goroutine.
+//
+// Callers never block on the goroutine: AddAfter appends to intake, an
+// unbounded slice guarded by mu, and pokes wake (buffer 1, non-blocking send).
+// The goroutine swaps intake out under mu and works on its own copy.
+type delayer[K comparable] struct {
+	clock Clock
+	add   func(K) // Queue.Add; called by loop with no lock held
+
+	wake chan struct{} // buffer 1: "intake is not empty"
+	quit chan struct{} // closed by stop
+	wg   sync.WaitGroup
+
+	// mu guards intake, started and stopped. Invariant: the goroutine runs
+	// only if started; once stopped, intake is empty and stays empty.
+	mu      sync.Mutex
+	intake  []waiting[K]
+	started bool
+	stopped bool
+}
+
+func newDelayer[K comparable](clock Clock, add func(K)) *delayer[K] {
+	return &delayer[K]{
+		clock: clock,
+		add:   add,
+		wake:  make(chan struct{}, 1),
+		quit:  make(chan struct{}),
+	}
+}
+
+// after schedules k for at. It is ignored once stop has been called. It never
+// blocks on the delay goroutine.
+func (d *delayer[K]) after(k K, at time.Time) {
+	d.mu.Lock()
+	if d.stopped {
+		d.mu.Unlock()
+		return
+	}
+	d.intake = append(d.intake, waiting[K]{key: k, at: at})
+	if !d.started {
+		d.started = true
+		d.wg.Go(d.loop)
+	}
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+// stop ends the goroutine, if any, drops every key still waiting and returns
+// once the goroutine has exited. Safe to call more than once.
+func (d *delayer[K]) stop() {
+	d.mu.Lock()
+	if !d.stopped {
+		d.stopped = true
+		d.intake = nil
+		close(d.quit)
+	}
+	d.mu.Unlock()
+	d.wg.Wait()
+}
+
+// take returns everything in intake and empties it.
+func (d *delayer[K]) take(buf []waiting[K]) []waiting[K] {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in := d.intake
+	d.intake = buf[:0]
+	return in
+}
+
+// loopState is what the delay goroutine owns; nothing else touches it.
+type loopState[K comparable] struct {
+	heap  delayHeap[K]
+	timer Timer        // nil until the first key must wait
+	armed time.Time    // when timer fires; zero while disarmed
+	spare []waiting[K] // the intake slice to hand back, reused
+	ready []K          // keys popped from heap, reused
+}
+
+// loop is the delay goroutine. The timer is armed only while the heap holds
+// a key, and always for the earliest one, so an idle queue does not tick.
+func (d *delayer[K]) loop() {
+	s := &loopState[K]{heap: newDelayHeap[K]()}
+	defer func() {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+	}()
+	for {
+		d.step(s)
+		var timerC <-chan time.Time
+		if !s.armed.IsZero() {
+			timerC = s.timer.C()
+		}
+		select {
+		case <-d.wake:
+		case <-timerC:
+			s.armed = time.Time{}
+		case <-d.quit:
+			return
+		}
+	}
+}
+
+// step moves new keys into the heap, adds the ready ones to the queue and
+// re-arms the timer for the earliest key left.
+func (d *delayer[K]) step(s *loopState[K]) {
+	in := d.take(s.spare)
+	for _, w := range in {
+		s.heap.add(w)
+	}
+	clear(in)
+	s.spare = in
+	s.ready = s.heap.popReady(d.clock.Now(), s.ready[:0])
+	for _, k := range s.ready {
+		d.add(k)
+	}
+	clear(s.ready)
+	d.arm(s)
+}
+
+// arm points the timer at the heap's earliest key, or disarms it when the
+// heap is empty. A timer already set for that time is left alone.
+func (d *delayer[K]) arm(s *loopState[K]) {
+	at, ok := s.heap.next()
+	switch {
+	case !ok:
+		if !s.armed.IsZero() {
+			s.timer.Stop()
+			s.armed = time.Time{}
+		}
+	case at.Equal(s.armed):
+	case s.timer == nil:
+		s.timer = d.clock.NewTimer(at.Sub(d.clock.Now()))
+		s.armed = at
+	default:
+		s.timer.Reset(at.Sub(d.clock.Now()))
+		s.armed = at
+	}
+}
+
+// Clock is the queue's source of time: when delayed keys become ready, how
+// long a key waited, how long a worker held it. Tests inject a fake; the
+// default is the system clock.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// NewTimer returns a timer that sends the time on its channel once d
+	// has passed.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is the part of *time.Timer the queue uses. Like *time.Timer since
+// Go 1.23, Stop and Reset should discard a time sent but not yet received.
+type Timer interface {
+	// C returns the channel the timer fires on.
+	C() <-chan time.Time
+	// Stop prevents the timer from firing. It reports whether it stopped
+	// the timer before it fired.
+	Stop() bool
+	// Reset makes the timer fire once d has passed from now, whether or
+	// not it had fired or been stopped.
+	Reset(d time.Duration) bool
+}
+
+// realClock is the system clock.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+// realTimer adapts *time.Timer to Timer.
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time        { return r.t.C }
+func (r realTimer) Stop() bool                 { return r.t.Stop() }
+func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }

@@ -1,0 +1,56 @@
+// Package workqueue is stage 7–8 of the controller pipeline: the queue
+// between resource event handlers, which enqueue keys, and the workers that
+// process them.
+//
+//	handlers ──Add / AddAfter / AddRateLimited(key)──> Queue ──Get──> worker ──Done(key)
+//
+// Input: keys (any comparable type, usually "namespace/name" strings).
+// Output: the same keys, handed to workers one at a time.
+//
+// # Guarantees
+//
+//   - A key waits at most once: adding a queued key again does nothing.
+//   - A key is never held by two workers at once.
+//   - A key added while a worker holds it is queued again when the worker
+//     calls Done, so no change is missed.
+//   - Keys are handed out in the order they were first queued.
+//   - After ShutDown, adds are ignored, the keys still queued are handed
+//     out, and then Get reports shutdown. ShutDownWithDrain also waits,
+//     bounded by a context, until every key has been handed out and is Done.
+//
+// # Delays and rate limiting
+//
+// AddAfter adds a key once a delay has passed; if the key is already
+// waiting, the earlier time wins. AddRateLimited asks the queue's
+// RateLimiter how long a failing key should wait (per-key exponential
+// backoff and an overall token bucket by default); Forget clears a key's
+// failures once it succeeds. Limiters are plain values that take the time as
+// an argument, so they are tested without clocks.
+//
+// # Concurrency and goroutines
+//
+// Every Queue method is safe for concurrent use. Get blocks; the other
+// methods do not (AddAfter appends to an unbounded intake instead of
+// sending to the delay goroutine). ShutDownWithDrain blocks until drained or
+// until its context ends.
+//
+// New starts no goroutine. The one goroutine a Queue may own is the delay
+// goroutine, which owns the heap of delayed keys and a single timer armed for
+// the earliest of them (never ticking while nothing is delayed). It starts on
+// the first AddAfter or AddRateLimited that must wait, and ShutDown or
+// ShutDownWithDrain stop it and wait for it to exit; keys still delayed are
+// dropped. So: every queue that was given a delayed key must be shut down.
+// This keeps the common API to New, Add, Get, Done, ShutDown, with no Run
+// method to forget, while the goroutine is still owned and joined.
+//
+// # Metrics
+//
+// With Options.Metrics set, the queue registers client-go's work queue
+// metrics on it, labelled name=Options.Name: workqueue_depth,
+// workqueue_adds_total, workqueue_queue_duration_seconds,
+// workqueue_work_duration_seconds, workqueue_unfinished_work_seconds,
+// workqueue_longest_running_processor_seconds and workqueue_retries_total.
+// The gauges are computed when scraped, so no goroutine updates them.
+// Without a registry the queue does not even read the clock on Add, Get and
+// Done.
+package workqueue

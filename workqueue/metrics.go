@@ -1,0 +1,103 @@
+package workqueue
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics is one queue's Prometheus collector: the metric names and meanings
+// of client-go's work queue, with the queue's name as the constant label
+// "name". Counters and histograms are updated as work flows; the gauges are
+// computed when the registry is scraped, so no goroutine keeps them fresh.
+type metrics struct {
+	adds       prometheus.Counter
+	retries    prometheus.Counter
+	queueWait  prometheus.Histogram
+	work       prometheus.Histogram
+	depth      prometheus.GaugeFunc
+	unfinished prometheus.GaugeFunc
+	longest    prometheus.GaugeFunc
+}
+
+// progress is what the scrape-time gauges read from the queue.
+type progress interface {
+	depth() int
+	// inFlight returns the total and the longest time keys handed out and
+	// not yet done have been processed, in seconds.
+	inFlight() (total, longest float64)
+}
+
+// durationBuckets spans 1 ns to 10 s, ten buckets, a factor of 10 apart.
+var durationBuckets = prometheus.ExponentialBuckets(1e-9, 10, 11)
+
+func newMetrics(name string, p progress) *metrics {
+	labels := prometheus.Labels{"name": name}
+	opts := func(metric, help string) prometheus.Opts {
+		return prometheus.Opts{Subsystem: "workqueue", Name: metric, Help: help, ConstLabels: labels}
+	}
+	histogram := func(metric, help string) prometheus.Histogram {
+		o := opts(metric, help)
+		return prometheus.NewHistogram(prometheus.HistogramOpts{
+			Subsystem: o.Subsystem, Name: o.Name, Help: o.Help, ConstLabels: labels, Buckets: durationBuckets,
+		})
+	}
+	return &metrics{
+		adds:      prometheus.NewCounter(prometheus.CounterOpts(opts("adds_total", "Total number of adds handled by the work queue."))),
+		retries:   prometheus.NewCounter(prometheus.CounterOpts(opts("retries_total", "Total number of retries (rate-limited adds) handled by the work queue."))),
+		queueWait: histogram("queue_duration_seconds", "How long in seconds a key waits in the work queue before it is handed out."),
+		work:      histogram("work_duration_seconds", "How long in seconds processing a key from the work queue takes."),
+		depth: prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("depth", "Current number of keys waiting in the work queue.")),
+			func() float64 { return float64(p.depth()) }),
+		unfinished: prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("unfinished_work_seconds",
+			"Seconds of work in progress that has not been observed by work_duration yet; a large value means stuck workers.")),
+			func() float64 { total, _ := p.inFlight(); return total }),
+		longest: prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("longest_running_processor_seconds",
+			"Seconds the longest-running worker has been processing its key.")),
+			func() float64 { _, longest := p.inFlight(); return longest }),
+	}
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.adds, m.retries, m.queueWait, m.work, m.depth, m.unfinished, m.longest}
+}
+
+// Describe implements prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// The methods below accept a nil *metrics (metrics off) and then do nothing.
+
+func (m *metrics) added() {
+	if m != nil {
+		m.adds.Inc()
+	}
+}
+
+func (m *metrics) retried() {
+	if m != nil {
+		m.retries.Inc()
+	}
+}
+
+func (m *metrics) handedOut(waited time.Duration) {
+	if m != nil {
+		m.queueWait.Observe(waited.Seconds())
+	}
+}
+
+func (m *metrics) finished(took time.Duration) {
+	if m != nil {
+		m.work.Observe(took.Seconds())
+	}
+}

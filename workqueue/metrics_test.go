@@ -1,0 +1,167 @@
+package workqueue
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// metric gathers reg and returns the metric family's sample labelled with
+// queue, or nil if there is none.
+func metric(t *testing.T, reg *prometheus.Registry, family, queue string) *dto.Metric {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != family {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == queue {
+					return m
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// value returns a counter's or gauge's value, or a histogram's sum.
+func value(t *testing.T, reg *prometheus.Registry, family, queue string) float64 {
+	t.Helper()
+	m := metric(t, reg, family, queue)
+	switch {
+	case m == nil:
+		t.Fatalf("no %s{name=%q} in the registry", family, queue)
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Histogram != nil:
+		return m.Histogram.GetSampleSum()
+	}
+	t.Fatalf("%s{name=%q} has an unexpected type", family, queue)
+	return 0
+}
+
+func TestQueue_Metrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		clk := newFakeClock()
+		q := newTestQueue(t, Options[string]{Name: "pods", Metrics: reg, Clock: clk})
+		want := func(family string, v float64) {
+			t.Helper()
+			if got := value(t, reg, family, "pods"); got != v {
+				t.Errorf("%s = %v, want %v", family, got, v)
+			}
+		}
+		q.Add("a")
+		q.Add("a")
+		q.Add("b")
+		want("workqueue_adds_total", 2)
+		want("workqueue_depth", 2)
+		clk.step(3 * time.Second)
+		get("a")(t, q)
+		want("workqueue_queue_duration_seconds", 3)
+		want("workqueue_depth", 1)
+		clk.step(2 * time.Second)
+		get("b")(t, q)
+		clk.step(time.Second)
+		want("workqueue_unfinished_work_seconds", 3+1)
+		want("workqueue_longest_running_processor_seconds", 3)
+		done("a")(t, q)
+		want("workqueue_work_duration_seconds", 3)
+		want("workqueue_longest_running_processor_seconds", 1)
+		q.AddRateLimited("a")
+		q.AddRateLimited("c")
+		want("workqueue_retries_total", 2)
+	})
+}
+
+func TestQueue_MetricsTimeAKeyFromWhenGetHandsItOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		clk := newFakeClock()
+		q := newTestQueue(t, Options[string]{Name: "q", Metrics: reg, Clock: clk})
+		got := make(chan string)
+		go func() {
+			k, _ := q.Get() // blocks for 10s of the fake clock
+			got <- k
+		}()
+		synctest.Wait()
+		clk.step(10 * time.Second)
+		q.Add("a")
+		<-got
+		clk.step(time.Second)
+		if v := value(t, reg, "workqueue_longest_running_processor_seconds", "q"); v != 1 {
+			t.Fatalf("longest running = %vs, want 1s: the time Get waited is not work", v)
+		}
+		q.Done("a")
+		if v := value(t, reg, "workqueue_work_duration_seconds", "q"); v != 1 {
+			t.Fatalf("work duration = %vs, want 1s", v)
+		}
+	})
+}
+
+func TestQueue_MetricsOfTwoQueuesShareARegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a := newTestQueue(t, Options[string]{Name: "a", Metrics: reg})
+	b := newTestQueue(t, Options[string]{Name: "b", Metrics: reg})
+	a.Add("x")
+	b.Add("x")
+	b.Add("y")
+	if got := value(t, reg, "workqueue_depth", "a"); got != 1 {
+		t.Errorf("depth{name=a} = %v, want 1", got)
+	}
+	if got := value(t, reg, "workqueue_depth", "b"); got != 2 {
+		t.Errorf("depth{name=b} = %v, want 2", got)
+	}
+}
+
+func TestNew_RejectsBadMetricsOptions(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	newTestQueue(t, Options[string]{Name: "a", Metrics: reg})
+	for _, tc := range []struct {
+		name string
+		opts Options[string]
+	}{
+		{"a second queue with the same name", Options[string]{Name: "a", Metrics: reg}},
+		{"metrics without a name", Options[string]{Metrics: reg}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if q, err := New(tc.opts); err == nil || q != nil {
+				t.Fatalf("New = %v, %v; want an error", q, err)
+			}
+		})
+	}
+}
+
+func TestQueue_ShutDownUnregistersItsMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	q := newTestQueue(t, Options[string]{Name: "a", Metrics: reg})
+	q.ShutDown()
+	if m := metric(t, reg, "workqueue_depth", "a"); m != nil {
+		t.Fatalf("depth{name=a} still registered after ShutDown: %v", m)
+	}
+	newTestQueue(t, Options[string]{Name: "a", Metrics: reg}) // the name is free again
+}
+
+func TestQueue_NoMetricsReadsNoClock(t *testing.T) {
+	clk := newFakeClock()
+	q := newTestQueue(t, Options[string]{Clock: clk})
+	q.Add("a")
+	get("a")(t, q)
+	done("a")(t, q)
+	if q.metrics != nil {
+		t.Fatal("metrics set up without a registry")
+	}
+	if n := clk.nowCalls(); n != 0 {
+		t.Fatalf("Add, Get and Done read the clock %d times with metrics off, want 0", n)
+	}
+}

@@ -1,0 +1,307 @@
+package workqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configures a Queue. The zero value is ready to use: no metrics,
+// the default controller rate limiter, the system clock.
+type Options[K comparable] struct {
+	// Name labels the queue's metrics ("name" label). It is required when
+	// Metrics is set, and must differ between queues sharing a registry.
+	// Default: "".
+	Name string
+	// Metrics receives the queue's Prometheus metrics (workqueue_depth,
+	// workqueue_adds_total, ...) when the queue is created; ShutDown
+	// unregisters them. Default: nil, no metrics and no cost.
+	Metrics prometheus.Registerer
+	// RateLimiter decides AddRateLimited's delays. The queue serializes its
+	// calls, so it need not be safe for concurrent use, but it must not be
+	// shared with another queue. Default: DefaultControllerRateLimiter[K]().
+	RateLimiter RateLimiter[K]
+	// Clock is the source of time for delays and metrics. Default: the
+	// system clock.
+	Clock Clock
+}
+
+func (o Options[K]) withDefaults() Options[K] {
+	if o.RateLimiter == nil {
+		o.RateLimiter = DefaultControllerRateLimiter[K]()
+	}
+	if o.Clock == nil {
+		o.Clock = realClock{}
+	}
+	return o
+}
+
+// Queue is a work queue of keys for controllers: producers Add keys that
+// need work, workers Get a key, process it and call Done.
+//
+// It guarantees that a key waits at most once (adding a queued key again
+// does nothing), that no two workers hold the same key at once, and that a
+// key added while a worker holds it is handed out again after Done. Keys are
+// handed out in the order they were first added. AddAfter and
+// AddRateLimited add a key later; Forget and NumRequeues manage the rate
+// limiter's memory of a key's failures.
+//
+// All methods are safe for concurrent use. After ShutDown the queue hands
+// out what it still holds and then tells workers to stop; see ShutDown.
+type Queue[K comparable] struct {
+	clock   Clock
+	metrics *metrics // nil when metrics are off
+	reg     prometheus.Registerer
+	delay   *delayer[K]
+
+	// mu guards core, shuttingDown and drainedClosed; cond (on mu) wakes
+	// workers blocked in Get. Invariant: drained is closed exactly when
+	// shuttingDown and core is idle.
+	mu            sync.Mutex
+	cond          sync.Cond
+	core          core[K]
+	shuttingDown  bool
+	drainedClosed bool
+	drained       chan struct{}
+
+	// limitMu guards limiter, whose methods are not safe for concurrent use.
+	limitMu sync.Mutex
+	limiter RateLimiter[K]
+
+	stopOnce sync.Once
+}
+
+// New returns an empty queue. It starts no goroutine: the one that handles
+// delayed keys starts on the first AddAfter or AddRateLimited and is joined
+// by ShutDown. New fails only when metrics cannot be registered.
+func New[K comparable](opts Options[K]) (*Queue[K], error) {
+	opts = opts.withDefaults()
+	q := &Queue[K]{
+		clock:   opts.Clock,
+		core:    newCore[K](opts.Metrics != nil),
+		drained: make(chan struct{}),
+		limiter: opts.RateLimiter,
+	}
+	q.cond.L = &q.mu
+	q.delay = newDelayer(opts.Clock, q.Add)
+	if opts.Metrics != nil {
+		if opts.Name == "" {
+			return nil, errors.New("workqueue: Options.Metrics needs Options.Name")
+		}
+		m := newMetrics(opts.Name, (*queueProgress[K])(q))
+		if err := opts.Metrics.Register(m); err != nil {
+			return nil, fmt.Errorf("workqueue: registering metrics of queue %q: %w", opts.Name, err)
+		}
+		q.metrics, q.reg = m, opts.Metrics
+	}
+	return q, nil
+}
+
+// now returns the time for the bookkeeping, or the zero time when metrics
+// are off and nobody will read it.
+func (q *Queue[K]) now() time.Time {
+	if q.metrics == nil {
+		return time.Time{}
+	}
+	return q.clock.Now()
+}
+
+// Add queues k unless it is already waiting. If a worker holds k, k is
+// handed out again after that worker calls Done. Add is ignored after
+// ShutDown. It does not block (beyond a short lock); safe for concurrent use.
+func (q *Queue[K]) Add(k K) {
+	now := q.now()
+	q.mu.Lock()
+	if q.shuttingDown {
+		q.mu.Unlock()
+		return
+	}
+	dirtied, queued := q.core.add(k, now)
+	q.mu.Unlock()
+	if queued {
+		q.cond.Signal()
+	}
+	if dirtied {
+		q.metrics.added()
+	}
+}
+
+// Get blocks until a key is queued and hands it out; the caller must call
+// Done(k) when it has finished with it. After ShutDown, Get keeps handing
+// out the keys still queued and returns shutdown=true (and the zero key)
+// only once none is left. Safe for concurrent use.
+func (q *Queue[K]) Get() (k K, shutdown bool) {
+	q.mu.Lock()
+	for q.core.queued() == 0 && !q.shuttingDown {
+		q.cond.Wait()
+	}
+	now := q.now() // after waiting: the key is handed out now
+	k, since, ok := q.core.get(now)
+	q.mu.Unlock()
+	if !ok {
+		return k, true
+	}
+	if q.metrics != nil {
+		q.metrics.handedOut(now.Sub(since))
+	}
+	return k, false
+}
+
+// Done tells the queue that the worker has finished with k, which Get
+// handed out. If k was added meanwhile it is queued again. Done for a key
+// that is not being processed does nothing. It does not block; safe for
+// concurrent use.
+func (q *Queue[K]) Done(k K) {
+	now := q.now()
+	q.mu.Lock()
+	started, requeued, ok := q.core.done(k)
+	q.closeIfDrainedLocked()
+	q.mu.Unlock()
+	if requeued {
+		q.cond.Signal()
+	}
+	if ok && q.metrics != nil {
+		q.metrics.finished(now.Sub(started))
+	}
+}
+
+// Len returns the number of keys queued for Get (keys re-added while being
+// processed are not counted until Done). Safe for concurrent use.
+func (q *Queue[K]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.core.queued()
+}
+
+// ShuttingDown reports whether ShutDown or ShutDownWithDrain has been
+// called. Safe for concurrent use.
+func (q *Queue[K]) ShuttingDown() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.shuttingDown
+}
+
+// ShutDown makes the queue ignore further adds and wakes every worker:
+// workers get the keys still queued, then shutdown=true. Keys waiting in
+// AddAfter's delay are dropped, and the queue's metrics are unregistered.
+// It blocks only until the delay goroutine has exited (promptly), and does
+// not wait for workers; see ShutDownWithDrain. Safe for concurrent use and to call more than once.
+func (q *Queue[K]) ShutDown() {
+	q.markShutDown()
+	q.stop()
+}
+
+// markShutDown stops adds, wakes every worker and drops delayed keys.
+func (q *Queue[K]) markShutDown() {
+	q.mu.Lock()
+	q.shuttingDown = true
+	q.closeIfDrainedLocked()
+	q.mu.Unlock()
+	q.cond.Broadcast()
+	q.delay.stop()
+}
+
+// ShutDownWithDrain is ShutDown, then blocks until every queued key has
+// been handed out and every handed-out key is Done, or until ctx ends. It
+// returns nil once drained, or the context's error if it gave up waiting
+// (the queue is shut down either way). The metrics are unregistered when
+// it returns. Safe for concurrent use.
+func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
+	q.markShutDown()
+	defer q.stop()
+	select {
+	case <-q.drained:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-q.drained: // both ready: report success
+			return nil
+		default:
+			return ctx.Err()
+		}
+	}
+}
+
+// stop unregisters the metrics, once.
+func (q *Queue[K]) stop() {
+	q.stopOnce.Do(func() {
+		if q.reg != nil {
+			q.reg.Unregister(q.metrics)
+		}
+	})
+}
+
+// closeIfDrainedLocked closes drained when the queue is shut down and idle.
+func (q *Queue[K]) closeIfDrainedLocked() {
+	if q.shuttingDown && !q.drainedClosed && q.core.idle() {
+		q.drainedClosed = true
+		close(q.drained)
+	}
+}
+
+// AddAfter adds k once d has passed; d <= 0 adds it now. If k is already
+// waiting for a later time, the earlier time wins. Delayed keys are dropped
+// by ShutDown. AddAfter never blocks on the delay goroutine (its intake is
+// unbounded); safe for concurrent use.
+func (q *Queue[K]) AddAfter(k K, d time.Duration) {
+	if d <= 0 {
+		q.Add(k)
+		return
+	}
+	q.delay.after(k, q.clock.Now().Add(d))
+}
+
+// AddRateLimited adds k after the delay the rate limiter gives it now, and
+// counts a retry. It does not block; safe for concurrent use.
+func (q *Queue[K]) AddRateLimited(k K) {
+	now := q.clock.Now()
+	q.limitMu.Lock()
+	d := q.limiter.When(k, now)
+	q.limitMu.Unlock()
+	q.metrics.retried()
+	q.AddAfter(k, d)
+}
+
+// Forget makes the rate limiter forget k's failures and free what it held
+// for k; call it when k was processed successfully. It does not remove k
+// from the queue. Safe for concurrent use.
+func (q *Queue[K]) Forget(k K) {
+	q.limitMu.Lock()
+	defer q.limitMu.Unlock()
+	q.limiter.Forget(k)
+}
+
+// NumRequeues returns how many times k has been rate limited since it was
+// last forgotten. Safe for concurrent use.
+func (q *Queue[K]) NumRequeues(k K) int {
+	q.limitMu.Lock()
+	defer q.limitMu.Unlock()
+	return q.limiter.NumRequeues(k)
+}
+
+// queueProgress is the view of a Queue that the scrape-time gauges read.
+type queueProgress[K comparable] Queue[K]
+
+func (p *queueProgress[K]) depth() int {
+	q := (*Queue[K])(p)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.core.dirty)
+}
+
+func (p *queueProgress[K]) inFlight() (total, longest float64) {
+	q := (*Queue[K])(p)
+	now := q.clock.Now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, started := range q.core.stamps.started {
+		s := now.Sub(started).Seconds()
+		total += s
+		longest = max(longest, s)
+	}
+	return total, longest
+}
