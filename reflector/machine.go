@@ -1,0 +1,362 @@
+package reflector
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// The machine decides; run.go does the IO. Inputs are what happened, actions
+// are what to do next. The machine holds no context, clock, goroutine or
+// client: time arrives in inputs, randomness through rnd.
+
+// input is something that happened.
+type input interface{ isInput() }
+
+type (
+	start         struct{} // the reflector starts
+	listed[T any] struct {
+		items    []T
+		rv, cont string
+	} // a list page arrived
+	listFailed struct {
+		err error
+		now time.Time
+	}
+	watchStarted struct{ now time.Time } // the server accepted a watch
+	watchFailed  struct {                // the server refused a watch
+		err error
+		now time.Time
+	}
+	event[T any] struct { // an event with a usable object arrived
+		typ        watch.EventType
+		obj        T
+		rv         string
+		initialEnd bool // a bookmark marking the end of watch-list's initial events
+	}
+	watchEnded struct { // the event stream ended; err is nil for a clean close
+		err error
+		now time.Time
+	}
+	silent struct{ now time.Time } // a watch-list stream sent nothing for config.silence
+)
+
+func (start) isInput()        {}
+func (listed[T]) isInput()    {}
+func (listFailed) isInput()   {}
+func (watchStarted) isInput() {}
+func (watchFailed) isInput()  {}
+func (event[T]) isInput()     {}
+func (watchEnded) isInput()   {}
+func (silent) isInput()       {}
+
+// action is something to do. list and watchReq replace any open watch.
+type action interface{ isAction() }
+
+type (
+	list struct { // list one page
+		rv    string
+		limit int64
+		cont  string
+		cause error // why this list happens; nil for the first one
+	}
+	watchReq struct { // start a watch; close any open one first
+		rv          string
+		sendInitial bool // watch-list: stream the initial state first
+		timeout     time.Duration
+		cause       error // for a watch-list: why this sync happens; nil for the first
+	}
+	replace[T any] struct { // the sink's state becomes exactly items
+		items []T
+		rv    string
+	}
+	apply[T any] struct { // pass one event to the sink
+		typ watch.EventType
+		obj T
+	}
+	bookmark struct{ rv string } // the sink is current up to rv
+	wait     struct {            // wait d, then do then
+		d    time.Duration
+		then action
+	}
+)
+
+func (list) isAction()       {}
+func (watchReq) isAction()   {}
+func (replace[T]) isAction() {}
+func (apply[T]) isAction()   {}
+func (bookmark) isAction()   {}
+func (wait) isAction()       {}
+
+type phase int
+
+const (
+	idle      phase = iota
+	listing         // list pages arriving
+	streaming       // watch-list: initial events arriving, until the end bookmark
+	watching        // a watch is open (or being opened) after a sync
+)
+
+// config is the machine's part of Options, with defaults applied.
+type config struct {
+	pageSize                                 int64
+	minTimeout, maxTimeout                   time.Duration
+	shortWatch                               time.Duration
+	silence                                  time.Duration // how long a watch-list stream may send nothing
+	disableWatchList                         bool
+	backoffInitial, backoffMax, backoffReset time.Duration
+}
+
+// machine is the reflector's decision core. Its state is unguarded: one
+// goroutine, the driver, owns it.
+type machine[T object.Object] struct {
+	cfg     config
+	rnd     func() float64 // in [0, 1)
+	backoff backoff
+
+	lastRV          string // the last resource version synced (list, event or bookmark)
+	rvUnavailable   bool   // lastRV answered 410 or "too large": read at "" (consistent) next
+	watchList       bool   // try watch-list; false once the server refused it, for good
+	serverPaginates bool   // a list at "0" came back paginated: the watch cache is off
+	synced          bool   // an initial list or stream has completed at least once
+
+	phase phase
+	// listing: the pages so far, the RV the list asked for, whether this is
+	// the one-shot unpaginated retry after an expired continue token.
+	pages    []T
+	listRV   string
+	fullList bool
+	// streaming: the initial events so far.
+	initial []T
+	// watching: when the open watch started and how many events it carried.
+	watchStart time.Time
+	events     int
+}
+
+func newMachine[T object.Object](cfg config, rnd func() float64) *machine[T] {
+	return &machine[T]{
+		cfg: cfg, rnd: rnd, watchList: !cfg.disableWatchList,
+		backoff: backoff{initial: cfg.backoffInitial, max: cfg.backoffMax, resetAfter: cfg.backoffReset},
+	}
+}
+
+// next is the transition function: it takes what happened and returns what
+// to do, in order.
+func (m *machine[T]) next(in input) []action {
+	switch in := in.(type) {
+	case start:
+		return m.sync(nil)
+	case listed[T]:
+		return m.onListed(in)
+	case listFailed:
+		return m.onListFailed(in)
+	case watchStarted:
+		m.watchStart, m.events = in.now, 0
+		return nil
+	case watchFailed:
+		return m.onWatchFailed(in)
+	case event[T]:
+		return m.onEvent(in)
+	case watchEnded:
+		return m.onWatchEnded(in)
+	case silent:
+		if m.phase != streaming {
+			return nil
+		}
+		// A server that supports watch-list answers at once, if only with
+		// the end bookmark of an empty collection; one that ignores the
+		// request just waits for changes.
+		m.watchList = false
+		return m.sync(fmt.Errorf("%w: no event for %s", errWatchListIgnored, m.cfg.silence))
+	}
+	return nil
+}
+
+// sync starts a full synchronisation: a watch-list stream where the server
+// supports it, a paginated list otherwise.
+func (m *machine[T]) sync(cause error) []action {
+	if m.watchList {
+		m.phase, m.initial = streaming, nil
+		w := m.watchAction(m.rewatchRV(), true)
+		w.cause = cause
+		return []action{w}
+	}
+	return []action{m.startList(cause)}
+}
+
+func (m *machine[T]) startList(cause error) action {
+	m.phase, m.pages, m.fullList = listing, nil, false
+	m.listRV = m.relistRV()
+	return list{rv: m.listRV, limit: m.pageSize(m.listRV), cause: cause}
+}
+
+// relistRV: "0" first (any cached state will do), then the last synced RV
+// (no older than what we have seen), and "" (a consistent read) once that
+// RV has expired or is unknown to the server.
+func (m *machine[T]) relistRV() string {
+	switch {
+	case m.rvUnavailable:
+		return ""
+	case m.lastRV == "":
+		return "0"
+	}
+	return m.lastRV
+}
+
+func (m *machine[T]) rewatchRV() string {
+	if m.rvUnavailable {
+		return ""
+	}
+	return m.lastRV
+}
+
+// pageSize paginates lists that etcd serves. A list at a specific RV is sent
+// whole so the watch cache can serve it, unless the server has shown that it
+// paginates (no watch cache).
+func (m *machine[T]) pageSize(rv string) int64 {
+	if rv != "" && rv != "0" && !m.serverPaginates {
+		return 0
+	}
+	return m.cfg.pageSize
+}
+
+func (m *machine[T]) watchAction(rv string, sendInitial bool) watchReq {
+	d := m.cfg.minTimeout + time.Duration(m.rnd()*float64(m.cfg.maxTimeout-m.cfg.minTimeout))
+	return watchReq{rv: rv, sendInitial: sendInitial, timeout: d}
+}
+
+func (m *machine[T]) onListed(in listed[T]) []action {
+	if m.phase != listing {
+		return nil
+	}
+	m.pages = append(m.pages, in.items...)
+	if in.cont != "" {
+		if m.listRV == "0" {
+			m.serverPaginates = true
+		}
+		return []action{list{limit: m.cfg.pageSize, cont: in.cont}}
+	}
+	items := m.pages
+	m.pages = nil
+	m.synced, m.rvUnavailable = true, false
+	m.lastRV = in.rv
+	m.phase = watching
+	return []action{replace[T]{items: items, rv: in.rv}, m.watchAction(m.lastRV, false)}
+}
+
+func (m *machine[T]) onListFailed(in listFailed) []action {
+	if m.phase != listing {
+		return nil
+	}
+	switch {
+	case isExpired(in.err) && len(m.pages) > 0 && !m.fullList:
+		// The continue token expired mid-list: list everything in one page,
+		// once, at the RV the list began with.
+		m.pages, m.fullList = nil, true
+		return []action{list{rv: m.listRV, cause: in.err}}
+	case (isExpired(in.err) || isTooLarge(in.err)) && !m.rvUnavailable:
+		m.rvUnavailable = true
+		return []action{m.startList(in.err)}
+	}
+	retry := m.startList(in.err)
+	return []action{wait{d: m.backoff.next(in.now, m.rnd()), then: retry}}
+}
+
+func (m *machine[T]) onWatchFailed(in watchFailed) []action {
+	switch {
+	case m.phase == streaming && isWatchListUnsupported(in.err):
+		m.watchList = false
+		return m.sync(in.err)
+	case isRetriable(in.err):
+		// The server is overloaded or unreachable: our state is still good,
+		// so wait and watch again from where we were.
+		again := m.watchAction(m.rewatchRV(), m.phase == streaming)
+		return []action{wait{d: m.backoff.next(in.now, m.rnd()), then: again}}
+	case isExpired(in.err) || isTooLarge(in.err):
+		if m.phase == streaming {
+			m.rvUnavailable = true
+		}
+		return m.sync(in.err)
+	}
+	return m.resyncAfterBackoff(in.now, in.err)
+}
+
+// resyncAfterBackoff waits, then synchronises from scratch.
+func (m *machine[T]) resyncAfterBackoff(now time.Time, cause error) []action {
+	d := m.backoff.next(now, m.rnd())
+	acts := m.sync(cause)
+	return []action{wait{d: d, then: acts[0]}}
+}
+
+func (m *machine[T]) onEvent(in event[T]) []action {
+	switch m.phase {
+	case streaming:
+		return m.onInitialEvent(in)
+	case watching:
+		m.events++
+		m.lastRV = in.rv
+		if in.typ == watch.Bookmark {
+			return []action{bookmark{rv: in.rv}}
+		}
+		return []action{apply[T]{typ: in.typ, obj: in.obj}}
+	}
+	return nil
+}
+
+// onInitialEvent collects watch-list's initial ADDED events until the end
+// bookmark. Anything else first means the server ignored sendInitialEvents:
+// fall back to listing, and remember.
+func (m *machine[T]) onInitialEvent(in event[T]) []action {
+	switch {
+	case in.typ == watch.Added:
+		m.initial = append(m.initial, in.obj)
+		return nil
+	case in.typ == watch.Bookmark && in.initialEnd:
+		items := m.initial
+		m.initial = nil
+		m.synced, m.rvUnavailable = true, false
+		m.lastRV = in.rv
+		m.phase, m.events = watching, 0
+		return []action{replace[T]{items: items, rv: in.rv}}
+	}
+	m.watchList = false
+	return m.sync(fmt.Errorf("%w: got %s before the initial-events-end bookmark", errWatchListIgnored, in.typ))
+}
+
+func (m *machine[T]) onWatchEnded(in watchEnded) []action {
+	switch m.phase {
+	case streaming:
+		if in.err == nil {
+			in.err = errStreamEnded
+		}
+		return m.onWatchFailed(watchFailed(in))
+	case watching:
+	default:
+		return nil
+	}
+	switch {
+	case in.err == nil && m.events == 0 && in.now.Sub(m.watchStart) < m.cfg.shortWatch:
+		// A watch that closes at once with nothing in it points to a server
+		// or proxy problem that re-watching would turn into a hot loop.
+		return m.resyncAfterBackoff(in.now, errVeryShortWatch)
+	case in.err == nil:
+		return []action{m.watchAction(m.lastRV, false)}
+	case isExpired(in.err) || isTooLarge(in.err):
+		return m.sync(in.err)
+	case isRetriable(in.err):
+		again := m.watchAction(m.lastRV, false)
+		return []action{wait{d: m.backoff.next(in.now, m.rnd()), then: again}}
+	}
+	return m.resyncAfterBackoff(in.now, in.err)
+}
+
+// Causes the machine names itself.
+var (
+	errVeryShortWatch   = errors.New("reflector: watch closed at once without events")
+	errStreamEnded      = errors.New("reflector: watch-list stream ended before its initial-events-end bookmark")
+	errWatchListIgnored = errors.New("reflector: server ignored the watch-list request")
+)

@@ -1,0 +1,162 @@
+package reflector
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// Sink receives what the Reflector learns, in server order. The DeltaFIFO
+// implements it. Methods are called from the Reflector's goroutine only; an
+// error is logged and counted, and the Reflector goes on.
+type Sink[T object.Object] interface {
+	// Replace makes the sink's state exactly items, as of resourceVersion.
+	Replace(items []T, resourceVersion string) error
+	Add(obj T) error
+	Update(obj T) error
+	Delete(obj T) error
+	// Bookmark says the sink is current up to resourceVersion.
+	Bookmark(resourceVersion string)
+}
+
+// Clock is the time source of the IO driver. The decisions take time as
+// input and never read a clock.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Options configure a Reflector. The zero value means the defaults.
+type Options struct {
+	// Name identifies the reflector in logs and metrics. Default: the type T.
+	Name string
+	// PageSize is the number of objects per list page. Default: 500.
+	PageSize int64
+	// MinWatchTimeout is the shortest server-side timeout of a watch; each
+	// watch draws its timeout between it and twice it, so many reflectors
+	// do not reconnect at once. Default: 5m.
+	MinWatchTimeout time.Duration
+	// DisableWatchList syncs with paginated lists only, never with a
+	// watch-list stream. Default: stream where the server supports it.
+	DisableWatchList bool
+	// OnError is called with every list or watch error, e.g. to report 403
+	// Forbidden or a missing resource. It must not block. Default: none.
+	OnError func(error)
+	// Logger receives one line per skipped object, error and relist.
+	// Default: discard.
+	Logger *slog.Logger
+	// Registerer receives the reflector's metrics. Default: no metrics.
+	Registerer prometheus.Registerer
+	// Clock and Rand drive time and jitter; tests inject them. Default:
+	// the real clock and math/rand/v2.
+	Clock Clock
+	Rand  func() float64
+}
+
+func (o Options) withDefaults(name string) Options {
+	if o.Name == "" {
+		o.Name = name
+	}
+	if o.PageSize == 0 {
+		o.PageSize = 500
+	}
+	if o.MinWatchTimeout == 0 {
+		o.MinWatchTimeout = 5 * time.Minute
+	}
+	if o.OnError == nil {
+		o.OnError = func(error) {}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Clock == nil {
+		o.Clock = realClock{}
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
+	return o
+}
+
+// Reflector lists and watches one resource and feeds what it sees to a
+// Sink, forever, recovering from every failure the API server can produce
+// (step 1 of the pipeline). See the package documentation for the rules.
+type Reflector[T object.Object] struct {
+	lw      listwatch.ListerWatcher[T]
+	sink    Sink[T]
+	opts    Options
+	cfg     config
+	metrics *metrics
+
+	mu     sync.Mutex // guards lastRV and err
+	lastRV string
+	err    error
+}
+
+// New returns a Reflector; it starts nothing. It fails only if its metrics
+// cannot be registered (for example, a second reflector with the same Name
+// on the same Registerer).
+func New[T object.Object](lw listwatch.ListerWatcher[T], sink Sink[T], opts Options) (*Reflector[T], error) {
+	var zero T
+	opts = opts.withDefaults(fmt.Sprintf("%T", zero))
+	m, err := newMetrics(opts.Registerer, opts.Name)
+	if err != nil {
+		return nil, err
+	}
+	return &Reflector[T]{
+		lw: lw, sink: sink, opts: opts, metrics: m,
+		cfg: config{
+			pageSize:   opts.PageSize,
+			minTimeout: opts.MinWatchTimeout, maxTimeout: 2 * opts.MinWatchTimeout,
+			shortWatch: time.Second, silence: 10 * time.Second,
+			disableWatchList: opts.DisableWatchList,
+			backoffInitial:   800 * time.Millisecond, backoffMax: 30 * time.Second, backoffReset: 2 * time.Minute,
+		},
+	}, nil
+}
+
+// LastSyncResourceVersion returns the resource version of the last list,
+// event or bookmark the sink received; "" before the first sync. Safe for
+// concurrent use.
+func (r *Reflector[T]) LastSyncResourceVersion() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastRV
+}
+
+// LastError returns the last list or watch error, or nil once a list or
+// watch has succeeded since. Safe for concurrent use.
+func (r *Reflector[T]) LastError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+func (r *Reflector[T]) setRV(rv string) {
+	r.mu.Lock()
+	r.lastRV = rv
+	r.mu.Unlock()
+	r.metrics.setRV(rv)
+}
+
+func (r *Reflector[T]) setErr(err error) {
+	r.mu.Lock()
+	r.err = err
+	r.mu.Unlock()
+	if err != nil {
+		r.opts.OnError(err)
+	}
+}

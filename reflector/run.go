@@ -1,0 +1,258 @@
+package reflector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Run lists and watches until ctx ends, resynchronising whenever the rules
+// say so, and returns nil. It blocks; run it on its own goroutine. Every
+// goroutine it starts has exited when it returns.
+func (r *Reflector[T]) Run(ctx context.Context) error {
+	_, err := r.run(ctx, false)
+	return err
+}
+
+// ListAndWatch synchronises (by list or watch-list) and then watches, as
+// Run does, but returns as soon as the watch ends in a way that requires a
+// full resynchronisation, with the cause. It returns nil when ctx ends.
+func (r *Reflector[T]) ListAndWatch(ctx context.Context) error {
+	cause, err := r.run(ctx, true)
+	if err != nil {
+		return err
+	}
+	return cause
+}
+
+// driver is one run's IO state, owned by the goroutine that runs it.
+type driver[T any] struct {
+	w     watch.Interface
+	quiet <-chan time.Time // armed while a watch-list stream has sent nothing
+}
+
+func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error, err error) {
+	m := newMachine[T](r.cfg, r.opts.Rand)
+	d := &driver[T]{}
+	defer d.stopWatch()
+	pending := m.next(start{})
+	for ctx.Err() == nil {
+		var in input
+		switch {
+		case len(pending) > 0:
+			a := pending[0]
+			pending = pending[1:]
+			if c := resyncCause(a); c != nil && m.synced {
+				r.metrics.relist()
+				r.opts.Logger.Info("reflector: resynchronising", "name", r.opts.Name, "cause", c)
+				if stopOnResync {
+					return c, nil
+				}
+			}
+			if w, ok := a.(wait); ok {
+				if !r.sleep(ctx, w.d) {
+					return nil, nil
+				}
+				pending = append([]action{w.then}, pending...)
+				continue
+			}
+			in = r.do(ctx, d, a)
+		case d.w != nil:
+			in = r.readEvent(ctx, d)
+		default:
+			return nil, errors.New("reflector: internal error: the machine has nothing to do")
+		}
+		if in != nil && ctx.Err() == nil {
+			pending = append(pending, m.next(in)...)
+		}
+	}
+	return nil, nil
+}
+
+// resyncCause is the cause of an action that starts a full sync, else nil.
+func resyncCause(a action) error {
+	switch a := a.(type) {
+	case list:
+		if a.cont == "" {
+			return a.cause
+		}
+	case watchReq:
+		if a.sendInitial {
+			return a.cause
+		}
+	}
+	return nil
+}
+
+func (r *Reflector[T]) sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-r.opts.Clock.After(d):
+		return true
+	}
+}
+
+func (d *driver[T]) stopWatch() {
+	if d.w != nil {
+		d.w.Stop()
+		d.w, d.quiet = nil, nil
+	}
+}
+
+// do performs one action and returns what came of it, if anything.
+func (r *Reflector[T]) do(ctx context.Context, d *driver[T], a action) input {
+	switch a := a.(type) {
+	case list:
+		d.stopWatch()
+		return r.list(ctx, a)
+	case watchReq:
+		d.stopWatch()
+		return r.watch(ctx, d, a)
+	case replace[T]:
+		r.sinkDo(r.sink.Replace(a.items, a.rv))
+		r.setRV(a.rv)
+	case apply[T]:
+		r.apply(a)
+	case bookmark:
+		r.sink.Bookmark(a.rv)
+		r.setRV(a.rv)
+	}
+	return nil
+}
+
+func (r *Reflector[T]) list(ctx context.Context, a list) input {
+	start := r.opts.Clock.Now()
+	l, err := r.lw.List(ctx, metav1.ListOptions{ResourceVersion: a.rv, Limit: a.limit, Continue: a.cont})
+	now := r.opts.Clock.Now()
+	r.metrics.list(now.Sub(start), err)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.opts.Logger.Info("reflector: list failed", "name", r.opts.Name, "rv", a.rv, "err", err)
+			r.setErr(fmt.Errorf("list %s: %w", r.opts.Name, err))
+		}
+		return listFailed{err: err, now: now}
+	}
+	r.setErr(nil)
+	if l.Skipped > 0 {
+		r.skip(l.Skip, "wrong type", l.Skipped)
+	}
+	items := l.Items[:0]
+	for _, it := range l.Items {
+		if it.GetName() == "" {
+			r.skip("list item has no name", "no metadata", 1)
+			continue
+		}
+		items = append(items, it)
+	}
+	return listed[T]{items: items, rv: l.ResourceVersion, cont: l.Continue}
+}
+
+func (r *Reflector[T]) watch(ctx context.Context, d *driver[T], a watchReq) input {
+	timeout := int64(a.timeout.Seconds())
+	opts := metav1.ListOptions{ResourceVersion: a.rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout}
+	if a.sendInitial {
+		yes := true
+		opts.SendInitialEvents = &yes
+		opts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+	}
+	w, err := r.lw.Watch(ctx, opts)
+	r.metrics.watch(err)
+	now := r.opts.Clock.Now()
+	if err != nil {
+		if ctx.Err() == nil {
+			r.opts.Logger.Info("reflector: watch failed", "name", r.opts.Name, "rv", a.rv, "err", err)
+			r.setErr(fmt.Errorf("watch %s: %w", r.opts.Name, err))
+		}
+		return watchFailed{err: err, now: now}
+	}
+	r.setErr(nil)
+	d.w = w
+	if a.sendInitial {
+		d.quiet = r.opts.Clock.After(r.cfg.silence)
+	}
+	return watchStarted{now: now}
+}
+
+// readEvent waits for the next event and turns it into an input; nil means
+// the event was skipped or ctx ended.
+func (r *Reflector[T]) readEvent(ctx context.Context, d *driver[T]) input {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-d.quiet:
+		d.quiet = nil
+		return silent{now: r.opts.Clock.Now()}
+	case ev, ok := <-d.w.ResultChan():
+		d.quiet = nil
+		if !ok {
+			d.stopWatch()
+			return watchEnded{now: r.opts.Clock.Now()}
+		}
+		return r.convert(d, ev)
+	}
+}
+
+func (r *Reflector[T]) convert(d *driver[T], ev watch.Event) input {
+	r.metrics.event(string(ev.Type))
+	switch ev.Type {
+	case watch.Error:
+		d.stopWatch()
+		err := apierrors.FromObject(ev.Object)
+		r.opts.Logger.Info("reflector: watch error", "name", r.opts.Name, "err", err)
+		r.setErr(fmt.Errorf("watch %s: %w", r.opts.Name, err))
+		return watchEnded{err: err, now: r.opts.Clock.Now()}
+	case watch.Bookmark:
+		acc, err := meta.Accessor(ev.Object)
+		if err != nil {
+			r.skip(fmt.Sprintf("bookmark carries %T without metadata", ev.Object), "no metadata", 1)
+			return nil
+		}
+		end := acc.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
+		return event[T]{typ: watch.Bookmark, rv: acc.GetResourceVersion(), initialEnd: end}
+	case watch.Added, watch.Modified, watch.Deleted:
+		obj, ok := ev.Object.(T)
+		if !ok {
+			var zero T
+			r.skip(fmt.Sprintf("%s event carries %T, not %T", ev.Type, ev.Object, zero), "wrong type", 1)
+			return nil
+		}
+		if obj.GetName() == "" {
+			r.skip(fmt.Sprintf("%s event object has no name", ev.Type), "no metadata", 1)
+			return nil
+		}
+		return event[T]{typ: ev.Type, obj: obj, rv: obj.GetResourceVersion()}
+	}
+	r.skip(fmt.Sprintf("unknown event type %q", ev.Type), "unknown event", 1)
+	return nil
+}
+
+func (r *Reflector[T]) apply(a apply[T]) {
+	switch a.typ {
+	case watch.Added:
+		r.sinkDo(r.sink.Add(a.obj))
+	case watch.Modified:
+		r.sinkDo(r.sink.Update(a.obj))
+	case watch.Deleted:
+		r.sinkDo(r.sink.Delete(a.obj))
+	}
+	r.setRV(a.obj.GetResourceVersion())
+}
+
+func (r *Reflector[T]) sinkDo(err error) {
+	if err != nil {
+		r.metrics.sinkError()
+		r.opts.Logger.Error("reflector: sink error", "name", r.opts.Name, "err", err)
+	}
+}
+
+func (r *Reflector[T]) skip(what, reason string, n int) {
+	r.metrics.skip(reason, n)
+	r.opts.Logger.Warn("reflector: skipped unusable object", "name", r.opts.Name, "object", what, "count", n)
+}

@@ -1,0 +1,263 @@
+package reflector
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+)
+
+var errSinkFull = errors.New("sink: full")
+
+// fakeLW is a scripted ListerWatcher: List answers from lists in turn (the
+// last answer repeats); every Watch opens a fake watcher handed to the test.
+type fakeLW struct {
+	mu       sync.Mutex
+	lists    []func() (listwatch.List[*corev1.Pod], error)
+	listOpts []metav1.ListOptions
+	watchErr error
+	watches  chan *watch.RaceFreeFakeWatcher
+}
+
+func newFakeLW(lists ...func() (listwatch.List[*corev1.Pod], error)) *fakeLW {
+	return &fakeLW{lists: lists, watches: make(chan *watch.RaceFreeFakeWatcher, 16)}
+}
+
+func page(rv string, items ...*corev1.Pod) func() (listwatch.List[*corev1.Pod], error) {
+	return func() (listwatch.List[*corev1.Pod], error) {
+		return listwatch.List[*corev1.Pod]{Items: items, ResourceVersion: rv}, nil
+	}
+}
+
+func failing(err error) func() (listwatch.List[*corev1.Pod], error) {
+	return func() (listwatch.List[*corev1.Pod], error) { return listwatch.List[*corev1.Pod]{}, err }
+}
+
+func (f *fakeLW) List(_ context.Context, opts metav1.ListOptions) (listwatch.List[*corev1.Pod], error) {
+	f.mu.Lock()
+	f.listOpts = append(f.listOpts, opts)
+	answer := f.lists[min(len(f.listOpts), len(f.lists))-1]
+	f.mu.Unlock()
+	return answer()
+}
+
+func (f *fakeLW) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	f.mu.Lock()
+	err := f.watchErr
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	w := watch.NewRaceFreeFake()
+	f.watches <- w
+	return w, nil
+}
+
+func (f *fakeLW) listed() []metav1.ListOptions {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]metav1.ListOptions(nil), f.listOpts...)
+}
+
+func (f *fakeLW) nextWatch(t *testing.T) *watch.RaceFreeFakeWatcher {
+	t.Helper()
+	select {
+	case w := <-f.watches:
+		return w
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch opened within 10s")
+		return nil
+	}
+}
+
+// runReflector runs r until the test ends and checks that Run returns nil.
+func runReflector(t *testing.T, r *Reflector[*corev1.Pod]) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v after cancel, want nil", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return within 10s of cancel")
+		}
+	})
+}
+
+func newTestReflector(t *testing.T, lw listwatch.ListerWatcher[*corev1.Pod], sink Sink[*corev1.Pod], opts Options) *Reflector[*corev1.Pod] {
+	t.Helper()
+	r, err := New(lw, sink, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestReflector_skipsUnusableObjectsWithAMetricAndGoesOn(t *testing.T) {
+	leakcheck.Check(t)
+	reg := prometheus.NewRegistry()
+	lw := newFakeLW(func() (listwatch.List[*corev1.Pod], error) {
+		return listwatch.List[*corev1.Pod]{Items: []*corev1.Pod{pod("a", "5"), pod("", "6")}, ResourceVersion: "10",
+			Skipped: 1, Skip: "list item is a *v1.ConfigMap"}, nil
+	})
+	sink := newMemSink[*corev1.Pod]()
+	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Registerer: reg, Name: "pods"})
+	runReflector(t, r)
+	w := lw.nextWatch(t)
+	w.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-a-pod", ResourceVersion: "11"}})
+	w.Add(pod("", "12"))
+	w.Add(pod("b", "13"))
+	sink.waitFor(t, 10*time.Second, "pods a and b", func(keys map[string]string, _ int) bool {
+		return len(keys) == 2 && keys["ns/a"] == "5" && keys["ns/b"] == "13"
+	})
+	skipped := func(reason string) float64 {
+		return testutil.ToFloat64(r.metrics.skipped.WithLabelValues(reason))
+	}
+	if skipped("wrong type") != 2 || skipped("no metadata") != 2 {
+		t.Errorf("skipped: wrong type %v, no metadata %v; want 2 and 2", skipped("wrong type"), skipped("no metadata"))
+	}
+	if got := r.LastSyncResourceVersion(); got != "13" {
+		t.Errorf("LastSyncResourceVersion = %q, want 13", got)
+	}
+}
+
+func TestReflector_anErrorEventRelistsAtTheLastSyncedRV(t *testing.T) {
+	leakcheck.Check(t)
+	lw := newFakeLW(page("10", pod("a", "5")), page("20", pod("b", "15")))
+	sink := newMemSink[*corev1.Pod]()
+	runReflector(t, newTestReflector(t, lw, sink, Options{DisableWatchList: true}))
+	w := lw.nextWatch(t)
+	w.Add(pod("c", "12"))
+	w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
+	lw.nextWatch(t) // the relist completed and a new watch opened
+	sink.waitFor(t, 10*time.Second, "the relist's state", func(keys map[string]string, replaces int) bool {
+		return replaces == 2 && len(keys) == 1 && keys["ns/b"] == "15"
+	})
+	got := lw.listed()
+	if len(got) != 2 || got[0].ResourceVersion != "0" || got[1].ResourceVersion != "12" {
+		t.Fatalf("lists at %+v, want RV 0 then the last synced RV 12", got)
+	}
+}
+
+func TestReflector_ListAndWatchReturnsTheCauseOfTheFirstResync(t *testing.T) {
+	leakcheck.Check(t)
+	lw := newFakeLW(page("10", pod("a", "5")))
+	r := newTestReflector(t, lw, newMemSink[*corev1.Pod](), Options{DisableWatchList: true})
+	done := make(chan error, 1)
+	go func() { done <- r.ListAndWatch(t.Context()) }()
+	lw.nextWatch(t).Error(&apierrors.NewResourceExpired("too old").ErrStatus)
+	select {
+	case err := <-done:
+		if !apierrors.IsResourceExpired(err) {
+			t.Fatalf("ListAndWatch = %v, want the 410", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ListAndWatch did not return")
+	}
+}
+
+func TestReflector_watchListSyncsFromTheStreamAlone(t *testing.T) {
+	leakcheck.Check(t)
+	lw := newFakeLW(failing(errors.New("list must not be called")))
+	sink := newMemSink[*corev1.Pod]()
+	runReflector(t, newTestReflector(t, lw, sink, Options{}))
+	w := lw.nextWatch(t)
+	w.Add(pod("a", "7"))
+	w.Add(pod("b", "3"))
+	end := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "10",
+		Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
+	w.Action(watch.Bookmark, end)
+	w.Modify(pod("a", "11"))
+	sink.waitFor(t, 10*time.Second, "a at 11 and b", func(keys map[string]string, replaces int) bool {
+		return replaces == 1 && keys["ns/a"] == "11" && keys["ns/b"] == "3"
+	})
+	if n := len(lw.listed()); n != 0 {
+		t.Errorf("%d list calls, want none", n)
+	}
+}
+
+func TestReflector_aSinkErrorIsCountedAndTheReflectorGoesOn(t *testing.T) {
+	leakcheck.Check(t)
+	reg := prometheus.NewRegistry()
+	lw := newFakeLW(page("10"))
+	sink := newMemSink[*corev1.Pod]()
+	sink.failNext = true
+	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Registerer: reg})
+	runReflector(t, r)
+	w := lw.nextWatch(t)
+	w.Add(pod("lost", "11"))
+	w.Add(pod("kept", "12"))
+	sink.waitFor(t, 10*time.Second, "the second add", func(keys map[string]string, _ int) bool {
+		return keys["ns/kept"] == "12"
+	})
+	if n := testutil.ToFloat64(r.metrics.sinkErrors); n != 1 {
+		t.Errorf("sink errors = %v, want 1", n)
+	}
+}
+
+func TestReflector_cancelStopsRunWhileBackingOffAndReportsTheError(t *testing.T) {
+	leakcheck.Check(t)
+	forbidden := apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no RBAC"))
+	lw := newFakeLW(failing(forbidden))
+	reported := make(chan error, 8)
+	r := newTestReflector(t, lw, newMemSink[*corev1.Pod](), Options{DisableWatchList: true,
+		OnError: func(err error) {
+			select {
+			case reported <- err:
+			default:
+			}
+		}})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	select {
+	case err := <-reported:
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("OnError got %v, want the 403", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnError not called within 10s")
+	}
+	if !apierrors.IsForbidden(r.LastError()) {
+		t.Errorf("LastError = %v, want the 403", r.LastError())
+	}
+	cancel() // the reflector is now waiting out its backoff
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil on cancel", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5s of cancel")
+	}
+}
+
+func TestNew_rejectsASecondReflectorWithTheSameNameOnOneRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	lw := newFakeLW(page("1"))
+	if _, err := New[*corev1.Pod](lw, newMemSink[*corev1.Pod](), Options{Name: "pods", Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New[*corev1.Pod](lw, newMemSink[*corev1.Pod](), Options{Name: "pods", Registerer: reg}); err == nil {
+		t.Fatal("second reflector named pods registered without error")
+	}
+	if _, err := New[*corev1.Pod](lw, newMemSink[*corev1.Pod](), Options{Name: "pods-b", Registerer: reg}); err != nil {
+		t.Fatalf("a differently named reflector: %v", err)
+	}
+}
