@@ -7,21 +7,21 @@
 // thin driver (run.go) performs them. The rules, each a row of the
 // machine's table test:
 //
-//	            start
-//	              │ watch-list supported (default)?      no / refused / ignored (remembered)
-//	              ├──────────────────────────────┐──────────────────────────────┐
-//	              v                              │                              v
-//	  STREAMING: watch sendInitialEvents=true    │           LISTING: pages of 500 at RV
-//	  ADDED... then bookmark                     │           "0" → last synced → "" (after 410 /
-//	  "k8s.io/initial-events-end"                │           too large); an expired continue token
-//	              │ replace(items, rv)           │           lists once, unpaginated
-//	              v                              │                              │ replace(items, rv)
-//	  WATCHING from the last RV (events, bookmarks move it) <──────────────────┘
-//	    clean close ........................ re-watch from the last RV (no relist)
-//	    closed within 1s with no events .... back off, resync
-//	    410 Gone / too large ............... resync now (at the last RV; at "" if that fails too)
-//	    429, connection refused ............ back off, re-watch from the last RV
-//	    any other error .................... back off, resync
+//	          start
+//	            │ watch-list supported (default)?      no / refused / ignored (remembered)
+//	            ├──────────────────────────────┐──────────────────────────────┐
+//	            v                              │                              v
+//	STREAMING: watch sendInitialEvents=true    │           LISTING: pages of 500 at RV
+//	ADDED... then bookmark                     │           "0" → last synced → "" (after 410 /
+//	"k8s.io/initial-events-end"                │           too large); an expired continue token
+//	            │ replace(items, rv)           │           lists once, unpaginated
+//	            v                              │                              │ replace(items, rv)
+//	WATCHING from the last RV (events, bookmarks move it) <──────────────────┘
+//	  clean close ........................ re-watch from the last RV (no relist)
+//	  closed within 1s with no events .... back off, resync
+//	  410 Gone / too large ............... resync now (at the last RV; at "" if that fails too)
+//	  429, connection refused ............ back off, re-watch from the last RV
+//	  any other error .................... back off, resync
 //
 // Backoff is exponential with jitter, 0.8s doubling to 30s, and forgets
 // after two minutes without a failure. Watches carry a random timeout

@@ -432,4 +432,3 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 		<-tick.C
 	}
 }
-

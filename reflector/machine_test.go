@@ -105,8 +105,10 @@ func listedPage(rv, cont string, names ...string) input {
 func ev(typ watch.EventType, name, rv string) input {
 	return event[*corev1.Pod]{typ: typ, obj: pod(name, rv), rv: rv}
 }
-func bm(rv string) input             { return event[*corev1.Pod]{typ: watch.Bookmark, rv: rv} }
-func initialEnd(rv string) input     { return event[*corev1.Pod]{typ: watch.Bookmark, rv: rv, initialEnd: true} }
+func bm(rv string) input { return event[*corev1.Pod]{typ: watch.Bookmark, rv: rv} }
+func initialEnd(rv string) input {
+	return event[*corev1.Pod]{typ: watch.Bookmark, rv: rv, initialEnd: true}
+}
 func started(at time.Duration) input { return watchStarted{now: t0.Add(at)} }
 func ended(at time.Duration, err error) input {
 	return watchEnded{err: err, now: t0.Add(at)}
