@@ -1,0 +1,104 @@
+package store
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// benchPods returns n pods spread over 100 namespaces and 50 nodes, with
+// labels like a Deployment's.
+func benchPods(n int) []*corev1.Pod {
+	pods := make([]*corev1.Pod, n)
+	for i := range pods {
+		app := fmt.Sprint("app-", i%37)
+		pods[i] = &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace:       fmt.Sprint("ns-", i%100),
+				Name:            fmt.Sprintf("%s-%08x-%d", app, i*2654435761, i),
+				ResourceVersion: fmt.Sprint(1000 + i),
+				Labels:          map[string]string{"app": app, "tier": "backend", "pod-template-hash": fmt.Sprintf("%x", i%7)},
+			},
+			Spec: corev1.PodSpec{NodeName: fmt.Sprint("node-", i%50), Containers: []corev1.Container{{Name: "main", Image: "registry/app:1"}}},
+		}
+	}
+	return pods
+}
+
+// newBenchIndexer returns a store of pods with three indexes: namespace,
+// node and app.
+func newBenchIndexer(b *testing.B, pods []*corev1.Pod) *Indexer[*corev1.Pod] {
+	b.Helper()
+	s, err := New(Options[*corev1.Pod]{Indexers: Indexers[*corev1.Pod]{
+		"node": func(p *corev1.Pod) ([]string, error) { return []string{p.Spec.NodeName}, nil },
+		"app":  func(p *corev1.Pod) ([]string, error) { return []string{p.Labels["app"]}, nil },
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Replace(pods, "1"); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func BenchmarkIndexer_GetByKey(b *testing.B) {
+	pods := benchPods(10_000)
+	s := newBenchIndexer(b, pods)
+	keys := s.ListKeys()
+	i := 0
+	for b.Loop() {
+		if _, ok := s.GetByKey(keys[i%len(keys)]); !ok {
+			b.Fatal("missing")
+		}
+		i++
+	}
+}
+
+func BenchmarkIndexer_List(b *testing.B) {
+	s := newBenchIndexer(b, benchPods(10_000))
+	for b.Loop() {
+		if len(s.List()) != 10_000 {
+			b.Fatal("short list")
+		}
+	}
+}
+
+func BenchmarkIndexer_ByIndex(b *testing.B) {
+	s := newBenchIndexer(b, benchPods(10_000))
+	i := 0
+	for b.Loop() {
+		if got, err := s.ByIndex(NamespaceIndex, fmt.Sprint("ns-", i%100)); err != nil || len(got) != 100 {
+			b.Fatal(len(got), err)
+		}
+		i++
+	}
+}
+
+func BenchmarkIndexer_UpdateThreeIndexes(b *testing.B) {
+	pods := benchPods(10_000)
+	s := newBenchIndexer(b, pods)
+	next := benchPods(10_000) // same keys, new objects: some move node
+	for i, p := range next {
+		p.Spec.NodeName = fmt.Sprint("node-", (i+i%3)%50)
+	}
+	i := 0
+	for b.Loop() {
+		if err := s.Update(next[i%len(next)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+func BenchmarkIndexer_Replace100k(b *testing.B) {
+	pods := benchPods(100_000)
+	s := newBenchIndexer(b, nil)
+	for b.Loop() {
+		if err := s.Replace(pods, "2"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package store
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// keySet is a set of store keys.
+type keySet map[string]struct{}
+
+// entry is a stored object with the index values computed for it when it
+// was written, so that removing or replacing it never calls an index
+// function again.
+type entry[T object.Object] struct {
+	obj  T
+	vals [][]string // vals[i]: the values of index function i
+	seq  uint64     // the write that stored it; see Indexer.AddIndexers
+}
+
+// cache is the index bookkeeping: objects by key and, for each index, keys
+// by value. It is a plain type with no lock and calls no user code; Indexer
+// wraps it with a lock and computes index values before calling it.
+//
+// Invariants (checked by checkInvariants):
+//   - every entry has one value list per index, len(e.vals) == len(indices),
+//     except while AddIndexers builds new indices: entries stored before
+//     grow have none for them until fill;
+//   - indices[i][v] contains k exactly when items[k].vals[i] contains v;
+//   - no index holds an empty set, so values that no object carries any more
+//     leave no trace (high-cardinality values do not leak memory).
+type cache[T object.Object] struct {
+	items   map[string]entry[T]
+	indices []map[string]keySet
+}
+
+// newCache returns an empty cache with n indices, sized for size items.
+func newCache[T object.Object](n, size int) *cache[T] {
+	c := &cache[T]{items: make(map[string]entry[T], size), indices: make([]map[string]keySet, n)}
+	for i := range c.indices {
+		c.indices[i] = map[string]keySet{}
+	}
+	return c
+}
+
+// put stores e under key, replacing and unindexing any previous entry.
+func (c *cache[T]) put(key string, e entry[T]) {
+	old, had := c.items[key]
+	c.items[key] = e
+	for i, vals := range e.vals {
+		if had && i < len(old.vals) {
+			if slices.Equal(old.vals[i], vals) {
+				continue
+			}
+			c.unindex(i, key, old.vals[i])
+		}
+		c.index(i, key, vals)
+	}
+}
+
+// remove deletes the entry under key, if any, and reports whether it existed.
+func (c *cache[T]) remove(key string) bool {
+	old, had := c.items[key]
+	if !had {
+		return false
+	}
+	delete(c.items, key)
+	for i, vals := range old.vals {
+		c.unindex(i, key, vals)
+	}
+	return true
+}
+
+func (c *cache[T]) index(i int, key string, vals []string) {
+	idx := c.indices[i]
+	for _, v := range vals {
+		set := idx[v]
+		if set == nil {
+			set = keySet{}
+			idx[v] = set
+		}
+		set[key] = struct{}{}
+	}
+}
+
+func (c *cache[T]) unindex(i int, key string, vals []string) {
+	idx := c.indices[i]
+	for _, v := range vals {
+		set := idx[v]
+		delete(set, key)
+		if len(set) == 0 {
+			delete(idx, v)
+		}
+	}
+}
+
+// grow adds n empty indices. Entries stored before have no values for them
+// until fill is called; entries put afterwards must have values for all.
+func (c *cache[T]) grow(n int) {
+	for range n {
+		c.indices = append(c.indices, map[string]keySet{})
+	}
+}
+
+// fill gives the entry under key the values of the indices added by grow,
+// and indexes it, if that entry is still the write numbered seq (a later
+// write already carries them). It reports whether it did.
+func (c *cache[T]) fill(key string, seq uint64, vals [][]string) bool {
+	e, ok := c.items[key]
+	if !ok || e.seq != seq {
+		return false
+	}
+	first := len(e.vals)
+	e.vals = slices.Concat(e.vals, vals)
+	c.items[key] = e
+	for j, v := range vals {
+		c.index(first+j, key, v)
+	}
+	return true
+}
+
+// shrink drops every index from position n on, and the values entries hold
+// for them.
+func (c *cache[T]) shrink(n int) {
+	c.indices = c.indices[:n:n]
+	for key, e := range c.items {
+		if len(e.vals) > n {
+			e.vals = e.vals[:n:n]
+			c.items[key] = e
+		}
+	}
+}
+
+// objects returns the objects under keys.
+func (c *cache[T]) objects(keys keySet) []T {
+	out := make([]T, 0, len(keys))
+	for key := range keys {
+		out = append(out, c.items[key].obj)
+	}
+	return out
+}
+
+// checkInvariants returns an error describing the first broken invariant
+// (see cache), or nil. It is for tests and fuzzers: it walks everything.
+//
+// ready is the number of indices that every entry must have values for (the
+// others are being built).
+func (c *cache[T]) checkInvariants(ready int) error {
+	want := 0
+	for key, e := range c.items {
+		if len(e.vals) != len(c.indices) && len(e.vals) != ready {
+			return fmt.Errorf("item %q has %d value lists, want %d (or %d while building)", key, len(e.vals), len(c.indices), ready)
+		}
+		for i, vals := range e.vals {
+			for _, v := range vals {
+				if _, ok := c.indices[i][v][key]; !ok {
+					return fmt.Errorf("item %q is missing from index %d under %q", key, i, v)
+				}
+			}
+			want += len(distinct(vals))
+		}
+	}
+	got := 0
+	for i, idx := range c.indices {
+		for v, set := range idx {
+			if len(set) == 0 {
+				return fmt.Errorf("index %d keeps an empty set under %q", i, v)
+			}
+			got += len(set)
+		}
+	}
+	if got != want {
+		return fmt.Errorf("indices hold %d entries, items account for %d", got, want)
+	}
+	return nil
+}
+
+// distinct returns vals without repeats.
+func distinct(vals []string) []string {
+	out := slices.Clone(vals)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,133 @@
+package store
+
+import "github.com/ctrlkit/ctrlkit/object"
+
+// Get returns the object stored under obj's key. exists is false if there is
+// none; err is set only when obj has no valid key. The returned object is
+// shared with the store: read it, never modify it. Safe for concurrent use;
+// it waits only for a writer that holds the lock.
+func (s *Indexer[T]) Get(obj T) (item T, exists bool, err error) {
+	key, err := keyOf(obj)
+	if err != nil {
+		return item, false, err
+	}
+	item, exists = s.GetByKey(key)
+	return item, exists, nil
+}
+
+// GetByKey returns the object stored under key ("namespace/name" or
+// "name"), and whether there is one. The object is read-only for the caller.
+func (s *Indexer[T]) GetByKey(key string) (item T, exists bool) {
+	s.mu.RLock()
+	e, exists := s.c.items[key]
+	s.mu.RUnlock()
+	return e.obj, exists
+}
+
+// Len returns the number of objects in the store.
+func (s *Indexer[T]) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.c.items)
+}
+
+// List returns every object in the store, in no particular order. The slice
+// is a snapshot the caller owns; the objects are read-only.
+func (s *Indexer[T]) List() []T {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]T, 0, len(s.c.items))
+	for _, e := range s.c.items {
+		out = append(out, e.obj)
+	}
+	return out
+}
+
+// ListKeys returns the key of every object in the store, in no particular
+// order. The caller owns the slice.
+func (s *Indexer[T]) ListKeys() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]string, 0, len(s.c.items))
+	for key := range s.c.items {
+		out = append(out, key)
+	}
+	return out
+}
+
+// ByIndex returns the objects whose values in the named index include value
+// (for NamespaceIndex: the objects of one namespace), in no particular order.
+// An unknown index is an error wrapping ErrNoIndex. The caller owns the
+// slice; the objects are read-only.
+func (s *Indexer[T]) ByIndex(indexName, value string) ([]T, error) {
+	i, err := s.funcs.Load().lookup(indexName)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.c.objects(s.c.indices[i][value]), nil
+}
+
+// IndexKeys is ByIndex returning keys instead of objects.
+func (s *Indexer[T]) IndexKeys(indexName, value string) ([]string, error) {
+	i, err := s.funcs.Load().lookup(indexName)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	set := s.c.indices[i][value]
+	out := make([]string, 0, len(set))
+	for key := range set {
+		out = append(out, key)
+	}
+	return out, nil
+}
+
+// Index returns the objects that share at least one value with obj in the
+// named index: it runs the index function on obj (without the lock) and
+// returns the union of ByIndex over the values, each object once. obj need
+// not be in the store. The error of an unknown index wraps ErrNoIndex, that
+// of the index function ErrIndexFunc.
+func (s *Indexer[T]) Index(indexName string, obj T) ([]T, error) {
+	fs := s.funcs.Load()
+	i, err := fs.lookup(indexName)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := fs.value(i, object.NameOf(obj).String(), obj)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	idx := s.c.indices[i]
+	if len(vals) == 1 {
+		return s.c.objects(idx[vals[0]]), nil
+	}
+	union := keySet{}
+	for _, v := range vals {
+		for key := range idx[v] {
+			union[key] = struct{}{}
+		}
+	}
+	return s.c.objects(union), nil
+}
+
+// ListIndexFuncValues returns the values present in the named index (each
+// carried by at least one object), in no particular order. An unknown index
+// is an error wrapping ErrNoIndex. The caller owns the slice.
+func (s *Indexer[T]) ListIndexFuncValues(indexName string) ([]string, error) {
+	i, err := s.funcs.Load().lookup(indexName)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]string, 0, len(s.c.indices[i]))
+	for v := range s.c.indices[i] {
+		out = append(out, v)
+	}
+	return out, nil
+}

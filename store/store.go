@@ -1,0 +1,212 @@
+package store
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// Options configures an Indexer. The zero value is a store with only the
+// namespace index.
+type Options[T object.Object] struct {
+	// Indexers are index functions in addition to NamespaceIndex, which is
+	// always present and cannot be redefined. Default: none.
+	Indexers Indexers[T]
+}
+
+// Indexer is the cache every worker reads: a thread-safe store of typed
+// objects keyed by object.MetaNamespaceKeyFunc ("namespace/name"), with any
+// number of secondary indexes and the resource version it reflects.
+//
+// Objects are shared, not copied: values passed in and handed out belong to
+// the store and every caller must treat them as read-only. Returned slices
+// are fresh snapshots the caller owns; their order is unspecified.
+//
+// All methods are safe for concurrent use. Readers never block each other.
+// No method holds the lock while it runs an index function: a write holds
+// it only to update a few map entries, a Replace only to swap in the cache
+// it built, and AddIndexers only to link in values it computed (a pass over
+// the objects, with no user code).
+type Indexer[T object.Object] struct {
+	// funcs is the current list of index functions. It is replaced only with
+	// mu held for writing, and read anywhere without the lock: writers compute
+	// index values with the list they loaded, then, under mu, retry if it
+	// changed in between. Invariant: len(c.indices) == len(funcs.fns).
+	// It is replaced only by AddIndexers.
+	funcs atomic.Pointer[indexFuncs[T]]
+	// seq numbers writes, so that AddIndexers can tell which items were
+	// rewritten while it ran the new index functions without the lock.
+	seq atomic.Uint64
+	// addMu serialises AddIndexers calls (never taken by readers or
+	// writers).
+	addMu sync.Mutex
+
+	mu sync.RWMutex
+	// mu guards c and rv.
+	c  *cache[T]
+	rv string // the newest resource version written, replaced or bookmarked
+}
+
+// New returns an empty store with the namespace index and opts.Indexers. It
+// fails if an indexer is named NamespaceIndex or "", or has a nil function.
+func New[T object.Object](opts Options[T]) (*Indexer[T], error) {
+	fs, err := newIndexFuncs[T]().with(opts.Indexers)
+	if err != nil {
+		return nil, err
+	}
+	fs.ready.Store(int64(len(fs.fns)))
+	s := &Indexer[T]{c: newCache[T](len(fs.fns), 0)}
+	s.funcs.Store(fs)
+	return s, nil
+}
+
+// keyOf returns the store key of obj.
+func keyOf[T object.Object](obj T) (string, error) {
+	key, err := object.MetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return "", fmt.Errorf("store: %w", err)
+	}
+	return key, nil
+}
+
+// lockFor takes the write lock and reports whether fs is still the current
+// list of index functions. If it is not, it releases the lock again: values
+// computed with fs are stale and the caller must recompute them.
+func (s *Indexer[T]) lockFor(fs *indexFuncs[T]) bool {
+	s.mu.Lock()
+	if s.funcs.Load() == fs {
+		return true
+	}
+	s.mu.Unlock()
+	return false
+}
+
+// Add stores obj under its key, replacing any object already there (Add and
+// Update are the same upsert; both exist to mirror the events that cause
+// them). The store's resource version advances to obj's if newer.
+//
+// It runs the index functions first, without the lock; if one fails, or
+// obj has no valid key, it returns the error and the store is unchanged.
+// It blocks only while other goroutines hold the lock. The store keeps obj:
+// the caller must not modify it afterwards.
+func (s *Indexer[T]) Add(obj T) error { return s.write(obj) }
+
+// Update is Add: it stores obj under its key, replacing what was there.
+func (s *Indexer[T]) Update(obj T) error { return s.write(obj) }
+
+func (s *Indexer[T]) write(obj T) error {
+	key, err := keyOf(obj)
+	if err != nil {
+		return err
+	}
+	for {
+		fs := s.funcs.Load()
+		vals, err := fs.values(key, obj, 0)
+		if err != nil {
+			return err
+		}
+		seq := s.seq.Add(1)
+		if !s.lockFor(fs) {
+			continue
+		}
+		s.c.put(key, entry[T]{obj: obj, vals: vals, seq: seq})
+		s.rv = newerVersion(s.rv, obj.GetResourceVersion())
+		s.mu.Unlock()
+		return nil
+	}
+}
+
+// Delete removes the object stored under obj's key, if any; deleting a
+// missing key is not an error. obj is typically the deleted object from a
+// watch event, and the store's resource version advances to its version.
+// Delete calls no index function (the values computed when the object was
+// stored are reused), so it fails only on an invalid key.
+func (s *Indexer[T]) Delete(obj T) error {
+	key, err := keyOf(obj)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.c.remove(key)
+	s.rv = newerVersion(s.rv, obj.GetResourceVersion())
+	return nil
+}
+
+// Replace swaps the store's content for exactly items (the result of a
+// list): keys absent from items disappear. If two items share a key the
+// later wins. The store's resource version advances to resourceVersion (the
+// list's), or, when that is empty, to the versions of items as if each had
+// been written in order.
+//
+// The new content and its indexes are built without the lock, then swapped
+// in at once, so readers see either the old or the new content and are
+// never blocked for the build. On an invalid key or an index function error
+// it returns the error and the store is unchanged. The store keeps the
+// objects, not the slice.
+func (s *Indexer[T]) Replace(items []T, resourceVersion string) error {
+	keys := make([]string, len(items))
+	for i, obj := range items {
+		key, err := keyOf(obj)
+		if err != nil {
+			return err
+		}
+		keys[i] = key
+	}
+	for {
+		fs := s.funcs.Load()
+		seq := s.seq.Add(1)
+		c := newCache[T](len(fs.fns), len(items))
+		for i, obj := range items {
+			vals, err := fs.values(keys[i], obj, 0)
+			if err != nil {
+				return err
+			}
+			c.put(keys[i], entry[T]{obj: obj, vals: vals, seq: seq})
+		}
+		if !s.lockFor(fs) {
+			continue
+		}
+		s.c = c
+		if resourceVersion == "" { // rare: lists carry a version
+			s.rv = maxVersion(s.rv, items)
+		}
+		s.rv = newerVersion(s.rv, resourceVersion)
+		s.mu.Unlock()
+		return nil
+	}
+}
+
+// Bookmark records that the store reflects resourceVersion even though no
+// object changed (a watch bookmark). Like every write it only moves the
+// resource version forward; see ResourceVersion.
+func (s *Indexer[T]) Bookmark(resourceVersion string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rv = newerVersion(s.rv, resourceVersion)
+}
+
+// ResourceVersion returns the newest resource version the store has seen in
+// its writes, replaces and bookmarks, or "" if none. Versions are compared
+// as unsigned integers (etcd revisions); when two cannot be both parsed, the
+// later one seen wins, and an empty version is ignored. It is safe for
+// concurrent use and never blocks on other readers.
+func (s *Indexer[T]) ResourceVersion() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rv
+}
+
+// checkInvariants returns an error describing a broken invariant of the
+// store or its cache, or nil. Tests and fuzzers call it.
+func (s *Indexer[T]) checkInvariants() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	fs := s.funcs.Load()
+	if n, want := len(s.c.indices), len(fs.fns); n != want {
+		return fmt.Errorf("cache has %d indices, want %d", n, want)
+	}
+	return s.c.checkInvariants(int(fs.ready.Load()))
+}

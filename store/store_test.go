@@ -1,0 +1,135 @@
+package store
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+func TestIndexer_writes(t *testing.T) {
+	a1, a2 := newPod("ns", "a", "1"), newPod("ns", "a", "2")
+	b, node := newPod("other", "b", "3"), newPod("", "node", "4")
+	for _, tc := range []struct {
+		name    string
+		ops     func(s *Indexer[*corev1.Pod]) error
+		want    []*corev1.Pod // the objects stored afterwards, by identity
+		wantErr error
+	}{
+		{name: "add stores objects under namespace slash name", ops: func(s *Indexer[*corev1.Pod]) error {
+			return errors.Join(s.Add(a1), s.Add(b), s.Add(node))
+		}, want: []*corev1.Pod{a1, b, node}},
+		{name: "update replaces the object under the same key", ops: func(s *Indexer[*corev1.Pod]) error {
+			return errors.Join(s.Add(a1), s.Update(a2))
+		}, want: []*corev1.Pod{a2}},
+		{name: "add of an existing key also replaces it", ops: func(s *Indexer[*corev1.Pod]) error {
+			return errors.Join(s.Add(a1), s.Add(a2))
+		}, want: []*corev1.Pod{a2}},
+		{name: "update of a missing key adds it", ops: func(s *Indexer[*corev1.Pod]) error {
+			return s.Update(a1)
+		}, want: []*corev1.Pod{a1}},
+		{name: "delete removes by key even with a stale object", ops: func(s *Indexer[*corev1.Pod]) error {
+			return errors.Join(s.Add(a2), s.Add(b), s.Delete(a1))
+		}, want: []*corev1.Pod{b}},
+		{name: "delete of a missing key is not an error", ops: func(s *Indexer[*corev1.Pod]) error {
+			return errors.Join(s.Add(b), s.Delete(a1))
+		}, want: []*corev1.Pod{b}},
+		{name: "an object without a name is refused", ops: func(s *Indexer[*corev1.Pod]) error {
+			return errors.Join(s.Add(b), s.Add(newPod("ns", "", "9")))
+		}, want: []*corev1.Pod{b}, wantErr: object.ErrEmptyName},
+		{name: "deleting an object without a name is refused", ops: func(s *Indexer[*corev1.Pod]) error {
+			return errors.Join(s.Add(b), s.Delete(newPod("other", "", "9")))
+		}, want: []*corev1.Pod{b}, wantErr: object.ErrEmptyName},
+		{name: "replace keeps exactly the listed objects", ops: func(s *Indexer[*corev1.Pod]) error {
+			return errors.Join(s.Add(a1), s.Add(b), s.Replace([]*corev1.Pod{a2, node}, "10"))
+		}, want: []*corev1.Pod{a2, node}},
+		{name: "replace with a repeated key keeps the later object", ops: func(s *Indexer[*corev1.Pod]) error {
+			return s.Replace([]*corev1.Pod{a1, a2}, "10")
+		}, want: []*corev1.Pod{a2}},
+		{name: "replace with nothing empties the store", ops: func(s *Indexer[*corev1.Pod]) error {
+			return errors.Join(s.Add(a1), s.Replace(nil, "10"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestIndexer(t)
+			if err := tc.ops(s); !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			assertContent(t, s, tc.want)
+		})
+	}
+}
+
+// assertContent checks that s holds exactly want, by identity, through
+// every read method.
+func assertContent(t *testing.T, s *Indexer[*corev1.Pod], want []*corev1.Pod) {
+	t.Helper()
+	if err := s.checkInvariants(); err != nil {
+		t.Fatalf("invariants: %v", err)
+	}
+	if got := keys(s.List()); !slices.Equal(got, keys(want)) {
+		t.Errorf("List keys = %v, want %v", got, keys(want))
+	}
+	if got := sorted(s.ListKeys()); !slices.Equal(got, keys(want)) {
+		t.Errorf("ListKeys = %v, want %v", got, keys(want))
+	}
+	if s.Len() != len(want) {
+		t.Errorf("Len = %d, want %d", s.Len(), len(want))
+	}
+	for _, p := range want {
+		got, ok, err := s.Get(p)
+		if err != nil || !ok || got != p {
+			t.Errorf("Get(%s/%s) = %p, %v, %v; want %p", p.Namespace, p.Name, got, ok, err, p)
+		}
+	}
+}
+
+func TestIndexer_readsReturnSnapshots(t *testing.T) {
+	s := newTestIndexer(t)
+	mustAdd(t, s, newPod("ns", "a", "1", "app=x"), newPod("ns", "b", "2", "app=x"))
+	for _, tc := range []struct {
+		name string
+		read func() []*corev1.Pod
+	}{
+		{name: "a list slice belongs to the caller", read: s.List},
+		{name: "a by-index slice belongs to the caller", read: func() []*corev1.Pod {
+			out, _ := s.ByIndex("app", "x")
+			return out
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.read()
+			clear(got)
+			if again := tc.read(); len(again) != 2 || again[0] == nil || again[1] == nil {
+				t.Errorf("after clearing a returned slice the store returns %v", again)
+			}
+		})
+	}
+}
+
+func TestIndexer_GetByKey(t *testing.T) {
+	s := newTestIndexer(t)
+	a, node := newPod("ns", "a", "1"), newPod("", "node", "1")
+	mustAdd(t, s, a, node)
+	for _, tc := range []struct {
+		name   string
+		key    string
+		want   *corev1.Pod
+		exists bool
+	}{
+		{name: "a namespaced key finds its object", key: "ns/a", want: a, exists: true},
+		{name: "a cluster-scoped key finds its object", key: "node", want: node, exists: true},
+		{name: "a missing key finds nothing", key: "ns/b"},
+		{name: "a name without its namespace finds nothing", key: "a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := s.GetByKey(tc.key)
+			if got != tc.want || ok != tc.exists {
+				t.Errorf("GetByKey(%q) = %v, %v; want %v, %v", tc.key, got, ok, tc.want, tc.exists)
+			}
+		})
+	}
+}
