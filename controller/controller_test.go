@@ -1,0 +1,322 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+)
+
+// calls records when each reconcile of a key started (in the bubble's time).
+type calls struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (c *calls) add() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.times = append(c.times, time.Now())
+	return len(c.times)
+}
+
+func (c *calls) gaps() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Duration
+	for i := 1; i < len(c.times); i++ {
+		out = append(out, c.times[i].Sub(c.times[i-1]))
+	}
+	return out
+}
+
+func (c *calls) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.times)
+}
+
+// runInBubble starts c with one worker and returns a stop function that
+// cancels it and checks Run's result.
+func runInBubble(t *testing.T, c *Controller[string]) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, 1) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+func newController(t *testing.T, rec ReconcileFunc[string], opts Options[string]) *Controller[string] {
+	t.Helper()
+	c, err := New[string](rec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestController_anErrorRequeuesWithExponentialBackoffAndSuccessForgets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cs calls
+		c := newController(t, func(context.Context, string) (Result, error) {
+			if cs.add() <= 3 {
+				return Result{}, errors.New("not yet")
+			}
+			return Result{}, nil
+		}, Options[string]{})
+		stop := runInBubble(t, c)
+		c.Add("ns/a")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got, want := fmt.Sprint(cs.gaps()), "[5ms 10ms 20ms]"; got != want {
+			t.Errorf("gaps between attempts = %s, want %s", got, want)
+		}
+		if n := c.Queue().NumRequeues("ns/a"); n != 0 {
+			t.Errorf("NumRequeues after success = %d, want 0 (forgotten)", n)
+		}
+		stop()
+	})
+}
+
+func TestController_requeueAfterReconcilesAgainLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cs calls
+		c := newController(t, func(context.Context, string) (Result, error) {
+			if cs.add() == 1 {
+				return Result{RequeueAfter: time.Minute}, nil
+			}
+			return Result{}, nil
+		}, Options[string]{})
+		stop := runInBubble(t, c)
+		c.Add("ns/a")
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if got := fmt.Sprint(cs.gaps()); got != "[1m0s]" {
+			t.Errorf("gaps = %s, want one minute", got)
+		}
+		stop()
+	})
+}
+
+func TestController_terminalErrorsAndTooManyRetriesStopRetrying(t *testing.T) {
+	flaky := errors.New("flaky")
+	for _, tc := range []struct {
+		name       string
+		errs       []error // one per attempt; the last repeats
+		maxRetries int
+		wantCalls  int
+		wantResult string
+	}{
+		{name: "a terminal error is not retried", errs: []error{Terminal(errors.New("bad spec"))}, wantCalls: 1, wantResult: "terminal_error"},
+		{name: "a terminal error after retries stops them and forgets the failures",
+			errs: []error{flaky, flaky, fmt.Errorf("sync: %w", Terminal(errors.New("bad")))}, wantCalls: 3, wantResult: "terminal_error"},
+		{name: "max retries drops the key after the last retry", errs: []error{flaky}, maxRetries: 2, wantCalls: 3, wantResult: "dropped"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var cs calls
+				reg := prometheus.NewRegistry()
+				c := newController(t, func(context.Context, string) (Result, error) {
+					n := cs.add()
+					return Result{}, tc.errs[min(n, len(tc.errs))-1]
+				}, Options[string]{MaxRetries: tc.maxRetries, Registerer: reg, Name: "t"})
+				stop := runInBubble(t, c)
+				c.Add("ns/a")
+				time.Sleep(time.Hour)
+				synctest.Wait()
+				if n := cs.count(); n != tc.wantCalls {
+					t.Errorf("%d reconciles, want %d", n, tc.wantCalls)
+				}
+				if n := testutil.ToFloat64(c.metrics.reconciles.WithLabelValues(tc.wantResult)); n != 1 {
+					t.Errorf("reconciles_total{result=%s} = %v, want 1", tc.wantResult, n)
+				}
+				if n := c.Queue().NumRequeues("ns/a"); n != 0 {
+					t.Errorf("NumRequeues = %d, want 0: a key that is given up on is forgotten", n)
+				}
+				stop()
+			})
+		})
+	}
+}
+
+func TestController_aPanicIsRecoveredCountedAndRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cs calls
+		reg := prometheus.NewRegistry()
+		c := newController(t, func(context.Context, string) (Result, error) {
+			if cs.add() == 1 {
+				var m map[string]int
+				m["boom"]++ // a nil-map write: a real runtime panic
+			}
+			return Result{}, nil
+		}, Options[string]{Registerer: reg, Name: "t"})
+		stop := runInBubble(t, c)
+		c.Add("ns/a")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := cs.count(); n != 2 {
+			t.Errorf("%d reconciles, want 2 (the panic, then the retry)", n)
+		}
+		if n := testutil.ToFloat64(c.metrics.panics); n != 1 {
+			t.Errorf("panics = %v, want 1", n)
+		}
+		if n := testutil.ToFloat64(c.metrics.reconciles.WithLabelValues("error")); n != 1 {
+			t.Errorf("errors = %v, want 1: a panic counts as a failed reconcile", n)
+		}
+		stop()
+	})
+}
+
+func TestController_aReconcileTimeoutHasItsOwnCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		causes := make(chan error, 1)
+		c := newController(t, func(ctx context.Context, _ string) (Result, error) {
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return Result{}, Terminal(ctx.Err())
+		}, Options[string]{ReconcileTimeout: 10 * time.Second})
+		stop := runInBubble(t, c)
+		c.Add("ns/a")
+		if cause := <-causes; !errors.Is(cause, ErrReconcileTimeout) {
+			t.Errorf("cause = %v, want ErrReconcileTimeout", cause)
+		}
+		stop()
+	})
+}
+
+func TestController_workersStartOnlyAfterCachesSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var synced atomic.Bool
+		var cs calls
+		c := newController(t, func(context.Context, string) (Result, error) { cs.add(); return Result{}, nil }, Options[string]{})
+		c.WaitFor("pods", synced.Load)
+		stop := runInBubble(t, c)
+		c.Add("ns/a")
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := cs.count(); n != 0 {
+			t.Fatalf("%d reconciles before the cache synced, want 0", n)
+		}
+		synced.Store(true)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := cs.count(); n != 1 {
+			t.Errorf("%d reconciles after the cache synced, want 1", n)
+		}
+		stop()
+	})
+}
+
+func TestController_runFailsNamingTheCachesThatNeverSynced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newController(t, func(context.Context, string) (Result, error) { return Result{}, nil },
+			Options[string]{CacheSyncTimeout: 30 * time.Second})
+		c.WaitFor("pods", func() bool { return true })
+		c.WaitFor("deployments", func() bool { return false })
+		err := c.Run(t.Context(), 2)
+		if err == nil || !strings.Contains(err.Error(), "deployments") || strings.Contains(err.Error(), "pods") {
+			t.Fatalf("Run = %v, want an error naming deployments only", err)
+		}
+		if err := c.Run(t.Context(), 1); !errors.Is(err, errAlreadyRunning) {
+			t.Errorf("second Run = %v, want errAlreadyRunning", err)
+		}
+	})
+}
+
+func TestController_shutdownLetsInFlightReconcilesFinishAndTakesNoNewKeys(t *testing.T) {
+	leakcheck.Check(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var done []string
+	var ctxErrInFlight error
+	c := newController(t, func(ctx context.Context, key string) (Result, error) {
+		if key == "ns/slow" {
+			close(started)
+			<-release
+			ctxErrInFlight = ctx.Err()
+		}
+		mu.Lock()
+		done = append(done, key)
+		mu.Unlock()
+		return Result{}, nil
+	}, Options[string]{})
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(ctx, 1) }()
+	c.Add("ns/slow")
+	<-started
+	c.Add("ns/queued-1")
+	c.Add("ns/queued-2")
+	cancel()
+	close(release)
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of cancel")
+	}
+	if fmt.Sprint(done) != "[ns/slow]" || ctxErrInFlight != nil {
+		t.Errorf("reconciled %v (in-flight ctx err %v); want only ns/slow, finished with a live context", done, ctxErrInFlight)
+	}
+}
+
+func TestController_neverReconcilesOneKeyOnTwoWorkersAtOnce(t *testing.T) {
+	leakcheck.Check(t)
+	var inFlight sync.Map // key -> struct{}
+	var total atomic.Int64
+	sentinel := make(chan struct{})
+	c := newController(t, func(_ context.Context, key string) (Result, error) {
+		if key == "ns/sentinel" {
+			close(sentinel)
+			return Result{}, nil
+		}
+		if _, busy := inFlight.LoadOrStore(key, struct{}{}); busy {
+			t.Errorf("%s reconciled by two workers at once", key)
+		}
+		defer inFlight.Delete(key)
+		total.Add(1)
+		return Result{}, nil
+	}, Options[string]{})
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(ctx, 4) }()
+	var wg sync.WaitGroup
+	for p := range 4 {
+		wg.Go(func() {
+			for i := range 2000 {
+				c.Add(fmt.Sprintf("ns/k%d", (i+p)%10))
+			}
+		})
+	}
+	wg.Wait()
+	c.Add("ns/sentinel") // handed out after every key queued before it
+	select {
+	case <-sentinel:
+	case <-time.After(30 * time.Second):
+		t.Fatal("sentinel not reconciled within 30s")
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if total.Load() < 10 {
+		t.Errorf("%d reconciles, want at least one per key", total.Load())
+	}
+}

@@ -1,0 +1,65 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are one controller's Prometheus series, labelled with its name.
+// A nil *metrics records nothing.
+type metrics struct {
+	reconciles *prometheus.CounterVec // by result
+	panics     prometheus.Counter
+	busy       prometheus.Gauge
+	latency    prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	l := prometheus.Labels{"name": name}
+	m := &metrics{
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "controller",
+			Name: "reconciles_total", ConstLabels: l,
+			Help: "Reconciles by result: success, requeue_after, error, terminal_error, dropped."}, []string{"result"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "controller",
+			Name: "reconcile_panics_total", Help: "Reconciles that panicked (recovered).", ConstLabels: l}),
+		busy: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ctrlkit", Subsystem: "controller",
+			Name: "active_workers", Help: "Workers reconciling a key now.", ConstLabels: l}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "ctrlkit", Subsystem: "controller",
+			Name: "reconcile_duration_seconds", Help: "Duration of reconciles.", ConstLabels: l,
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+	}
+	for _, c := range []prometheus.Collector{m.reconciles, m.panics, m.busy, m.latency} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) result(r string) {
+	if m != nil {
+		m.reconciles.WithLabelValues(r).Inc()
+	}
+}
+
+func (m *metrics) panicked() {
+	if m != nil {
+		m.panics.Inc()
+	}
+}
+
+func (m *metrics) workerBusy(d float64) {
+	if m != nil {
+		m.busy.Add(d)
+	}
+}
+
+func (m *metrics) duration(d time.Duration) {
+	if m != nil {
+		m.latency.Observe(d.Seconds())
+	}
+}

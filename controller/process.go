@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+)
+
+// terminalError marks an error that retrying cannot fix.
+type terminalError struct{ err error }
+
+func (e terminalError) Error() string { return "terminal: " + e.err.Error() }
+func (e terminalError) Unwrap() error { return e.err }
+
+// Terminal wraps err so the controller does not retry the key: a retry
+// cannot fix it (an invalid spec, say) and the next change to the object
+// queues the key again anyway. Terminal(nil) is nil.
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return terminalError{err}
+}
+
+// IsTerminal reports whether err, or an error it wraps, came from Terminal.
+func IsTerminal(err error) bool {
+	var t terminalError
+	return errors.As(err, &t)
+}
+
+// ErrReconcileTimeout is the cause of a reconcile context that ran out of
+// Options.ReconcileTimeout (see context.Cause).
+var ErrReconcileTimeout = errors.New("controller: reconcile timed out")
+
+// errPanic wraps a recovered panic.
+type errPanic struct {
+	value any
+	stack []byte
+}
+
+func (e errPanic) Error() string { return fmt.Sprintf("controller: reconcile panicked: %v", e.value) }
+
+// process reconciles one key and applies the retry policy.
+func (c *Controller[K]) process(ctx context.Context, key K) {
+	defer c.queue.Done(key)
+	start := time.Now()
+	res, err := c.reconcile(ctx, key)
+	c.metrics.duration(time.Since(start))
+	log := c.opts.Logger.With("name", c.opts.Name, "key", key)
+	switch {
+	case err == nil:
+		c.queue.Forget(key)
+		if res.RequeueAfter > 0 {
+			c.metrics.result("requeue_after")
+			c.queue.AddAfter(key, res.RequeueAfter)
+			return
+		}
+		c.metrics.result("success")
+	case IsTerminal(err):
+		c.queue.Forget(key)
+		c.metrics.result("terminal_error")
+		log.Error("controller: reconcile failed; not retrying", "err", err)
+	case c.opts.MaxRetries > 0 && c.queue.NumRequeues(key) >= c.opts.MaxRetries:
+		c.queue.Forget(key)
+		c.metrics.result("dropped")
+		log.Error("controller: reconcile failed too often; dropping the key", "retries", c.opts.MaxRetries, "err", err)
+	default:
+		c.metrics.result("error")
+		log.Info("controller: reconcile failed; retrying with backoff", "err", err)
+		c.queue.AddRateLimited(key)
+	}
+}
+
+// reconcile calls the Reconciler with the key's own context and turns a
+// panic into an error.
+func (c *Controller[K]) reconcile(ctx context.Context, key K) (res Result, err error) {
+	rctx := context.WithoutCancel(ctx) // in-flight work finishes after Run's ctx ends
+	if c.opts.ReconcileTimeout > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeoutCause(rctx, c.opts.ReconcileTimeout, ErrReconcileTimeout)
+		defer cancel()
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			p := errPanic{value: v, stack: debug.Stack()}
+			c.metrics.panicked()
+			c.opts.Logger.Error("controller: reconcile panicked", "name", c.opts.Name, "key", key, "panic", v, "stack", string(p.stack))
+			res, err = Result{}, p
+		}
+	}()
+	return c.rec.Reconcile(rctx, key)
+}
