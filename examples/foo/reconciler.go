@@ -1,0 +1,145 @@
+// Package foo is the sample controller: each Foo owns a Deployment named by
+// spec.deploymentName with spec.replicas replicas, and mirrors the
+// Deployment's available replicas into its status.
+package foo
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// Event reasons, as they appear in "kubectl describe foo".
+const (
+	ReasonSynced       = "Synced"
+	ReasonCreated      = "DeploymentCreated"
+	ReasonScaled       = "DeploymentScaled"
+	ReasonNotOwned     = "ErrResourceExists"
+	messageNotOwnedFmt = "Deployment %q already exists and is not managed by Foo %q"
+	messageSynced      = "Foo synced successfully"
+	fooKind            = "Foo"
+)
+
+// Getter reads the latest cached object for a key; a store.Indexer is one.
+type Getter[T object.Object] interface {
+	GetByKey(key string) (T, bool)
+}
+
+// Reconciler makes a Foo's Deployment match its spec and its status match
+// the Deployment. It reads Foos and Deployments from caches and writes
+// through the clients.
+type Reconciler struct {
+	Foos        Getter[*v1alpha1.Foo]
+	Deployments Getter[*appsv1.Deployment]
+	Kube        kubernetes.Interface
+	FooClient   *v1alpha1.Client
+	Recorder    record.EventRecorder
+}
+
+// Reconcile implements controller.Reconciler for "namespace/name" keys.
+func (r *Reconciler) Reconcile(ctx context.Context, key string) (controller.Result, error) {
+	ns, _, err := object.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return controller.Result{}, controller.Terminal(err)
+	}
+	foo, ok := r.Foos.GetByKey(key)
+	if !ok {
+		return controller.Result{}, nil // deleted: its Deployment is garbage-collected through the owner reference
+	}
+	dep, ok := r.Deployments.GetByKey(ns + "/" + foo.Spec.DeploymentName)
+	if !ok {
+		return controller.Result{}, r.create(ctx, foo)
+	}
+	if !metav1.IsControlledBy(dep, foo) {
+		msg := fmt.Sprintf(messageNotOwnedFmt, dep.Name, foo.Name)
+		r.Recorder.Event(foo, corev1.EventTypeWarning, ReasonNotOwned, msg)
+		return controller.Result{}, r.setStatus(ctx, foo, 0, msg) // a change to either object queues the Foo again
+	}
+	if want := replicas(foo); dep.Spec.Replicas == nil || *dep.Spec.Replicas != want {
+		scaled := dep.DeepCopy()
+		scaled.Spec.Replicas = &want
+		if _, err := r.Kube.AppsV1().Deployments(ns).Update(ctx, scaled, metav1.UpdateOptions{}); err != nil {
+			return controller.Result{}, fmt.Errorf("scale deployment %s/%s: %w", ns, dep.Name, err)
+		}
+		r.Recorder.Eventf(foo, corev1.EventTypeNormal, ReasonScaled, "Scaled Deployment %q to %d", dep.Name, want)
+	}
+	return controller.Result{}, r.setStatus(ctx, foo, dep.Status.AvailableReplicas, "")
+}
+
+func (r *Reconciler) create(ctx context.Context, foo *v1alpha1.Foo) error {
+	_, err := r.Kube.AppsV1().Deployments(foo.Namespace).Create(ctx, NewDeployment(foo), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// Our cache has not seen it yet (our own earlier create, or someone
+		// else's): the Deployment's event will queue this Foo again.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create deployment %s/%s: %w", foo.Namespace, foo.Spec.DeploymentName, err)
+	}
+	r.Recorder.Eventf(foo, corev1.EventTypeNormal, ReasonCreated, "Created Deployment %q", foo.Spec.DeploymentName)
+	return nil
+}
+
+// setStatus writes the Foo's status if it changed.
+func (r *Reconciler) setStatus(ctx context.Context, foo *v1alpha1.Foo, available int32, message string) error {
+	if foo.Status.AvailableReplicas == available && foo.Status.Message == message {
+		return nil
+	}
+	updated := foo.DeepCopy() // cached objects are read-only
+	updated.Status.AvailableReplicas, updated.Status.Message = available, message
+	if _, err := r.FooClient.Foos(foo.Namespace).UpdateStatus(ctx, updated); err != nil {
+		return fmt.Errorf("update status of foo %s/%s: %w", foo.Namespace, foo.Name, err)
+	}
+	if message == "" {
+		r.Recorder.Event(foo, corev1.EventTypeNormal, ReasonSynced, messageSynced)
+	}
+	return nil
+}
+
+func replicas(foo *v1alpha1.Foo) int32 {
+	if foo.Spec.Replicas == nil {
+		return 1
+	}
+	return *foo.Spec.Replicas
+}
+
+// NewDeployment returns the Deployment foo asks for, controlled by foo.
+func NewDeployment(foo *v1alpha1.Foo) *appsv1.Deployment {
+	labels := map[string]string{"app": "nginx", "foo": foo.Name}
+	n := replicas(foo)
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            foo.Spec.DeploymentName,
+			Namespace:       foo.Namespace,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(foo, v1alpha1.SchemeGroupVersion.WithKind(fooKind))},
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &n,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx:1.27"}}},
+			},
+		},
+	}
+}
+
+// OwnerKey returns the key of the Foo that controls d, if any: Deployment
+// events are turned into work for their owner with it.
+func OwnerKey(d *appsv1.Deployment) (string, bool) {
+	ref := metav1.GetControllerOf(d)
+	if ref == nil || ref.Kind != fooKind || ref.APIVersion != v1alpha1.SchemeGroupVersion.String() {
+		return "", false
+	}
+	return d.Namespace + "/" + ref.Name, true
+}

@@ -1,0 +1,244 @@
+package foo_test
+
+import (
+	"context"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/examples/foo"
+	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
+	"github.com/ctrlkit/ctrlkit/examples/foo/config"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/store"
+)
+
+var env apiserver.Shared
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+// cacheSink keeps a store current and queues a key for every change: the
+// job of the shared informer (issue 5), reduced to what this test needs.
+type cacheSink[T object.Object] struct {
+	cache  *store.Indexer[T]
+	keyOf  func(T) (string, bool)
+	queue  interface{ Add(string) }
+	synced atomic.Bool
+}
+
+func (s *cacheSink[T]) enqueue(o T) {
+	if k, ok := s.keyOf(o); ok {
+		s.queue.Add(k)
+	}
+}
+func (s *cacheSink[T]) Replace(items []T, rv string) error {
+	for _, o := range s.cache.List() {
+		s.enqueue(o)
+	}
+	err := s.cache.Replace(items, rv)
+	for _, o := range items {
+		s.enqueue(o)
+	}
+	s.synced.Store(true)
+	return err
+}
+func (s *cacheSink[T]) Add(o T) error      { err := s.cache.Add(o); s.enqueue(o); return err }
+func (s *cacheSink[T]) Update(o T) error   { return s.Add(o) }
+func (s *cacheSink[T]) Delete(o T) error   { err := s.cache.Delete(o); s.enqueue(o); return err }
+func (s *cacheSink[T]) Bookmark(rv string) { s.cache.Bookmark(rv) }
+
+func fooKey(f *v1alpha1.Foo) (string, bool) {
+	k, err := object.MetaNamespaceKeyFunc(f)
+	return k, err == nil
+}
+
+// env for one test: the controller running against namespace ns.
+type fixture struct {
+	kube kubernetes.Interface
+	foos *v1alpha1.Foos
+	ns   string
+}
+
+func startController(t *testing.T) fixture {
+	t.Helper()
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	cfg := srv.Config()
+	if err := config.InstallCRD(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	fc, err := v1alpha1.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	events := record.NewBroadcaster(record.WithContext(t.Context()))
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	t.Cleanup(events.Shutdown)
+
+	foos, _ := store.New(store.Options[*v1alpha1.Foo]{})
+	deps, _ := store.New(store.Options[*appsv1.Deployment]{})
+	rec := &foo.Reconciler{Foos: foos, Deployments: deps, Kube: kube, FooClient: fc,
+		Recorder: events.NewRecorder(scheme, corev1.EventSource{Component: "foo-controller"})}
+	ctrl, err := controller.New[string](rec, controller.Options[string]{Name: "foo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fooSink := &cacheSink[*v1alpha1.Foo]{cache: foos, keyOf: fooKey, queue: ctrl}
+	depSink := &cacheSink[*appsv1.Deployment]{cache: deps, keyOf: foo.OwnerKey, queue: ctrl}
+	ctrl.WaitFor("foos", fooSink.synced.Load)
+	ctrl.WaitFor("deployments", depSink.synced.Load)
+	fooAPI := fc.Foos(ns)
+	depAPI := kube.AppsV1().Deployments(ns)
+	r1, _ := reflector.New(listwatch.New[*v1alpha1.Foo](fooAPI.List, fooAPI.Watch, listwatch.Options{}), fooSink, reflector.Options{Name: "foos"})
+	r2, _ := reflector.New(listwatch.New[*appsv1.Deployment](depAPI.List, depAPI.Watch, listwatch.Options{}), depSink, reflector.Options{Name: "deployments"})
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 3)
+	go func() { done <- r1.Run(ctx) }()
+	go func() { done <- r2.Run(ctx) }()
+	go func() { done <- ctrl.Run(ctx, 2) }()
+	t.Cleanup(func() {
+		cancel()
+		for range 3 {
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}
+	})
+	return fixture{kube: kube, foos: fooAPI, ns: ns}
+}
+
+func newFoo(name, dep string, n int32) *v1alpha1.Foo {
+	return &v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.FooSpec{DeploymentName: dep, Replicas: &n}}
+}
+
+// eventually polls cond against the server until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		<-tick.C
+	}
+}
+
+func (f fixture) deployment(t *testing.T, name string) (*appsv1.Deployment, bool) {
+	d, err := f.kube.AppsV1().Deployments(f.ns).Get(t.Context(), name, metav1.GetOptions{})
+	return d, err == nil
+}
+
+func TestReconciler_createsScalesRecreatesAndMirrorsStatus(t *testing.T) {
+	f := startController(t)
+	created, err := f.foos.Create(t.Context(), newFoo("a", "a-web", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a Deployment a-web with 3 replicas owned by Foo a", func() bool {
+		d, ok := f.deployment(t, "a-web")
+		return ok && *d.Spec.Replicas == 3 && metav1.IsControlledBy(d, created)
+	})
+
+	// Stand-in for the missing controller-manager: the replicas become available.
+	d, _ := f.deployment(t, "a-web")
+	d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas = 3, 3, 3, 3
+	if _, err := f.kube.AppsV1().Deployments(f.ns).UpdateStatus(t.Context(), d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "Foo a's status to mirror 3 available replicas", func() bool {
+		got, err := f.foos.Get(t.Context(), "a")
+		return err == nil && got.Status.AvailableReplicas == 3
+	})
+
+	got, _ := f.foos.Get(t.Context(), "a")
+	five := int32(5)
+	got.Spec.Replicas = &five
+	if _, err := f.foos.Update(t.Context(), got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a-web scaled to 5", func() bool {
+		d, ok := f.deployment(t, "a-web")
+		return ok && *d.Spec.Replicas == 5
+	})
+
+	if err := f.kube.AppsV1().Deployments(f.ns).Delete(t.Context(), "a-web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a-web re-created after its deletion", func() bool {
+		d, ok := f.deployment(t, "a-web")
+		return ok && d.UID != "" && *d.Spec.Replicas == 5 && d.CreationTimestamp.After(got.CreationTimestamp.Time.Add(-time.Second))
+	})
+}
+
+func TestReconciler_refusesToAdoptADeploymentItDoesNotOwn(t *testing.T) {
+	f := startController(t)
+	foreign := foo.NewDeployment(newFoo("someone-else", "taken", 1))
+	foreign.OwnerReferences = nil
+	foreign.Namespace = f.ns
+	if _, err := f.kube.AppsV1().Deployments(f.ns).Create(t.Context(), foreign, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.foos.Create(t.Context(), newFoo("b", "taken", 4)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "Foo b's status to say the Deployment is not its own", func() bool {
+		got, err := f.foos.Get(t.Context(), "b")
+		return err == nil && got.Status.Message != ""
+	})
+	eventually(t, 30*time.Second, "a Warning event "+foo.ReasonNotOwned, func() bool {
+		evs, err := f.kube.CoreV1().Events(f.ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.Reason == foo.ReasonNotOwned && e.Type == corev1.EventTypeWarning && e.InvolvedObject.Name == "b" {
+				return true
+			}
+		}
+		return false
+	})
+	d, _ := f.deployment(t, "taken")
+	if *d.Spec.Replicas != 1 || len(d.OwnerReferences) != 0 {
+		t.Fatalf("the foreign Deployment was changed: replicas %d, owners %v", *d.Spec.Replicas, d.OwnerReferences)
+	}
+}
+
+func TestOwnerKey(t *testing.T) {
+	owned := foo.NewDeployment(&v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "u"},
+		Spec: v1alpha1.FooSpec{DeploymentName: "d"}})
+	if k, ok := foo.OwnerKey(owned); !ok || k != "ns/a" {
+		t.Errorf("OwnerKey(owned) = %q, %v; want ns/a", k, ok)
+	}
+	owned.OwnerReferences[0].Kind = "ReplicaSet"
+	if _, ok := foo.OwnerKey(owned); ok {
+		t.Error("a Deployment controlled by something else has a Foo owner key")
+	}
+	if _, ok := foo.OwnerKey(&appsv1.Deployment{}); ok {
+		t.Error("an unowned Deployment has an owner key")
+	}
+}
