@@ -3,70 +3,25 @@ package foo_test
 import (
 	"context"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
-	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/examples/foo"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/examples/foo/config"
-	"github.com/ctrlkit/ctrlkit/listwatch"
-	"github.com/ctrlkit/ctrlkit/object"
-	"github.com/ctrlkit/ctrlkit/reflector"
-	"github.com/ctrlkit/ctrlkit/store"
 )
 
 var env apiserver.Shared
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
-// cacheSink keeps a store current and queues a key for every change: the
-// job of the shared informer (issue 5), reduced to what this test needs.
-type cacheSink[T object.Object] struct {
-	cache  *store.Indexer[T]
-	keyOf  func(T) (string, bool)
-	queue  interface{ Add(string) }
-	synced atomic.Bool
-}
-
-func (s *cacheSink[T]) enqueue(o T) {
-	if k, ok := s.keyOf(o); ok {
-		s.queue.Add(k)
-	}
-}
-func (s *cacheSink[T]) Replace(items []T, rv string) error {
-	for _, o := range s.cache.List() {
-		s.enqueue(o)
-	}
-	err := s.cache.Replace(items, rv)
-	for _, o := range items {
-		s.enqueue(o)
-	}
-	s.synced.Store(true)
-	return err
-}
-func (s *cacheSink[T]) Add(o T) error      { err := s.cache.Add(o); s.enqueue(o); return err }
-func (s *cacheSink[T]) Update(o T) error   { return s.Add(o) }
-func (s *cacheSink[T]) Delete(o T) error   { err := s.cache.Delete(o); s.enqueue(o); return err }
-func (s *cacheSink[T]) Bookmark(rv string) { s.cache.Bookmark(rv) }
-
-func fooKey(f *v1alpha1.Foo) (string, bool) {
-	k, err := object.MetaNamespaceKeyFunc(f)
-	return k, err == nil
-}
-
-// env for one test: the controller running against namespace ns.
+// fixture is the controller running against namespace ns.
 type fixture struct {
 	kube kubernetes.Interface
 	foos *v1alpha1.Foos
@@ -81,53 +36,30 @@ func startController(t *testing.T) fixture {
 	if err := config.InstallCRD(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	kube := kubernetes.NewForConfigOrDie(cfg)
 	fc, err := v1alpha1.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	events := record.NewBroadcaster(record.WithContext(t.Context()))
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	t.Cleanup(events.Shutdown)
-
-	foos, _ := store.New(store.Options[*v1alpha1.Foo]{})
-	deps, _ := store.New(store.Options[*appsv1.Deployment]{})
-	rec := &foo.Reconciler{Foos: foos, Deployments: deps, Kube: kube, FooClient: fc,
-		Recorder: events.NewRecorder(scheme, corev1.EventSource{Component: "foo-controller"})}
-	ctrl, err := controller.New[string](rec, controller.Options[string]{Name: "foo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fooSink := &cacheSink[*v1alpha1.Foo]{cache: foos, keyOf: fooKey, queue: ctrl}
-	depSink := &cacheSink[*appsv1.Deployment]{cache: deps, keyOf: foo.OwnerKey, queue: ctrl}
-	ctrl.WaitFor("foos", fooSink.synced.Load)
-	ctrl.WaitFor("deployments", depSink.synced.Load)
-	fooAPI := fc.Foos(ns)
-	depAPI := kube.AppsV1().Deployments(ns)
-	r1, _ := reflector.New(listwatch.New[*v1alpha1.Foo](fooAPI.List, fooAPI.Watch, listwatch.Options{}), fooSink, reflector.Options{Name: "foos"})
-	r2, _ := reflector.New(listwatch.New[*appsv1.Deployment](depAPI.List, depAPI.Watch, listwatch.Options{}), depSink, reflector.Options{Name: "deployments"})
-
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 3)
-	go func() { done <- r1.Run(ctx) }()
-	go func() { done <- r2.Run(ctx) }()
-	go func() { done <- ctrl.Run(ctx, 2) }()
+	done := make(chan error, 1)
+	synced := make(chan struct{})
+	go func() {
+		done <- foo.Run(ctx, cfg, foo.RunOptions{Namespace: ns, OnSynced: func() { close(synced) }})
+	}()
 	t.Cleanup(func() {
 		cancel()
-		for range 3 {
-			if err := <-done; err != nil {
-				t.Errorf("run: %v", err)
-			}
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
 		}
 	})
-	return fixture{kube: kube, foos: fooAPI, ns: ns}
+	select {
+	case <-synced:
+	case err := <-done:
+		t.Fatalf("Run ended before its caches synced: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("caches not synced within 30s")
+	}
+	return fixture{kube: kubernetes.NewForConfigOrDie(cfg), foos: fc.Foos(ns), ns: ns}
 }
 
 func newFoo(name, dep string, n int32) *v1alpha1.Foo {

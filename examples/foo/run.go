@@ -1,0 +1,126 @@
+package foo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/store"
+)
+
+// RunOptions configure Run. The zero value runs on all namespaces.
+type RunOptions struct {
+	// Namespace limits the controller to one namespace. Default: all.
+	Namespace string
+	// Workers is the number of concurrent reconciles. Default: 2.
+	Workers int
+	// Registerer receives the controller's, queue's and reflectors' metrics.
+	Registerer prometheus.Registerer
+	// Logger receives the pipeline's log lines. Default: discard.
+	Logger *slog.Logger
+	// OnSynced is called once, when both caches have synced.
+	OnSynced func()
+}
+
+// Run checks that it can work (see Preflight), then runs the Foo controller
+// against the API server of cfg until ctx ends. It returns nil after a clean
+// shutdown, with every goroutine it started exited.
+func Run(ctx context.Context, cfg *rest.Config, opts RunOptions) error {
+	if opts.Workers == 0 {
+		opts.Workers = 2
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	fc, err := v1alpha1.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := Preflight(ctx, kube, cfg.Host, opts.Namespace); err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	events := record.NewBroadcaster(record.WithContext(ctx))
+	defer events.Shutdown()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+
+	foos, err := store.New(store.Options[*v1alpha1.Foo]{})
+	if err != nil {
+		return err
+	}
+	deps, err := store.New(store.Options[*appsv1.Deployment]{})
+	if err != nil {
+		return err
+	}
+	rec := &Reconciler{Foos: foos, Deployments: deps, Kube: kube, FooClient: fc,
+		Recorder: events.NewRecorder(scheme, corev1.EventSource{Component: "foo-controller"})}
+	ctrl, err := controller.New[string](rec, controller.Options[string]{Name: "foo", Registerer: opts.Registerer, Logger: opts.Logger})
+	if err != nil {
+		return err
+	}
+	fooSink := &cacheSink[*v1alpha1.Foo]{cache: foos, keyOf: fooKey, queue: ctrl}
+	depSink := &cacheSink[*appsv1.Deployment]{cache: deps, keyOf: OwnerKey, queue: ctrl}
+	var once sync.Once
+	synced := func() bool {
+		ok := fooSink.synced.Load() && depSink.synced.Load()
+		if ok && opts.OnSynced != nil {
+			once.Do(opts.OnSynced)
+		}
+		return ok
+	}
+	ctrl.WaitFor("foos and deployments", synced)
+
+	fooAPI, depAPI := fc.Foos(opts.Namespace), kube.AppsV1().Deployments(opts.Namespace)
+	r1, err := reflector.New(listwatch.New[*v1alpha1.Foo](fooAPI.List, fooAPI.Watch, listwatch.Options{}), fooSink,
+		reflector.Options{Name: "foos", Registerer: opts.Registerer, Logger: opts.Logger})
+	if err != nil {
+		return err
+	}
+	r2, err := reflector.New(listwatch.New[*appsv1.Deployment](depAPI.List, depAPI.Watch, listwatch.Options{}), depSink,
+		reflector.Options{Name: "deployments", Registerer: opts.Registerer, Logger: opts.Logger})
+	if err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx) // the first failure stops the others
+	g.Go(func() error { return r1.Run(ctx) })
+	g.Go(func() error { return r2.Run(ctx) })
+	g.Go(func() error { return ctrl.Run(ctx, opts.Workers) })
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("foo controller: %w", err)
+	}
+	return nil
+}
+
+func fooKey(f *v1alpha1.Foo) (string, bool) {
+	k, err := object.MetaNamespaceKeyFunc(f)
+	return k, err == nil
+}
