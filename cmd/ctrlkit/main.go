@@ -1,9 +1,10 @@
 // Command ctrlkit is ctrlkit's command line: it builds and runs the embedded
 // Kubernetes API server for local work, and runs the demo.
 //
-//	ctrlkit apiserver build       build the API server binary if this machine has none; print its path
-//	ctrlkit apiserver run [flags] run the API server until interrupted; print a kubeconfig for kubectl
-//	ctrlkit demo                  run the demo (today: the embedded API server, see README.md)
+//	ctrlkit demo [--foos N] [--keep]         the Foo controller on the embedded API server, end to end
+//	ctrlkit run foo [--kubeconfig PATH]      run the Foo controller against any cluster
+//	ctrlkit apiserver build                  build the API server binary if this machine has none; print its path
+//	ctrlkit apiserver run [flags]            run the API server until interrupted; print a kubeconfig for kubectl
 package main
 
 import (
@@ -11,17 +12,22 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/examples/foo"
 )
 
 const usage = `usage:
-  ctrlkit apiserver build          build the API server binary if needed and print its path
-  ctrlkit apiserver run [flags]    run the API server until interrupted
-  ctrlkit demo                     run the demo
+  ctrlkit demo [--foos N] [--keep]                   the Foo controller on the embedded API server, end to end
+  ctrlkit run foo [--kubeconfig PATH] [--namespace]  run the Foo controller against any cluster
+  ctrlkit apiserver build                            build the API server binary if needed and print its path
+  ctrlkit apiserver run [flags]                      run the API server until interrupted
 `
 
 func main() {
@@ -45,11 +51,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case len(args) >= 2 && args[0] == "apiserver" && args[1] == "run":
 		return runAPIServer(ctx, args[2:], stdout, stderr)
 	case len(args) >= 1 && args[0] == "demo":
-		return runAPIServer(ctx, args[1:], stdout, stderr)
+		return runDemo(ctx, args[1:], stdout, stderr)
+	case len(args) >= 2 && args[0] == "run" && args[1] == "foo":
+		return runFoo(ctx, args[2:], stderr)
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", args)
 	}
+}
+
+// runFoo runs the Foo controller against the cluster of a kubeconfig until
+// ctx ends (Ctrl-C).
+func runFoo(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run foo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	ns := fs.String("namespace", "", "watch one namespace only (default: all)")
+	workers := fs.Int("workers", 2, "concurrent reconciles")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log.Info("foo controller starting", "server", cfg.Host, "namespace", *ns)
+	return foo.Run(ctx, cfg, foo.RunOptions{Namespace: *ns, Workers: *workers, Logger: log,
+		OnSynced: func() { log.Info("caches synced; reconciling") }})
 }
 
 // runAPIServer starts the embedded API server, tells how to reach it, and

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/examples/foo"
+	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
+	"github.com/ctrlkit/ctrlkit/examples/foo/config"
+)
+
+const demoNamespace = "demo"
+
+// errNotConverged makes the demo exit non-zero.
+var errNotConverged = errors.New("demo: the cluster did not converge")
+
+// demo is one run of "ctrlkit demo".
+type demo struct {
+	out              io.Writer
+	foos             int
+	kube             kubernetes.Interface
+	fooAPI           *v1alpha1.Foos
+	reg              *prometheus.Registry
+	synced           atomic.Bool
+	created, updated atomic.Int64
+	deleted          atomic.Int64
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("foos", 300, "how many Foos to create")
+	keep := fs.Bool("keep", false, "leave the API server and controller running afterwards, for kubectl")
+	timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for convergence")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "ctrlkit demo: the Foo sample controller on a real, embedded Kubernetes API server")
+	fmt.Fprintln(stdout, "starting the API server (kube-apiserver + etcd on 127.0.0.1)...")
+	srv, err := apiserver.Start(ctx, apiserver.Options{Progress: stdout})
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	cfg := srv.Config()
+	if err := config.InstallCRD(ctx, cfg); err != nil {
+		return err
+	}
+	d, err := newDemo(ctx, cfg, stdout, *n)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	ctrlErr := make(chan error, 1)
+	wg.Go(func() {
+		ctrlErr <- foo.Run(ctx, cfg, foo.RunOptions{Registerer: d.reg, OnSynced: func() { d.synced.Store(true) }})
+	})
+	wg.Go(func() { standIn(ctx, d.kube) })
+	wg.Go(func() { d.showProgress(ctx) })
+
+	start := time.Now()
+	if err := d.workload(ctx); err != nil {
+		return err
+	}
+	converged, detail := d.waitConverged(ctx, *timeout, ctrlErr)
+	d.summary(start, converged, detail)
+	if *keep && converged {
+		fmt.Fprintf(stdout, "\nstill running; try: kubectl --kubeconfig %s -n %s get foos,deployments\nCtrl-C stops.\n", srv.Kubeconfig(), demoNamespace)
+		<-ctx.Done()
+	}
+	if !converged {
+		return errNotConverged
+	}
+	return nil
+}
+
+func newDemo(ctx context.Context, cfg *rest.Config, out io.Writer, n int) (*demo, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	fc, err := v1alpha1.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoNamespace}}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	return &demo{out: out, foos: n, kube: kube, fooAPI: fc.Foos(demoNamespace), reg: prometheus.NewRegistry()}, nil
+}
+
+func fooName(i int) string { return fmt.Sprintf("foo-%04d", i) }
+
+// workload creates every Foo, then changes the replicas of every third and
+// deletes every tenth, with 8 concurrent clients.
+func (d *demo) workload(ctx context.Context) error {
+	steps := []struct {
+		what string
+		do   func(ctx context.Context, i int) error
+		skip func(i int) bool
+	}{
+		{"create", d.create, func(int) bool { return false }},
+		{"scale", d.scale, func(i int) bool { return i%3 != 0 }},
+		{"delete", d.delete, func(i int) bool { return i%10 != 0 }},
+	}
+	for _, s := range steps {
+		if err := parallel(ctx, d.foos, 8, func(i int) error {
+			if s.skip(i) {
+				return nil
+			}
+			return s.do(ctx, i)
+		}); err != nil {
+			return fmt.Errorf("demo: %s: %w", s.what, err)
+		}
+	}
+	return nil
+}
+
+func (d *demo) create(ctx context.Context, i int) error {
+	r := int32(1 + i%3)
+	f := &v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Name: fooName(i)},
+		Spec: v1alpha1.FooSpec{DeploymentName: fooName(i) + "-web", Replicas: &r}}
+	_, err := d.fooAPI.Create(ctx, f)
+	if err == nil {
+		d.created.Add(1)
+	}
+	return err
+}
+
+func (d *demo) scale(ctx context.Context, i int) error {
+	f, err := d.fooAPI.Get(ctx, fooName(i))
+	if err != nil {
+		return err
+	}
+	r := *f.Spec.Replicas + 2
+	f.Spec.Replicas = &r
+	if _, err = d.fooAPI.Update(ctx, f); err == nil {
+		d.updated.Add(1)
+	}
+	return err
+}
+
+func (d *demo) delete(ctx context.Context, i int) error {
+	err := d.fooAPI.Delete(ctx, fooName(i), metav1.DeleteOptions{})
+	if err == nil {
+		d.deleted.Add(1)
+	}
+	return err
+}
+
+// parallel runs do(0..n-1) on workers goroutines and returns the first error.
+func parallel(ctx context.Context, n, workers int, do func(i int) error) error {
+	next := make(chan int)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := do(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var err error
+loop:
+	for i := range n {
+		select {
+		case next <- i:
+		case err = <-errs:
+			break loop
+		case <-ctx.Done():
+			err = ctx.Err()
+			break loop
+		}
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	if err == nil {
+		err = <-errs // nil when the channel is empty
+	}
+	return err
+}

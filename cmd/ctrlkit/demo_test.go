@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+)
+
+func TestDemo_convergesAndSaysSo(t *testing.T) {
+	leakcheck.Check(t)
+	var out, errOut bytes.Buffer
+	if err := runDemo(t.Context(), []string{"--foos", "40"}, &out, &errOut); err != nil {
+		t.Fatalf("demo: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	for _, want := range []string{"caches synced", "CONVERGED", "40 created", "14 scaled", "4 deleted", "36 remain"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestRunFoo_namesAMissingCRD(t *testing.T) {
+	srv, err := apiserver.Start(t.Context(), apiserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	var errOut bytes.Buffer
+	err = run(t.Context(), []string{"run", "foo", "--kubeconfig", srv.Kubeconfig()}, &bytes.Buffer{}, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "CRD is not installed") {
+		t.Fatalf("run foo = %v, want an error saying the CRD is not installed", err)
+	}
+}
+
+func TestRunFoo_namesAnUnreachableServer(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(t.Context(), []string{"run", "foo", "--kubeconfig", kubeconfig}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the API server at https://127.0.0.1:1") {
+		t.Fatalf("run foo = %v, want an error naming the unreachable server", err)
+	}
+}
