@@ -4,7 +4,7 @@ MODULES := . testenv bench
 
 .PHONY: demo test bench apiserver vet
 
-## demo: start the embedded Kubernetes API server (builds it on first run) and print a kubeconfig
+## demo: the Foo sample controller end to end on the embedded API server (builds the server on first run)
 demo:
 	$(GO) run ./cmd/ctrlkit demo
 
