@@ -2,7 +2,7 @@
 GO      ?= go
 MODULES := . testenv bench
 
-.PHONY: demo test bench apiserver vet
+.PHONY: demo test bench apiserver vet fuzz
 
 ## demo: the Foo sample controller end to end on the embedded API server (builds the server on first run)
 demo:
@@ -19,6 +19,17 @@ test: apiserver
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.out
 	cd bench && $(GO) run ./cmd/benchtable < bench.out
+
+## fuzz: every Fuzz function of the root module for FUZZTIME each (default 60s), from its committed seed corpus
+FUZZTIME ?= 60s
+fuzz:
+	@set -e; for f in $$(grep -l '^func Fuzz' $$(git ls-files '*_test.go')); do \
+		d=$$(dirname $$f); \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "== $$name in ./$$d"; \
+			$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) ./$$d; \
+		done; \
+	done
 
 ## apiserver: build ctrlkit-apiserver into the per-machine cache (a few minutes the first time)
 apiserver:

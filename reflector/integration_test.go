@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -431,4 +432,24 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		<-tick.C
 	}
+}
+
+func TestReflector_carriesAHugeObjectThroughListAndWatch(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	cms := configMaps(t, srv.Config(), ns)
+	huge := func(name string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Data: map[string]string{"blob": strings.Repeat("x", 1000*1000)}} // etcd's limit is about 1.5 MB
+	}
+	if _, err := cms.Create(t.Context(), huge("listed"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s := newStore()
+	start(t, srv.Config(), ns, s, reflector.Options{})
+	s.waitForServerState(t, cms, 30*time.Second)
+	if _, err := cms.Create(t.Context(), huge("watched"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitForServerState(t, cms, 30*time.Second)
 }

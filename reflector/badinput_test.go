@@ -1,0 +1,164 @@
+package reflector
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	streamdec "k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	"k8s.io/apimachinery/pkg/util/framer"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	restwatch "k8s.io/client-go/rest/watch"
+
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+)
+
+// streamLW answers List from a page and serves each Watch as a JSON stream
+// decoded by client-go's own watch decoder, from frames the test writes.
+type streamLW struct {
+	page    func() (listwatch.List[*corev1.Pod], error)
+	mu      sync.Mutex
+	lists   int
+	streams chan *io.PipeWriter
+}
+
+func (s *streamLW) List(context.Context, metav1.ListOptions) (listwatch.List[*corev1.Pod], error) {
+	s.mu.Lock()
+	s.lists++
+	s.mu.Unlock()
+	return s.page()
+}
+
+func (s *streamLW) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	pr, pw := io.Pipe()
+	codec := scheme.Codecs.UniversalDeserializer()
+	dec := restwatch.NewDecoder(streamdec.NewDecoder(framer.NewJSONFramedReader(pr), scheme.Codecs.UniversalDeserializer()), codec)
+	s.streams <- pw
+	return watch.NewStreamWatcher(dec, watchErrorReporter{}), nil
+}
+
+func (s *streamLW) listCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lists
+}
+
+// watchErrorReporter turns a decode error into an Error event, as client-go's REST client does.
+type watchErrorReporter struct{}
+
+func (watchErrorReporter) AsObject(err error) runtime.Object {
+	return &metav1.Status{Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonInternalError, Message: err.Error()}
+}
+
+func podFrame(typ, name, rv string) string {
+	return `{"type":"` + typ + `","object":{"kind":"Pod","apiVersion":"v1","metadata":{"namespace":"ns","name":"` + name + `","resourceVersion":"` + rv + `"}}}` + "\n"
+}
+
+func TestReflector_survivesBadInputWithALogLineAndAMetric(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		frame  string
+		metric func(r *Reflector[*corev1.Pod]) float64
+		relist bool // the bad frame ends the stream, so the reflector resyncs
+	}{
+		{name: "an undecodable object ends the stream with an error and a resync",
+			frame: `{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":5}}}` + "\n",
+			metric: func(r *Reflector[*corev1.Pod]) float64 {
+				return testutil.ToFloat64(r.metrics.events.WithLabelValues("ERROR"))
+			},
+			relist: true},
+		{name: "an error event whose object is not a Status ends the stream with a resync",
+			frame: `{"type":"ERROR","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"x"}}}` + "\n",
+			metric: func(r *Reflector[*corev1.Pod]) float64 {
+				return testutil.ToFloat64(r.metrics.events.WithLabelValues("ERROR"))
+			},
+			relist: true},
+		{name: "an object of the wrong kind is skipped",
+			frame: `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"namespace":"ns","name":"cm","resourceVersion":"11"}}}` + "\n",
+			metric: func(r *Reflector[*corev1.Pod]) float64 {
+				return testutil.ToFloat64(r.metrics.skipped.WithLabelValues("wrong type"))
+			}},
+		{name: "an object without a name is skipped",
+			frame: podFrame("ADDED", "", "11"),
+			metric: func(r *Reflector[*corev1.Pod]) float64 {
+				return testutil.ToFloat64(r.metrics.skipped.WithLabelValues("no metadata"))
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leakcheck.Check(t)
+			lw := &streamLW{page: page("10", pod("a", "5")), streams: make(chan *io.PipeWriter, 4)}
+			sink := newMemSink[*corev1.Pod]()
+			r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Registerer: prometheus.NewRegistry()})
+			runReflector(t, r)
+			w := nextStream(t, lw)
+			write(t, w, tc.frame)
+			if tc.relist {
+				w = nextStream(t, lw) // the old stream ended; a resync opened a new one
+				if lw.listCount() < 2 {
+					t.Errorf("%d lists, want a resync after the bad frame", lw.listCount())
+				}
+			}
+			write(t, w, podFrame("ADDED", "b", "12"))
+			sink.waitFor(t, 10*time.Second, "pod b after the bad frame", func(keys map[string]string, _ int) bool {
+				return keys["ns/b"] == "12" && keys["ns/a"] == "5"
+			})
+			if n := tc.metric(r); n != 1 {
+				t.Errorf("metric = %v, want 1", n)
+			}
+			t.Cleanup(func() { w.Close() })
+		})
+	}
+}
+
+func TestReflector_skipsAnUnknownEventType(t *testing.T) {
+	leakcheck.Check(t)
+	lw := newFakeLW(page("10"))
+	sink := newMemSink[*corev1.Pod]()
+	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Registerer: prometheus.NewRegistry()})
+	runReflector(t, r)
+	w := lw.nextWatch(t)
+	w.Action(watch.EventType("SURPRISE"), pod("x", "11"))
+	w.Add(pod("b", "12"))
+	sink.waitFor(t, 10*time.Second, "pod b", func(keys map[string]string, _ int) bool { return keys["ns/b"] == "12" })
+	if n := testutil.ToFloat64(r.metrics.skipped.WithLabelValues("unknown event")); n != 1 {
+		t.Errorf("skipped{unknown event} = %v, want 1", n)
+	}
+	if _, ok := sink.snapshot(); ok > 1 {
+		t.Errorf("%d replaces, want 1: an unknown event type needs no resync", ok)
+	}
+}
+
+func nextStream(t *testing.T, lw *streamLW) *io.PipeWriter {
+	t.Helper()
+	select {
+	case w := <-lw.streams:
+		return w
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch stream opened within 10s")
+		return nil
+	}
+}
+
+func write(t *testing.T, w *io.PipeWriter, frame string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { _, err := io.Copy(w, strings.NewReader(frame)); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("write frame: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reflector did not read the frame within 10s")
+	}
+}
