@@ -15,10 +15,11 @@ test: apiserver
 		(cd $$m && $(GO) test -race -shuffle=on ./...); \
 	done
 
-## bench: ctrlkit and client-go benchmarks side by side, as a table of ratios
+## bench: ctrlkit and client-go side by side in one process: micro-benchmarks, then the scenarios (tables of ratios)
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.out
 	cd bench && $(GO) run ./cmd/benchtable < bench.out
+	cd bench && $(GO) run ./cmd/scenarios -rounds 3 -json scenarios.json
 
 ## fuzz: every Fuzz function of the root module for FUZZTIME each (default 60s), from its committed seed corpus
 FUZZTIME ?= 60s

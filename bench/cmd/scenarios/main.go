@@ -1,0 +1,92 @@
+// Command scenarios runs the pipeline-level benchmarks of package scenario,
+// ctrlkit and client-go alternately in one process, and prints a table of
+// medians, spreads and ratios (and writes every run as JSON). It exits
+// non-zero if any run produced a wrong result.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/bench/scenario"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "scenarios:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	rounds := flag.Int("rounds", 3, "rounds per scenario; each round runs ctrlkit, client-go and client-go again (A/A)")
+	only := flag.String("only", "S3,S5", "comma-separated scenarios to run")
+	out := flag.String("json", "scenarios.json", "where to write every run as JSON")
+	keys := flag.Int("keys", 10000, "S3: distinct keys")
+	adds := flag.Int("adds", 2000000, "S3: adds")
+	objects := flag.Int("objects", 20000, "S5: objects in the API server")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	var scenarios []scenario.Scenario
+	if strings.Contains(*only, "S3") {
+		scenarios = append(scenarios, scenario.Queue(scenario.QueueConfig{Keys: *keys, Adds: *adds, Producers: 2, Workers: 2}))
+	}
+	if strings.Contains(*only, "S5") {
+		s, cleanup, err := serverScenario(ctx, *objects)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		scenarios = append(scenarios, s)
+	}
+	var sums []scenario.Summary
+	for _, s := range scenarios {
+		fmt.Fprintf(os.Stderr, "== %s: %s\n", s.Name, s.Doc)
+		sum, err := scenario.Run(ctx, s, *rounds, os.Stderr)
+		if err != nil {
+			return err
+		}
+		sums = append(sums, sum)
+	}
+	if err := scenario.Markdown(os.Stdout, sums); err != nil {
+		return err
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return scenario.JSON(f, sums)
+}
+
+// serverScenario starts the embedded API server and fills it.
+func serverScenario(ctx context.Context, n int) (scenario.Scenario, func(), error) {
+	fmt.Fprintf(os.Stderr, "== S5: starting the embedded API server and creating %d ConfigMaps\n", n)
+	srv, err := apiserver.Start(ctx, apiserver.Options{Progress: os.Stderr})
+	if err != nil {
+		return scenario.Scenario{}, nil, err
+	}
+	kube, err := kubernetes.NewForConfig(srv.Config())
+	if err == nil {
+		_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}, metav1.CreateOptions{})
+	}
+	if err == nil {
+		err = scenario.Populate(ctx, kube, "bench", n)
+	}
+	if err != nil {
+		srv.Stop()
+		return scenario.Scenario{}, nil, err
+	}
+	return scenario.Server(scenario.ServerConfig{Kube: kube, Namespace: "bench", Objects: n}), func() { srv.Stop() }, nil
+}

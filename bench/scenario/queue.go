@@ -1,0 +1,158 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	cgworkqueue "k8s.io/client-go/util/workqueue"
+
+	"github.com/ctrlkit/ctrlkit/workqueue"
+)
+
+// QueueConfig sizes S3.
+type QueueConfig struct {
+	Keys, Adds, Producers, Workers int
+}
+
+// queue is what S3 needs of either library's work queue.
+type queue interface {
+	Add(string)
+	Get() (string, bool)
+	Done(string)
+	ShutDown()
+}
+
+// Queue is S3: producers add random keys, workers Get and Done them.
+func Queue(cfg QueueConfig) Scenario {
+	return Scenario{
+		Name: "S3 work queue",
+		Doc: fmt.Sprintf("%d producers add %d random keys of %d; %d workers Get and Done each. Latency is from the first Add "+
+			"that queued a key to the Get that handed it out. ctrlkit workqueue.New vs client-go workqueue.NewTyped.",
+			cfg.Producers, cfg.Adds, cfg.Keys, cfg.Workers),
+		Metrics: []Metric{
+			{Name: "adds_per_sec", Unit: "adds/s", Better: "higher"},
+			{Name: "p50_latency_us", Unit: "µs", Better: "lower"},
+			{Name: "p99_latency_us", Unit: "µs", Better: "lower"},
+			{Name: "allocs_per_add", Unit: "allocs", Better: "lower"},
+		},
+		Run: func(ctx context.Context, side string) (Result, error) {
+			q, err := newQueue(side)
+			if err != nil {
+				return nil, err
+			}
+			return runQueue(ctx, cfg, q)
+		},
+	}
+}
+
+func newQueue(side string) (queue, error) {
+	if side == Ctrlkit {
+		return workqueue.New(workqueue.Options[string]{})
+	}
+	return cgworkqueue.NewTyped[string](), nil
+}
+
+// queueRun is the shared state of one S3 run. Index i of each slice is key i.
+type queueRun struct {
+	keys      []string
+	index     map[string]int
+	added     []atomic.Int64 // adds of key i so far
+	processed []atomic.Int64 // added[i] as seen by the last Get of key i
+	firstAdd  []atomic.Int64 // unix ns of the first Add since the last Get, 0 if none
+}
+
+func runQueue(ctx context.Context, cfg QueueConfig, q queue) (Result, error) {
+	r := &queueRun{keys: make([]string, cfg.Keys), index: make(map[string]int, cfg.Keys),
+		added: make([]atomic.Int64, cfg.Keys), processed: make([]atomic.Int64, cfg.Keys), firstAdd: make([]atomic.Int64, cfg.Keys)}
+	for i := range r.keys {
+		r.keys[i] = fmt.Sprintf("ns-%d/object-%d", i%100, i)
+		r.index[r.keys[i]] = i
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+
+	lat := make([][]time.Duration, cfg.Workers)
+	var workers sync.WaitGroup
+	for w := range cfg.Workers {
+		workers.Go(func() { lat[w] = r.work(q) })
+	}
+	var producers sync.WaitGroup
+	for p := range cfg.Producers {
+		producers.Go(func() { r.produce(q, p, cfg.Adds/cfg.Producers) })
+	}
+	producers.Wait()
+	err := r.waitProcessed(ctx, time.Minute)
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&after)
+	q.ShutDown()
+	workers.Wait()
+	if err != nil {
+		return nil, err
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	adds := float64(cfg.Adds / cfg.Producers * cfg.Producers)
+	return Result{
+		"adds_per_sec":   adds / elapsed.Seconds(),
+		"p50_latency_us": float64(all[len(all)/2].Microseconds()),
+		"p99_latency_us": float64(all[len(all)*99/100].Microseconds()),
+		"allocs_per_add": float64(after.Mallocs-before.Mallocs) / adds,
+	}, nil
+}
+
+func (r *queueRun) produce(q queue, p, n int) {
+	rnd := rand.New(rand.NewPCG(uint64(p), 42))
+	for range n {
+		i := rnd.IntN(len(r.keys))
+		r.added[i].Add(1)
+		r.firstAdd[i].CompareAndSwap(0, time.Now().UnixNano())
+		q.Add(r.keys[i])
+	}
+}
+
+func (r *queueRun) work(q queue) []time.Duration {
+	var lat []time.Duration
+	for {
+		k, shutdown := q.Get()
+		if shutdown {
+			return lat
+		}
+		i := r.index[k]
+		if t := r.firstAdd[i].Swap(0); t != 0 {
+			lat = append(lat, time.Duration(time.Now().UnixNano()-t))
+		}
+		r.processed[i].Store(r.added[i].Load())
+		q.Done(k)
+	}
+}
+
+// waitProcessed waits until every key's last Get came after its last Add:
+// then no add was lost.
+func (r *queueRun) waitProcessed(ctx context.Context, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for i := 0; i < len(r.keys); {
+		if r.processed[i].Load() == r.added[i].Load() {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("key %s: %d adds, last Get saw %d: an add was lost", r.keys[i], r.added[i].Load(), r.processed[i].Load())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}

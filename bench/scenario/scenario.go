@@ -1,0 +1,151 @@
+// Package scenario runs whole-pipeline benchmarks for ctrlkit and client-go
+// side by side: the same scenario, the same input, alternately, in one
+// process, several rounds. Every run verifies its own result (a run that
+// lost an event fails, and the whole benchmark with it). The report gives,
+// per metric, the median and spread of each side, the ratio ctrlkit /
+// client-go, and an A/A row: client-go against a second run of client-go,
+// the noise floor on this machine.
+package scenario
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// The sides of a comparison.
+const (
+	Ctrlkit  = "ctrlkit"
+	ClientGo = "client-go"
+	AA       = "client-go (A/A)" // client-go again: the noise floor
+)
+
+// Result is one run's measurements by metric name.
+type Result map[string]float64
+
+// Metric describes one measurement of a scenario.
+type Metric struct {
+	Name   string
+	Unit   string
+	Better string // "higher" or "lower"
+}
+
+// Scenario is one benchmark with an implementation per side.
+type Scenario struct {
+	Name    string
+	Doc     string // what is measured, on which input, by which code path
+	Metrics []Metric
+	// Run runs the scenario once for side (Ctrlkit or ClientGo) and
+	// returns its measurements, or an error if the result was wrong.
+	Run func(ctx context.Context, side string) (Result, error)
+}
+
+// Summary is the outcome of all rounds of one scenario.
+type Summary struct {
+	Scenario string                           `json:"scenario"`
+	Doc      string                           `json:"doc"`
+	Rounds   int                              `json:"rounds"`
+	Runs     map[string][]Result              `json:"runs"`   // side -> one result per round
+	Median   map[string]map[string]float64    `json:"median"` // side -> metric -> median
+	Spread   map[string]map[string][2]float64 `json:"spread"` // side -> metric -> [min, max]
+	Metrics  []Metric                         `json:"metrics"`
+}
+
+// Run runs every round of s, alternating the order of the sides, and
+// summarises. It stops at the first failed run.
+func Run(ctx context.Context, s Scenario, rounds int, progress io.Writer) (Summary, error) {
+	sum := Summary{Scenario: s.Name, Doc: s.Doc, Rounds: rounds, Metrics: s.Metrics, Runs: map[string][]Result{}}
+	for round := range rounds {
+		order := []string{Ctrlkit, ClientGo, AA}
+		if round%2 == 1 {
+			order = []string{AA, ClientGo, Ctrlkit}
+		}
+		for _, side := range order {
+			impl := side
+			if side == AA {
+				impl = ClientGo
+			}
+			res, err := s.Run(ctx, impl)
+			if err != nil {
+				return sum, fmt.Errorf("%s, round %d, %s: %w", s.Name, round+1, side, err)
+			}
+			fmt.Fprintf(progress, "  %s round %d %-16s %s\n", s.Name, round+1, side, format(res, s.Metrics))
+			sum.Runs[side] = append(sum.Runs[side], res)
+		}
+	}
+	sum.Median, sum.Spread = map[string]map[string]float64{}, map[string]map[string][2]float64{}
+	for side, runs := range sum.Runs {
+		sum.Median[side], sum.Spread[side] = map[string]float64{}, map[string][2]float64{}
+		for _, m := range s.Metrics {
+			vs := make([]float64, 0, len(runs))
+			for _, r := range runs {
+				vs = append(vs, r[m.Name])
+			}
+			slices.Sort(vs)
+			sum.Median[side][m.Name] = median(vs)
+			sum.Spread[side][m.Name] = [2]float64{vs[0], vs[len(vs)-1]}
+		}
+	}
+	return sum, nil
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+func format(r Result, ms []Metric) string {
+	var parts []string
+	for _, m := range ms {
+		parts = append(parts, fmt.Sprintf("%s=%s", m.Name, num(r[m.Name])))
+	}
+	return strings.Join(parts, " ")
+}
+
+// Ratio is ctrlkit's median over client-go's for metric m, and the A/A
+// ratio (client-go's second run over its first) as the noise floor.
+func (s Summary) Ratio(m string) (ratio, aa float64) {
+	return s.Median[Ctrlkit][m] / s.Median[ClientGo][m], s.Median[AA][m] / s.Median[ClientGo][m]
+}
+
+// Markdown writes one table row per metric.
+func Markdown(w io.Writer, sums []Summary) error {
+	var b strings.Builder
+	b.WriteString("| scenario | metric | ctrlkit (min–max) | client-go (min–max) | ctrlkit / client-go | A/A noise |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|\n")
+	for _, s := range sums {
+		for _, m := range s.Metrics {
+			r, aa := s.Ratio(m.Name)
+			fmt.Fprintf(&b, "| %s | %s (%s, %s is better) | %s (%s–%s) | %s (%s–%s) | %.2f | %.2f |\n",
+				s.Scenario, m.Name, m.Unit, m.Better,
+				num(s.Median[Ctrlkit][m.Name]), num(s.Spread[Ctrlkit][m.Name][0]), num(s.Spread[Ctrlkit][m.Name][1]),
+				num(s.Median[ClientGo][m.Name]), num(s.Spread[ClientGo][m.Name][0]), num(s.Spread[ClientGo][m.Name][1]),
+				r, aa)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// JSON writes the summaries, every run included.
+func JSON(w io.Writer, sums []Summary) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(sums)
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 1:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
+}

@@ -1,0 +1,87 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+)
+
+func TestRun_alternatesSidesAndSummarisesMediansAndTheAARatio(t *testing.T) {
+	var order []string
+	values := map[string][]float64{Ctrlkit: {10, 30, 20}, ClientGo: {40, 40, 40, 40, 40, 44}}
+	calls := map[string]int{}
+	s := Scenario{Name: "fake", Metrics: []Metric{{Name: "t", Unit: "ms", Better: "lower"}},
+		Run: func(_ context.Context, side string) (Result, error) {
+			order = append(order, side)
+			v := values[side][calls[side]]
+			calls[side]++
+			return Result{"t": v}, nil
+		}}
+	sum, err := Run(t.Context(), s, 3, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(order[:6], ","); got != "ctrlkit,client-go,client-go,client-go,client-go,ctrlkit" {
+		t.Errorf("order of the first two rounds = %s; want the sides alternated", got)
+	}
+	if r, aa := sum.Ratio("t"); r != 0.5 || aa < 0.99 || aa > 1.11 {
+		t.Errorf("ratio %v (want 20/40), A/A %v (want about 1)", r, aa)
+	}
+	var b strings.Builder
+	if err := Markdown(&b, []Summary{sum}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| fake | t (ms, lower is better) | 20.00 (10.00–30.00) |") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
+
+func TestRun_stopsAtAWrongResult(t *testing.T) {
+	s := Scenario{Name: "broken", Run: func(context.Context, string) (Result, error) { return nil, errors.New("lost an event") }}
+	if _, err := Run(t.Context(), s, 2, io.Discard); err == nil || !strings.Contains(err.Error(), "lost an event") {
+		t.Fatalf("err = %v, want the run's error", err)
+	}
+}
+
+func TestQueue_bothLibrariesProcessEveryAdd(t *testing.T) {
+	s := Queue(QueueConfig{Keys: 200, Adds: 20000, Producers: 2, Workers: 2})
+	for _, side := range []string{Ctrlkit, ClientGo} {
+		res, err := s.Run(t.Context(), side)
+		if err != nil {
+			t.Fatalf("%s: %v", side, err)
+		}
+		if res["adds_per_sec"] <= 0 || res["p99_latency_us"] < res["p50_latency_us"] {
+			t.Errorf("%s: implausible result %v", side, res)
+		}
+	}
+}
+
+func TestServer_bothLibrariesSyncEveryObjectFromTheRealServer(t *testing.T) {
+	srv, err := apiserver.Start(t.Context(), apiserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	kube := kubernetes.NewForConfigOrDie(srv.Config())
+	ns := srv.Namespace(t)
+	if err := Populate(t.Context(), kube, ns, 300); err != nil {
+		t.Fatal(err)
+	}
+	s := Server(ServerConfig{Kube: kube, Namespace: ns, Objects: 300})
+	for _, side := range []string{Ctrlkit, ClientGo} {
+		res, err := s.Run(t.Context(), side)
+		if err != nil {
+			t.Fatalf("%s: %v", side, err)
+		}
+		if res["sync_ms"] <= 0 || res["bare_list_ms"] <= 0 {
+			t.Errorf("%s: implausible result %v", side, res)
+		}
+		t.Logf("%s: %v", side, res)
+	}
+}
