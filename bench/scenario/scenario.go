@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 )
@@ -122,11 +123,11 @@ func Markdown(w io.Writer, sums []Summary) error {
 	for _, s := range sums {
 		for _, m := range s.Metrics {
 			r, aa := s.Ratio(m.Name)
-			fmt.Fprintf(&b, "| %s | %s (%s, %s is better) | %s (%s–%s) | %s (%s–%s) | %.2f | %.2f |\n",
+			fmt.Fprintf(&b, "| %s | %s (%s, %s is better) | %s (%s–%s) | %s (%s–%s) | %s | %s |\n",
 				s.Scenario, m.Name, m.Unit, m.Better,
 				num(s.Median[Ctrlkit][m.Name]), num(s.Spread[Ctrlkit][m.Name][0]), num(s.Spread[Ctrlkit][m.Name][1]),
 				num(s.Median[ClientGo][m.Name]), num(s.Spread[ClientGo][m.Name][0]), num(s.Spread[ClientGo][m.Name][1]),
-				r, aa)
+				ratio(r), ratio(aa))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -138,6 +139,14 @@ func JSON(w io.Writer, sums []Summary) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(sums)
+}
+
+// ratio formats a ratio; 0/0 (both sides zero) is "n/a".
+func ratio(r float64) string {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", r)
 }
 
 func num(v float64) string {
