@@ -271,6 +271,7 @@ func (s *Server) Compact(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("apiserver: compact: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Close = true // one request now and then: leave no idle connection (or its goroutines) behind
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("apiserver: compact: %w", err)

@@ -1,0 +1,45 @@
+// Package deltafifo is stage 2 of the pipeline (steps 2 and 3 of the
+// client-go diagram): the queue between the reflector, which produces
+// changes in server order, and the informer, which applies them to its
+// cache and notifies handlers.
+//
+//	reflector ──Add/Update/Delete/Replace/Bookmark──> FIFO ──Pop──> informer
+//
+// Input: the reflector.Sink calls. Output, from Pop, one Item at a time:
+// the deltas of one key, a relist (Replace) or a bookmark.
+//
+// # Rules
+//
+//   - Per key, deltas are kept in server order, and a key keeps its place in
+//     the queue while it is queued, however often it changes.
+//   - A key holds at most two deltas, so memory stays bounded under a burst
+//     on one key: consecutive upserts (Added, Updated) compact to the newest
+//     object, consecutive deletes collapse, and a delete drops the upserts
+//     queued before it (the deleted object carries their final state). The
+//     shape of a queued key is therefore [Deleted] [Added|Updated]. The
+//     consumer reads the "old" object of an update from its cache, so a
+//     handler still sees old -> newest across a compaction.
+//   - Replace supersedes everything still queued: the snapshot holds the
+//     final state of every key. It is popped as one Item so that the
+//     consumer can swap its cache in one step; deltas that arrive after it
+//     are popped after it.
+//   - A bookmark is popped only when nothing queued before it remains, so a
+//     consumer that records it never claims a version it has not applied.
+//
+// There is no Sync delta: per-handler resync replays the informer's cache
+// without going through the queue. Nor is there a HasSynced here: since the
+// consumer processes Items outside the FIFO, only it knows when the first
+// relist has been applied and handed on (informer.SharedIndexInformer's
+// HasSynced).
+//
+// # Concurrency
+//
+// Every method is safe for concurrent use. The reflector calls the Sink
+// methods from one goroutine; Pop blocks until an Item is ready, the context
+// ends or Close is called. No user code runs under the FIFO's lock: Pop
+// returns the Item and the caller processes it outside (unlike client-go's
+// Pop, which calls back under the lock). The FIFO starts no goroutine.
+//
+// Layout: deltas.go holds the per-key compaction as pure functions;
+// fifo.go the locked queue.
+package deltafifo

@@ -1,0 +1,221 @@
+package deltafifo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// ErrClosed is returned by Pop once the FIFO is closed.
+var ErrClosed = errors.New("deltafifo: closed")
+
+// Item is what Pop hands out: exactly one of the deltas of one key, a relist
+// or a bookmark. The caller owns it.
+type Item[T object.Object] struct {
+	// Key and Deltas are set for the changes of one key, oldest first.
+	Key    string
+	Deltas []Delta[T]
+	// Replace is set for a relist: the cache must become exactly Items, as
+	// of ResourceVersion.
+	Replace *Snapshot[T]
+	// Bookmark, when the other fields are empty, is a resource version the
+	// consumer has now fully applied.
+	Bookmark string
+}
+
+// Snapshot is the result of a list.
+type Snapshot[T object.Object] struct {
+	Items           []T
+	ResourceVersion string
+}
+
+// FIFO is the delta FIFO: a queue of keys, each with its compacted deltas,
+// plus at most one pending relist that comes first. It implements
+// reflector.Sink[T]. See the package documentation for its rules.
+type FIFO[T object.Object] struct {
+	// mu guards every field below. Invariants (checkInvariants): every key of
+	// order[head:] is in deltas and vice versa, once; each key's deltas obey
+	// checkDeltas.
+	mu       sync.Mutex
+	replace  *Snapshot[T]          // pending relist, popped before any key
+	order    []string              // queued keys in first-queued order, from head
+	head     int                   // order[:head] are popped
+	deltas   map[string][]Delta[T] // the deltas of each queued key
+	bookmark string                // pending bookmark, popped when all else is
+	closed   bool
+
+	wake   chan struct{} // buffer 1: "an Item may be ready"
+	closeC chan struct{} // closed by Close
+}
+
+// New returns an empty FIFO.
+func New[T object.Object]() *FIFO[T] {
+	return &FIFO[T]{deltas: map[string][]Delta[T]{}, wake: make(chan struct{}, 1), closeC: make(chan struct{})}
+}
+
+// Add queues an Added delta for obj. It fails only if obj has no valid key.
+func (f *FIFO[T]) Add(obj T) error { return f.push(Delta[T]{Type: Added, Object: obj}) }
+
+// Update queues an Updated delta for obj.
+func (f *FIFO[T]) Update(obj T) error { return f.push(Delta[T]{Type: Updated, Object: obj}) }
+
+// Delete queues a Deleted delta for obj, the deleted state.
+func (f *FIFO[T]) Delete(obj T) error { return f.push(Delta[T]{Type: Deleted, Object: obj}) }
+
+func (f *FIFO[T]) push(d Delta[T]) error {
+	key, err := object.MetaNamespaceKeyFunc(d.Object)
+	if err != nil {
+		return fmt.Errorf("deltafifo: %v: %w", d.Type, err)
+	}
+	f.mu.Lock()
+	ds, queued := f.deltas[key]
+	if !queued {
+		f.order = append(f.order, key)
+	}
+	f.deltas[key] = appendDelta(ds, d)
+	f.mu.Unlock()
+	f.signal()
+	return nil
+}
+
+// Replace drops everything still queued and queues one relist of items as
+// of resourceVersion. It never fails; it checks nothing, since the
+// consumer's cache validates keys as it swaps.
+func (f *FIFO[T]) Replace(items []T, resourceVersion string) error {
+	f.mu.Lock()
+	f.replace = &Snapshot[T]{Items: items, ResourceVersion: resourceVersion}
+	f.order, f.head = nil, 0
+	clear(f.deltas)
+	f.bookmark = ""
+	f.mu.Unlock()
+	f.signal()
+	return nil
+}
+
+// Bookmark queues resourceVersion, popped once everything queued before it
+// has been popped. A newer bookmark replaces a pending one.
+func (f *FIFO[T]) Bookmark(resourceVersion string) {
+	f.mu.Lock()
+	f.bookmark = resourceVersion
+	f.mu.Unlock()
+	f.signal()
+}
+
+// Close makes every Pop, current and future, return ErrClosed. Items still
+// queued are dropped. It is idempotent.
+func (f *FIFO[T]) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.closed = true
+		close(f.closeC)
+	}
+}
+
+// Len returns the number of Items ready to pop, bookmarks excluded.
+func (f *FIFO[T]) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := len(f.order) - f.head
+	if f.replace != nil {
+		n++
+	}
+	return n
+}
+
+// Pop blocks until an Item is ready and returns it: the pending relist
+// first, then keys in the order they were first queued, then a pending
+// bookmark. It returns ErrClosed after Close, or ctx's error when ctx ends.
+// The caller processes the Item without any lock of the FIFO held.
+func (f *FIFO[T]) Pop(ctx context.Context) (Item[T], error) {
+	for {
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			return Item[T]{}, ErrClosed
+		}
+		it, ok := f.popLocked()
+		more := f.readyLocked()
+		f.mu.Unlock()
+		if ok {
+			if more {
+				f.signal() // another Pop may proceed
+			}
+			return it, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Item[T]{}, ctx.Err()
+		case <-f.closeC:
+		case <-f.wake:
+		}
+	}
+}
+
+func (f *FIFO[T]) popLocked() (Item[T], bool) {
+	if r := f.replace; r != nil {
+		f.replace = nil
+		return Item[T]{Replace: r}, true
+	}
+	if f.head < len(f.order) {
+		key := f.order[f.head]
+		f.order[f.head] = ""
+		f.head++
+		if f.head == len(f.order) {
+			f.order, f.head = f.order[:0], 0
+		} else if f.head > 1024 && f.head*2 > len(f.order) {
+			f.order, f.head = append([]string(nil), f.order[f.head:]...), 0
+		}
+		ds := f.deltas[key]
+		delete(f.deltas, key)
+		return Item[T]{Key: key, Deltas: ds}, true
+	}
+	if rv := f.bookmark; rv != "" {
+		f.bookmark = ""
+		return Item[T]{Bookmark: rv}, true
+	}
+	return Item[T]{}, false
+}
+
+func (f *FIFO[T]) readyLocked() bool {
+	return f.replace != nil || f.head < len(f.order) || f.bookmark != ""
+}
+
+func (f *FIFO[T]) signal() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// checkInvariants returns an error describing a broken invariant, or nil.
+// Tests and fuzzers call it.
+func (f *FIFO[T]) checkInvariants() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.head > len(f.order) {
+		return fmt.Errorf("head %d beyond %d queued keys", f.head, len(f.order))
+	}
+	queued := f.order[f.head:]
+	if len(queued) != len(f.deltas) {
+		return fmt.Errorf("%d keys in order, %d with deltas", len(queued), len(f.deltas))
+	}
+	seen := make(map[string]bool, len(queued))
+	for _, key := range queued {
+		if seen[key] {
+			return fmt.Errorf("key %q queued twice", key)
+		}
+		seen[key] = true
+		ds, ok := f.deltas[key]
+		if !ok {
+			return fmt.Errorf("queued key %q has no deltas", key)
+		}
+		if err := checkDeltas(ds); err != nil {
+			return fmt.Errorf("key %q: %w", key, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,266 @@
+package deltafifo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+)
+
+func cm(name, rv string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
+}
+
+// op is one call on the FIFO, written compactly for tables:
+// "add a 1", "update a 2", "delete a 3", "replace 7 a:5 b:6", "bookmark 9".
+type op string
+
+func (o op) apply(t *testing.T, f *FIFO[*corev1.ConfigMap]) {
+	t.Helper()
+	w := strings.Fields(string(o))
+	var err error
+	switch w[0] {
+	case "add":
+		err = f.Add(cm(w[1], w[2]))
+	case "update":
+		err = f.Update(cm(w[1], w[2]))
+	case "delete":
+		err = f.Delete(cm(w[1], w[2]))
+	case "replace":
+		var items []*corev1.ConfigMap
+		for _, kv := range w[2:] {
+			name, rv, _ := strings.Cut(kv, ":")
+			items = append(items, cm(name, rv))
+		}
+		err = f.Replace(items, w[1])
+	case "bookmark":
+		f.Bookmark(w[1])
+	default:
+		t.Fatalf("bad op %q", o)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", o, err)
+	}
+}
+
+// describe writes an Item the way the tables expect it:
+// "ns/a: Added@1 Updated@3", "replace@7 a:5 b:6", "bookmark@9".
+func describe(it Item[*corev1.ConfigMap]) string {
+	var b strings.Builder
+	switch {
+	case it.Replace != nil:
+		fmt.Fprintf(&b, "replace@%s", it.Replace.ResourceVersion)
+		for _, o := range it.Replace.Items {
+			fmt.Fprintf(&b, " %s:%s", o.Name, o.ResourceVersion)
+		}
+	case it.Key != "":
+		b.WriteString(it.Key + ":")
+		for _, d := range it.Deltas {
+			fmt.Fprintf(&b, " %v@%s", d.Type, d.Object.ResourceVersion)
+		}
+	default:
+		b.WriteString("bookmark@" + it.Bookmark)
+	}
+	return b.String()
+}
+
+// drain pops every ready Item.
+func drain(t *testing.T, f *FIFO[*corev1.ConfigMap]) []string {
+	t.Helper()
+	var out []string
+	for f.Len() > 0 || f.readyForTest() {
+		it, err := f.Pop(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, describe(it))
+		if err := f.checkInvariants(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func (f *FIFO[T]) readyForTest() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.readyLocked()
+}
+
+func TestFIFO_rules(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ops  []op
+		want []string
+	}{
+		{
+			name: "keys pop in the order they were first queued",
+			ops:  []op{"add a 1", "add b 2", "add c 3"},
+			want: []string{"ns/a: Added@1", "ns/b: Added@2", "ns/c: Added@3"},
+		},
+		{
+			name: "a queued key keeps its place when it changes again",
+			ops:  []op{"add a 1", "add b 2", "update a 3"},
+			want: []string{"ns/a: Added@3", "ns/b: Added@2"},
+		},
+		{
+			name: "consecutive updates compact to the newest",
+			ops:  []op{"update a 1", "update a 2", "update a 3"},
+			want: []string{"ns/a: Updated@3"},
+		},
+		{
+			name: "consecutive deletes collapse to the newest",
+			ops:  []op{"delete a 1", "delete a 2"},
+			want: []string{"ns/a: Deleted@2"},
+		},
+		{
+			name: "a delete drops the upserts before it",
+			ops:  []op{"add a 1", "update a 2", "delete a 3"},
+			want: []string{"ns/a: Deleted@3"},
+		},
+		{
+			name: "a re-creation after a delete keeps both in order",
+			ops:  []op{"delete a 1", "add a 2", "update a 3"},
+			want: []string{"ns/a: Deleted@1 Added@3"},
+		},
+		{
+			name: "a burst of re-creations stays at two deltas",
+			ops:  []op{"add a 1", "delete a 2", "add a 3", "delete a 4", "add a 5", "update a 6"},
+			want: []string{"ns/a: Deleted@4 Added@6"},
+		},
+		{
+			name: "a replace supersedes every queued delta",
+			ops:  []op{"add a 1", "update b 2", "replace 5 a:1 c:4"},
+			want: []string{"replace@5 a:1 c:4"},
+		},
+		{
+			name: "deltas after a replace pop after it in order",
+			ops:  []op{"add a 1", "replace 5 a:1", "update a 6", "add b 7"},
+			want: []string{"replace@5 a:1", "ns/a: Updated@6", "ns/b: Added@7"},
+		},
+		{
+			name: "a second replace supersedes the first",
+			ops:  []op{"replace 5 a:1", "add b 6", "replace 8 b:6"},
+			want: []string{"replace@8 b:6"},
+		},
+		{
+			name: "a bookmark pops after everything queued",
+			ops:  []op{"bookmark 3", "add a 4", "bookmark 5"},
+			want: []string{"ns/a: Added@4", "bookmark@5"},
+		},
+		{
+			name: "a replace drops a pending bookmark",
+			ops:  []op{"bookmark 3", "replace 5"},
+			want: []string{"replace@5"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New[*corev1.ConfigMap]()
+			for _, o := range tc.ops {
+				o.apply(t, f)
+				if err := f.checkInvariants(); err != nil {
+					t.Fatalf("after %s: %v", o, err)
+				}
+			}
+			if got := drain(t, f); !slices.Equal(got, tc.want) {
+				t.Errorf("popped %q\nwant   %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFIFO_memoryStaysBoundedUnderABurstOnOneKey(t *testing.T) {
+	f := New[*corev1.ConfigMap]()
+	for i := range 100_000 {
+		var err error
+		switch i % 3 {
+		case 0:
+			err = f.Add(cm("hot", fmt.Sprint(i)))
+		case 1:
+			err = f.Update(cm("hot", fmt.Sprint(i)))
+		default:
+			err = f.Delete(cm("hot", fmt.Sprint(i)))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mu.Lock()
+	n, keys := len(f.deltas["ns/hot"]), len(f.order)
+	f.mu.Unlock()
+	if n > 2 || keys != 1 {
+		t.Errorf("%d deltas in %d queued keys after 100000 changes, want at most 2 in 1", n, keys)
+	}
+}
+
+func TestFIFO_rejectsObjectsWithoutAKey(t *testing.T) {
+	f := New[*corev1.ConfigMap]()
+	if err := f.Add(cm("", "1")); err == nil || !strings.HasPrefix(err.Error(), "deltafifo: ") {
+		t.Errorf("Add of a nameless object: err = %v, want a deltafifo error", err)
+	}
+	if f.Len() != 0 {
+		t.Errorf("Len = %d, want 0", f.Len())
+	}
+}
+
+func TestFIFO_closeWakesABlockedPop(t *testing.T) {
+	leakcheck.Check(t)
+	f := New[*corev1.ConfigMap]()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Pop(t.Context())
+		done <- err
+	}()
+	f.Close()
+	f.Close() // idempotent
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("Pop = %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Pop still blocked 10s after Close")
+	}
+}
+
+func TestFIFO_popReturnsWhenItsContextEnds(t *testing.T) {
+	f := New[*corev1.ConfigMap]()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := f.Pop(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Pop = %v, want context.Canceled", err)
+	}
+}
+
+func TestFIFO_popWaitsForAnItem(t *testing.T) {
+	leakcheck.Check(t)
+	f := New[*corev1.ConfigMap]()
+	got := make(chan string, 1)
+	go func() {
+		it, err := f.Pop(t.Context())
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		got <- describe(it)
+	}()
+	if err := f.Add(cm("a", "1")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if s != "ns/a: Added@1" {
+			t.Errorf("popped %q, want ns/a: Added@1", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Pop did not return 10s after Add")
+	}
+}

@@ -1,0 +1,168 @@
+package deltafifo
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// model is the naive FIFO: every delta of every key, uncompacted, in a
+// slice scanned linearly, and the server's state that produced them.
+type model struct {
+	server  map[string]string // name -> resource version, as the server has it
+	replace []string          // pending relist, as "name:rv", or nil
+	pending bool              // a relist is pending
+	order   []string          // queued names, first-queued first
+	deltas  map[string][]Delta[*corev1.ConfigMap]
+	rv      int
+}
+
+// consumer applies popped Items the way the informer does.
+type consumer map[string]string
+
+func (c consumer) apply(it Item[*corev1.ConfigMap]) {
+	switch {
+	case it.Replace != nil:
+		clear(c)
+		for _, o := range it.Replace.Items {
+			c[o.Name] = o.ResourceVersion
+		}
+	case it.Key != "":
+		for _, d := range it.Deltas {
+			if d.Type == Deleted {
+				delete(c, d.Object.Name)
+			} else {
+				c[d.Object.Name] = d.Object.ResourceVersion
+			}
+		}
+	}
+}
+
+// write changes key on the server and in both FIFOs: an add if it is
+// absent, else an update or (when del) a delete.
+func (m *model) write(t *testing.T, f *FIFO[*corev1.ConfigMap], name string, del bool) {
+	m.rv++
+	o := cm(name, fmt.Sprint(m.rv))
+	d := Delta[*corev1.ConfigMap]{Type: Added, Object: o}
+	if _, ok := m.server[name]; ok {
+		d.Type = Updated
+		if del {
+			d.Type = Deleted
+		}
+	}
+	if d.Type == Deleted {
+		delete(m.server, name)
+	} else {
+		m.server[name] = o.ResourceVersion
+	}
+	if !slices.Contains(m.order, name) {
+		m.order = append(m.order, name)
+	}
+	m.deltas[name] = append(m.deltas[name], d)
+	if err := f.push(d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (m *model) relist(t *testing.T, f *FIFO[*corev1.ConfigMap]) {
+	var items []*corev1.ConfigMap
+	m.replace = nil
+	for _, name := range slices.Sorted(maps.Keys(m.server)) {
+		items = append(items, cm(name, m.server[name]))
+		m.replace = append(m.replace, name+":"+m.server[name])
+	}
+	m.pending, m.order = true, nil
+	clear(m.deltas)
+	if err := f.Replace(items, fmt.Sprint(m.rv)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pop pops from both and checks that the real Item is a compaction of the
+// model's: same kind, same key, at most two deltas, a delete kept if any was
+// queued, and the same final state.
+func (m *model) pop(t *testing.T, f *FIFO[*corev1.ConfigMap], c consumer) {
+	if f.Len() == 0 {
+		if m.pending || len(m.order) > 0 {
+			t.Fatalf("real FIFO is empty, the model has relist=%v keys=%q", m.pending, m.order)
+		}
+		return
+	}
+	it, err := f.Pop(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case m.pending:
+		if it.Replace == nil {
+			t.Fatalf("popped %s, want the pending relist", describe(it))
+		}
+		m.pending = false
+	case it.Key != "ns/"+m.order[0]:
+		t.Fatalf("popped %s, want key ns/%s", describe(it), m.order[0])
+	default:
+		m.checkCompaction(t, it)
+	}
+	c.apply(it)
+}
+
+func (m *model) checkCompaction(t *testing.T, it Item[*corev1.ConfigMap]) {
+	name := m.order[0]
+	full := m.deltas[name]
+	m.order = m.order[1:]
+	delete(m.deltas, name)
+	if err := checkDeltas(it.Deltas); err != nil {
+		t.Fatalf("%s: %v", describe(it), err)
+	}
+	hasDelete := func(ds []Delta[*corev1.ConfigMap]) bool {
+		return slices.ContainsFunc(ds, func(d Delta[*corev1.ConfigMap]) bool { return d.Type == Deleted })
+	}
+	last := func(ds []Delta[*corev1.ConfigMap]) Delta[*corev1.ConfigMap] { return ds[len(ds)-1] }
+	a, b := last(full), last(it.Deltas)
+	if hasDelete(full) != hasDelete(it.Deltas) || a.Object != b.Object || (a.Type == Deleted) != (b.Type == Deleted) {
+		t.Fatalf("popped %s, which does not compact %d deltas ending in %v@%s", describe(it), len(full),
+			last(full).Type, last(full).Object.ResourceVersion)
+	}
+}
+
+// FuzzFIFO drives the FIFO and the model with the same operations, two
+// bytes each: what to do, and on which of 8 keys. After draining, the
+// consumer must hold exactly the server's state.
+func FuzzFIFO(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 1, 5, 0, 1, 1, 5, 0})
+	f.Add([]byte{0, 1, 0, 2, 3, 0, 0, 1, 5, 0, 5, 0})
+	f.Fuzz(fuzzBody)
+}
+
+func fuzzBody(t *testing.T, ops []byte) {
+	fifo := New[*corev1.ConfigMap]()
+	m := &model{server: map[string]string{}, deltas: map[string][]Delta[*corev1.ConfigMap]{}}
+	c := consumer{}
+	for i := 0; i+1 < len(ops); i += 2 {
+		name := fmt.Sprintf("k%d", ops[i+1]%8)
+		switch ops[i] % 6 {
+		case 0, 1:
+			m.write(t, fifo, name, false)
+		case 2:
+			m.write(t, fifo, name, true)
+		case 3:
+			m.relist(t, fifo)
+		case 4:
+			fifo.Bookmark(fmt.Sprint(m.rv))
+		case 5:
+			m.pop(t, fifo, c)
+		}
+		if err := fifo.checkInvariants(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for fifo.Len() > 0 {
+		m.pop(t, fifo, c)
+	}
+	if !maps.Equal(c, consumer(m.server)) {
+		t.Fatalf("consumer holds %v, the server %v", c, m.server)
+	}
+}

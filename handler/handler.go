@@ -1,0 +1,91 @@
+package handler
+
+import (
+	"io"
+	"log/slog"
+
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// Handler receives the changes an informer sees, after its cache has been
+// updated. Objects are shared with the cache: read them, never modify them.
+type Handler[T object.Object] interface {
+	// OnAdd is called for an object the handler has not seen: a new object,
+	// or one of the cached objects the handler is first given, in which case
+	// isInInitialList is true.
+	OnAdd(obj T, isInInitialList bool)
+	// OnUpdate is called when an object changed from old to new; on a resync
+	// old and new are the same object.
+	OnUpdate(old, new T)
+	// OnDelete is called when an object is gone. d.Obj is its last known
+	// state; d.FinalStateUnknown says the deletion was inferred by a relist.
+	OnDelete(d object.Deleted[T])
+}
+
+// Funcs adapts functions to a Handler. A nil function ignores its events.
+type Funcs[T object.Object] struct {
+	AddFunc    func(obj T, isInInitialList bool)
+	UpdateFunc func(old, new T)
+	DeleteFunc func(d object.Deleted[T])
+}
+
+// OnAdd calls AddFunc if it is set.
+func (f Funcs[T]) OnAdd(obj T, isInInitialList bool) {
+	if f.AddFunc != nil {
+		f.AddFunc(obj, isInInitialList)
+	}
+}
+
+// OnUpdate calls UpdateFunc if it is set.
+func (f Funcs[T]) OnUpdate(old, new T) {
+	if f.UpdateFunc != nil {
+		f.UpdateFunc(old, new)
+	}
+}
+
+// OnDelete calls DeleteFunc if it is set.
+func (f Funcs[T]) OnDelete(d object.Deleted[T]) {
+	if f.DeleteFunc != nil {
+		f.DeleteFunc(d)
+	}
+}
+
+// Adder is where EnqueueKey puts keys: a workqueue.Queue[K] satisfies it.
+type Adder[K comparable] interface {
+	// Add queues k. It must not block for long: it runs on the handler's
+	// goroutine.
+	Add(k K)
+}
+
+// EnqueueKey returns a Handler that adds the key of every changed object,
+// "namespace/name" (or "name"), to q: the usual first half of a controller.
+// A tombstone is keyed by object.DeletionHandlingMetaNamespaceKeyFunc. An
+// object without a valid key is logged to logger (nil: discard) and
+// ignored; the reflector never delivers one, so this is a safety net.
+func EnqueueKey[T object.Object](q Adder[string], logger *slog.Logger) Handler[T] {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &enqueueKey[T]{q: q, log: logger}
+}
+
+type enqueueKey[T object.Object] struct {
+	q   Adder[string]
+	log *slog.Logger
+}
+
+func (e *enqueueKey[T]) OnAdd(obj T, _ bool) { e.add(object.MetaNamespaceKeyFunc(obj)) }
+
+func (e *enqueueKey[T]) OnUpdate(_, new T) { e.add(object.MetaNamespaceKeyFunc(new)) }
+
+func (e *enqueueKey[T]) OnDelete(d object.Deleted[T]) {
+	e.add(object.DeletionHandlingMetaNamespaceKeyFunc(d))
+}
+
+func (e *enqueueKey[T]) add(key string, err error) {
+	if err != nil {
+		e.log.Error("handler: cannot enqueue an object without a valid key", "err", err)
+		return
+	}
+	e.q.Add(key)
+}

@@ -1,0 +1,80 @@
+package informer
+
+import (
+	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// kind is what a notification tells a handler.
+type kind int
+
+const (
+	addKind kind = iota + 1
+	updateKind
+	deleteKind
+)
+
+// notification is one call to make on a handler.
+type notification[T object.Object] struct {
+	kind    kind
+	old     T // updateKind: the state the handler saw
+	obj     T // addKind, updateKind: the new state
+	initial bool
+	del     object.Deleted[T] // deleteKind
+}
+
+// deliver makes the call n describes.
+func (n notification[T]) deliver(h handler.Handler[T]) {
+	switch n.kind {
+	case addKind:
+		h.OnAdd(n.obj, n.initial)
+	case updateKind:
+		h.OnUpdate(n.old, n.obj)
+	case deleteKind:
+		h.OnDelete(n.del)
+	}
+}
+
+// merge adds n to the notifications pending for one key of one handler and
+// coalesces them, so a handler's backlog holds at most two per key: an
+// optional delete followed by an optional add or update. It reuses p.
+//
+//   - add then update or add: one add of the newest object (still initial
+//     if the first was);
+//   - update then update: one update from the oldest old to the newest;
+//   - add then delete: nothing, the handler never saw the object;
+//   - update then delete: the delete;
+//   - delete then delete: the first delete, the one the handler's state
+//     refers to;
+//   - delete then add: both, in order (a re-creation).
+func merge[T object.Object](p []notification[T], n notification[T]) []notification[T] {
+	last := len(p) - 1
+	if n.kind != deleteKind {
+		if last < 0 || p[last].kind == deleteKind {
+			return append(p, n)
+		}
+		p[last].obj = n.obj // an add stays an add; an update keeps its old
+		return p
+	}
+	if last >= 0 && p[last].kind == addKind {
+		return p[:last]
+	}
+	if last >= 0 && p[last].kind == updateKind {
+		p, last = p[:last], last-1
+	}
+	if last >= 0 { // a delete is already pending
+		return p
+	}
+	return append(p, n)
+}
+
+// countInitial returns how many of p are initial-list adds.
+func countInitial[T object.Object](p []notification[T]) int {
+	n := 0
+	for _, x := range p {
+		if x.kind == addKind && x.initial {
+			n++
+		}
+	}
+	return n
+}

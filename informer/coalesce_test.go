@@ -1,0 +1,76 @@
+package informer
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+func cm(rv string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: rv}}
+}
+
+// parse reads "add 1", "add* 1" (initial), "update 1 2", "delete 3".
+func parse(s string) notification[*corev1.ConfigMap] {
+	w := strings.Fields(s)
+	switch w[0] {
+	case "add", "add*":
+		return notification[*corev1.ConfigMap]{kind: addKind, obj: cm(w[1]), initial: w[0] == "add*"}
+	case "update":
+		return notification[*corev1.ConfigMap]{kind: updateKind, old: cm(w[1]), obj: cm(w[2])}
+	}
+	return notification[*corev1.ConfigMap]{kind: deleteKind, del: object.Deleted[*corev1.ConfigMap]{Key: "ns/a", Obj: cm(w[1]), HasObj: true}}
+}
+
+func (n notification[T]) String() string {
+	switch n.kind {
+	case addKind:
+		if n.initial {
+			return "add* " + n.obj.GetResourceVersion()
+		}
+		return "add " + n.obj.GetResourceVersion()
+	case updateKind:
+		return fmt.Sprintf("update %s %s", n.old.GetResourceVersion(), n.obj.GetResourceVersion())
+	}
+	return "delete " + n.del.Obj.GetResourceVersion()
+}
+
+func TestMerge_coalescesPerKey(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []string
+		want []string
+	}{
+		{name: "add then update is one add of the newest", in: []string{"add 1", "update 1 2", "update 2 3"}, want: []string{"add 3"}},
+		{name: "an initial add stays initial when updated", in: []string{"add* 1", "update 1 2"}, want: []string{"add* 2"}},
+		{name: "update then update goes from the oldest old to the newest", in: []string{"update 1 2", "update 2 3"}, want: []string{"update 1 3"}},
+		{name: "add then delete of an unseen key is nothing", in: []string{"add 1", "update 1 2", "delete 3"}},
+		{name: "update then delete is the delete", in: []string{"update 1 2", "delete 3"}, want: []string{"delete 3"}},
+		{name: "delete then add is a re-creation kept in order", in: []string{"delete 1", "add 2", "update 2 3"}, want: []string{"delete 1", "add 3"}},
+		{name: "delete, add, delete keeps the first delete", in: []string{"delete 1", "add 2", "delete 3"}, want: []string{"delete 1"}},
+		{name: "a resync update folds into a pending update", in: []string{"update 1 2", "update 2 2"}, want: []string{"update 1 2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p []notification[*corev1.ConfigMap]
+			for _, s := range tc.in {
+				p = merge(p, parse(s))
+				if len(p) > 2 {
+					t.Fatalf("after %q: %d pending, want at most 2", s, len(p))
+				}
+			}
+			var got []string
+			for _, n := range p {
+				got = append(got, n.String())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("merged to %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

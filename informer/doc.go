@@ -1,0 +1,47 @@
+// Package informer is stage 3 of the pipeline (steps 3 to 6 of the
+// client-go diagram): it wires a reflector, a delta FIFO and an indexed
+// cache for one resource, and tells any number of handlers about every
+// change.
+//
+//	ListerWatcher ─> reflector ─> transform ─> deltafifo ─Pop─> cache (store.Indexer)
+//	                                                              │ notifications
+//	                                              ┌───────────────┼───────────────┐
+//	                                          listener        listener        listener
+//	                                         (goroutine)     (goroutine)     (goroutine)
+//	                                          handler A       handler B       handler C
+//
+// Guarantees:
+//
+//   - The cache is written in server order per key; a relist swaps it to
+//     exactly the server's snapshot in one step, then handlers hear deletes
+//     (tombstones with the last known object, FinalStateUnknown) for keys
+//     that vanished, then updates for keys kept, then adds.
+//   - Each handler hears a key's changes in order, after the cache holds
+//     them, from its own goroutine. Its backlog coalesces per key (add then
+//     update is one add of the newest, update then update is one update from
+//     the oldest old to the newest, add then delete is nothing, update then
+//     delete is the delete), so it is bounded by the number of distinct keys
+//     and a slow handler delays only itself. The lag is exported as metrics.
+//   - A handler added late first gets the cached objects as OnAdd(obj, true);
+//     each Registration has its own HasSynced, true once the handler has
+//     returned from every initial-list notification.
+//   - A panicking handler is recovered, logged with its stack and counted;
+//     it and every other handler go on receiving events.
+//   - Per-handler resync replays the cache as OnUpdate(obj, obj); it never
+//     relists.
+//   - A transform runs once per object before caching; managedFields are
+//     stripped by default.
+//
+// Factory shares one informer per resource and namespace between
+// controllers; its WaitForCacheSync names the cause of a cache that cannot
+// sync (403 Forbidden, resource not found) instead of timing out silently.
+//
+// Concurrency contract: every method is safe for concurrent use. New starts
+// nothing; Run starts the reflector, one goroutine popping the FIFO (the
+// cache's only writer) and one goroutine per handler, and returns only after
+// all of them have exited. No handler, transform or user function runs under
+// a lock of the FIFO; index functions run while the informer holds its own
+// lock (which only handler registration and resync also take), so that a
+// late handler's snapshot of the cache and the notifications that follow it
+// line up exactly.
+package informer

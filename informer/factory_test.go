@@ -1,0 +1,116 @@
+package informer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+)
+
+var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+func TestFactory_sharesOneInformerPerResourceAndNamespace(t *testing.T) {
+	leakcheck.Check(t)
+	f := informer.NewFactory(informer.FactoryOptions{DisableWatchList: true})
+	srv := newFakeServer("a")
+	var created int
+	newLW := func() listwatch.ListerWatcher[*corev1.ConfigMap] { created++; return srv }
+	a, err := informer.For(f, configMapsGVR, "ns", newLW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := informer.For(f, configMapsGVR, "ns", newLW)
+	other, _ := informer.For(f, configMapsGVR, "other", newLW)
+	if a != b || a == other || created != 2 {
+		t.Errorf("same=%v, distinct namespaces=%v, %d ListerWatchers; want true, true, 2", a == b, a != other, created)
+	}
+	_, err = informer.For(f, configMapsGVR, "ns", func() listwatch.ListerWatcher[*metav1.PartialObjectMetadata] { return nil })
+	if !errors.Is(err, informer.ErrTypeMismatch) {
+		t.Errorf("For with another type = %v, want ErrTypeMismatch", err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	f.Start(ctx)
+	f.Start(ctx) // starts nothing twice
+	if err := f.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !a.HasSynced() || !other.HasSynced() {
+		t.Error("WaitForCacheSync returned before the caches synced")
+	}
+	cancel()
+	f.Wait()
+}
+
+// waitForSyncError starts an informer from f and returns WaitForCacheSync's
+// error after a few seconds.
+func waitForSyncError(t *testing.T, f *informer.Factory) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(func() { cancel(); f.Wait() })
+	f.Start(ctx)
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer wcancel()
+	err := f.WaitForCacheSync(wctx)
+	if err == nil {
+		t.Fatal("WaitForCacheSync = nil, want an error")
+	}
+	t.Log(err)
+	return err
+}
+
+func TestFactory_waitForCacheSyncNamesA403WithItsVerbAndResource(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	cfg := rest.CopyConfig(srv.Config())
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"} // no RBAC grants
+	cms := configMaps(t, cfg, ns)
+	f := informer.NewFactory(informer.FactoryOptions{DisableWatchList: true})
+	if _, err := informer.For(f, configMapsGVR, ns, func() listwatch.ListerWatcher[*corev1.ConfigMap] {
+		return listwatch.New[*corev1.ConfigMap](cms.List, cms.Watch, listwatch.Options{})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	msg := waitForSyncError(t, f).Error()
+	for _, want := range []string{"configmaps/v1 in namespace " + ns, "forbidden (403)", "may not list", `cannot list resource "configmaps"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+}
+
+func TestFactory_waitForCacheSyncNamesAMissingResource(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	dyn, err := dynamic.NewForConfig(srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := informer.NewFactory(informer.FactoryOptions{DisableWatchList: true})
+	if _, err := informer.For(f, gvr, ns, func() listwatch.ListerWatcher[*unstructured.Unstructured] {
+		return listwatch.Dynamic(dyn.Resource(gvr).Namespace(ns), listwatch.Options{})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	msg := waitForSyncError(t, f).Error()
+	for _, want := range []string{"widgets.example.com/v1", "resource not found (404)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+}

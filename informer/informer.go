@@ -1,0 +1,274 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/ctrlkit/ctrlkit/deltafifo"
+	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/store"
+)
+
+// Errors returned by the informer; classify them with errors.Is.
+var (
+	// ErrStarted reports a second call to Run.
+	ErrStarted = errors.New("informer: already started")
+	// ErrStopped reports adding a handler to an informer whose Run has
+	// returned or is returning.
+	ErrStopped = errors.New("informer: stopped")
+)
+
+// Options configure an informer. The zero value means the defaults.
+type Options[T object.Object] struct {
+	// Name identifies the informer in logs, metrics and errors. Default:
+	// the type T, e.g. "*v1.ConfigMap".
+	Name string
+	// Indexers are added to the cache's namespace index. Default: none.
+	Indexers store.Indexers[T]
+	// Transform runs once on each object the reflector delivers, before the
+	// object is queued and cached, e.g. to drop fields the controller does
+	// not read. It runs on the reflector's goroutine. An error is logged;
+	// it drops the add, update or whole relist, while a delete still goes
+	// through with the untransformed object. Default: none.
+	Transform func(T) (T, error)
+	// KeepManagedFields keeps metadata.managedFields, which are otherwise
+	// stripped before caching (they are large and rarely read).
+	KeepManagedFields bool
+	// OnWatchError is called with every list or watch error, e.g. to report
+	// 403 Forbidden. It must not block. Default: none.
+	OnWatchError func(error)
+	// DisableWatchList syncs with paginated lists only. Default: stream.
+	DisableWatchList bool
+	// Logger receives handler panics and cache errors. Default: discard.
+	Logger *slog.Logger
+	// Registerer receives the informer's and its reflector's metrics.
+	// Default: no metrics.
+	Registerer prometheus.Registerer
+}
+
+// HandlerOptions configure one handler registration.
+type HandlerOptions struct {
+	// Name identifies the handler in logs and metrics; it must be unique
+	// within the informer. Default: handler-N.
+	Name string
+	// ResyncPeriod, when positive, re-delivers every cached object to this
+	// handler as OnUpdate(obj, obj) that often. It never relists. Default: 0.
+	ResyncPeriod time.Duration
+}
+
+// SharedIndexInformer keeps an indexed cache of one resource in step with
+// the API server and tells any number of handlers about every change, each
+// from its own goroutine (steps 1 to 6 of the pipeline). See the package
+// documentation for its guarantees.
+type SharedIndexInformer[T object.Object] struct {
+	name      string
+	log       *slog.Logger
+	idx       *store.Indexer[T]
+	fifo      *deltafifo.FIFO[T]
+	refl      *reflector.Reflector[T]
+	metrics   *metrics
+	handlerID atomic.Int64
+
+	// mu guards the fields below, and makes each cache write and the
+	// notifications it causes one step for AddEventHandler and resyncs.
+	// Invariant: synced implies syncedC is closed.
+	mu        sync.Mutex
+	listeners []*listener[T]
+	started   bool
+	stopped   bool
+	synced    bool
+	syncedC   chan struct{}
+	stopping  chan struct{} // closed when Run's context ends
+	wg        sync.WaitGroup
+}
+
+// New returns an informer over lw; it starts nothing. It fails on invalid
+// Indexers or when its metrics cannot be registered (a second informer with
+// the same Name on the same Registerer).
+func New[T object.Object](lw listwatch.ListerWatcher[T], opts Options[T]) (*SharedIndexInformer[T], error) {
+	var zero T
+	if opts.Name == "" {
+		opts.Name = fmt.Sprintf("%T", zero)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	idx, err := store.New(store.Options[T]{Indexers: opts.Indexers})
+	if err != nil {
+		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
+	}
+	i := &SharedIndexInformer[T]{
+		name: opts.Name, log: opts.Logger, idx: idx, fifo: deltafifo.New[T](),
+		syncedC: make(chan struct{}), stopping: make(chan struct{}),
+	}
+	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts)}
+	i.refl, err = reflector.New(lw, reflector.Sink[T](sink), reflector.Options{
+		Name: opts.Name, DisableWatchList: opts.DisableWatchList, OnError: opts.OnWatchError,
+		Logger: opts.Logger, Registerer: opts.Registerer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
+	}
+	if i.metrics, err = newMetrics(opts.Registerer, i); err != nil {
+		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
+	}
+	return i, nil
+}
+
+// transformFor returns the transform New's options ask for.
+func transformFor[T object.Object](opts Options[T]) func(T) (T, error) {
+	user := opts.Transform
+	if opts.KeepManagedFields {
+		return user
+	}
+	return func(obj T) (T, error) {
+		if a, err := meta.Accessor(any(obj)); err == nil {
+			a.SetManagedFields(nil)
+		}
+		if user == nil {
+			return obj, nil
+		}
+		return user(obj)
+	}
+}
+
+// Run lists and watches, keeps the cache and notifies handlers until ctx
+// ends, then returns nil once every goroutine it started (reflector, queue
+// consumer, one per handler) has exited. A second call returns ErrStarted.
+func (i *SharedIndexInformer[T]) Run(ctx context.Context) error {
+	i.mu.Lock()
+	if i.started {
+		i.mu.Unlock()
+		return ErrStarted
+	}
+	i.started = true
+	for _, l := range i.listeners {
+		i.wg.Go(func() { l.run(i.stopping) })
+	}
+	i.mu.Unlock()
+
+	i.wg.Go(func() {
+		if err := i.refl.Run(ctx); err != nil {
+			i.log.Error("informer: reflector stopped", "informer", i.name, "err", err)
+		}
+	})
+	i.wg.Go(func() { i.processLoop(ctx) })
+	<-ctx.Done()
+	i.fifo.Close()
+	i.mu.Lock()
+	i.stopped = true
+	close(i.stopping)
+	i.mu.Unlock()
+	i.wg.Wait()
+	return nil
+}
+
+// AddEventHandler registers h. If the informer has synced, h first receives
+// every cached object as OnAdd(obj, true); otherwise it receives the
+// initial list when it arrives. It may be called before or during Run; after
+// Run returned it fails with ErrStopped.
+func (i *SharedIndexInformer[T]) AddEventHandler(h handler.Handler[T], opts HandlerOptions) (*Registration, error) {
+	if opts.Name == "" {
+		opts.Name = fmt.Sprintf("handler-%d", i.handlerID.Add(1))
+	}
+	l := newListener(i, opts.Name, h, opts.ResyncPeriod)
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.stopped {
+		return nil, fmt.Errorf("informer %s: add handler %s: %w", i.name, opts.Name, ErrStopped)
+	}
+	if i.synced {
+		now := time.Now()
+		for _, obj := range i.idx.List() {
+			l.enqueue(object.NameOf(obj).String(), notification[T]{kind: addKind, obj: obj, initial: true}, now)
+		}
+		l.armed = true
+	}
+	i.listeners = append(i.listeners, l)
+	if i.started {
+		i.wg.Go(func() { l.run(i.stopping) })
+	}
+	return &Registration{synced: func() bool { return i.HasSynced() && l.hasSynced() }, remove: l.remove}, nil
+}
+
+func (i *SharedIndexInformer[T]) removeListener(l *listener[T]) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for k, x := range i.listeners {
+		if x == l {
+			i.listeners = append(i.listeners[:k], i.listeners[k+1:]...)
+			close(l.stop)
+			return
+		}
+	}
+}
+
+// resyncListener queues every cached object for l as OnUpdate(obj, obj).
+func (i *SharedIndexInformer[T]) resyncListener(l *listener[T]) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	now := time.Now()
+	for _, obj := range i.idx.List() {
+		l.enqueue(object.NameOf(obj).String(), notification[T]{kind: updateKind, old: obj, obj: obj}, now)
+	}
+}
+
+// HasSynced reports that the first list has been applied to the cache and
+// handed to every handler (not that handlers have processed it: see
+// Registration.HasSynced). Safe for concurrent use.
+func (i *SharedIndexInformer[T]) HasSynced() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.synced
+}
+
+// Synced returns a channel closed once HasSynced is true.
+func (i *SharedIndexInformer[T]) Synced() <-chan struct{} { return i.syncedC }
+
+// Indexer returns the cache. Read it, never write it: the informer owns it.
+// store.NewLister(i.Indexer(), resource) gives a Lister over it.
+func (i *SharedIndexInformer[T]) Indexer() *store.Indexer[T] { return i.idx }
+
+// AddIndexers adds index functions to the cache, before or during Run.
+func (i *SharedIndexInformer[T]) AddIndexers(indexers store.Indexers[T]) error {
+	return i.idx.AddIndexers(indexers)
+}
+
+// LastSyncResourceVersion returns the resource version of the last list,
+// event or bookmark the reflector received; "" before the first.
+func (i *SharedIndexInformer[T]) LastSyncResourceVersion() string {
+	return i.refl.LastSyncResourceVersion()
+}
+
+// LastError returns the reflector's last list or watch error, or nil once a
+// list or watch succeeded since.
+func (i *SharedIndexInformer[T]) LastError() error { return i.refl.LastError() }
+
+// Name returns the informer's name.
+func (i *SharedIndexInformer[T]) Name() string { return i.name }
+
+// NewIndexerInformer is the seed documents' one-call setup: an informer over
+// lw with h as its only handler, and the cache it keeps. The cache is
+// read-only for the caller; Run the informer to fill it.
+func NewIndexerInformer[T object.Object](lw listwatch.ListerWatcher[T], h handler.Handler[T], opts Options[T]) (*store.Indexer[T], *SharedIndexInformer[T], error) {
+	inf, err := New(lw, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := inf.AddEventHandler(h, HandlerOptions{}); err != nil {
+		return nil, nil, err
+	}
+	return inf.Indexer(), inf, nil
+}

@@ -1,0 +1,350 @@
+package informer_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/store"
+)
+
+const wait = 20 * time.Second
+
+func newInformer(t *testing.T, lw listwatch.ListerWatcher[*corev1.ConfigMap], opts informer.Options[*corev1.ConfigMap]) *informer.SharedIndexInformer[*corev1.ConfigMap] {
+	t.Helper()
+	opts.DisableWatchList = true
+	inf, err := informer.New(lw, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inf
+}
+
+// run runs inf until the test ends, and checks that Run returned nil.
+func run[T interface{ Run(context.Context) error }](t *testing.T, inf T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- inf.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(wait):
+			t.Errorf("Run did not return %s after cancel", wait)
+		}
+	})
+}
+
+func register(t *testing.T, inf *informer.SharedIndexInformer[*corev1.ConfigMap], m *mirror, name string, resync time.Duration) *informer.Registration {
+	t.Helper()
+	m.handlerID = name
+	reg, err := inf.AddEventHandler(m, informer.HandlerOptions{Name: name, ResyncPeriod: resync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.check(t) })
+	return reg
+}
+
+func TestInformer_deliversTheInitialListThenWatchEventsInOrder(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("a", "b")
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{})
+	m := newMirror()
+	reg := register(t, inf, m, "h", 0)
+	if reg.HasSynced() || inf.HasSynced() {
+		t.Fatal("synced before Run")
+	}
+	run(t, inf)
+	waitFor(t, wait, "the registration to sync", reg.HasSynced)
+	if !inf.HasSynced() {
+		t.Error("the registration synced before its informer")
+	}
+	srv.update("a", map[string]string{"k": "v"})
+	srv.remove("b")
+	srv.create("c", nil)
+	m.waitForView(t, wait, srv.state)
+	want := []string{"add a@1 initial=true", "add b@2 initial=true", "update a@1->3", "delete ns/b@4 unknown=false", "add c@5 initial=false"}
+	if got := m.callList(); !slices.Equal(got, want) {
+		t.Errorf("calls:\n%q\nwant\n%q", got, want)
+	}
+	if got := inf.LastSyncResourceVersion(); got != "5" {
+		t.Errorf("LastSyncResourceVersion = %q, want 5", got)
+	}
+}
+
+func TestInformer_relistSwapsTheCacheThenReportsTombstonesUpdatesAndAdds(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("gone", "kept")
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{})
+	m := newMirror()
+	var cacheAtDelete []string
+	m.onCall = func(call string) {
+		if strings.HasPrefix(call, "delete") && cacheAtDelete == nil {
+			cacheAtDelete = inf.Indexer().ListKeys()
+			slices.Sort(cacheAtDelete)
+		}
+	}
+	register(t, inf, m, "h", 0)
+	run(t, inf)
+	waitFor(t, wait, "sync", inf.HasSynced)
+	m.waitForView(t, wait, srv.state)
+
+	srv.stall()
+	srv.remove("gone")
+	srv.update("kept", map[string]string{"k": "v"})
+	srv.create("new", nil)
+	srv.expireAndResume()
+	m.waitForView(t, wait, srv.state)
+
+	want := []string{"delete ns/gone@1 unknown=true", "update kept@2->4", "add new@5 initial=false"}
+	if got := m.callList()[2:]; !slices.Equal(got, want) {
+		t.Errorf("after the relist:\n%q\nwant\n%q", got, want)
+	}
+	if want := []string{"ns/kept", "ns/new"}; !slices.Equal(cacheAtDelete, want) {
+		t.Errorf("cache during the first tombstone = %q, want the whole snapshot %q", cacheAtDelete, want)
+	}
+}
+
+func TestInformer_lateHandlerFirstGetsTheCacheAsInitialAdds(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("a", "b", "c")
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{})
+	run(t, inf)
+	waitFor(t, wait, "sync", inf.HasSynced)
+	srv.update("a", nil)
+	waitFor(t, wait, "the update in the cache", func() bool {
+		o, ok := inf.Indexer().GetByKey("ns/a")
+		return ok && o.ResourceVersion == "4"
+	})
+
+	late := newMirror()
+	release := make(chan struct{})
+	late.block = release
+	reg := register(t, inf, late, "late", 0)
+	if reg.HasSynced() {
+		t.Error("a late handler synced before it processed the cache")
+	}
+	srv.create("d", nil)
+	close(release)
+	waitFor(t, wait, "the late registration to sync", reg.HasSynced)
+	late.waitForView(t, wait, srv.state)
+	if late.initial != 3 {
+		t.Errorf("%d initial adds, want 3 (the cache when it was added)", late.initial)
+	}
+}
+
+func TestInformer_slowHandlerBlocksNobodyAndItsBacklogCoalescesPerKey(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("hot", "cold")
+	reg := prometheus.NewRegistry()
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{Registerer: reg})
+	slow, fast := newMirror(), newMirror()
+	release := make(chan struct{})
+	slow.block = release
+	slowReg := register(t, inf, slow, "slow", 0)
+	register(t, inf, fast, "fast", 0)
+	run(t, inf)
+	waitFor(t, wait, "sync", inf.HasSynced)
+	if slowReg.HasSynced() {
+		t.Error("a handler blocked in its first initial add has synced")
+	}
+	for range 1000 {
+		srv.update("hot", nil)
+	}
+	fast.waitForView(t, wait, srv.state)
+	if n := gauge(t, reg, "ctrlkit_informer_handler_pending_keys", "slow"); n > 2 {
+		t.Errorf("slow handler has %v keys pending after 1000 updates of one key, want at most 2", n)
+	}
+	if age := gauge(t, reg, "ctrlkit_informer_handler_oldest_pending_seconds", "slow"); age <= 0 {
+		t.Errorf("slow handler's oldest pending age = %v, want > 0", age)
+	}
+	if n := gauge(t, reg, "ctrlkit_informer_handler_pending_keys", "fast"); n != 0 {
+		t.Errorf("fast handler has %v keys pending once it caught up, want 0", n)
+	}
+	close(release)
+	slow.waitForView(t, wait, srv.state)
+	waitFor(t, wait, "the slow registration to sync", slowReg.HasSynced)
+	if n := len(slow.callList()); n > 4 {
+		t.Errorf("slow handler got %d calls for 2 initial adds and 1000 updates, want them coalesced", n)
+	}
+}
+
+func TestInformer_panickingHandlerIsRecoveredCountedAndOthersStillHear(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("a")
+	reg := prometheus.NewRegistry()
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{Registerer: reg})
+	bad, good := newMirror(), newMirror()
+	bad.panicOn = func(call string) bool { return strings.HasPrefix(call, "update") }
+	register(t, inf, bad, "bad", 0)
+	register(t, inf, good, "good", 0)
+	run(t, inf)
+	bad.waitForView(t, wait, srv.state)
+	srv.update("a", nil)
+	bad.waitForView(t, wait, srv.state) // the update panicked after the mirror recorded it
+	srv.create("b", nil)
+	srv.update("b", nil)
+	bad.waitForView(t, wait, srv.state)
+	good.waitForView(t, wait, srv.state)
+	waitFor(t, wait, "the panic to be counted", func() bool {
+		return counter(t, reg, "ctrlkit_informer_handler_panics_total", "bad") >= 1
+	})
+	if n := len(good.callList()); n < 3 {
+		t.Errorf("the other handler heard %d calls, want every event", n)
+	}
+}
+
+func TestInformer_transformRunsBeforeCachingAndStripsManagedFieldsByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		keep        bool
+		wantManaged int
+	}{
+		{name: "managed fields are stripped by default"},
+		{name: "managed fields are kept on request", keep: true, wantManaged: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leakcheck.Check(t)
+			srv := newFakeServer()
+			o := srv.create("a", nil)
+			o.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+			inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{KeepManagedFields: tc.keep,
+				Transform: func(c *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+					c.Labels = map[string]string{"transformed": "yes"}
+					return c, nil
+				}})
+			run(t, inf)
+			waitFor(t, wait, "sync", inf.HasSynced)
+			got, _ := inf.Indexer().GetByKey("ns/a")
+			if len(got.ManagedFields) != tc.wantManaged || got.Labels["transformed"] != "yes" {
+				t.Errorf("cached %d managed fields, labels %v; want %d and transformed", len(got.ManagedFields), got.Labels, tc.wantManaged)
+			}
+		})
+	}
+}
+
+func TestInformer_addIndexersBeforeAndAfterStart(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer()
+	srv.create("a", map[string]string{"team": "x"})
+	srv.create("b", map[string]string{"team": "y"})
+	byData := func(key string) store.IndexFunc[*corev1.ConfigMap] {
+		return func(c *corev1.ConfigMap) ([]string, error) { return []string{c.Data[key]}, nil }
+	}
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{})
+	if err := inf.AddIndexers(store.Indexers[*corev1.ConfigMap]{"before": byData("team")}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	waitFor(t, wait, "sync", inf.HasSynced)
+	if err := inf.AddIndexers(store.Indexers[*corev1.ConfigMap]{"after": byData("team")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, idx := range []string{"before", "after"} {
+		keys, err := inf.Indexer().IndexKeys(idx, "x")
+		if err != nil || !slices.Equal(keys, []string{"ns/a"}) {
+			t.Errorf("index %s: %q, %v; want [ns/a]", idx, keys, err)
+		}
+	}
+}
+
+func TestInformer_runReturnsOnceAndRefusesLateHandlersAfterStopping(t *testing.T) {
+	leakcheck.Check(t)
+	inf := newInformer(t, newFakeServer("a"), informer.Options[*corev1.ConfigMap]{})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- inf.Run(ctx) }()
+	waitFor(t, wait, "sync", inf.HasSynced)
+	if err := inf.Run(ctx); !errors.Is(err, informer.ErrStarted) {
+		t.Errorf("second Run = %v, want ErrStarted", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if _, err := inf.AddEventHandler(newMirror(), informer.HandlerOptions{}); !errors.Is(err, informer.ErrStopped) {
+		t.Errorf("AddEventHandler after Run = %v, want ErrStopped", err)
+	}
+}
+
+func TestInformer_removedHandlerHearsNothingMore(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("a")
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{})
+	removed, other := newMirror(), newMirror()
+	reg := register(t, inf, removed, "removed", 0)
+	register(t, inf, other, "other", 0)
+	run(t, inf)
+	removed.waitForView(t, wait, srv.state)
+	reg.Remove()
+	reg.Remove()
+	srv.create("b", nil)
+	other.waitForView(t, wait, srv.state)
+	if got := removed.callList(); len(got) != 1 {
+		t.Errorf("removed handler heard %q, want only the initial add", got)
+	}
+}
+
+func TestInformer_reportsWatchErrorsToItsHandler(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("a")
+	srv.setListErr(apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no RBAC")))
+	errs := make(chan error, 10)
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{OnWatchError: func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}})
+	run(t, inf)
+	select {
+	case err := <-errs:
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("error handler got %v, want 403 Forbidden", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the error handler heard nothing")
+	}
+	if inf.HasSynced() || !apierrors.IsForbidden(inf.LastError()) {
+		t.Errorf("HasSynced = %v, LastError = %v; want false and Forbidden", inf.HasSynced(), inf.LastError())
+	}
+}
+
+func TestInformer_aDeleteGoesThroughEvenWhenTheTransformFails(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("a")
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{
+		Transform: func(c *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+			if c.Data["fail"] == "yes" {
+				return nil, errors.New("cannot transform")
+			}
+			return c, nil
+		}})
+	m := newMirror()
+	register(t, inf, m, "h", 0)
+	run(t, inf)
+	m.waitForView(t, wait, srv.state)
+	srv.change(watch.Deleted, "a", map[string]string{"fail": "yes"})
+	m.waitForView(t, wait, srv.state)
+	if _, ok := inf.Indexer().GetByKey("ns/a"); ok {
+		t.Error("the cache still holds the deleted object")
+	}
+}

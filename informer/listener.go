@@ -1,0 +1,185 @@
+package informer
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// pendingKey is what one handler has yet to hear about one key.
+type pendingKey[T object.Object] struct {
+	ns    []notification[T] // merged, oldest first; may be empty
+	since time.Time         // when the oldest of ns was queued
+}
+
+// listener feeds one handler from its own goroutine through a buffer that
+// coalesces per key, so its backlog is bounded by the number of distinct
+// keys and a slow handler delays only itself.
+type listener[T object.Object] struct {
+	name   string
+	h      handler.Handler[T]
+	resync time.Duration
+	inf    *SharedIndexInformer[T]
+	panics atomic.Uint64
+
+	// mu guards the fields below. Invariant: every key of order[head:] is in
+	// pending once, and every key of pending is in order[head:]; initial is
+	// the number of initial-list adds in pending plus the one being
+	// delivered, if any.
+	mu      sync.Mutex
+	pending map[string]*pendingKey[T]
+	order   []string
+	head    int
+	initial int
+	armed   bool // the handler has been given the whole cache
+	removed bool
+
+	wake chan struct{} // buffer 1: "pending may have grown"
+	stop chan struct{} // closed by Remove
+}
+
+func newListener[T object.Object](i *SharedIndexInformer[T], name string, h handler.Handler[T], resync time.Duration) *listener[T] {
+	return &listener[T]{
+		name: name, h: h, resync: resync, inf: i,
+		pending: map[string]*pendingKey[T]{},
+		wake:    make(chan struct{}, 1), stop: make(chan struct{}),
+	}
+}
+
+// enqueue merges n into the key's pending notifications. It never blocks
+// for long and runs no user code.
+func (l *listener[T]) enqueue(key string, n notification[T], now time.Time) {
+	l.mu.Lock()
+	pk, ok := l.pending[key]
+	if !ok {
+		pk = &pendingKey[T]{since: now}
+		l.pending[key] = pk
+		l.order = append(l.order, key)
+	}
+	before := countInitial(pk.ns)
+	pk.ns = merge(pk.ns, n)
+	l.initial += countInitial(pk.ns) - before
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// arm records that every initial-list notification has been queued.
+func (l *listener[T]) arm() {
+	l.mu.Lock()
+	l.armed = true
+	l.mu.Unlock()
+}
+
+// next takes the oldest pending key's notifications, if any.
+func (l *listener[T]) next() ([]notification[T], bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.head == len(l.order) {
+		return nil, false
+	}
+	key := l.order[l.head]
+	l.order[l.head] = ""
+	l.head++
+	if l.head == len(l.order) {
+		l.order, l.head = l.order[:0], 0
+	} else if l.head > 1024 && l.head*2 > len(l.order) {
+		l.order, l.head = append([]string(nil), l.order[l.head:]...), 0
+	}
+	ns := l.pending[key].ns
+	delete(l.pending, key)
+	return ns, true
+}
+
+// run delivers notifications until the informer stops or the handler is
+// removed, and replays the cache every resync period.
+func (l *listener[T]) run(stopping <-chan struct{}) {
+	var tick <-chan time.Time
+	if l.resync > 0 {
+		t := time.NewTicker(l.resync)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		if ns, ok := l.next(); ok {
+			for _, n := range ns {
+				l.call(n)
+			}
+			continue
+		}
+		select {
+		case <-stopping:
+			return
+		case <-l.stop:
+			return
+		case <-l.wake:
+		case <-tick:
+			l.inf.resyncListener(l)
+		}
+	}
+}
+
+// call delivers n, recovering and counting a panic so that the handler
+// keeps receiving events, then accounts for an initial-list add.
+func (l *listener[T]) call(n notification[T]) {
+	defer func() {
+		if n.initial {
+			l.mu.Lock()
+			l.initial--
+			l.mu.Unlock()
+		}
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			l.panics.Add(1)
+			l.inf.log.Error("informer: handler panicked", "informer", l.inf.name, "handler", l.name,
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	n.deliver(l.h)
+}
+
+// hasSynced reports that the handler has returned from every initial-list
+// notification.
+func (l *listener[T]) hasSynced() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.armed && l.initial == 0
+}
+
+// lag returns the number of keys pending and the age of the oldest.
+func (l *listener[T]) lag(now time.Time) (keys int, oldest time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.head < len(l.order) {
+		oldest = now.Sub(l.pending[l.order[l.head]].since)
+	}
+	return len(l.pending), oldest
+}
+
+func (l *listener[T]) remove() {
+	l.inf.removeListener(l)
+}
+
+// Registration is one handler added to an informer.
+type Registration struct {
+	synced func() bool
+	remove func()
+}
+
+// HasSynced reports that the informer has synced and this handler has
+// returned from every notification of the initial list (for a handler added
+// late: of the cache as it was when it was added). Safe for concurrent use.
+func (r *Registration) HasSynced() bool { return r.synced() }
+
+// Remove stops notifying the handler. It does not wait for a call in
+// progress to return (it may be called from the handler itself); the
+// informer's Run waits for it. Calling it again does nothing.
+func (r *Registration) Remove() { r.remove() }

@@ -1,0 +1,58 @@
+package informer
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// metrics exports, per handler, its lag (pending keys and the age of the
+// oldest) and its panics, read from the listeners when scraped, so the
+// event path updates nothing but an atomic counter.
+type metrics struct {
+	pendingKeys, oldestAge, panics *prometheus.Desc
+	collect                        func(ch chan<- prometheus.Metric, m *metrics)
+}
+
+func newMetrics[T object.Object](reg prometheus.Registerer, i *SharedIndexInformer[T]) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	labels := []string{"handler"}
+	constant := prometheus.Labels{"informer": i.name}
+	m := &metrics{
+		pendingKeys: prometheus.NewDesc("ctrlkit_informer_handler_pending_keys",
+			"Keys with notifications a handler has not received yet.", labels, constant),
+		oldestAge: prometheus.NewDesc("ctrlkit_informer_handler_oldest_pending_seconds",
+			"Age of a handler's oldest pending notification.", labels, constant),
+		panics: prometheus.NewDesc("ctrlkit_informer_handler_panics_total",
+			"Panics recovered from a handler.", labels, constant),
+		collect: func(ch chan<- prometheus.Metric, m *metrics) { i.collect(ch, m) },
+	}
+	return m, reg.Register(m)
+}
+
+// Describe implements prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.pendingKeys
+	ch <- m.oldestAge
+	ch <- m.panics
+}
+
+// Collect implements prometheus.Collector.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) { m.collect(ch, m) }
+
+func (i *SharedIndexInformer[T]) collect(ch chan<- prometheus.Metric, m *metrics) {
+	i.mu.Lock()
+	ls := append([]*listener[T](nil), i.listeners...)
+	i.mu.Unlock()
+	now := time.Now()
+	for _, l := range ls {
+		keys, age := l.lag(now)
+		ch <- prometheus.MustNewConstMetric(m.pendingKeys, prometheus.GaugeValue, float64(keys), l.name)
+		ch <- prometheus.MustNewConstMetric(m.oldestAge, prometheus.GaugeValue, age.Seconds(), l.name)
+		ch <- prometheus.MustNewConstMetric(m.panics, prometheus.CounterValue, float64(l.panics.Load()), l.name)
+	}
+}
