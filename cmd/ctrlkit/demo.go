@@ -73,13 +73,21 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		ctrlErr <- foo.Run(ctx, cfg, foo.RunOptions{Registerer: d.reg, OnSynced: func() { d.synced.Store(true) }})
 	})
 	wg.Go(func() { standIn(ctx, d.kube) })
-	wg.Go(func() { d.showProgress(ctx) })
+	progressCtx, stopProgress := context.WithCancel(ctx)
+	var progress sync.WaitGroup
+	progress.Go(func() { d.showProgress(progressCtx) })
 
 	start := time.Now()
-	if err := d.workload(ctx); err != nil {
+	err = d.workload(ctx)
+	converged, detail := false, ""
+	if err == nil {
+		converged, detail = d.waitConverged(ctx, *timeout, ctrlErr)
+	}
+	stopProgress()
+	progress.Wait() // the progress lines end before the summary starts
+	if err != nil {
 		return err
 	}
-	converged, detail := d.waitConverged(ctx, *timeout, ctrlErr)
 	d.summary(start, converged, detail)
 	if *keep && converged {
 		fmt.Fprintf(stdout, "\nstill running; try: kubectl --kubeconfig %s -n %s get foos,deployments\nCtrl-C stops.\n", srv.Kubeconfig(), demoNamespace)

@@ -21,10 +21,9 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
+	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/listwatch"
-	"github.com/ctrlkit/ctrlkit/object"
-	"github.com/ctrlkit/ctrlkit/reflector"
-	"github.com/ctrlkit/ctrlkit/store"
 )
 
 // RunOptions configure Run. The zero value runs on all namespaces.
@@ -73,54 +72,50 @@ func Run(ctx context.Context, cfg *rest.Config, opts RunOptions) error {
 	defer events.Shutdown()
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 
-	foos, err := store.New(store.Options[*v1alpha1.Foo]{})
+	f := informer.NewFactory(informer.FactoryOptions{Registerer: opts.Registerer, Logger: opts.Logger})
+	fooAPI, depAPI := fc.Foos(opts.Namespace), kube.AppsV1().Deployments(opts.Namespace)
+	foos, err := informer.For(f, v1alpha1.Resource, opts.Namespace, func() listwatch.ListerWatcher[*v1alpha1.Foo] {
+		return listwatch.New[*v1alpha1.Foo](fooAPI.List, fooAPI.Watch, listwatch.Options{})
+	})
 	if err != nil {
 		return err
 	}
-	deps, err := store.New(store.Options[*appsv1.Deployment]{})
+	deps, err := informer.For(f, appsv1.SchemeGroupVersion.WithResource("deployments"), opts.Namespace,
+		func() listwatch.ListerWatcher[*appsv1.Deployment] {
+			return listwatch.New[*appsv1.Deployment](depAPI.List, depAPI.Watch, listwatch.Options{})
+		})
 	if err != nil {
 		return err
 	}
-	rec := &Reconciler{Foos: foos, Deployments: deps, Kube: kube, FooClient: fc,
+	rec := &Reconciler{Foos: foos.Indexer(), Deployments: deps.Indexer(), Kube: kube, FooClient: fc,
 		Recorder: events.NewRecorder(scheme, corev1.EventSource{Component: "foo-controller"})}
 	ctrl, err := controller.New[string](rec, controller.Options[string]{Name: "foo", Registerer: opts.Registerer, Logger: opts.Logger})
 	if err != nil {
 		return err
 	}
-	fooSink := &cacheSink[*v1alpha1.Foo]{cache: foos, keyOf: fooKey, queue: ctrl}
-	depSink := &cacheSink[*appsv1.Deployment]{cache: deps, keyOf: OwnerKey, queue: ctrl}
+	fooReg, err := foos.AddEventHandler(handler.EnqueueKey[*v1alpha1.Foo](ctrl, opts.Logger), informer.HandlerOptions{Name: "foo"})
+	if err != nil {
+		return err
+	}
+	depReg, err := deps.AddEventHandler(EnqueueOwner(ctrl), informer.HandlerOptions{Name: "foo-owner"})
+	if err != nil {
+		return err
+	}
 	var once sync.Once
-	synced := func() bool {
-		ok := fooSink.synced.Load() && depSink.synced.Load()
+	ctrl.WaitFor("foos and deployments", func() bool {
+		ok := fooReg.HasSynced() && depReg.HasSynced()
 		if ok && opts.OnSynced != nil {
 			once.Do(opts.OnSynced)
 		}
 		return ok
-	}
-	ctrl.WaitFor("foos and deployments", synced)
+	})
 
-	fooAPI, depAPI := fc.Foos(opts.Namespace), kube.AppsV1().Deployments(opts.Namespace)
-	r1, err := reflector.New(listwatch.New[*v1alpha1.Foo](fooAPI.List, fooAPI.Watch, listwatch.Options{}), fooSink,
-		reflector.Options{Name: "foos", Registerer: opts.Registerer, Logger: opts.Logger})
-	if err != nil {
-		return err
-	}
-	r2, err := reflector.New(listwatch.New[*appsv1.Deployment](depAPI.List, depAPI.Watch, listwatch.Options{}), depSink,
-		reflector.Options{Name: "deployments", Registerer: opts.Registerer, Logger: opts.Logger})
-	if err != nil {
-		return err
-	}
 	g, ctx := errgroup.WithContext(ctx) // the first failure stops the others
-	g.Go(func() error { return r1.Run(ctx) })
-	g.Go(func() error { return r2.Run(ctx) })
+	f.Start(ctx)
 	g.Go(func() error { return ctrl.Run(ctx, opts.Workers) })
+	g.Go(func() error { f.Wait(); return nil }) // the informers stop with ctx
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("foo controller: %w", err)
 	}
 	return nil
-}
-
-func fooKey(f *v1alpha1.Foo) (string, bool) {
-	k, err := object.MetaNamespaceKeyFunc(f)
-	return k, err == nil
 }
