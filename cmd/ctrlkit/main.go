@@ -3,6 +3,7 @@
 //
 //	ctrlkit demo [--foos N] [--keep]         the Foo controller on the embedded API server, end to end
 //	ctrlkit run foo [--kubeconfig PATH]      run the Foo controller against any cluster
+//	ctrlkit run podlogger [--kubeconfig PATH] print every Pod change (the seed documents' example)
 //	ctrlkit apiserver build                  build the API server binary if this machine has none; print its path
 //	ctrlkit apiserver run [flags]            run the API server until interrupted; print a kubeconfig for kubectl
 package main
@@ -17,15 +18,19 @@ import (
 	"os/signal"
 	"syscall"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/examples/foo"
+	"github.com/ctrlkit/ctrlkit/examples/podlogger"
 )
 
 const usage = `usage:
   ctrlkit demo [--foos N] [--keep]                   the Foo controller on the embedded API server, end to end
   ctrlkit run foo [--kubeconfig PATH] [--namespace]  run the Foo controller against any cluster
+  ctrlkit run podlogger [--kubeconfig PATH] [--namespace]  print every Pod change (the seed's example)
   ctrlkit apiserver build                            build the API server binary if needed and print its path
   ctrlkit apiserver run [flags]                      run the API server until interrupted
 `
@@ -54,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemo(ctx, args[1:], stdout, stderr)
 	case len(args) >= 2 && args[0] == "run" && args[1] == "foo":
 		return runFoo(ctx, args[2:], stderr)
+	case len(args) >= 2 && args[0] == "run" && args[1] == "podlogger":
+		return runPodLogger(ctx, args[2:], stdout, stderr)
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", args)
@@ -71,16 +78,45 @@ func runFoo(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = *kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	cfg, err := loadKubeconfig(*kubeconfig)
 	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	log.Info("foo controller starting", "server", cfg.Host, "namespace", *ns)
 	return foo.Run(ctx, cfg, foo.RunOptions{Namespace: *ns, Workers: *workers, Logger: log,
 		OnSynced: func() { log.Info("caches synced; reconciling") }})
+}
+
+// runPodLogger prints every Pod change of a cluster until ctx ends.
+func runPodLogger(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run podlogger", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	ns := fs.String("namespace", "", "one namespace only (default: all)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadKubeconfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	return podlogger.Run(ctx, kube, *ns, stdout)
+}
+
+// loadKubeconfig reads path, or the usual places when it is empty.
+func loadKubeconfig(path string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
 }
 
 // runAPIServer starts the embedded API server, tells how to reach it, and
