@@ -181,15 +181,7 @@ func TestServer_watchFromAResourceVersionSeesEveryLaterChangeInOrder(t *testing.
 // resuming. With the cache off, watches reach etcd, whose history survives
 // the restart until it is compacted.
 func TestServer_restartResumesWatchesAndCompactionAnswersGone(t *testing.T) {
-	srv, err := Start(t.Context(), Options{DisableWatchCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := srv.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	}()
+	srv := StartForTest(t, Options{DisableWatchCache: true})
 	ns := srv.Namespace(t)
 	cms := clientset(t, srv.Config()).CoreV1().ConfigMaps(ns)
 	created, err := cms.Create(t.Context(), configMap("before-restart"), metav1.CreateOptions{})

@@ -75,6 +75,28 @@ func (sh *Shared) Run(m *testing.M) int {
 	return code
 }
 
+// StartForTest starts a server for t alone (tests that restart or compact
+// need their own) and stops it when t ends. The stop is registered now, so
+// it runs after every cleanup registered later: informers and controllers
+// started afterwards stop before the server does. If the server cannot
+// start, or does not stop cleanly, t fails; it never skips.
+func StartForTest(t testing.TB, opts Options) *Server {
+	t.Helper()
+	if opts.Progress == nil {
+		opts.Progress = os.Stderr
+	}
+	srv, err := Start(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("the real API server is required and did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("stop the API server: %v", err)
+		}
+	})
+	return srv
+}
+
 // Namespace creates a namespace named after t with a random suffix and
 // returns its name. The embedded server runs no namespace controller, so a
 // deleted namespace would stay Terminating; namespaces are left in place and

@@ -30,22 +30,6 @@ var env apiserver.Shared // watch cache on, as in production
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
-// ownServer starts a server for one test, stopped after every cleanup
-// registered later (informers first).
-func ownServer(t *testing.T, opts apiserver.Options) *apiserver.Server {
-	t.Helper()
-	srv, err := apiserver.Start(t.Context(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	return srv
-}
-
 func configMaps(t *testing.T, cfg *rest.Config, ns string) typedcorev1.ConfigMapInterface {
 	t.Helper()
 	hc, err := rest.HTTPClientFor(cfg)
@@ -195,7 +179,7 @@ func TestInformer_threeHandlersSlowPanickingAndLateConvergeToTheServer(t *testin
 }
 
 func TestInformer_objectsDeletedWhileTheWatchWasDownArriveAsTombstonesAfterACompaction(t *testing.T) {
-	srv := ownServer(t, apiserver.Options{DisableWatchCache: true})
+	srv := apiserver.StartForTest(t, apiserver.Options{DisableWatchCache: true})
 	ns := srv.Namespace(t)
 	leakcheck.Check(t) // after the server's goroutines
 	cms := configMaps(t, srv.Config(), ns)

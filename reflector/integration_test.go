@@ -30,22 +30,6 @@ var env apiserver.Shared // watch cache on, as in production
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
-// ownServer starts a server for one test and stops it after every other
-// cleanup of the test (reflectors first), checking that it stopped cleanly.
-func ownServer(t *testing.T, opts apiserver.Options) *apiserver.Server {
-	t.Helper()
-	srv, err := apiserver.Start(t.Context(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	return srv
-}
-
 // counting wraps a ListerWatcher and counts its requests.
 type counting[T object.Object] struct {
 	listwatch.ListerWatcher[T]
@@ -226,7 +210,7 @@ func TestReflector_initialSyncOf5000ObjectsByWatchList(t *testing.T) {
 
 func TestReflector_initialSyncOf5000ObjectsByPaginatedList(t *testing.T) {
 	// Without the watch cache, etcd serves the list and honours the page size.
-	srv := ownServer(t, apiserver.Options{DisableWatchCache: true})
+	srv := apiserver.StartForTest(t, apiserver.Options{DisableWatchCache: true})
 	ns := srv.Namespace(t)
 	cms := configMaps(t, srv.Config(), ns)
 	createN(t, cms, "cm", 5000)
@@ -243,7 +227,7 @@ func TestReflector_initialSyncOf5000ObjectsByPaginatedList(t *testing.T) {
 func TestReflector_resumesAfterAnAPIServerRestartWithoutRelisting(t *testing.T) {
 	// Watch cache off: a restarted server's watch cache would answer 410 to
 	// the pre-restart RV (see docs/design/001-real-apiserver.md).
-	srv := ownServer(t, apiserver.Options{DisableWatchCache: true})
+	srv := apiserver.StartForTest(t, apiserver.Options{DisableWatchCache: true})
 	ns := srv.Namespace(t)
 	cms := configMaps(t, srv.Config(), ns)
 	createN(t, cms, "before", 20)
@@ -267,7 +251,7 @@ func TestReflector_resumesAfterAnAPIServerRestartWithoutRelisting(t *testing.T) 
 }
 
 func TestReflector_relistsAfterCompactionMadeItsRVGone(t *testing.T) {
-	srv := ownServer(t, apiserver.Options{DisableWatchCache: true})
+	srv := apiserver.StartForTest(t, apiserver.Options{DisableWatchCache: true})
 	ns := srv.Namespace(t)
 	cms := configMaps(t, srv.Config(), ns)
 	createN(t, cms, "old", 10)
@@ -372,7 +356,7 @@ func TestReflector_skipsObjectsItCannotUseWithoutCrashing(t *testing.T) {
 }
 
 func TestReflector_fallsBackToListWhenTheServerRejectsWatchList(t *testing.T) {
-	srv := ownServer(t, apiserver.Options{Args: []string{"--feature-gates=WatchList=false"}})
+	srv := apiserver.StartForTest(t, apiserver.Options{Args: []string{"--feature-gates=WatchList=false"}})
 	ns := srv.Namespace(t)
 	cms := configMaps(t, srv.Config(), ns)
 	createN(t, cms, "cm", 50)

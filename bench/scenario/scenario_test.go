@@ -63,11 +63,7 @@ func TestQueue_bothLibrariesProcessEveryAdd(t *testing.T) {
 }
 
 func TestServer_bothLibrariesSyncEveryObjectFromTheRealServer(t *testing.T) {
-	srv, err := apiserver.Start(t.Context(), apiserver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Stop() })
+	srv := apiserver.StartForTest(t, apiserver.Options{})
 	kube := kubernetes.NewForConfigOrDie(srv.Config())
 	ns := srv.Namespace(t)
 	if err := Populate(t.Context(), kube, ns, 300); err != nil {
@@ -80,6 +76,48 @@ func TestServer_bothLibrariesSyncEveryObjectFromTheRealServer(t *testing.T) {
 			t.Fatalf("%s: %v", side, err)
 		}
 		if res["sync_ms"] <= 0 || res["bare_list_ms"] <= 0 {
+			t.Errorf("%s: implausible result %v", side, res)
+		}
+		t.Logf("%s: %v", side, res)
+	}
+}
+
+func TestPipeline_bothLibrariesProcessEveryEventAndCacheTheSource(t *testing.T) {
+	s := Pipeline(PipelineConfig{Objects: 3000, Events: 20000, Namespaces: 10, PageSize: 500})
+	for _, side := range []string{Ctrlkit, ClientGo} {
+		res, err := s.Run(t.Context(), side)
+		if err != nil {
+			t.Fatalf("%s: %v", side, err)
+		}
+		if res["events_per_sec"] <= 0 || res["sync_ms"] <= 0 || res["allocs_per_event"] <= 0 {
+			t.Errorf("%s: implausible result %v", side, res)
+		}
+		t.Logf("%s: %v", side, res)
+	}
+}
+
+func TestMemory_bothLibrariesCacheEveryPodWithAndWithoutManagedFields(t *testing.T) {
+	s := Memory(MemoryConfig{Objects: 2000, Namespaces: 10})
+	for _, side := range []string{Ctrlkit, ClientGo} {
+		res, err := s.Run(t.Context(), side)
+		if err != nil {
+			t.Fatalf("%s: %v", side, err)
+		}
+		if res["bytes_per_object_defaults"] <= 1000 || res["bytes_per_object_stripped"] <= 1000 {
+			t.Errorf("%s: implausible result %v", side, res)
+		}
+		t.Logf("%s: %v", side, res)
+	}
+}
+
+func TestRelist_bothLibrariesRelistAfter410AndKeepEveryObject(t *testing.T) {
+	s := Relist(RelistConfig{Objects: 3000, Namespaces: 10})
+	for _, side := range []string{Ctrlkit, ClientGo} {
+		res, err := s.Run(t.Context(), side)
+		if err != nil {
+			t.Fatalf("%s: %v", side, err)
+		}
+		if res["steady_mb"] <= 0 || res["peak_mb"] < res["steady_mb"]/2 || res["relist_ms"] <= 0 {
 			t.Errorf("%s: implausible result %v", side, res)
 		}
 		t.Logf("%s: %v", side, res)

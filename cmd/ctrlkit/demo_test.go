@@ -25,13 +25,9 @@ func TestDemo_convergesAndSaysSo(t *testing.T) {
 }
 
 func TestRunFoo_namesAMissingCRD(t *testing.T) {
-	srv, err := apiserver.Start(t.Context(), apiserver.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Stop() })
+	srv := apiserver.StartForTest(t, apiserver.Options{})
 	var errOut bytes.Buffer
-	err = run(t.Context(), []string{"run", "foo", "--kubeconfig", srv.Kubeconfig()}, &bytes.Buffer{}, &errOut)
+	err := run(t.Context(), []string{"run", "foo", "--kubeconfig", srv.Kubeconfig()}, &bytes.Buffer{}, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "CRD is not installed") {
 		t.Fatalf("run foo = %v, want an error saying the CRD is not installed", err)
 	}

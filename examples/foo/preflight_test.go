@@ -23,12 +23,8 @@ func TestPreflight_namesAnUnreachableServer(t *testing.T) {
 }
 
 func TestPreflight_namesAMissingCRDAndHowToInstallIt(t *testing.T) {
-	srv, err := apiserver.Start(t.Context(), apiserver.Options{}) // a server that has never seen the CRD
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Stop() })
-	err = foo.Preflight(t.Context(), kubernetes.NewForConfigOrDie(srv.Config()), srv.URL(), "")
+	srv := apiserver.StartForTest(t, apiserver.Options{}) // a server that has never seen the CRD
+	err := foo.Preflight(t.Context(), kubernetes.NewForConfigOrDie(srv.Config()), srv.URL(), "")
 	if !errors.Is(err, foo.ErrCRDMissing) || !strings.Contains(err.Error(), "crd.yaml") {
 		t.Fatalf("err = %v, want ErrCRDMissing with the install command", err)
 	}
