@@ -12,7 +12,8 @@ import (
 type metrics struct {
 	lists, watches *prometheus.CounterVec // by result: ok or error
 	relists        prometheus.Counter
-	events         *prometheus.CounterVec // by type: ADDED, MODIFIED, DELETED, BOOKMARK
+	events         *prometheus.CounterVec // by type: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
+	byType         map[string]prometheus.Counter // the events counters, resolved once: they count every event
 	skipped        *prometheus.CounterVec // by reason
 	sinkErrors     prometheus.Counter
 	lastRV         prometheus.Gauge
@@ -42,6 +43,10 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 		listDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "ctrlkit", Subsystem: "reflector",
 			Name: "list_duration_seconds", Help: "Duration of list requests (pages).", ConstLabels: l,
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
+	}
+	m.byType = map[string]prometheus.Counter{}
+	for _, t := range []string{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"} {
+		m.byType[t] = m.events.WithLabelValues(t)
 	}
 	for _, c := range []prometheus.Collector{m.lists, m.watches, m.relists, m.events, m.skipped, m.sinkErrors, m.lastRV, m.listDuration} {
 		if err := reg.Register(c); err != nil {
@@ -78,9 +83,14 @@ func (m *metrics) relist() {
 }
 
 func (m *metrics) event(typ string) {
-	if m != nil {
-		m.events.WithLabelValues(typ).Inc()
+	if m == nil {
+		return
 	}
+	if c, ok := m.byType[typ]; ok {
+		c.Inc()
+		return
+	}
+	m.events.WithLabelValues(typ).Inc() // an unknown type: rare by definition
 }
 
 func (m *metrics) skip(reason string, n int) {
