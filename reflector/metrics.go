@@ -12,9 +12,9 @@ import (
 type metrics struct {
 	lists, watches *prometheus.CounterVec // by result: ok or error
 	relists        prometheus.Counter
-	events         *prometheus.CounterVec // by type: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
+	events         *prometheus.CounterVec        // by type: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
 	byType         map[string]prometheus.Counter // the events counters, resolved once: they count every event
-	skipped        *prometheus.CounterVec // by reason
+	skipped        *prometheus.CounterVec        // by reason
 	sinkErrors     prometheus.Counter
 	lastRV         prometheus.Gauge
 	listDuration   prometheus.Histogram
