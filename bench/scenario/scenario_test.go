@@ -3,7 +3,11 @@ package scenario
 import (
 	"context"
 	"errors"
+	"flag"
 	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 
@@ -79,5 +83,103 @@ func TestServer_bothLibrariesSyncEveryObjectFromTheRealServer(t *testing.T) {
 			t.Errorf("%s: implausible result %v", side, res)
 		}
 		t.Logf("%s: %v", side, res)
+	}
+}
+
+func TestPipeline_bothLibrariesProcessEveryEventAndCacheTheSource(t *testing.T) {
+	s := Pipeline(PipelineConfig{Objects: 3000, Events: 20000, Namespaces: 10, PageSize: 500})
+	for _, side := range []string{Ctrlkit, ClientGo} {
+		res, err := s.Run(t.Context(), side)
+		if err != nil {
+			t.Fatalf("%s: %v", side, err)
+		}
+		if res["events_per_sec"] <= 0 || res["sync_ms"] <= 0 || res["allocs_per_event"] <= 0 {
+			t.Errorf("%s: implausible result %v", side, res)
+		}
+		t.Logf("%s: %v", side, res)
+	}
+}
+
+func TestMemory_bothLibrariesCacheEveryPodWithAndWithoutManagedFields(t *testing.T) {
+	s := Memory(MemoryConfig{Objects: 2000, Namespaces: 10})
+	for _, side := range []string{Ctrlkit, ClientGo} {
+		res, err := s.Run(t.Context(), side)
+		if err != nil {
+			t.Fatalf("%s: %v", side, err)
+		}
+		if res["bytes_per_object_defaults"] <= 1000 || res["bytes_per_object_stripped"] < res["floor_bytes_per_object_stripped"] {
+			t.Errorf("%s: implausible result %v", side, res)
+		}
+		t.Logf("%s: %v", side, res)
+	}
+}
+
+func TestRelist_bothLibrariesRelistAfter410AndKeepEveryObject(t *testing.T) {
+	s := Relist(RelistConfig{Objects: 3000, Namespaces: 10})
+	for _, side := range []string{Ctrlkit, ClientGo} {
+		res, err := s.Run(t.Context(), side)
+		if err != nil {
+			t.Fatalf("%s: %v", side, err)
+		}
+		if res["steady_mb"] <= 0 || res["peak_mb"] < res["steady_mb"]/2 || res["relist_ms"] <= 0 {
+			t.Errorf("%s: implausible result %v", side, res)
+		}
+		t.Logf("%s: %v", side, res)
+	}
+}
+
+var eventProfile = flag.String("eventprofile", "", "BenchmarkPipeline: write a CPU profile of S1's event phase to `prefix`.cpu "+
+	"and heap profiles at its start and end to prefix.heap.start and prefix.heap.end (compare with pprof -base)")
+
+// BenchmarkPipeline runs S1 once per iteration and side at its default size,
+// for profiling the event phase alone:
+//
+//	go test -run '^$' -bench 'Pipeline/ctrlkit' -benchtime 1x ./scenario/ -eventprofile /tmp/s1
+func BenchmarkPipeline(b *testing.B) {
+	cfg := PipelineConfig{Objects: 100000, Events: 500000, Namespaces: 100, PageSize: 500}
+	if *eventProfile != "" {
+		cfg.eventPhase = func() func() { return profileEvents(b, *eventProfile) }
+	}
+	s := Pipeline(cfg)
+	for _, side := range []string{Ctrlkit, ClientGo} {
+		b.Run(side, func(b *testing.B) {
+			for b.Loop() {
+				res, err := s.Run(b.Context(), side)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(res["events_per_sec"], "events/s")
+				b.ReportMetric(res["allocs_per_event"], "allocs/event")
+			}
+		})
+	}
+}
+
+func profileEvents(b *testing.B, prefix string) func() {
+	b.Helper()
+	writeHeap := func(name string) {
+		runtime.GC() // the allocs profile is published at the end of a GC cycle
+		f, err := os.Create(prefix + name)
+		if err == nil {
+			err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		}
+		if err != nil {
+			b.Error(err)
+		}
+	}
+	writeHeap(".heap.start")
+	cpu, err := os.Create(prefix + ".cpu")
+	if err == nil {
+		err = pprof.StartCPUProfile(cpu)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := cpu.Close(); err != nil {
+			b.Error(err)
+		}
+		writeHeap(".heap.end")
 	}
 }

@@ -29,8 +29,12 @@ func main() {
 
 func run() error {
 	rounds := flag.Int("rounds", 3, "rounds per scenario; each round runs ctrlkit, client-go and client-go again (A/A)")
-	only := flag.String("only", "S3,S5", "comma-separated scenarios to run")
+	only := flag.String("only", "S1,S2,S3,S4,S5", "comma-separated scenarios to run")
 	out := flag.String("json", "scenarios.json", "where to write every run as JSON")
+	s1Objects := flag.Int("s1-objects", 100000, "S1: ConfigMaps in the initial list")
+	s1Events := flag.Int("s1-events", 500000, "S1: watch events after the list")
+	s2Pods := flag.Int("s2-pods", 50000, "S2: cached Pods")
+	s4Objects := flag.Int("s4-objects", 100000, "S4: cached ConfigMaps relisted")
 	keys := flag.Int("keys", 10000, "S3: distinct keys")
 	adds := flag.Int("adds", 2000000, "S3: adds")
 	objects := flag.Int("objects", 20000, "S5: objects in the API server")
@@ -39,8 +43,17 @@ func run() error {
 	defer stop()
 
 	var scenarios []scenario.Scenario
+	if strings.Contains(*only, "S1") {
+		scenarios = append(scenarios, scenario.Pipeline(scenario.PipelineConfig{Objects: *s1Objects, Events: *s1Events, Namespaces: 100, PageSize: 500}))
+	}
+	if strings.Contains(*only, "S2") {
+		scenarios = append(scenarios, scenario.Memory(scenario.MemoryConfig{Objects: *s2Pods, Namespaces: 100}))
+	}
 	if strings.Contains(*only, "S3") {
 		scenarios = append(scenarios, scenario.Queue(scenario.QueueConfig{Keys: *keys, Adds: *adds, Producers: 2, Workers: 2}))
+	}
+	if strings.Contains(*only, "S4") {
+		scenarios = append(scenarios, scenario.Relist(scenario.RelistConfig{Objects: *s4Objects, Namespaces: 100}))
 	}
 	if strings.Contains(*only, "S5") {
 		s, cleanup, err := serverScenario(ctx, *objects)

@@ -1,0 +1,158 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// ptrObject is *E for an API type E, e.g. *corev1.ConfigMap.
+type ptrObject[E any] interface {
+	*E
+	object.Object
+	runtime.Object
+}
+
+// memSource is an in-memory API server for one resource, shared by both
+// sides of S1, S2 and S4 so they read identical input through their own
+// ListerWatcher interfaces. Lists are served in pages (Limit and Continue
+// are honoured; Limit 0 is the whole list); each list started without a
+// Continue token is a new list, numbered from 0. Watches come from watch.
+//
+// It refuses watch-list requests (SendInitialEvents): both sides must list,
+// and a watch-list attempt is counted and fails the run's verification.
+type memSource[E any, P ptrObject[E]] struct {
+	n int // objects per list
+	// items returns objects [start, end) of list number list. It may hand
+	// out a slice it keeps (pre-generated input) or generate a fresh one.
+	items func(list, start, end int) []E
+	// listRV is the resource version of list number list.
+	listRV func(list int) string
+	// wrap makes the API list type (e.g. *corev1.ConfigMapList) for client-go.
+	wrap func(items []E, rv, cont string) runtime.Object
+	// watch serves watch number n (0 for the first).
+	watch func(ctx context.Context, n int) (watch.Interface, error)
+
+	lists, pages, watches, watchLists atomic.Int32
+}
+
+// list serves one page.
+func (s *memSource[E, P]) list(opts metav1.ListOptions) (items []E, rv, cont string, err error) {
+	s.pages.Add(1)
+	list, start := 0, 0
+	if opts.Continue == "" {
+		list = int(s.lists.Add(1)) - 1
+	} else if list, start, err = parseContinue(opts.Continue); err != nil {
+		return nil, "", "", err
+	}
+	end := s.n
+	if opts.Limit > 0 && start+int(opts.Limit) < s.n {
+		end = start + int(opts.Limit)
+		cont = fmt.Sprintf("%d/%d", list, end)
+	}
+	return s.items(list, start, end), s.listRV(list), cont, nil
+}
+
+func parseContinue(c string) (list, start int, err error) {
+	l, s, ok := strings.Cut(c, "/")
+	if !ok {
+		return 0, 0, fmt.Errorf("bad continue token %q", c)
+	}
+	if list, err = strconv.Atoi(l); err == nil {
+		start, err = strconv.Atoi(s)
+	}
+	return list, start, err
+}
+
+func (s *memSource[E, P]) startWatch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		s.watchLists.Add(1)
+		return nil, errors.New("memSource: watch-list is not served: list instead")
+	}
+	return s.watch(ctx, int(s.watches.Add(1))-1)
+}
+
+// checkPaths fails if a side tried watch-list or did not list wantLists times.
+func (s *memSource[E, P]) checkPaths(wantLists int) error {
+	if n := s.watchLists.Load(); n > 0 {
+		return fmt.Errorf("%d watch-list requests: the side did not take the list path", n)
+	}
+	if n := int(s.lists.Load()); n != wantLists {
+		return fmt.Errorf("%d lists, want %d", n, wantLists)
+	}
+	return nil
+}
+
+// ctrlkitLW is the source as ctrlkit's listwatch.ListerWatcher: items are
+// pointers into the page, as a decoded list's would be.
+type ctrlkitLW[E any, P ptrObject[E]] struct{ s *memSource[E, P] }
+
+func (l ctrlkitLW[E, P]) List(_ context.Context, opts metav1.ListOptions) (listwatch.List[P], error) {
+	items, rv, cont, err := l.s.list(opts)
+	if err != nil {
+		return listwatch.List[P]{}, err
+	}
+	out := make([]P, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return listwatch.List[P]{Items: out, ResourceVersion: rv, Continue: cont}, nil
+}
+
+func (l ctrlkitLW[E, P]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return l.s.startWatch(ctx, opts)
+}
+
+// clientGoLW is the source as client-go's cache.ListerWatcher. It declares
+// that it does not support watch-list semantics, which is what makes
+// client-go v0.37 (WatchListClient on by default) list instead of stream.
+type clientGoLW struct{ *cache.ListWatch }
+
+func (clientGoLW) IsWatchListSemanticsUnSupported() bool { return true }
+
+func newClientGoLW[E any, P ptrObject[E]](s *memSource[E, P]) clientGoLW {
+	return clientGoLW{&cache.ListWatch{
+		ListWithContextFunc: func(_ context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			items, rv, cont, err := s.list(opts)
+			if err != nil {
+				return nil, err
+			}
+			return s.wrap(items, rv, cont), nil
+		},
+		WatchFuncWithContext: s.startWatch,
+	}}
+}
+
+// idleWatch is a watch that sends nothing until stopped.
+func idleWatch() watch.Interface { return watch.NewProxyWatcher(make(chan watch.Event)) }
+
+// poll checks cond every tick until it holds, ctx ends or timeout passes;
+// what names the condition in the error.
+func poll(ctx context.Context, timeout, tick time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not after %v", what, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
