@@ -48,7 +48,6 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 	start := time.Now()
 	res, err := c.reconcile(ctx, key)
 	c.metrics.duration(time.Since(start))
-	log := c.opts.Logger.With("name", c.opts.Name, "key", key)
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
@@ -61,14 +60,15 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 	case IsTerminal(err):
 		c.queue.Forget(key)
 		c.metrics.result("terminal_error")
-		log.Error("controller: reconcile failed; not retrying", "err", err)
+		c.opts.Logger.Error("controller: reconcile failed; not retrying", "name", c.opts.Name, "key", key, "err", err)
 	case c.opts.MaxRetries > 0 && c.queue.NumRequeues(key) >= c.opts.MaxRetries:
 		c.queue.Forget(key)
 		c.metrics.result("dropped")
-		log.Error("controller: reconcile failed too often; dropping the key", "retries", c.opts.MaxRetries, "err", err)
+		c.opts.Logger.Error("controller: reconcile failed too often; dropping the key", "name", c.opts.Name, "key", key,
+			"retries", c.opts.MaxRetries, "err", err)
 	default:
 		c.metrics.result("error")
-		log.Info("controller: reconcile failed; retrying with backoff", "err", err)
+		c.opts.Logger.Info("controller: reconcile failed; retrying with backoff", "name", c.opts.Name, "key", key, "err", err)
 		c.queue.AddRateLimited(key)
 	}
 }
