@@ -297,14 +297,26 @@ func (m *machine[T]) onEvent(in event[T]) []action {
 	case streaming:
 		return m.onInitialEvent(in)
 	case watching:
-		m.events++
-		m.lastRV = in.rv
+		m.watchEvent(in)
 		if in.typ == watch.Bookmark {
 			return []action{bookmark{rv: in.rv}}
 		}
 		return []action{apply[T]{typ: in.typ, obj: in.obj}}
 	}
 	return nil
+}
+
+// watchEvent is next(event) for the hot path, without allocating: while
+// watching, an event moves the resource version and is passed to the sink
+// as it is (a bookmark as a bookmark). It reports false in any other phase,
+// where the caller must use next.
+func (m *machine[T]) watchEvent(in event[T]) bool {
+	if m.phase != watching {
+		return false
+	}
+	m.events++
+	m.lastRV = in.rv
+	return true
 }
 
 // onInitialEvent collects watch-list's initial ADDED events until the end

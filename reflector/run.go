@@ -64,7 +64,15 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 			}
 			in = r.do(ctx, d, a)
 		case d.w != nil:
-			in = r.readEvent(ctx, d)
+			ev, other := r.readEvent(ctx, d)
+			if other == nil && ev.typ != "" && m.watchEvent(ev) {
+				r.deliver(ev) // the hot path: no input, action or slice allocated
+				continue
+			}
+			if other == nil && ev.typ != "" {
+				other = ev
+			}
+			in = other
 		default:
 			return nil, errors.New("reflector: internal error: the machine has nothing to do")
 		}
@@ -180,26 +188,37 @@ func (r *Reflector[T]) watch(ctx context.Context, d *driver[T], a watchReq) inpu
 	return watchStarted{now: now}
 }
 
-// readEvent waits for the next event and turns it into an input; nil means
-// the event was skipped or ctx ended.
-func (r *Reflector[T]) readEvent(ctx context.Context, d *driver[T]) input {
+// readEvent waits for the next event. It returns a usable event (typ set),
+// or another input (the stream ended, went silent, or sent an error), or
+// neither when the event was skipped or ctx ended.
+func (r *Reflector[T]) readEvent(ctx context.Context, d *driver[T]) (event[T], input) {
 	select {
 	case <-ctx.Done():
-		return nil
+		return event[T]{}, nil
 	case <-d.quiet:
 		d.quiet = nil
-		return silent{now: r.opts.Clock.Now()}
+		return event[T]{}, silent{now: r.opts.Clock.Now()}
 	case ev, ok := <-d.w.ResultChan():
 		d.quiet = nil
 		if !ok {
 			d.stopWatch()
-			return watchEnded{now: r.opts.Clock.Now()}
+			return event[T]{}, watchEnded{now: r.opts.Clock.Now()}
 		}
 		return r.convert(d, ev)
 	}
 }
 
-func (r *Reflector[T]) convert(d *driver[T], ev watch.Event) input {
+// deliver passes a watched event to the sink.
+func (r *Reflector[T]) deliver(ev event[T]) {
+	if ev.typ == watch.Bookmark {
+		r.sink.Bookmark(ev.rv)
+		r.setRV(ev.rv)
+		return
+	}
+	r.apply(apply[T]{typ: ev.typ, obj: ev.obj})
+}
+
+func (r *Reflector[T]) convert(d *driver[T], ev watch.Event) (event[T], input) {
 	r.metrics.event(string(ev.Type))
 	switch ev.Type {
 	case watch.Error:
@@ -207,30 +226,30 @@ func (r *Reflector[T]) convert(d *driver[T], ev watch.Event) input {
 		err := apierrors.FromObject(ev.Object)
 		r.opts.Logger.Info("reflector: watch error", "name", r.opts.Name, "err", err)
 		r.setErr(fmt.Errorf("watch %s: %w", r.opts.Name, err))
-		return watchEnded{err: err, now: r.opts.Clock.Now()}
+		return event[T]{}, watchEnded{err: err, now: r.opts.Clock.Now()}
 	case watch.Bookmark:
 		acc, err := meta.Accessor(ev.Object)
 		if err != nil {
 			r.skip(fmt.Sprintf("bookmark carries %T without metadata", ev.Object), "no metadata", 1)
-			return nil
+			return event[T]{}, nil
 		}
 		end := acc.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
-		return event[T]{typ: watch.Bookmark, rv: acc.GetResourceVersion(), initialEnd: end}
+		return event[T]{typ: watch.Bookmark, rv: acc.GetResourceVersion(), initialEnd: end}, nil
 	case watch.Added, watch.Modified, watch.Deleted:
 		obj, ok := ev.Object.(T)
 		if !ok {
 			var zero T
 			r.skip(fmt.Sprintf("%s event carries %T, not %T", ev.Type, ev.Object, zero), "wrong type", 1)
-			return nil
+			return event[T]{}, nil
 		}
 		if obj.GetName() == "" {
 			r.skip(fmt.Sprintf("%s event object has no name", ev.Type), "no metadata", 1)
-			return nil
+			return event[T]{}, nil
 		}
-		return event[T]{typ: ev.Type, obj: obj, rv: obj.GetResourceVersion()}
+		return event[T]{typ: ev.Type, obj: obj, rv: obj.GetResourceVersion()}, nil
 	}
 	r.skip(fmt.Sprintf("unknown event type %q", ev.Type), "unknown event", 1)
-	return nil
+	return event[T]{}, nil
 }
 
 func (r *Reflector[T]) apply(a apply[T]) {
