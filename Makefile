@@ -2,7 +2,7 @@
 GO      ?= go
 MODULES := . testenv bench
 
-.PHONY: demo test bench apiserver vet fuzz
+.PHONY: demo test bench apiserver vet fuzz chaos
 
 ## demo: the Foo sample controller end to end on the embedded API server (builds the server on first run)
 demo:
@@ -31,6 +31,14 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) ./$$d; \
 		done; \
 	done
+
+## chaos: TestChaos's long form: random writes, restarts, compactions, cuts and stalls against the real server for CHAOS_DURATION (make test runs a short form), then convergence checks; CHAOS_SEED=N replays a seed
+CHAOS_DURATION ?= 10m
+CHAOS_SEED     ?= 0
+CHAOS_TIMEOUT  ?= 1h
+chaos: apiserver
+	$(GO) test -race -count=1 -v -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' ./internal/chaos/ \
+		-chaos.duration=$(CHAOS_DURATION) -chaos.seed=$(CHAOS_SEED)
 
 ## apiserver: build ctrlkit-apiserver into the per-machine cache (a few minutes the first time)
 apiserver:
