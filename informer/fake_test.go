@@ -113,7 +113,7 @@ func (s *fakeServer) List(_ context.Context, _ metav1.ListOptions) (listwatch.Li
 	}
 	l := listwatch.List[*corev1.ConfigMap]{ResourceVersion: strconv.Itoa(s.rv)}
 	for _, n := range slices.Sorted(maps.Keys(s.objs)) {
-		l.Items = append(l.Items, s.objs[n])
+		l.Items = append(l.Items, s.objs[n].DeepCopy()) // each list decodes fresh objects, as from the API
 	}
 	return l, nil
 }
@@ -145,10 +145,15 @@ type fakeWatch struct {
 	stopped bool
 }
 
+// send delivers a copy of ev's object: every watcher decodes its own, as
+// from the API, so informers sharing this server share no objects.
 func (w *fakeWatch) send(ev watch.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.stopped {
+		if ev.Object != nil {
+			ev.Object = ev.Object.DeepCopyObject()
+		}
 		w.ch <- ev
 	}
 }

@@ -44,7 +44,11 @@ type Options[T object.Object] struct {
 	// through with the untransformed object. Default: none.
 	Transform func(T) (T, error)
 	// KeepManagedFields keeps metadata.managedFields, which are otherwise
-	// stripped before caching (they are large and rarely read).
+	// stripped before caching (they are large and rarely read). Stripping
+	// happens in place: objects from the ListerWatcher become the
+	// informer's, so it must hand out objects it neither keeps nor shares
+	// with another informer, as API clients do (each response is decoded
+	// anew).
 	KeepManagedFields bool
 	// OnWatchError is called with every list or watch error, e.g. to report
 	// 403 Forbidden. It must not block. Default: none.
