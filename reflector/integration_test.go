@@ -21,6 +21,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/metrics"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
@@ -388,20 +389,11 @@ func relists(t *testing.T, reg *prometheus.Registry) float64 {
 
 func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
+	v, err := metrics.Sum(reg, name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
+	return v
 }
 
 // waitUntil polls cond, which reads metrics that signal nothing, every 20ms.

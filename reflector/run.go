@@ -65,14 +65,15 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 			in = r.do(ctx, d, a)
 		case d.w != nil:
 			ev, other := r.readEvent(ctx, d)
-			if other == nil && ev.typ != "" && m.watchEvent(ev) {
+			switch {
+			case other != nil:
+				in = other
+			case ev.typ == "": // skipped, or ctx ended
+			case m.watchEvent(ev):
 				r.deliver(ev) // the hot path: no input, action or slice allocated
-				continue
+			default:
+				in = ev // an event outside the watching phase: the general path
 			}
-			if other == nil && ev.typ != "" {
-				other = ev
-			}
-			in = other
 		default:
 			return nil, errors.New("reflector: internal error: the machine has nothing to do")
 		}

@@ -64,9 +64,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer wg.Wait() // runs after cancel: every goroutine below ends with ctx
 	defer cancel()
 	ctrlErr := make(chan error, 1)
 	wg.Go(func() {

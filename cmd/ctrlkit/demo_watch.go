@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
+	"github.com/ctrlkit/ctrlkit/internal/metrics"
 )
 
 // standIn plays the one part of kube-controller-manager the demo needs: it
@@ -72,38 +73,15 @@ func (d *demo) showProgress(ctx context.Context) {
 	}
 }
 
-// metric sums a metric's samples; with result set, only those with that
-// "result" label.
+// metric sums a metric's series; with result set, only those with that
+// "result" label. The progress line shows 0 if the registry cannot be read.
 func (d *demo) metric(name, result string) float64 {
-	mfs, err := d.reg.Gather()
-	if err != nil {
-		return 0
+	var match map[string]string
+	if result != "" {
+		match = map[string]string{"result": result}
 	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if result != "" && !hasLabel(m.GetLabel(), "result", result) {
-				continue
-			}
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return sum
-}
-
-func hasLabel[L interface {
-	GetName() string
-	GetValue() string
-}](labels []L, name, value string) bool {
-	for _, l := range labels {
-		if l.GetName() == name && l.GetValue() == value {
-			return true
-		}
-	}
-	return false
+	v, _ := metrics.Sum(d.reg, name, match)
+	return v
 }
 
 // waitConverged polls until every Foo has its own Deployment at the right

@@ -15,6 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/ctrlkit/ctrlkit/internal/metrics"
 )
 
 // list returns a fresh LIST from the server as name -> resource version.
@@ -108,17 +110,15 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() []string) {
 // (counters and gauges) of one handler, or of all series if handler is "".
 func sumMetric(t *testing.T, reg *prometheus.Registry, name string, handler string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
+	var match map[string]string
+	if handler != "" {
+		match = map[string]string{"handler": handler}
+	}
+	v, err := metrics.Sum(reg, name, match)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum float64
-	for _, m := range family(mfs, name) {
-		if handler == "" || label(m, "handler") == handler {
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return sum
+	return v
 }
 
 func family(mfs []*dto.MetricFamily, name string) []*dto.Metric {

@@ -1,0 +1,40 @@
+// Package metrics reads Prometheus metrics back, for ctrlkit's tests and
+// the demo's progress line.
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Sum gathers g and adds up the counter and gauge values of every series of
+// the family name whose labels include all of match (nil matches all). A
+// family that does not exist sums to 0.
+func Sum(g prometheus.Gatherer, name string, match map[string]string) (float64, error) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if matches(labels, match) {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum, nil
+}
+
+func matches(labels, match map[string]string) bool {
+	for k, v := range match {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
