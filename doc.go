@@ -8,12 +8,21 @@
 //	Process Item <──8 Get key── Workqueue <──7 Enqueue key── Resource Event Handlers
 //	     └──9 Get object for key──> Indexer (via Lister)
 //
+// Most users start with package manager, which wires the stages below into a
+// runtime: shared informers by type, controllers built from For, Owns and
+// Watches, /metrics, /healthz and /readyz, one lifecycle.
+//
 // Packages, one per stage (see ARCHITECTURE.md for what is built today):
 //
+//   - manager: the runtime that runs controllers over shared informers
+//   - apply: owner references and create-or-update, the writes controllers make
 //   - listwatch: step 1, the ListerWatcher interface and adapters over client-go's clients
 //   - reflector: step 1, list and watch forever, recovering from every failure; feeds a Sink
 //   - object: the shared vocabulary (Object, keys, typed tombstones, resource versions)
-//   - store: steps 4, 5 and 9, the Indexer (typed cache with indexes) and Listers
+//   - deltafifo: steps 2 and 3, per-key deltas in server order, atomic relists
+//   - informer: steps 3 to 6, the shared informer that owns the cache and notifies handlers
+//   - store: steps 4, 5 and 9, the Indexer (typed cache with indexes), Reader and Listers
+//   - handler: steps 6 and 7, resource event handlers and the enqueue helpers
 //   - workqueue: steps 7 and 8, the rate-limited work queue
 //   - controller: steps 8 and 9, workers running a Reconciler
 //   - apiserver: a real kube-apiserver with embedded etcd on loopback, for tests and the demo

@@ -40,14 +40,26 @@ type Options[K comparable] struct {
 	// Name identifies the controller in logs and labels its metrics and its
 	// queue's metrics. Required with Registerer. Default: "controller".
 	Name string
+	// Workers is the number of keys reconciled at once. Default: 1.
+	Workers int
 	// MaxRetries drops a key after it has failed this many times in a row.
 	// Default: 0, retry forever (with backoff).
 	MaxRetries int
 	// ReconcileTimeout bounds each reconcile. Default: no bound.
 	ReconcileTimeout time.Duration
-	// CacheSyncTimeout bounds Run's wait for the caches of WaitFor; Run
-	// then fails naming the caches not synced. Default: 2m.
+	// CacheSyncTimeout is how long Run waits for the caches of WaitFor
+	// before it logs, at ERROR, the caches not synced. It keeps waiting
+	// after that: a missing CRD or RBAC grant can be fixed without a
+	// restart, and the manager's /readyz names the cause meanwhile.
+	// Default: 2m.
 	CacheSyncTimeout time.Duration
+	// ShutdownTimeout bounds the graceful half of shutdown: when Run's
+	// context ends, workers take no new keys and in-flight reconciles may
+	// finish for this long; then their contexts are cancelled (cause
+	// ErrShutdownTimeout). A reconcile that ignores its context is
+	// abandoned one second later and Run returns an error naming its key.
+	// Default: 30s.
+	ShutdownTimeout time.Duration
 	// RateLimiter delays retries. Default: workqueue.DefaultControllerRateLimiter.
 	RateLimiter workqueue.RateLimiter[K]
 	// Clock drives the queue's delays. Default: the real clock.
@@ -63,8 +75,14 @@ func (o Options[K]) withDefaults() Options[K] {
 	if o.Name == "" {
 		o.Name = "controller"
 	}
+	if o.Workers <= 0 {
+		o.Workers = 1
+	}
 	if o.CacheSyncTimeout == 0 {
 		o.CacheSyncTimeout = 2 * time.Minute
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 30 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -79,21 +97,27 @@ type Controller[K comparable] struct {
 	queue   *workqueue.Queue[K]
 	metrics *metrics
 
-	mu      sync.Mutex // guards sources and running
-	sources []source
-	running bool
+	mu       sync.Mutex // guards sources, running, synced and inFlight
+	sources  []source
+	running  bool
+	synced   bool
+	inFlight map[K]time.Time // keys being reconciled, and since when
 }
 
 // source is a cache the controller waits for before starting workers.
 type source struct {
 	name      string
 	hasSynced func() bool
+	lastError func() error // nil when the cache cannot say
 }
 
-// New returns a controller; it starts nothing. It fails only if metrics
-// cannot be registered.
+// New returns a controller; it starts nothing. It fails if rec is nil or
+// metrics cannot be registered.
 func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], error) {
 	opts = opts.withDefaults()
+	if rec == nil {
+		return nil, fmt.Errorf("controller %s: %w", opts.Name, ErrNilReconciler)
+	}
 	q, err := workqueue.New(workqueue.Options[K]{
 		Name: opts.Name, Metrics: opts.Registerer, RateLimiter: opts.RateLimiter, Clock: opts.Clock,
 	})
@@ -105,7 +129,7 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 		q.ShutDown()
 		return nil, fmt.Errorf("controller %s: %w", opts.Name, err)
 	}
-	return &Controller[K]{rec: rec, opts: opts, queue: q, metrics: m}, nil
+	return &Controller[K]{rec: rec, opts: opts, queue: q, metrics: m, inFlight: map[K]time.Time{}}, nil
 }
 
 // Add queues key for reconciliation. Event handlers call it (it satisfies
@@ -116,22 +140,43 @@ func (c *Controller[K]) Add(key K) { c.queue.Add(key) }
 func (c *Controller[K]) Queue() *workqueue.Queue[K] { return c.queue }
 
 // WaitFor makes Run wait, before starting workers, until hasSynced reports
-// true; name appears in Run's error if it never does. Call it before Run,
-// typically with each event handler registration's HasSynced.
-func (c *Controller[K]) WaitFor(name string, hasSynced func() bool) {
+// true; name appears in the log line after CacheSyncTimeout with
+// lastError's error, if lastError is not nil (an informer's LastError says
+// why it has not synced). Call it before Run, typically with each event
+// handler registration's HasSynced.
+func (c *Controller[K]) WaitFor(name string, hasSynced func() bool, lastError func() error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.sources = append(c.sources, source{name: name, hasSynced: hasSynced})
+	c.sources = append(c.sources, source{name: name, hasSynced: hasSynced, lastError: lastError})
 }
 
-// errAlreadyRunning is returned by a second Run.
-var errAlreadyRunning = errors.New("controller: Run called twice")
+// Errors of New and Run; classify them with errors.Is.
+var (
+	// ErrNilReconciler reports New without a Reconciler.
+	ErrNilReconciler = errors.New("controller: nil reconciler")
+	// ErrShutdownTimeout is the cause of the reconcile contexts cancelled
+	// when ShutdownTimeout ran out, and wraps Run's error when a reconcile
+	// ignored that cancellation.
+	ErrShutdownTimeout = errors.New("controller: shutdown timeout")
+	// ErrStopNow, as the cause of Run's context (context.WithCancelCause),
+	// skips the graceful half of shutdown: in-flight reconciles are
+	// cancelled at once, with ErrStopNow as their cause. Leader election
+	// uses it when the lease is lost.
+	ErrStopNow        = errors.New("controller: stop now")
+	errAlreadyRunning = errors.New("controller: Run called twice")
+)
 
-// Run waits for the caches, then reconciles keys with the given number of
-// workers until ctx ends. It returns nil after a clean shutdown (every
-// goroutine it started has exited), or an error if the caches did not sync
-// in time. It can be called once.
-func (c *Controller[K]) Run(ctx context.Context, workers int) error {
+// abandonAfter is how long Run waits for reconciles after cancelling them.
+const abandonAfter = time.Second
+
+// Run waits for the caches, then reconciles keys with Options.Workers
+// workers until ctx ends. Shutdown has two steps: workers stop taking keys
+// and in-flight reconciles finish within ShutdownTimeout, then their
+// contexts are cancelled. Run returns nil once every goroutine it started
+// has exited; an error wrapping ErrShutdownTimeout if a reconcile ignored
+// its cancelled context (its goroutine is left behind). It can be called
+// once.
+func (c *Controller[K]) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.running {
 		c.mu.Unlock()
@@ -142,50 +187,124 @@ func (c *Controller[K]) Run(ctx context.Context, workers int) error {
 	c.mu.Unlock()
 	defer c.queue.ShutDown()
 
-	if err := c.waitForSync(ctx, sources); err != nil || ctx.Err() != nil {
-		return err
+	c.waitForSync(ctx, sources)
+	if ctx.Err() != nil {
+		return nil
 	}
-	c.opts.Logger.Info("controller: caches synced, starting workers", "name", c.opts.Name, "workers", workers)
+	c.mu.Lock()
+	c.synced = true
+	c.mu.Unlock()
+	c.opts.Logger.Info("controller: caches synced, starting workers", "name", c.opts.Name, "workers", c.opts.Workers)
+	// Reconciles run under work, which outlives ctx by up to ShutdownTimeout.
+	work, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stop(nil)
+	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for range max(workers, 1) {
-		wg.Go(func() { c.worker(ctx) })
+	for range c.opts.Workers {
+		wg.Go(func() { c.worker(ctx, work) })
 	}
+	go func() { wg.Wait(); close(done) }()
 	<-ctx.Done()
-	c.queue.ShutDown() // wakes idle workers; busy ones finish their key
-	wg.Wait()
-	return nil
+	c.queue.ShutDown() // idle workers return; busy ones finish their key
+	return c.drain(ctx, stop, done)
 }
 
-// waitForSync polls the sources until all have synced, ctx ends (nil), or
-// CacheSyncTimeout passes (an error naming the laggards).
-func (c *Controller[K]) waitForSync(ctx context.Context, sources []source) error {
+// drain is the second half of Run's shutdown: wait for in-flight reconciles,
+// cancel them at the bound (at once for ErrStopNow), give up soon after.
+func (c *Controller[K]) drain(ctx context.Context, stop context.CancelCauseFunc, done <-chan struct{}) error {
+	if errors.Is(context.Cause(ctx), ErrStopNow) {
+		stop(ErrStopNow)
+	}
+	bound := time.NewTimer(c.opts.ShutdownTimeout)
+	defer bound.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-bound.C:
+	}
+	stop(ErrShutdownTimeout)
+	c.opts.Logger.Warn("controller: shutdown timeout; cancelling in-flight reconciles", "name", c.opts.Name,
+		"timeout", c.opts.ShutdownTimeout, "keys", c.InFlight())
+	abandon := time.NewTimer(abandonAfter)
+	defer abandon.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-abandon.C:
+		return fmt.Errorf("controller %s: %w: reconciles of %v ignored their cancelled context; abandoned",
+			c.opts.Name, ErrShutdownTimeout, c.InFlight())
+	}
+}
+
+// InFlight returns the keys being reconciled now. Safe for concurrent use.
+func (c *Controller[K]) InFlight() []K {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := make([]K, 0, len(c.inFlight))
+	for k := range c.inFlight {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// HasSynced reports that every cache of WaitFor has synced and the workers
+// have started. Safe for concurrent use.
+func (c *Controller[K]) HasSynced() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.synced
+}
+
+// Name returns the controller's name.
+func (c *Controller[K]) Name() string { return c.opts.Name }
+
+// waitForSync polls the sources until all have synced or ctx ends. After
+// CacheSyncTimeout it logs the laggards once and goes on waiting.
+func (c *Controller[K]) waitForSync(ctx context.Context, sources []source) {
 	deadline := time.NewTimer(c.opts.CacheSyncTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var waiting []string
-		for _, s := range sources {
-			if !s.hasSynced() {
-				waiting = append(waiting, s.name)
-			}
-		}
+		waiting := notSynced(sources)
 		if len(waiting) == 0 {
-			return nil
+			return
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-deadline.C:
-			return fmt.Errorf("controller %s: caches not synced after %s: %v", c.opts.Name, c.opts.CacheSyncTimeout, waiting)
+			c.opts.Logger.Error("controller: caches not synced; still waiting", "name", c.opts.Name,
+				"after", c.opts.CacheSyncTimeout, "caches", waiting)
 		case <-tick.C:
 		}
 	}
 }
 
+// notSynced names the sources not synced, each with its last error.
+func notSynced(sources []source) []string {
+	var waiting []string
+	for _, s := range sources {
+		if s.hasSynced() {
+			continue
+		}
+		var err error
+		if s.lastError != nil {
+			err = s.lastError()
+		}
+		if err != nil {
+			waiting = append(waiting, fmt.Sprintf("%s (%v)", s.name, err))
+		} else {
+			waiting = append(waiting, s.name)
+		}
+	}
+	return waiting
+}
+
 // worker processes keys until the queue shuts down. Once ctx has ended it
 // takes no new work: keys still queued are marked done unprocessed.
-func (c *Controller[K]) worker(ctx context.Context) {
+// Reconciles run under work.
+func (c *Controller[K]) worker(ctx, work context.Context) {
 	for {
 		key, shutdown := c.queue.Get()
 		if shutdown {
@@ -196,7 +315,7 @@ func (c *Controller[K]) worker(ctx context.Context) {
 			continue
 		}
 		c.metrics.workerBusy(1)
-		c.process(ctx, key)
+		c.process(work, key)
 		c.metrics.workerBusy(-1)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,7 +53,7 @@ func runInBubble(t *testing.T, c *Controller[string]) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, 1) }()
+	go func() { done <- c.Run(ctx) }()
 	return func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -204,7 +205,7 @@ func TestController_workersStartOnlyAfterCachesSync(t *testing.T) {
 		var synced atomic.Bool
 		var cs calls
 		c := newController(t, func(context.Context, string) (Result, error) { cs.add(); return Result{}, nil }, Options[string]{})
-		c.WaitFor("pods", synced.Load)
+		c.WaitFor("pods", synced.Load, nil)
 		stop := runInBubble(t, c)
 		c.Add("ns/a")
 		time.Sleep(time.Minute)
@@ -222,20 +223,106 @@ func TestController_workersStartOnlyAfterCachesSync(t *testing.T) {
 	})
 }
 
-func TestController_runFailsNamingTheCachesThatNeverSynced(t *testing.T) {
+func TestController_aCacheThatNeverSyncsIsLoggedOnceAndWaitedFor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newController(t, func(context.Context, string) (Result, error) { return Result{}, nil },
-			Options[string]{CacheSyncTimeout: 30 * time.Second})
-		c.WaitFor("pods", func() bool { return true })
-		c.WaitFor("deployments", func() bool { return false })
-		err := c.Run(t.Context(), 2)
-		if err == nil || !strings.Contains(err.Error(), "deployments") || strings.Contains(err.Error(), "pods") {
-			t.Fatalf("Run = %v, want an error naming deployments only", err)
+		var logs strings.Builder
+		var synced atomic.Bool
+		var cs calls
+		c := newController(t, func(context.Context, string) (Result, error) { cs.add(); return Result{}, nil },
+			Options[string]{CacheSyncTimeout: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, nil))})
+		c.WaitFor("pods", func() bool { return true }, nil)
+		c.WaitFor("deployments", synced.Load, func() error { return errors.New("forbidden (403)") })
+		stop := runInBubble(t, c)
+		c.Add("ns/a")
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		out := logs.String()
+		if n := strings.Count(out, "caches not synced"); n != 1 || !strings.Contains(out, "deployments (forbidden (403))") ||
+			strings.Contains(out, "caches=\"[pods") {
+			t.Fatalf("after 5 minutes the log says %q; want one line naming deployments only", out)
 		}
-		if err := c.Run(t.Context(), 1); !errors.Is(err, errAlreadyRunning) {
+		if c.HasSynced() || cs.count() != 0 {
+			t.Fatalf("HasSynced = %v with %d reconciles before the cache synced", c.HasSynced(), cs.count())
+		}
+		synced.Store(true) // e.g. the missing RBAC grant arrived: no restart needed
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if !c.HasSynced() || cs.count() != 1 {
+			t.Errorf("HasSynced = %v, %d reconciles after the cache synced; want true, 1", c.HasSynced(), cs.count())
+		}
+		stop()
+		if err := c.Run(t.Context()); !errors.Is(err, errAlreadyRunning) {
 			t.Errorf("second Run = %v, want errAlreadyRunning", err)
 		}
 	})
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func TestController_shutdownCancelsReconcilesAtTheBoundAndAbandonsOnesThatIgnoreIt(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		ignore      bool // the reconcile ignores its context
+		stopNow     bool // Run's context ends with ErrStopNow
+		wantCause   error
+		wantElapsed time.Duration
+		wantErr     error
+	}{
+		{name: "a reconcile that honours its context ends at the bound", wantCause: ErrShutdownTimeout,
+			wantElapsed: 30 * time.Second},
+		{name: "a reconcile that ignores its context is abandoned a second later", ignore: true,
+			wantCause: ErrShutdownTimeout, wantElapsed: 31 * time.Second, wantErr: ErrShutdownTimeout},
+		{name: "stop now cancels in-flight reconciles at once", stopNow: true, wantCause: ErrStopNow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				started, release := make(chan struct{}), make(chan struct{})
+				causes := make(chan error, 1)
+				c := newController(t, func(ctx context.Context, key string) (Result, error) {
+					close(started)
+					if tc.ignore {
+						<-release
+					} else {
+						<-ctx.Done()
+					}
+					causes <- context.Cause(ctx)
+					return Result{}, nil
+				}, Options[string]{})
+				ctx, cancel := context.WithCancelCause(t.Context())
+				ran := make(chan error, 1)
+				go func() { ran <- c.Run(ctx) }()
+				c.Add("ns/stuck")
+				<-started
+				begin := time.Now()
+				if tc.stopNow {
+					cancel(ErrStopNow)
+				} else {
+					cancel(nil)
+				}
+				err := <-ran
+				if elapsed := time.Since(begin); elapsed != tc.wantElapsed {
+					t.Errorf("Run returned %s after cancel, want %s", elapsed, tc.wantElapsed)
+				}
+				if !errors.Is(err, tc.wantErr) || (err != nil && !strings.Contains(err.Error(), "ns/stuck")) {
+					t.Errorf("Run = %v, want %v naming ns/stuck", err, tc.wantErr)
+				}
+				close(release)
+				if cause := <-causes; !tc.ignore && !errors.Is(cause, tc.wantCause) {
+					t.Errorf("reconcile context cause = %v, want %v", cause, tc.wantCause)
+				}
+			})
+		})
+	}
 }
 
 func TestController_shutdownLetsInFlightReconcilesFinishAndTakesNoNewKeys(t *testing.T) {
@@ -257,7 +344,7 @@ func TestController_shutdownLetsInFlightReconcilesFinishAndTakesNoNewKeys(t *tes
 	}, Options[string]{})
 	ctx, cancel := context.WithCancel(t.Context())
 	ran := make(chan error, 1)
-	go func() { ran <- c.Run(ctx, 1) }()
+	go func() { ran <- c.Run(ctx) }()
 	c.Add("ns/slow")
 	<-started
 	c.Add("ns/queued-1")
@@ -293,10 +380,10 @@ func TestController_neverReconcilesOneKeyOnTwoWorkersAtOnce(t *testing.T) {
 		defer inFlight.Delete(key)
 		total.Add(1)
 		return Result{}, nil
-	}, Options[string]{})
+	}, Options[string]{Workers: 4})
 	ctx, cancel := context.WithCancel(t.Context())
 	ran := make(chan error, 1)
-	go func() { ran <- c.Run(ctx, 4) }()
+	go func() { ran <- c.Run(ctx) }()
 	var wg sync.WaitGroup
 	for p := range 4 {
 		wg.Go(func() {

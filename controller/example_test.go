@@ -35,7 +35,7 @@ func Example() {
 
 	ctx, cancel := context.WithCancel(context.TODO())
 	ran := make(chan error)
-	go func() { ran <- c.Run(ctx, 1) }()
+	go func() { ran <- c.Run(ctx) }()
 	<-done
 	cancel()
 	fmt.Println("run:", <-ran)

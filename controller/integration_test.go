@@ -112,7 +112,7 @@ func TestController_keepsMirrorsOfConfigMapsOnTheRealServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl, err := controller.New[string](&mirror{cache: cache, cms: cs.CoreV1().ConfigMaps}, controller.Options[string]{Name: "mirror"})
+	ctrl, err := controller.New[string](&mirror{cache: cache, cms: cs.CoreV1().ConfigMaps}, controller.Options[string]{Name: "mirror", Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestController_keepsMirrorsOfConfigMapsOnTheRealServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl.WaitFor("configmaps", sink.synced.Load)
+	ctrl.WaitFor("configmaps", sink.synced.Load, nil)
 
 	for i := range 30 { // some exist before the controller starts
 		createCM(t, cms, fmt.Sprintf("src-%02d", i), "v1")
@@ -130,7 +130,7 @@ func TestController_keepsMirrorsOfConfigMapsOnTheRealServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 2)
 	go func() { done <- r.Run(ctx) }()
-	go func() { done <- ctrl.Run(ctx, 2) }()
+	go func() { done <- ctrl.Run(ctx) }()
 	defer func() {
 		cancel()
 		for range 2 {

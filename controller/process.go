@@ -46,7 +46,13 @@ func (e errPanic) Error() string { return fmt.Sprintf("controller: reconcile pan
 func (c *Controller[K]) process(ctx context.Context, key K) {
 	defer c.queue.Done(key)
 	start := time.Now()
+	c.mu.Lock()
+	c.inFlight[key] = start
+	c.mu.Unlock()
 	res, err := c.reconcile(ctx, key)
+	c.mu.Lock()
+	delete(c.inFlight, key)
+	c.mu.Unlock()
 	c.metrics.duration(time.Since(start))
 	switch {
 	case err == nil:
@@ -68,15 +74,15 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 			"retries", c.opts.MaxRetries, "err", err)
 	default:
 		c.metrics.result("error")
-		c.opts.Logger.Info("controller: reconcile failed; retrying with backoff", "name", c.opts.Name, "key", key, "err", err)
+		c.opts.Logger.Warn("controller: reconcile failed; retrying with backoff", "name", c.opts.Name, "key", key, "err", err)
 		c.queue.AddRateLimited(key)
 	}
 }
 
 // reconcile calls the Reconciler with the key's own context and turns a
-// panic into an error.
+// panic into an error. ctx is Run's work context, which outlives Run's.
 func (c *Controller[K]) reconcile(ctx context.Context, key K) (res Result, err error) {
-	rctx := context.WithoutCancel(ctx) // in-flight work finishes after Run's ctx ends
+	rctx := ctx
 	if c.opts.ReconcileTimeout > 0 {
 		var cancel context.CancelFunc
 		rctx, cancel = context.WithTimeoutCause(rctx, c.opts.ReconcileTimeout, ErrReconcileTimeout)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -33,21 +34,56 @@ type FactoryOptions struct {
 	Registerer prometheus.Registerer
 }
 
-// Factory shares one informer per resource and namespace between the
-// controllers of a process, so each resource is listed, watched and cached
-// once. Get informers with For, then Start them and WaitForCacheSync. Safe
-// for concurrent use.
+// Factory shares one informer per resource, namespace and selector between
+// the controllers of a process, so each is listed, watched and cached once.
+// Get informers with For, Run the factory, and WaitForCacheSync. Safe for
+// concurrent use.
 type Factory struct {
 	opts FactoryOptions
-	wg   sync.WaitGroup
 
-	mu        sync.Mutex // guards informers
-	informers map[shareKey]*shared
+	// mu guards informers, running and stopped; wake (buffer 1) tells Run
+	// that For added an informer.
+	mu        sync.Mutex
+	informers map[Scope]*shared
+	running   bool
+	stopped   bool
+	wake      chan struct{}
 }
 
-type shareKey struct {
-	gvr       schema.GroupVersionResource
-	namespace string
+// Scope identifies one shared informer: what it lists and watches. Callers
+// asking for an equal Scope share one informer.
+type Scope struct {
+	// Resource is the resource, e.g. {Group: "apps", Version: "v1",
+	// Resource: "deployments"}.
+	Resource schema.GroupVersionResource
+	// Namespace limits the informer to one namespace; "" is every
+	// namespace (and the only choice for a cluster-scoped resource).
+	Namespace string
+	// LabelSelector and FieldSelector filter on the server; "" selects
+	// everything. Their syntax is the API's (labels.Parse, fields.Parse).
+	LabelSelector string
+	FieldSelector string
+}
+
+// String names the scope in logs, metrics and errors:
+// "deployments.apps/v1 in namespace web where app=x".
+func (s Scope) String() string {
+	name := s.Resource.Resource
+	if s.Resource.Group != "" {
+		name += "." + s.Resource.Group
+	}
+	name += "/" + s.Resource.Version
+	if s.Namespace != "" {
+		name += " in namespace " + s.Namespace
+	}
+	sel := s.LabelSelector
+	if s.FieldSelector != "" {
+		sel = strings.TrimPrefix(sel+","+s.FieldSelector, ",")
+	}
+	if sel != "" {
+		name += " where " + sel
+	}
+	return name
 }
 
 // shared is the type-erased view of one informer the Factory needs.
@@ -62,19 +98,18 @@ type shared struct {
 
 // NewFactory returns an empty Factory; it starts nothing.
 func NewFactory(opts FactoryOptions) *Factory {
-	return &Factory{opts: opts, informers: map[shareKey]*shared{}}
+	return &Factory{opts: opts, informers: map[Scope]*shared{}, wake: make(chan struct{}, 1)}
 }
 
-// For returns the informer of resource gvr in namespace ("" for every
-// namespace, or a cluster-scoped resource), creating it with a
-// ListerWatcher from newLW on first use. Every caller gets the same
-// informer; asking again with another T fails with ErrTypeMismatch. An
-// informer added after Start runs at the next Start.
-func For[T object.Object](f *Factory, gvr schema.GroupVersionResource, namespace string, newLW func() listwatch.ListerWatcher[T]) (*SharedIndexInformer[T], error) {
+// For returns the informer of scope, creating it with a ListerWatcher from
+// newLW on first use. Every caller gets the same informer; asking again
+// with another T fails with ErrTypeMismatch. An informer added while the
+// factory runs starts at once; after Run returned, For fails with
+// ErrStopped.
+func For[T object.Object](f *Factory, scope Scope, newLW func() listwatch.ListerWatcher[T]) (*SharedIndexInformer[T], error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	key := shareKey{gvr: gvr, namespace: namespace}
-	if s, ok := f.informers[key]; ok {
+	if s, ok := f.informers[scope]; ok {
 		inf, ok := s.inf.(*SharedIndexInformer[T])
 		if !ok {
 			var zero T
@@ -82,39 +117,57 @@ func For[T object.Object](f *Factory, gvr schema.GroupVersionResource, namespace
 		}
 		return inf, nil
 	}
-	name := displayName(gvr, namespace)
+	if f.stopped {
+		return nil, fmt.Errorf("informer %s: %w", scope, ErrStopped)
+	}
+	name := scope.String()
 	inf, err := New(newLW(), Options[T]{Name: name, DisableWatchList: f.opts.DisableWatchList,
 		KeepManagedFields: f.opts.KeepManagedFields, Logger: f.opts.Logger, Registerer: f.opts.Registerer})
 	if err != nil {
 		return nil, err
 	}
-	f.informers[key] = &shared{name: name, inf: inf, run: inf.Run, synced: inf.Synced(), lastErr: inf.LastError}
+	f.informers[scope] = &shared{name: name, inf: inf, run: inf.Run, synced: inf.Synced(), lastErr: inf.LastError}
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
 	return inf, nil
 }
 
-// displayName names an informer: "deployments.apps/v1 in namespace web",
-// "nodes/v1".
-func displayName(gvr schema.GroupVersionResource, namespace string) string {
-	name := gvr.Resource
-	if gvr.Group != "" {
-		name += "." + gvr.Group
+// Run runs every informer of the factory, including those For adds while it
+// runs, until ctx ends; it returns nil once all of them have exited. A
+// second call returns ErrStarted.
+func (f *Factory) Run(ctx context.Context) error {
+	f.mu.Lock()
+	if f.running {
+		f.mu.Unlock()
+		return ErrStarted
 	}
-	name += "/" + gvr.Version
-	if namespace != "" {
-		name += " in namespace " + namespace
+	f.running = true
+	f.mu.Unlock()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		f.startPending(ctx, &wg)
+		select {
+		case <-ctx.Done():
+			f.mu.Lock()
+			f.stopped = true
+			f.mu.Unlock()
+			return nil
+		case <-f.wake:
+		}
 	}
-	return name
 }
 
-// Start runs every informer not yet started until ctx ends. It does not
-// block; Wait waits for them to stop.
-func (f *Factory) Start(ctx context.Context) {
+// startPending starts the informers not yet started.
+func (f *Factory) startPending(ctx context.Context, wg *sync.WaitGroup) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, s := range f.informers {
 		if !s.started {
 			s.started = true
-			f.wg.Go(func() {
+			wg.Go(func() {
 				if err := s.run(ctx); err != nil && f.opts.Logger != nil {
 					f.opts.Logger.Error("informer: run failed", "informer", s.name, "err", err)
 				}
@@ -123,9 +176,40 @@ func (f *Factory) Start(ctx context.Context) {
 	}
 }
 
-// Wait blocks until every informer started by Start has returned, that is
-// after the contexts given to Start have ended.
-func (f *Factory) Wait() { f.wg.Wait() }
+// Status is one informer's state, as /readyz reports it.
+type Status struct {
+	Name string
+	// Synced reports that the informer's first list was applied.
+	Synced bool
+	// Err is the last list or watch error (nil once one succeeded since),
+	// explained as WaitForCacheSync explains it.
+	Err error
+}
+
+// Statuses returns the state of every informer of the factory, by name.
+func (f *Factory) Statuses() []Status {
+	f.mu.Lock()
+	all := make([]*shared, 0, len(f.informers))
+	for _, s := range f.informers {
+		all = append(all, s)
+	}
+	f.mu.Unlock()
+	out := make([]Status, 0, len(all))
+	for _, s := range all {
+		st := Status{Name: s.name}
+		select {
+		case <-s.synced:
+			st.Synced = true
+		default:
+		}
+		if err := s.lastErr(); err != nil {
+			st.Err = syncCause(err)
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
 
 // WaitForCacheSync blocks until every started informer has synced, and
 // returns nil, or until ctx ends. Then it returns an error naming each
@@ -135,15 +219,13 @@ func (f *Factory) Wait() { f.wg.Wait() }
 // another error; and ctx's error when no informer reported one.
 func (f *Factory) WaitForCacheSync(ctx context.Context) error {
 	f.mu.Lock()
-	var started []*shared
+	all := make([]*shared, 0, len(f.informers))
 	for _, s := range f.informers {
-		if s.started {
-			started = append(started, s)
-		}
+		all = append(all, s)
 	}
 	f.mu.Unlock()
 	var errs []error
-	for _, s := range started {
+	for _, s := range all {
 		select {
 		case <-s.synced:
 			continue
@@ -154,17 +236,21 @@ func (f *Factory) WaitForCacheSync(ctx context.Context) error {
 			continue
 		default:
 		}
-		errs = append(errs, fmt.Errorf("informer: cache of %s did not sync: %w", s.name, syncCause(ctx, s.lastErr())))
+		cause := s.lastErr()
+		if cause == nil {
+			cause = fmt.Errorf("no list or watch error reported: %w", context.Cause(ctx))
+		} else {
+			cause = syncCause(cause)
+		}
+		errs = append(errs, fmt.Errorf("informer: cache of %s did not sync: %w", s.name, cause))
 	}
 	return errors.Join(errs...)
 }
 
 // syncCause explains why a cache did not sync, from the reflector's last
 // error (which starts with the verb: "list ..." or "watch ...").
-func syncCause(ctx context.Context, err error) error {
+func syncCause(err error) error {
 	switch {
-	case err == nil:
-		return fmt.Errorf("no list or watch error reported: %w", context.Cause(ctx))
 	case apierrors.IsForbidden(err):
 		verb, _, _ := strings.Cut(err.Error(), " ")
 		return fmt.Errorf("forbidden (403): the credentials may not %s it (grant the verb with RBAC): %w", verb, err)

@@ -27,31 +27,43 @@ func TestFactory_sharesOneInformerPerResourceAndNamespace(t *testing.T) {
 	srv := newFakeServer("a")
 	var created int
 	newLW := func() listwatch.ListerWatcher[*corev1.ConfigMap] { created++; return srv }
-	a, err := informer.For(f, configMapsGVR, "ns", newLW)
+	a, err := informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: "ns"}, newLW)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := informer.For(f, configMapsGVR, "ns", newLW)
-	other, _ := informer.For(f, configMapsGVR, "other", newLW)
+	b, _ := informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: "ns"}, newLW)
+	other, _ := informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: "other"}, newLW)
 	if a != b || a == other || created != 2 {
 		t.Errorf("same=%v, distinct namespaces=%v, %d ListerWatchers; want true, true, 2", a == b, a != other, created)
 	}
-	_, err = informer.For(f, configMapsGVR, "ns", func() listwatch.ListerWatcher[*metav1.PartialObjectMetadata] { return nil })
+	_, err = informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: "ns"}, func() listwatch.ListerWatcher[*metav1.PartialObjectMetadata] { return nil })
 	if !errors.Is(err, informer.ErrTypeMismatch) {
 		t.Errorf("For with another type = %v, want ErrTypeMismatch", err)
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
-	f.Start(ctx)
-	f.Start(ctx) // starts nothing twice
+	ran := make(chan error, 1)
+	go func() { ran <- f.Run(ctx) }()
 	if err := f.WaitForCacheSync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if !a.HasSynced() || !other.HasSynced() {
 		t.Error("WaitForCacheSync returned before the caches synced")
 	}
+	if err := f.Run(ctx); !errors.Is(err, informer.ErrStarted) {
+		t.Errorf("second Run = %v, want ErrStarted", err)
+	}
+	late, err := informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: "late"}, newLW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WaitForCacheSync(ctx); err != nil || !late.HasSynced() {
+		t.Fatalf("an informer added while running: WaitForCacheSync = %v, synced %v", err, late.HasSynced())
+	}
 	cancel()
-	f.Wait()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitForSyncError starts an informer from f and returns WaitForCacheSync's
@@ -59,8 +71,9 @@ func TestFactory_sharesOneInformerPerResourceAndNamespace(t *testing.T) {
 func waitForSyncError(t *testing.T, f *informer.Factory) error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	t.Cleanup(func() { cancel(); f.Wait() })
-	f.Start(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- f.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-ran })
 	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer wcancel()
 	err := f.WaitForCacheSync(wctx)
@@ -79,7 +92,7 @@ func TestFactory_waitForCacheSyncNamesA403WithItsVerbAndResource(t *testing.T) {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"} // no RBAC grants
 	cms := configMaps(t, cfg, ns)
 	f := informer.NewFactory(informer.FactoryOptions{DisableWatchList: true})
-	if _, err := informer.For(f, configMapsGVR, ns, func() listwatch.ListerWatcher[*corev1.ConfigMap] {
+	if _, err := informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: ns}, func() listwatch.ListerWatcher[*corev1.ConfigMap] {
 		return listwatch.New[*corev1.ConfigMap](cms.List, cms.Watch, listwatch.Options{})
 	}); err != nil {
 		t.Fatal(err)
@@ -102,7 +115,7 @@ func TestFactory_waitForCacheSyncNamesAMissingResource(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := informer.NewFactory(informer.FactoryOptions{DisableWatchList: true})
-	if _, err := informer.For(f, gvr, ns, func() listwatch.ListerWatcher[*unstructured.Unstructured] {
+	if _, err := informer.For(f, informer.Scope{Resource: gvr, Namespace: ns}, func() listwatch.ListerWatcher[*unstructured.Unstructured] {
 		return listwatch.Dynamic(dyn.Resource(gvr).Namespace(ns), listwatch.Options{})
 	}); err != nil {
 		t.Fatal(err)

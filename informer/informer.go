@@ -276,3 +276,7 @@ func NewIndexerInformer[T object.Object](lw listwatch.ListerWatcher[T], h handle
 	}
 	return inf.Indexer(), inf, nil
 }
+
+// Reader returns the read-only typed view of the cache that reconcilers
+// are given.
+func (i *SharedIndexInformer[T]) Reader() store.Reader[T] { return store.NewReader(i.idx) }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/store"
 )
 
@@ -86,4 +87,26 @@ func ExampleLister() {
 	// all in shop: [shop/db-1 shop/web-1]
 	// got: bank/web-1
 	// true pods "db-1" not found
+}
+
+// A reconciler is given a Reader: it reads by typed name and lists by
+// namespace and label selector, and cannot write the informer's cache.
+func ExampleReader() {
+	s, _ := store.New(store.Options[*corev1.Pod]{})
+	_ = s.Add(pod("shop", "web-1", "10", "n1", map[string]string{"app": "web"}))
+	_ = s.Add(pod("shop", "db-1", "11", "n1", map[string]string{"app": "db"}))
+	_ = s.Add(pod("blog", "web-1", "12", "n2", map[string]string{"app": "web"}))
+	r := store.NewReader(s)
+
+	p, ok := r.Get(object.ObjectName{Namespace: "shop", Name: "web-1"})
+	fmt.Println(p.Spec.NodeName, ok)
+	_, ok = r.Get(object.ObjectName{Namespace: "shop", Name: "gone"})
+	fmt.Println(ok)
+	fmt.Println(names(r.List("shop", nil)))
+	fmt.Println(names(r.List("", labels.SelectorFromSet(labels.Set{"app": "web"}))))
+	// Output:
+	// n1 true
+	// false
+	// [shop/db-1 shop/web-1]
+	// [blog/web-1 shop/web-1]
 }

@@ -336,7 +336,7 @@ func startCtrlkitPipeline(ctx context.Context, src *memSource[corev1.ConfigMap, 
 		obj, ok := idx.GetByKey(key)
 		observe(key, obj, ok)
 		return controller.Result{}, nil
-	}), controller.Options[string]{})
+	}), controller.Options[string]{Workers: 2})
 	if err != nil {
 		return nil, err
 	}
@@ -344,11 +344,11 @@ func startCtrlkitPipeline(ctx context.Context, src *memSource[corev1.ConfigMap, 
 	if err != nil {
 		return nil, err
 	}
-	ctrl.WaitFor("configmaps", reg.HasSynced)
+	ctrl.WaitFor("configmaps", reg.HasSynced, nil)
 	ctx, cancel := context.WithCancel(ctx)
 	p := &ctrlkitPipeline{inf: inf, cancel: cancel}
 	p.wg.Go(func() { p.errs[0] = inf.Run(ctx) })
-	p.wg.Go(func() { p.errs[1] = ctrl.Run(ctx, 2) })
+	p.wg.Go(func() { p.errs[1] = ctrl.Run(ctx) })
 	return p, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,13 +14,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/examples/foo"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/examples/foo/config"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
 )
 
 const demoNamespace = "demo"
@@ -34,7 +39,7 @@ type demo struct {
 	kube             kubernetes.Interface
 	fooAPI           *v1alpha1.Foos
 	reg              *prometheus.Registry
-	synced           atomic.Bool
+	ctrl             *manager.Controller
 	created, updated atomic.Int64
 	deleted          atomic.Int64
 }
@@ -67,10 +72,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var wg sync.WaitGroup
 	defer wg.Wait() // runs after cancel: every goroutine below ends with ctx
 	defer cancel()
+	m, err := manager.New(cfg, manager.Options{Registry: d.reg, HTTPAddr: "127.0.0.1:0",
+		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
+		Logger:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return err
+	}
+	if d.ctrl, err = foo.Setup(m, "", controller.Options[object.ObjectName]{Workers: 2}); err != nil {
+		return err
+	}
 	ctrlErr := make(chan error, 1)
-	wg.Go(func() {
-		ctrlErr <- foo.Run(ctx, cfg, foo.RunOptions{Registerer: d.reg, OnSynced: func() { d.synced.Store(true) }})
-	})
+	wg.Go(func() { ctrlErr <- m.Run(ctx) })
 	wg.Go(func() { standIn(ctx, d.kube) })
 	progressCtx, stopProgress := context.WithCancel(ctx)
 	var progress sync.WaitGroup
@@ -89,7 +101,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	d.summary(start, converged, detail)
 	if *keep && converged {
-		fmt.Fprintf(stdout, "\nstill running; try: kubectl --kubeconfig %s -n %s get foos,deployments\nCtrl-C stops.\n", srv.Kubeconfig(), demoNamespace)
+		fmt.Fprintf(stdout, "\nstill running; try: kubectl --kubeconfig %s -n %s get foos,deployments\n", srv.Kubeconfig(), demoNamespace)
+		fmt.Fprintf(stdout, "the controller's metrics and probes: http://%s/metrics /healthz /readyz\nCtrl-C stops.\n", m.Addr(ctx))
 		<-ctx.Done()
 	}
 	if !converged {

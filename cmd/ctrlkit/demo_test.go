@@ -27,7 +27,7 @@ func TestDemo_convergesAndSaysSo(t *testing.T) {
 func TestRunFoo_namesAMissingCRD(t *testing.T) {
 	srv := apiserver.StartForTest(t, apiserver.Options{})
 	var errOut bytes.Buffer
-	err := run(t.Context(), []string{"run", "foo", "--kubeconfig", srv.Kubeconfig()}, &bytes.Buffer{}, &errOut)
+	err := run(t.Context(), []string{"run", "foo", "--metrics-addr", "0", "--kubeconfig", srv.Kubeconfig()}, &bytes.Buffer{}, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "CRD is not installed") {
 		t.Fatalf("run foo = %v, want an error saying the CRD is not installed", err)
 	}
@@ -40,7 +40,7 @@ func TestRunFoo_namesAnUnreachableServer(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err := run(t.Context(), []string{"run", "foo", "--kubeconfig", kubeconfig}, &bytes.Buffer{}, &bytes.Buffer{})
+	err := run(t.Context(), []string{"run", "foo", "--metrics-addr", "0", "--kubeconfig", kubeconfig}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "cannot reach the API server at https://127.0.0.1:1") {
 		t.Fatalf("run foo = %v, want an error naming the unreachable server", err)
 	}

@@ -63,7 +63,7 @@ func (d *demo) showProgress(ctx context.Context) {
 		}
 		rec := d.metric("ctrlkit_controller_reconciles_total", "")
 		sync := "syncing caches"
-		if d.synced.Load() {
+		if d.ctrl.HasSynced() {
 			sync = "caches synced"
 		}
 		fmt.Fprintf(d.out, "  %s | foos created %d, scaled %d, deleted %d | queue depth %.0f | reconciles %.0f (%.0f/s) | errors %.0f\n",

@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,13 +19,13 @@ import (
 	"os/signal"
 	"syscall"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/examples/foo"
 	"github.com/ctrlkit/ctrlkit/examples/podlogger"
+	"github.com/ctrlkit/ctrlkit/manager"
 )
 
 const usage = `usage:
@@ -74,7 +75,9 @@ func runFoo(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	ns := fs.String("namespace", "", "watch one namespace only (default: all)")
-	workers := fs.Int("workers", 2, "concurrent reconciles")
+	metricsAddr := fs.String("metrics-addr", "127.0.0.1:8080", "serve /metrics (and the probes, unless --health-addr) here; 0 turns it off")
+	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on their own address (default: with /metrics)")
+	pprof := fs.Bool("pprof", false, "serve net/http/pprof under /debug/pprof/ beside /metrics")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -84,8 +87,12 @@ func runFoo(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	log.Info("foo controller starting", "server", cfg.Host, "namespace", *ns)
-	return foo.Run(ctx, cfg, foo.RunOptions{Namespace: *ns, Workers: *workers, Logger: log,
-		OnSynced: func() { log.Info("caches synced; reconciling") }})
+	err = foo.Run(ctx, cfg, *ns, manager.Options{Logger: log, HTTPAddr: *metricsAddr, HealthAddr: *healthAddr,
+		EnablePprof: *pprof, RequireServedKinds: true})
+	if errors.Is(err, manager.ErrKindNotServed) {
+		return fmt.Errorf("%w\nthe Foo CRD is not installed; install it with: kubectl apply -f examples/foo/config/crd.yaml", err)
+	}
+	return err
 }
 
 // runPodLogger prints every Pod change of a cluster until ctx ends.
@@ -101,11 +108,8 @@ func runPodLogger(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	return podlogger.Run(ctx, kube, *ns, stdout)
+	return podlogger.Run(ctx, cfg, *ns, stdout, manager.Options{HTTPAddr: "0",
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 }
 
 // loadKubeconfig reads path, or the usual places when it is empty.

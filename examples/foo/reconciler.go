@@ -17,6 +17,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/store"
 )
 
 // Event reasons, as they appear in "kubectl describe foo".
@@ -30,33 +31,25 @@ const (
 	fooKind            = "Foo"
 )
 
-// Getter reads the latest cached object for a key; a store.Indexer is one.
-type Getter[T object.Object] interface {
-	GetByKey(key string) (T, bool)
-}
-
 // Reconciler makes a Foo's Deployment match its spec and its status match
 // the Deployment. It reads Foos and Deployments from caches and writes
 // through the clients.
 type Reconciler struct {
-	Foos        Getter[*v1alpha1.Foo]
-	Deployments Getter[*appsv1.Deployment]
+	Foos        store.Reader[*v1alpha1.Foo]
+	Deployments store.Reader[*appsv1.Deployment]
 	Kube        kubernetes.Interface
 	FooClient   *v1alpha1.Client
 	Recorder    record.EventRecorder
 }
 
-// Reconcile implements controller.Reconciler for "namespace/name" keys.
-func (r *Reconciler) Reconcile(ctx context.Context, key string) (controller.Result, error) {
-	ns, _, err := object.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return controller.Result{}, controller.Terminal(err)
-	}
-	foo, ok := r.Foos.GetByKey(key)
+// Reconcile implements controller.Reconciler for the Foo called name.
+func (r *Reconciler) Reconcile(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+	ns := name.Namespace
+	foo, ok := r.Foos.Get(name)
 	if !ok {
 		return controller.Result{}, nil // deleted: its Deployment is garbage-collected through the owner reference
 	}
-	dep, ok := r.Deployments.GetByKey(ns + "/" + foo.Spec.DeploymentName)
+	dep, ok := r.Deployments.Get(object.ObjectName{Namespace: ns, Name: foo.Spec.DeploymentName})
 	if !ok {
 		return controller.Result{}, r.create(ctx, foo)
 	}
@@ -132,14 +125,4 @@ func NewDeployment(foo *v1alpha1.Foo) *appsv1.Deployment {
 			},
 		},
 	}
-}
-
-// OwnerKey returns the key of the Foo that controls d, if any: Deployment
-// events are turned into work for their owner with it.
-func OwnerKey(d *appsv1.Deployment) (string, bool) {
-	ref := metav1.GetControllerOf(d)
-	if ref == nil || ref.Kind != fooKind || ref.APIVersion != v1alpha1.SchemeGroupVersion.String() {
-		return "", false
-	}
-	return d.Namespace + "/" + ref.Name, true
 }

@@ -2,6 +2,8 @@ package foo_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -9,12 +11,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/examples/foo"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/examples/foo/config"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
 )
 
 var env apiserver.Shared
@@ -40,25 +46,25 @@ func startController(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m, err := manager.New(cfg, manager.Options{HTTPAddr: "0", AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl, err := foo.Setup(m, ns, controller.Options[object.ObjectName]{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	synced := make(chan struct{})
-	go func() {
-		done <- foo.Run(ctx, cfg, foo.RunOptions{Namespace: ns, OnSynced: func() { close(synced) }})
-	}()
+	go func() { done <- m.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("run: %v", err)
 		}
 	})
-	select {
-	case <-synced:
-	case err := <-done:
-		t.Fatalf("Run ended before its caches synced: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("caches not synced within 30s")
-	}
+	eventually(t, 30*time.Second, "caches synced", ctrl.HasSynced)
 	return fixture{kube: kubernetes.NewForConfigOrDie(cfg), foos: fc.Foos(ns), ns: ns}
 }
 
@@ -157,20 +163,5 @@ func TestReconciler_refusesToAdoptADeploymentItDoesNotOwn(t *testing.T) {
 	d, _ := f.deployment(t, "taken")
 	if *d.Spec.Replicas != 1 || len(d.OwnerReferences) != 0 {
 		t.Fatalf("the foreign Deployment was changed: replicas %d, owners %v", *d.Spec.Replicas, d.OwnerReferences)
-	}
-}
-
-func TestOwnerKey(t *testing.T) {
-	owned := foo.NewDeployment(&v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "u"},
-		Spec: v1alpha1.FooSpec{DeploymentName: "d"}})
-	if k, ok := foo.OwnerKey(owned); !ok || k != "ns/a" {
-		t.Errorf("OwnerKey(owned) = %q, %v; want ns/a", k, ok)
-	}
-	owned.OwnerReferences[0].Kind = "ReplicaSet"
-	if _, ok := foo.OwnerKey(owned); ok {
-		t.Error("a Deployment controlled by something else has a Foo owner key")
-	}
-	if _, ok := foo.OwnerKey(&appsv1.Deployment{}); ok {
-		t.Error("an unowned Deployment has an owner key")
 	}
 }

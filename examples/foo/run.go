@@ -2,120 +2,55 @@ package foo
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"log/slog"
-	"sync"
 
-	"golang.org/x/sync/errgroup"
-
-	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
-	"github.com/ctrlkit/ctrlkit/handler"
-	"github.com/ctrlkit/ctrlkit/informer"
-	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
 )
 
-// RunOptions configure Run. The zero value runs on all namespaces.
-type RunOptions struct {
-	// Namespace limits the controller to one namespace. Default: all.
-	Namespace string
-	// Workers is the number of concurrent reconciles. Default: 2.
-	Workers int
-	// Registerer receives the controller's, queue's and reflectors' metrics.
-	Registerer prometheus.Registerer
-	// Logger receives the pipeline's log lines. Default: discard.
-	Logger *slog.Logger
-	// OnSynced is called once, when both caches have synced.
-	OnSynced func()
+// Setup adds the Foo controller to m: shared informers of Foos and
+// Deployments in namespace ns ("" for all), and a controller that
+// reconciles a Foo when it or a Deployment it controls changes. m's
+// scheme must include v1alpha1 (see Run).
+func Setup(m *manager.Manager, ns string, opts controller.Options[object.ObjectName]) (*manager.Controller, error) {
+	fc, err := v1alpha1.NewForConfig(m.Config())
+	if err != nil {
+		return nil, err
+	}
+	foos := manager.Informer[*v1alpha1.Foo](m, manager.Scope{Namespace: ns})
+	deps := manager.Informer[*appsv1.Deployment](m, manager.Scope{Namespace: ns})
+	rec := &Reconciler{Foos: foos.Reader(), Deployments: deps.Reader(), Kube: m.Kube(), FooClient: fc,
+		Recorder: m.EventRecorder("foo-controller")}
+	return manager.NewController(m, "foo", rec, opts, manager.For(foos), manager.Owns(deps))
 }
 
-// Run checks that it can work (see Preflight), then runs the Foo controller
-// against the API server of cfg until ctx ends. It returns nil after a clean
-// shutdown, with every goroutine it started exited.
-func Run(ctx context.Context, cfg *rest.Config, opts RunOptions) error {
-	if opts.Workers == 0 {
-		opts.Workers = 2
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
+// Run runs the Foo controller in namespace ns ("" for all) against the API
+// server of cfg until ctx ends, with /metrics, /healthz and /readyz on
+// opts.HTTPAddr. It returns nil after a clean shutdown.
+func Run(ctx context.Context, cfg *rest.Config, ns string, opts manager.Options) error {
+	opts.AddToScheme = append(opts.AddToScheme, v1alpha1.AddToScheme)
+	opts.Permissions = append(opts.Permissions, Permissions(ns)...)
+	m, err := manager.New(cfg, opts)
 	if err != nil {
 		return err
 	}
-	fc, err := v1alpha1.NewForConfig(cfg)
-	if err != nil {
+	if _, err := Setup(m, ns, controller.Options[object.ObjectName]{Workers: 2}); err != nil {
 		return err
 	}
-	if err := Preflight(ctx, kube, cfg.Host, opts.Namespace); err != nil {
-		return err
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	events := record.NewBroadcaster(record.WithContext(ctx))
-	defer events.Shutdown()
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return m.Run(ctx)
+}
 
-	f := informer.NewFactory(informer.FactoryOptions{Registerer: opts.Registerer, Logger: opts.Logger})
-	fooAPI, depAPI := fc.Foos(opts.Namespace), kube.AppsV1().Deployments(opts.Namespace)
-	foos, err := informer.For(f, v1alpha1.Resource, opts.Namespace, func() listwatch.ListerWatcher[*v1alpha1.Foo] {
-		return listwatch.New[*v1alpha1.Foo](fooAPI.List, fooAPI.Watch, listwatch.Options{})
-	})
-	if err != nil {
-		return err
+// Permissions are the writes the controller makes (config/rbac.yaml grants
+// them); the manager checks them at start beside list and watch.
+func Permissions(ns string) []manager.Permission {
+	return []manager.Permission{
+		{Verb: "update", Group: v1alpha1.GroupName, Resource: "foos", Subresource: "status", Namespace: ns},
+		{Verb: "create", Group: "apps", Resource: "deployments", Namespace: ns},
+		{Verb: "update", Group: "apps", Resource: "deployments", Namespace: ns},
+		{Verb: "create", Resource: "events", Namespace: ns},
 	}
-	deps, err := informer.For(f, appsv1.SchemeGroupVersion.WithResource("deployments"), opts.Namespace,
-		func() listwatch.ListerWatcher[*appsv1.Deployment] {
-			return listwatch.New[*appsv1.Deployment](depAPI.List, depAPI.Watch, listwatch.Options{})
-		})
-	if err != nil {
-		return err
-	}
-	rec := &Reconciler{Foos: foos.Indexer(), Deployments: deps.Indexer(), Kube: kube, FooClient: fc,
-		Recorder: events.NewRecorder(scheme, corev1.EventSource{Component: "foo-controller"})}
-	ctrl, err := controller.New[string](rec, controller.Options[string]{Name: "foo", Registerer: opts.Registerer, Logger: opts.Logger})
-	if err != nil {
-		return err
-	}
-	fooReg, err := foos.AddEventHandler(handler.EnqueueKey[*v1alpha1.Foo](ctrl, opts.Logger), informer.HandlerOptions{Name: "foo"})
-	if err != nil {
-		return err
-	}
-	depReg, err := deps.AddEventHandler(EnqueueOwner(ctrl), informer.HandlerOptions{Name: "foo-owner"})
-	if err != nil {
-		return err
-	}
-	var once sync.Once
-	ctrl.WaitFor("foos and deployments", func() bool {
-		ok := fooReg.HasSynced() && depReg.HasSynced()
-		if ok && opts.OnSynced != nil {
-			once.Do(opts.OnSynced)
-		}
-		return ok
-	})
-
-	g, ctx := errgroup.WithContext(ctx) // the first failure stops the others
-	f.Start(ctx)
-	g.Go(func() error { return ctrl.Run(ctx, opts.Workers) })
-	g.Go(func() error { f.Wait(); return nil }) // the informers stop with ctx
-	if err := g.Wait(); err != nil {
-		return fmt.Errorf("foo controller: %w", err)
-	}
-	return nil
 }

@@ -11,55 +11,47 @@ import (
 	"io"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/controller"
-	"github.com/ctrlkit/ctrlkit/handler"
-	"github.com/ctrlkit/ctrlkit/informer"
-	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/store"
 )
 
-// Logger prints the current state of each Pod whose key it is given.
+// Logger prints the current state of each Pod whose name it is given.
 type Logger struct {
-	pods *store.Indexer[*corev1.Pod]
+	pods store.Reader[*corev1.Pod]
 	out  io.Writer // written by one worker only
 }
 
-// Reconcile is the seed's syncToStdout: the key's Pod as the cache has it now.
-func (l *Logger) Reconcile(_ context.Context, key string) (controller.Result, error) {
-	pod, ok := l.pods.GetByKey(key)
+// Reconcile is the seed's syncToStdout: the named Pod as the cache has it now.
+func (l *Logger) Reconcile(_ context.Context, name object.ObjectName) (controller.Result, error) {
+	pod, ok := l.pods.Get(name)
 	if !ok {
-		fmt.Fprintf(l.out, "Pod %s does not exist anymore\n", key)
+		fmt.Fprintf(l.out, "Pod %s does not exist anymore\n", name)
 		return controller.Result{}, nil
 	}
 	fmt.Fprintf(l.out, "Sync/Add/Update for Pod %s, phase %q, labels %v\n", pod.Name, pod.Status.Phase, pod.Labels)
 	return controller.Result{}, nil
 }
 
-// Run logs the Pods of namespace ("" for all) to out until ctx ends.
-func Run(ctx context.Context, kube kubernetes.Interface, namespace string, out io.Writer) error {
-	pods := kube.CoreV1().Pods(namespace)
-	lw := listwatch.New[*corev1.Pod](pods.List, pods.Watch, listwatch.Options{})
-	logger := &Logger{out: out}
-	// As in the seed: a key that keeps failing is retried 5 times, then dropped.
-	ctrl, err := controller.New[string](logger, controller.Options[string]{Name: "podlogger", MaxRetries: 5})
+// Run logs the Pods of namespace ("" for all) to out until ctx ends: the
+// manager's shared informer is steps 1–6 (NewIndexerInformer in the seed),
+// For enqueues each changed Pod's name (step 7) and one worker takes names
+// from the queue (step 8) and reads the Pod from the cache (step 9).
+func Run(ctx context.Context, cfg *rest.Config, namespace string, out io.Writer, opts manager.Options) error {
+	m, err := manager.New(cfg, opts)
 	if err != nil {
 		return err
 	}
-	indexer, inf, err := informer.NewIndexerInformer(lw, handler.EnqueueKey[*corev1.Pod](ctrl, nil), informer.Options[*corev1.Pod]{Name: "pods"})
+	pods := manager.Informer[*corev1.Pod](m, manager.Scope{Namespace: namespace})
+	// As in the seed: a key that keeps failing is retried 5 times, then
+	// dropped; one worker, so lines are printed one at a time.
+	_, err = manager.NewController(m, "podlogger", &Logger{pods: pods.Reader(), out: out},
+		controller.Options[object.ObjectName]{MaxRetries: 5, Workers: 1}, manager.For(pods))
 	if err != nil {
 		return err
 	}
-	logger.pods = indexer
-	ctrl.WaitFor("pods", inf.HasSynced)
-
-	errs := make(chan error, 2)
-	go func() { errs <- inf.Run(ctx) }()
-	go func() { errs <- ctrl.Run(ctx, 1) }() // one worker: lines are printed one at a time
-	err = <-errs
-	if err2 := <-errs; err == nil {
-		err = err2
-	}
-	return err
+	return m.Run(ctx)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/examples/podlogger"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/manager"
 )
 
 var env apiserver.Shared
@@ -47,7 +49,9 @@ func TestPodLogger_printsEachPodsStateAndItsDeletion(t *testing.T) {
 	}()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- podlogger.Run(ctx, kube, ns, pw) }()
+	go func() {
+		done <- podlogger.Run(ctx, srv.Config(), ns, pw, manager.Options{HTTPAddr: "0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -146,7 +146,7 @@ func startPipeline(t *testing.T, cms typedcorev1.ConfigMapInterface, seed uint64
 	// 14 per second, so its debt would grow with the run (30s after the short
 	// form) and the long form would measure the cap, not convergence.
 	limiter := workqueue.NewItemExponential[string](5*time.Millisecond, 10*time.Second)
-	ctrl, err := controller.New[string](pl.rec, controller.Options[string]{Name: "chaos", RateLimiter: limiter})
+	ctrl, err := controller.New[string](pl.rec, controller.Options[string]{Name: "chaos", Workers: 2, RateLimiter: limiter})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,9 +154,9 @@ func startPipeline(t *testing.T, cms typedcorev1.ConfigMapInterface, seed uint64
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl.WaitFor("configmaps", enqueue.HasSynced)
+	ctrl.WaitFor("configmaps", enqueue.HasSynced, inf.LastError)
 	background(t, "informer", inf.Run)
-	background(t, "controller", func(ctx context.Context) error { return ctrl.Run(ctx, 2) })
+	background(t, "controller", ctrl.Run)
 	waitFor(t, time.Minute, "the informer to sync", func() []string { return unless(enqueue.HasSynced(), "not synced") })
 	return pl
 }

@@ -1,0 +1,76 @@
+// Command mirror keeps a Secret beside every ConfigMap labelled mirror=true,
+// with the same data, owned by the ConfigMap so it is deleted with it. It is
+// the comparison program of docs/manager-vs-controller-runtime.md: a
+// manager, For + Owns, metrics and probes on :8080.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ctrlkit/ctrlkit/apply"
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/store"
+)
+
+// Reconciler writes the Secret of one ConfigMap with server-side apply.
+type Reconciler struct {
+	ConfigMaps store.Reader[*corev1.ConfigMap]
+	Kube       kubernetes.Interface
+}
+
+func (r *Reconciler) Reconcile(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+	cm, ok := r.ConfigMaps.Get(name)
+	if !ok {
+		return controller.Result{}, nil // deleted: the garbage collector deletes its Secret
+	}
+	data := map[string][]byte{}
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	secret := corev1ac.Secret(cm.Name, cm.Namespace).WithLabels(map[string]string{"mirrored": "true"}).WithData(data).
+		WithOwnerReferences(apply.ControllerReference(cm, corev1.SchemeGroupVersion.WithKind("ConfigMap")))
+	_, err := r.Kube.CoreV1().Secrets(cm.Namespace).Apply(ctx, secret, metav1.ApplyOptions{FieldManager: "mirror", Force: true})
+	return controller.Result{}, err
+}
+
+// run runs the mirror controller against cfg until ctx ends.
+func run(ctx context.Context, cfg *rest.Config, opts manager.Options) error {
+	m, err := manager.New(cfg, opts)
+	if err != nil {
+		return err
+	}
+	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{LabelSelector: "mirror=true"})
+	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{LabelSelector: "mirrored=true"})
+	rec := &Reconciler{ConfigMaps: cms.Reader(), Kube: m.Kube()}
+	if _, err := manager.NewController(m, "mirror", rec, controller.Options[object.ObjectName]{},
+		manager.For(cms), manager.Owns(secrets)); err != nil {
+		return err
+	}
+	return m.Run(ctx)
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	if err == nil {
+		err = run(ctx, cfg, manager.Options{HTTPAddr: ":8080"})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mirror:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,72 @@
+package handler_test
+
+import (
+	"fmt"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+type names []object.ObjectName
+
+func (n *names) Add(name object.ObjectName) { *n = append(*n, name) }
+
+func TestEnqueueObject_queuesTypedNamesAndTombstonesByKey(t *testing.T) {
+	var got names
+	h := handler.EnqueueObject[*corev1.ConfigMap](&got)
+	h.OnAdd(cm("ns", "a", "1", nil), true)
+	h.OnUpdate(cm("ns", "a", "1", nil), cm("ns", "a", "2", nil))
+	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Key: "ns/old", Obj: cm("ns", "renamed", "3", nil), HasObj: true})
+	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Obj: cm("ns", "b", "4", nil), HasObj: true})
+	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Key: "cluster-scoped"})
+	h.OnDelete(object.Deleted[*corev1.ConfigMap]{}) // nothing to name
+	want := "[ns/a ns/a ns/a ns/old ns/b cluster-scoped]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("queued %v, want %s", got, want)
+	}
+}
+
+func owned(ns, name string, owners ...metav1.OwnerReference) *appsv1.Deployment {
+	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: owners}}
+}
+
+func ref(apiVersion, kind, name string, controller bool) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, Controller: &controller}
+}
+
+func TestEnqueueOwner_queuesTheControllingOwnerOfTheGivenKindOnly(t *testing.T) {
+	foo := schema.GroupKind{Group: "example.com", Kind: "Foo"}
+	var got names
+	h := handler.EnqueueOwner[*appsv1.Deployment](&got, foo)
+	h.OnAdd(owned("ns", "d1", ref("example.com/v1", "Foo", "f1", true)), false)
+	h.OnAdd(owned("ns", "d2", ref("example.com/v1", "Foo", "f2", false)), false) // not the controller
+	h.OnAdd(owned("ns", "d3", ref("other.io/v1", "Foo", "f3", true)), false)     // another group
+	h.OnAdd(owned("ns", "d4", ref("example.com/v1", "Bar", "b4", true)), false)  // another kind
+	h.OnUpdate(owned("ns", "d5", ref("example.com/v2", "Foo", "old", true)),     // any version of the group
+		owned("ns", "d5", ref("example.com/v1", "Foo", "new", true))) // ownership moved: both
+	h.OnDelete(object.Deleted[*appsv1.Deployment]{Key: "ns/d6", Obj: owned("ns", "d6", ref("example.com/v1", "Foo", "f6", true)), HasObj: true})
+	h.OnDelete(object.Deleted[*appsv1.Deployment]{Key: "ns/d7"}) // no object: no owner to find
+	want := "[ns/f1 ns/old ns/new ns/f6]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("queued %v, want %s", got, want)
+	}
+}
+
+func TestEnqueueMapped_mapsOldAndNewAndSkipsInvalidNames(t *testing.T) {
+	var got names
+	h := handler.EnqueueMapped(&got, func(c *corev1.ConfigMap) []object.ObjectName {
+		return []object.ObjectName{{Namespace: c.Namespace, Name: c.Labels["owner"]}}
+	})
+	h.OnAdd(cm("ns", "a", "1", map[string]string{"owner": "x"}), false)
+	h.OnAdd(cm("ns", "b", "1", nil), false) // maps to an empty name: skipped
+	h.OnUpdate(cm("ns", "a", "1", map[string]string{"owner": "x"}), cm("ns", "a", "2", map[string]string{"owner": "y"}))
+	if want := "[ns/x ns/x ns/y]"; fmt.Sprint(got) != want {
+		t.Errorf("queued %v, want %s", got, want)
+	}
+}

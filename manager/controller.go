@@ -1,0 +1,202 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// Controller is the controller type the manager builds: keys are typed
+// object names.
+type Controller = controller.Controller[object.ObjectName]
+
+// controllerEntry is a controller the manager runs.
+type controllerEntry struct {
+	c   *Controller
+	run func(context.Context) error
+}
+
+// Source is where a controller's keys come from: an informer and how its
+// events map to names of the controller's primary objects. Build one with
+// For, Owns or Watches.
+type Source interface {
+	// register adds the source's handler to its informer and makes c wait
+	// for it. primary is the kind of the controller's For source.
+	register(m *Manager, c *Controller, primary schema.GroupVersionKind) (*informer.Registration, error)
+	isFor() bool
+	kind(m *Manager) (schema.GroupVersionKind, error)
+}
+
+// source is the one implementation of Source.
+type source[T Object] struct {
+	inf     *informer.SharedIndexInformer[T]
+	filters []func(T) bool
+	primary bool
+	toNames func(q handler.Adder[object.ObjectName], primary schema.GroupVersionKind) handler.Handler[T]
+}
+
+// For makes the objects of inf the controller's primary objects: each
+// change queues the object's own name. filters, if any, must all accept an
+// object for it to count (see handler.Filtering: an object that stops
+// passing is seen as deleted). A controller has exactly one For.
+func For[T Object](inf *informer.SharedIndexInformer[T], filters ...func(T) bool) Source {
+	return &source[T]{inf: inf, filters: filters, primary: true,
+		toNames: func(q handler.Adder[object.ObjectName], _ schema.GroupVersionKind) handler.Handler[T] {
+			return handler.EnqueueObject[T](q)
+		}}
+}
+
+// Owns makes changes to the objects of inf queue the primary object that
+// controls them (the owner reference with controller: true whose kind is
+// the For kind; see handler.EnqueueOwner), so an owned object changed or
+// deleted by someone else is put right.
+func Owns[T Object](inf *informer.SharedIndexInformer[T], filters ...func(T) bool) Source {
+	return &source[T]{inf: inf, filters: filters,
+		toNames: func(q handler.Adder[object.ObjectName], primary schema.GroupVersionKind) handler.Handler[T] {
+			return handler.EnqueueOwner[T](q, primary.GroupKind())
+		}}
+}
+
+// Watches makes changes to the objects of inf queue the names mapFn returns
+// (see handler.EnqueueMapped), e.g. every primary object that refers to a
+// changed ConfigMap.
+func Watches[T Object](inf *informer.SharedIndexInformer[T], mapFn func(T) []object.ObjectName, filters ...func(T) bool) Source {
+	return &source[T]{inf: inf, filters: filters,
+		toNames: func(q handler.Adder[object.ObjectName], _ schema.GroupVersionKind) handler.Handler[T] {
+			return handler.EnqueueMapped(q, mapFn)
+		}}
+}
+
+func (s *source[T]) isFor() bool { return s.primary }
+
+func (s *source[T]) kind(m *Manager) (schema.GroupVersionKind, error) {
+	return m.kindOf(newObject[T]())
+}
+
+func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVersionKind) (*informer.Registration, error) {
+	if s.inf == nil {
+		return nil, errors.New("nil informer")
+	}
+	h := s.toNames(c, primary)
+	if len(s.filters) > 0 {
+		h = handler.Filtering[T]{Filter: s.accept, Handler: h}
+	}
+	reg, err := s.inf.AddEventHandler(h, informer.HandlerOptions{Name: c.Name()})
+	if err != nil {
+		return nil, err
+	}
+	c.WaitFor(s.inf.Name(), reg.HasSynced, s.inf.LastError)
+	return reg, nil
+}
+
+func (s *source[T]) accept(obj T) bool {
+	for _, f := range s.filters {
+		if !f(obj) {
+			return false
+		}
+	}
+	return true
+}
+
+// NewController adds a controller to m: rec reconciles the names that the
+// sources queue (exactly one For, any number of Owns and Watches). opts
+// nest the controller's own options; their Name is name, and Logger,
+// Registerer, ShutdownTimeout and CacheSyncTimeout default to the
+// manager's. It fails on a nil reconciler, an empty or duplicate name, a
+// missing or second For, a type outside the scheme, or after Run started;
+// on failure nothing is left registered.
+func NewController(m *Manager, name string, rec controller.Reconciler[object.ObjectName],
+	opts controller.Options[object.ObjectName], sources ...Source) (*Controller, error) {
+	if err := m.checkController(name, rec, sources); err != nil {
+		return nil, err
+	}
+	primary, err := primaryKind(m, sources)
+	if err != nil {
+		return nil, fmt.Errorf("manager: controller %s: %w", name, err)
+	}
+	opts.Name = name
+	if opts.Logger == nil {
+		opts.Logger = m.opts.Logger.With("controller", name)
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = m.opts.Registry
+	}
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = m.opts.ShutdownTimeout
+	}
+	if opts.CacheSyncTimeout == 0 {
+		opts.CacheSyncTimeout = m.opts.CacheSyncTimeout
+	}
+	c, err := controller.New(rec, opts)
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	var regs []*informer.Registration
+	undo := func() {
+		for _, r := range regs {
+			r.Remove()
+		}
+		c.Queue().ShutDown() // unregisters its metrics
+	}
+	for _, s := range sources {
+		reg, err := s.register(m, c, primary)
+		if err != nil {
+			undo()
+			return nil, fmt.Errorf("manager: controller %s: %w", name, err)
+		}
+		regs = append(regs, reg)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.running {
+		undo()
+		return nil, fmt.Errorf("manager: controller %s: %w", name, ErrStarted)
+	}
+	m.controllers = append(m.controllers, controllerEntry{c: c, run: c.Run})
+	return c, nil
+}
+
+// checkController validates NewController's arguments.
+func (m *Manager) checkController(name string, rec controller.Reconciler[object.ObjectName], sources []Source) error {
+	if name == "" {
+		return errors.New("manager: a controller needs a name")
+	}
+	if rec == nil {
+		return fmt.Errorf("manager: controller %s: %w", name, controller.ErrNilReconciler)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.running {
+		return fmt.Errorf("manager: controller %s: %w", name, ErrStarted)
+	}
+	for _, e := range m.controllers {
+		if e.c.Name() == name {
+			return fmt.Errorf("%w: %s", ErrDuplicateName, name)
+		}
+	}
+	return nil
+}
+
+// primaryKind returns the kind of the one For source.
+func primaryKind(m *Manager, sources []Source) (schema.GroupVersionKind, error) {
+	var fors []Source
+	for _, s := range sources {
+		if s == nil {
+			return schema.GroupVersionKind{}, errors.New("nil source")
+		}
+		if s.isFor() {
+			fors = append(fors, s)
+		}
+	}
+	if len(fors) != 1 {
+		return schema.GroupVersionKind{}, fmt.Errorf("want exactly one For source, got %d", len(fors))
+	}
+	return fors[0].kind(m)
+}

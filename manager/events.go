@@ -1,0 +1,84 @@
+package manager
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+)
+
+// EventRecorder returns a recorder of Kubernetes Events (as "kubectl
+// describe" shows them) from component. Events are sent while Run runs;
+// one recorded outside Run is dropped.
+func (m *Manager) EventRecorder(component string) record.EventRecorder {
+	return &recorder{rs: m.recorder, source: corev1.EventSource{Component: component}}
+}
+
+// recorders owns the event broadcaster, which exists only during Run.
+type recorders struct {
+	m *Manager
+
+	mu          sync.Mutex // guards b and byComponent
+	b           record.EventBroadcaster
+	byComponent map[string]record.EventRecorder
+}
+
+func (rs *recorders) start(ctx context.Context) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.b = record.NewBroadcaster(record.WithContext(ctx))
+	rs.b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: rs.m.kube.CoreV1().Events("")})
+	rs.byComponent = map[string]record.EventRecorder{}
+}
+
+func (rs *recorders) stop() {
+	rs.mu.Lock()
+	b := rs.b
+	rs.b, rs.byComponent = nil, nil
+	rs.mu.Unlock()
+	if b != nil {
+		b.Shutdown()
+	}
+}
+
+// get returns the recorder of source, or nil outside Run.
+func (rs *recorders) get(source corev1.EventSource) record.EventRecorder {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.b == nil {
+		return nil
+	}
+	r, ok := rs.byComponent[source.Component]
+	if !ok {
+		r = rs.b.NewRecorder(rs.m.scheme, source)
+		rs.byComponent[source.Component] = r
+	}
+	return r
+}
+
+// recorder forwards to the component's recorder of the running manager.
+type recorder struct {
+	rs     *recorders
+	source corev1.EventSource
+}
+
+func (r *recorder) Event(obj runtime.Object, eventtype, reason, message string) {
+	if rec := r.rs.get(r.source); rec != nil {
+		rec.Event(obj, eventtype, reason, message)
+	}
+}
+
+func (r *recorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	if rec := r.rs.get(r.source); rec != nil {
+		rec.Eventf(obj, eventtype, reason, messageFmt, args...)
+	}
+}
+
+func (r *recorder) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	if rec := r.rs.get(r.source); rec != nil {
+		rec.AnnotatedEventf(obj, annotations, eventtype, reason, messageFmt, args...)
+	}
+}

@@ -1,0 +1,114 @@
+package manager
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// check is a named health or readiness check.
+type check struct {
+	name  string
+	ready bool // a readiness check, else a health check
+	fn    func(*http.Request) error
+}
+
+// AddHealthCheck adds a check to /healthz: the process is unhealthy (and a
+// kubelet restarts it) while fn fails. Call it before Run.
+func (m *Manager) AddHealthCheck(name string, fn func(*http.Request) error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.checks = append(m.checks, check{name: name, fn: fn})
+}
+
+// AddReadyCheck adds a check to /readyz beside the built-in one (every
+// controller's caches synced). Call it before Run.
+func (m *Manager) AddReadyCheck(name string, fn func(*http.Request) error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.checks = append(m.checks, check{name: name, ready: true, fn: fn})
+}
+
+// handler serves /metrics, the probes if withProbes, and, if enabled, pprof.
+func (m *Manager) handler(withProbes bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.opts.Registry, promhttp.HandlerOpts{Registry: m.opts.Registry}))
+	if withProbes {
+		m.probes(mux)
+	}
+	if m.opts.EnablePprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
+// probes adds /healthz and /readyz to mux.
+func (m *Manager) probes(mux *http.ServeMux) *http.ServeMux {
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { m.serveChecks(w, r, false) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) { m.serveChecks(w, r, true) })
+	return mux
+}
+
+// serveChecks answers 200 with "ok" when every check passes, else 503 with
+// one line per failing check saying why.
+func (m *Manager) serveChecks(w http.ResponseWriter, r *http.Request, ready bool) {
+	var failed []string
+	if ready {
+		failed = m.notReady()
+	}
+	m.mu.Lock()
+	checks := append([]check(nil), m.checks...)
+	m.mu.Unlock()
+	for _, c := range checks {
+		if c.ready != ready {
+			continue
+		}
+		if err := c.fn(r); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", c.name, err))
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if len(failed) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, strings.Join(failed, "\n"))
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// notReady explains, one line each, the informers that have not synced and
+// the controllers that wait for them. Ready means: every controller's
+// caches have synced and its workers run.
+func (m *Manager) notReady() []string {
+	m.mu.Lock()
+	running := m.running
+	ctrls := append([]controllerEntry(nil), m.controllers...)
+	m.mu.Unlock()
+	if !running {
+		return []string{"manager: not started"}
+	}
+	var out []string
+	for _, st := range m.factory.Statuses() {
+		switch {
+		case st.Synced:
+		case st.Err != nil:
+			out = append(out, fmt.Sprintf("informer %s: not synced: %v", st.Name, st.Err))
+		default:
+			out = append(out, fmt.Sprintf("informer %s: not synced yet", st.Name))
+		}
+	}
+	for _, e := range ctrls {
+		if !e.c.HasSynced() {
+			out = append(out, fmt.Sprintf("controller %s: waiting for its caches", e.c.Name()))
+		}
+	}
+	return out
+}

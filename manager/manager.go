@@ -1,0 +1,345 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/ctrlkit/ctrlkit/informer"
+)
+
+// Errors of New and Run; classify them with errors.Is.
+var (
+	// ErrStarted reports a second call to Run, or a controller added
+	// after Run started.
+	ErrStarted = errors.New("manager: already started")
+	// ErrUnreachable reports an API server that did not answer at start.
+	ErrUnreachable = errors.New("manager: cannot reach the API server")
+	// ErrKindNotServed reports, with Options.RequireServedKinds, a kind the
+	// API server does not serve (a CustomResourceDefinition not installed).
+	ErrKindNotServed = errors.New("manager: kind not served")
+	// ErrDuplicateName reports a second controller with the same name.
+	ErrDuplicateName = errors.New("manager: duplicate controller name")
+)
+
+// Options configure a Manager. The zero value means the defaults.
+type Options struct {
+	// AddToScheme registers the API types beyond Kubernetes' built-in ones
+	// (client-go's scheme), e.g. a custom resource's AddToScheme. The
+	// manager decodes, names and records events about objects through it.
+	AddToScheme []func(*runtime.Scheme) error
+	// Logger receives every line the manager and its stages log. Default:
+	// text to stderr at INFO.
+	Logger *slog.Logger
+	// Registry receives every metric of the manager's informers, queues
+	// and controllers, and is served on /metrics. Default: a new registry
+	// with the Go runtime and process collectors.
+	Registry *prometheus.Registry
+	// HTTPAddr is where /metrics, /healthz and /readyz are served (and
+	// /debug/pprof/ with EnablePprof). "0" serves nothing. Default:
+	// "127.0.0.1:8080", loopback only; ":8080" listens on every interface.
+	HTTPAddr string
+	// HealthAddr, when set, serves /healthz and /readyz on a listener of
+	// their own, e.g. to expose probes but not metrics. Default: "", the
+	// probes are served on HTTPAddr.
+	HealthAddr string
+	// EnablePprof serves net/http/pprof under /debug/pprof/. Default: off.
+	EnablePprof bool
+	// Informers configure every informer the manager creates. Its Logger
+	// and Registerer are the manager's.
+	Informers informer.FactoryOptions
+	// ShutdownTimeout is each controller's default bound on in-flight
+	// reconciles at shutdown; see controller.Options. Default: 30s.
+	ShutdownTimeout time.Duration
+	// CacheSyncTimeout is each controller's default wait before it logs
+	// the caches that have not synced; see controller.Options. Default: 2m.
+	CacheSyncTimeout time.Duration
+	// Permissions are the API verbs the controllers need beyond listing
+	// and watching their informers' resources (which are checked anyway),
+	// e.g. create on deployments.apps. Run checks them at start with one
+	// SelfSubjectAccessReview each and logs every one missing at WARN.
+	Permissions []Permission
+	// RequireServedKinds makes Run fail at start when the server does not
+	// serve a kind one of the informers needs, instead of waiting for its
+	// CRD to be installed (see Informer). Default: wait.
+	RequireServedKinds bool
+	// StartTimeout bounds the start-up check that the API server answers.
+	// Default: 30s.
+	StartTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if o.HTTPAddr == "" {
+		o.HTTPAddr = "127.0.0.1:8080"
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.CacheSyncTimeout == 0 {
+		o.CacheSyncTimeout = 2 * time.Minute
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = 30 * time.Second
+	}
+	o.Informers.Logger = o.Logger
+	o.Informers.Registerer = o.Registry
+	return o
+}
+
+// Runnable is anything the manager runs beside its controllers: Run blocks
+// until ctx ends and returns only after every goroutine it started has
+// exited. An error stops the manager.
+type Runnable interface {
+	Run(ctx context.Context) error
+}
+
+// RunnableFunc adapts a function to Runnable.
+type RunnableFunc func(ctx context.Context) error
+
+// Run calls f.
+func (f RunnableFunc) Run(ctx context.Context) error { return f(ctx) }
+
+// Manager runs controllers in one process over shared informers, with one
+// Prometheus registry, one logger and one HTTP listener (/metrics, /healthz,
+// /readyz). Build it with New, get informers with Informer, add controllers
+// with NewController, then Run it. Its methods are safe for concurrent use.
+type Manager struct {
+	cfg      *rest.Config
+	http     *http.Client // shared by every client of the manager
+	opts     Options
+	scheme   *runtime.Scheme
+	codecs   serializer.CodecFactory
+	kube     *kubernetes.Clientset
+	mapper   *restmapper.DeferredDiscoveryRESTMapper
+	factory  *informer.Factory
+	recorder *recorders
+
+	// mu guards the fields below. Invariant: once running, controllers and
+	// runnables do not change.
+	mu          sync.Mutex
+	controllers []controllerEntry
+	runnables   []Runnable
+	checks      []check
+	informers   []informerEntry
+	errs        []error // from Informer, returned by Run
+	running     bool
+	listening   chan struct{} // closed when Run has bound its listener or failed
+	addr        string
+}
+
+// New returns a manager for the API server of cfg; it starts nothing and
+// makes no request. It fails on an invalid cfg or AddToScheme error.
+func New(cfg *rest.Config, opts Options) (*Manager, error) {
+	if cfg == nil {
+		return nil, errors.New("manager: nil rest.Config")
+	}
+	opts = opts.withDefaults()
+	scheme := runtime.NewScheme()
+	for _, add := range append([]func(*runtime.Scheme) error{clientgoscheme.AddToScheme}, opts.AddToScheme...) {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("manager: scheme: %w", err)
+		}
+	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	m := &Manager{
+		cfg: cfg, http: hc, opts: opts, scheme: scheme, codecs: serializer.NewCodecFactory(scheme), kube: kube,
+		mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
+		factory:   informer.NewFactory(opts.Informers),
+		listening: make(chan struct{}),
+	}
+	m.recorder = &recorders{m: m}
+	return m, nil
+}
+
+// Kube returns a clientset for the manager's API server, for writes.
+func (m *Manager) Kube() kubernetes.Interface { return m.kube }
+
+// Config returns a copy of the manager's rest.Config, e.g. for the client
+// of a custom resource.
+func (m *Manager) Config() *rest.Config { return rest.CopyConfig(m.cfg) }
+
+// Scheme returns the manager's scheme: client-go's types and AddToScheme's.
+func (m *Manager) Scheme() *runtime.Scheme { return m.scheme }
+
+// Logger returns the manager's logger.
+func (m *Manager) Logger() *slog.Logger { return m.opts.Logger }
+
+// Registry returns the registry served on /metrics; register your own
+// metrics on it.
+func (m *Manager) Registry() *prometheus.Registry { return m.opts.Registry }
+
+// Add makes Run run r beside the controllers (started after the caches,
+// stopped before them). It fails with ErrStarted once Run has started.
+func (m *Manager) Add(r Runnable) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.running {
+		return ErrStarted
+	}
+	m.runnables = append(m.runnables, r)
+	return nil
+}
+
+// Addr returns the address the HTTP listener is bound to ("" when it is
+// off), once Run has bound it; it blocks until then, or until Run failed
+// to start or ctx ends.
+func (m *Manager) Addr(ctx context.Context) string {
+	select {
+	case <-m.listening:
+	case <-ctx.Done():
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addr
+}
+
+// Run runs everything until ctx ends: it binds the HTTP listener, checks
+// that the API server answers and which permissions are missing, starts
+// the informers, then each controller (whose workers start once its own
+// caches synced, independently of the others) and the runnables. A
+// failure to start is returned at once with nothing left running.
+//
+// When ctx ends, controllers stop taking keys and let in-flight reconciles
+// finish (see Options.ShutdownTimeout), runnables stop, then the informers
+// and the listener. Run returns after every goroutine it started has
+// exited: nil after a clean shutdown, else the first error. It can be
+// called once.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.running {
+		m.mu.Unlock()
+		return ErrStarted
+	}
+	m.running = true
+	ctrls, runnables := slices.Clone(m.controllers), slices.Clone(m.runnables)
+	errs := errors.Join(m.errs...)
+	m.mu.Unlock()
+	defer utilnet.CloseIdleConnectionsFor(m.http.Transport) // its connections' goroutines end with Run
+	if errs != nil {
+		close(m.listening)
+		return errs
+	}
+
+	servers, err := m.listen()
+	close(m.listening)
+	if err != nil {
+		return err
+	}
+	if err := m.preflight(ctx); err != nil {
+		for _, s := range servers {
+			s.ln.Close()
+		}
+		return err
+	}
+	m.opts.Logger.Info("manager: starting", "controllers", len(ctrls), "http", m.Addr(ctx))
+
+	infCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopInformers()
+	var bg sync.WaitGroup
+	bg.Go(func() { _ = m.factory.Run(infCtx) })
+	for _, s := range servers {
+		bg.Go(func() {
+			if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				m.opts.Logger.Error("manager: HTTP server stopped", "err", err)
+			}
+		})
+	}
+	m.recorder.start(ctx)
+
+	g, gctx := errgroup.WithContext(ctx)
+	for _, c := range ctrls {
+		g.Go(func() error { return c.run(gctx) })
+	}
+	for _, r := range runnables {
+		g.Go(func() error { return r.Run(gctx) })
+	}
+	err = g.Wait()
+	m.recorder.stop()
+	stopInformers()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	for _, s := range servers {
+		_ = s.srv.Shutdown(sctx)
+	}
+	cancel()
+	bg.Wait()
+	if err != nil {
+		m.opts.Logger.Error("manager: stopped with an error", "err", err)
+		return err
+	}
+	m.opts.Logger.Info("manager: stopped")
+	return nil
+}
+
+// server is one bound HTTP listener and what it serves.
+type server struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// listen binds the HTTP listeners: none when HTTPAddr is "0", a second one
+// for the probes with HealthAddr. On failure nothing stays bound.
+func (m *Manager) listen() ([]server, error) {
+	var out []server
+	bind := func(addr, option string, h http.Handler) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, s := range out {
+				s.ln.Close()
+			}
+			return fmt.Errorf("manager: HTTP listener (Options.%s): %w", option, err)
+		}
+		out = append(out, server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, ln: ln})
+		return nil
+	}
+	if m.opts.HTTPAddr != "0" {
+		if err := bind(m.opts.HTTPAddr, "HTTPAddr", m.handler(m.opts.HealthAddr == "")); err != nil {
+			return nil, err
+		}
+		m.mu.Lock()
+		m.addr = out[0].ln.Addr().String()
+		m.mu.Unlock()
+	}
+	if m.opts.HealthAddr != "" {
+		if err := bind(m.opts.HealthAddr, "HealthAddr", m.probes(http.NewServeMux())); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

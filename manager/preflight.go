@@ -1,0 +1,106 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Permission is one API verb on one resource, as RBAC grants it.
+type Permission struct {
+	Verb        string // get, list, watch, create, update, patch, delete
+	Group       string // "" for the core group, "apps", ...
+	Resource    string // the plural resource: "deployments"
+	Subresource string // "status", "scale", or ""
+	Namespace   string // "" for every namespace (or cluster-scoped)
+}
+
+// String reads like RBAC: "create deployments.apps in namespace web".
+func (p Permission) String() string {
+	r := p.Resource
+	if p.Subresource != "" {
+		r += "/" + p.Subresource
+	}
+	if p.Group != "" {
+		r += "." + p.Group
+	}
+	where := "in every namespace"
+	if p.Namespace != "" {
+		where = "in namespace " + p.Namespace
+	}
+	return p.Verb + " " + r + " " + where
+}
+
+// MissingPermissions asks the API server, with one SelfSubjectAccessReview
+// each, which of perms the credentials of kube lack. It fails only when a
+// review cannot be made.
+func MissingPermissions(ctx context.Context, kube kubernetes.Interface, perms []Permission) ([]Permission, error) {
+	var missing []Permission
+	for _, p := range perms {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: p.Namespace, Verb: p.Verb,
+				Group: p.Group, Resource: p.Resource, Subresource: p.Subresource},
+		}}
+		got, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return missing, fmt.Errorf("checking permission to %s: %w", p, err)
+		}
+		if !got.Status.Allowed {
+			missing = append(missing, p)
+		}
+	}
+	return missing, nil
+}
+
+// preflight runs at start: the API server must answer (else Run fails);
+// kinds it does not serve and permissions the controllers lack are logged
+// at WARN, one line each, since they can be fixed while the manager runs
+// (/readyz names them until then).
+func (m *Manager) preflight(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
+	defer cancel()
+	if _, err := m.kube.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(ctx); err != nil {
+		return fmt.Errorf("%w at %s: %v", ErrUnreachable, m.cfg.Host, shorten(err))
+	}
+	perms := append([]Permission(nil), m.opts.Permissions...)
+	m.mu.Lock()
+	infs := append([]informerEntry(nil), m.informers...)
+	m.mu.Unlock()
+	for _, e := range infs {
+		mp, err := e.lw.mapping()
+		if err != nil && m.opts.RequireServedKinds {
+			return fmt.Errorf("%w: informer %s: %v", ErrKindNotServed, e.name, err)
+		}
+		if err != nil {
+			m.opts.Logger.Warn("manager: preflight: an informer cannot start yet", "informer", e.name, "err", err)
+			continue
+		}
+		for _, verb := range []string{"list", "watch"} {
+			perms = append(perms, Permission{Verb: verb, Group: mp.Resource.Group, Resource: mp.Resource.Resource,
+				Namespace: e.scope.Namespace})
+		}
+	}
+	missing, err := MissingPermissions(ctx, m.kube, perms)
+	if err != nil {
+		m.opts.Logger.Warn("manager: preflight: cannot check permissions", "err", shorten(err))
+	}
+	for _, p := range missing {
+		m.opts.Logger.Warn("manager: preflight: missing RBAC permission; grant it with a Role or ClusterRole",
+			"permission", p.String())
+	}
+	return nil
+}
+
+// shorten drops the request URL from client errors: "Get \"https://...\": dial
+// tcp ...: connection refused" becomes "dial tcp ...: connection refused".
+func shorten(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, "\": "); i >= 0 && strings.HasPrefix(msg, "Get \"") {
+		return msg[i+3:]
+	}
+	return msg
+}

@@ -1,0 +1,58 @@
+package store
+
+import (
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// Reader is the read-only view of an Indexer that reconcilers are given: get
+// by typed name, list by namespace and label selector, look up an index. It
+// cannot write, so the informer stays the cache's only writer. It adds no
+// state: safe for concurrent use; returned objects are the cache's, to read
+// and never modify (DeepCopy before changing one).
+type Reader[T object.Object] struct {
+	s *Indexer[T]
+}
+
+// NewReader returns a read-only view of s.
+func NewReader[T object.Object](s *Indexer[T]) Reader[T] { return Reader[T]{s: s} }
+
+// Get returns the object called name, and whether the cache holds it.
+func (r Reader[T]) Get(name object.ObjectName) (T, bool) { return r.s.GetByKey(name.String()) }
+
+// List returns the objects of namespace ("" for every namespace) whose labels
+// match selector (nil selects everything), in no particular order. An object
+// type without labels matches only an empty selector. The caller owns the
+// slice.
+func (r Reader[T]) List(namespace string, selector labels.Selector) []T {
+	var objs []T
+	if namespace == "" {
+		objs = r.s.List()
+	} else {
+		objs, _ = r.s.ByIndex(NamespaceIndex, namespace) // every store has the namespace index
+	}
+	if selector == nil || selector.Empty() {
+		return objs
+	}
+	out := objs[:0]
+	for _, obj := range objs {
+		if l, ok := any(obj).(object.Labeled); ok && selector.Matches(labels.Set(l.GetLabels())) {
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
+// ByIndex returns the objects whose values in the named index include value;
+// see Indexer.ByIndex.
+func (r Reader[T]) ByIndex(indexName, value string) ([]T, error) {
+	return r.s.ByIndex(indexName, value)
+}
+
+// Len returns the number of cached objects.
+func (r Reader[T]) Len() int { return r.s.Len() }
+
+// ResourceVersion returns the resource version the cache reflects; see
+// Indexer.ResourceVersion.
+func (r Reader[T]) ResourceVersion() string { return r.s.ResourceVersion() }
