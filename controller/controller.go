@@ -255,6 +255,21 @@ func (c *Controller[K]) HasSynced() bool {
 	return c.synced
 }
 
+// CachesSynced reports that every cache of WaitFor has synced, whether or
+// not Run has started the workers (a warm standby's caches sync too). Safe
+// for concurrent use.
+func (c *Controller[K]) CachesSynced() bool {
+	c.mu.Lock()
+	sources := append([]source(nil), c.sources...)
+	c.mu.Unlock()
+	for _, s := range sources {
+		if !s.hasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
 // Name returns the controller's name.
 func (c *Controller[K]) Name() string { return c.opts.Name }
 

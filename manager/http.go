@@ -106,9 +106,9 @@ func (m *Manager) notReady() []string {
 		}
 	}
 	for _, e := range ctrls {
-		if !e.c.HasSynced() {
+		if !e.c.CachesSynced() {
 			out = append(out, fmt.Sprintf("controller %s: waiting for its caches", e.c.Name()))
 		}
 	}
-	return out
+	return out // a standby whose caches synced is ready: it can take over at once
 }

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/informer"
 )
 
@@ -82,6 +84,20 @@ type Options struct {
 	// serve a kind one of the informers needs, instead of waiting for its
 	// CRD to be installed (see Informer). Default: wait.
 	RequireServedKinds bool
+	// LeaderElection, when its Name is set, makes the controllers (and the
+	// runnables, unless they implement NeedsLeaderElection() returning
+	// false) run only on the replica holding that Lease; informers run on
+	// every replica, so a standby is warm and its queue already holds every
+	// cached key when it takes over. Losing the lease cancels in-flight
+	// reconciles at once and makes Run return an error wrapping
+	// election.ErrLost: exit and let the Pod restart, as controller-runtime
+	// does (a fresh process starts from fresh caches and queues). On a
+	// graceful stop the lease is released once the controllers stopped.
+	// Its Logger and Registerer are the manager's. Default: off.
+	LeaderElection election.Options
+	// EveryReplica names controllers that run on every replica even with
+	// LeaderElection (e.g. one that only reads, or only writes metrics).
+	EveryReplica []string
 	// StartTimeout bounds the start-up check that the API server answers.
 	// Default: 30s.
 	StartTimeout time.Duration
@@ -109,6 +125,8 @@ func (o Options) withDefaults() Options {
 	}
 	o.Informers.Logger = o.Logger
 	o.Informers.Registerer = o.Registry
+	o.LeaderElection.Logger = o.Logger
+	o.LeaderElection.Registerer = o.Registry
 	return o
 }
 
@@ -139,6 +157,7 @@ type Manager struct {
 	mapper   *restmapper.DeferredDiscoveryRESTMapper
 	factory  *informer.Factory
 	recorder *recorders
+	elector  *election.Elector // nil without leader election
 
 	// mu guards the fields below. Invariant: once running, controllers and
 	// runnables do not change.
@@ -185,6 +204,11 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		listening: make(chan struct{}),
 	}
 	m.recorder = &recorders{m: m}
+	if opts.LeaderElection.Name != "" {
+		if m.elector, err = election.New(cfg, opts.LeaderElection); err != nil {
+			return nil, fmt.Errorf("manager: %w", err)
+		}
+	}
 	return m, nil
 }
 
@@ -216,6 +240,10 @@ func (m *Manager) Add(r Runnable) error {
 	m.runnables = append(m.runnables, r)
 	return nil
 }
+
+// Elector returns the manager's leader elector, nil without
+// Options.LeaderElection.
+func (m *Manager) Elector() *election.Elector { return m.elector }
 
 // Addr returns the address the HTTP listener is bound to ("" when it is
 // off), once Run has bound it; it blocks until then, or until Run failed
@@ -283,14 +311,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.recorder.start(ctx)
 
-	g, gctx := errgroup.WithContext(ctx)
-	for _, c := range ctrls {
-		g.Go(func() error { return c.run(gctx) })
-	}
-	for _, r := range runnables {
-		g.Go(func() error { return r.Run(gctx) })
-	}
-	err = g.Wait()
+	err = m.runWork(ctx, ctrls, runnables)
 	m.recorder.stop()
 	stopInformers()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -305,6 +326,57 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.opts.Logger.Info("manager: stopped")
 	return nil
+}
+
+// runWork runs the controllers and runnables until ctx ends or one fails:
+// all of them, or, with leader election, those that need the lease only
+// while this replica holds it (the others, and the informers, run on every
+// replica: a warm standby).
+func (m *Manager) runWork(ctx context.Context, ctrls []controllerEntry, runnables []Runnable) error {
+	g, gctx := errgroup.WithContext(ctx)
+	var leaderOnly []func(context.Context) error
+	for _, c := range ctrls {
+		if m.elector != nil && !slices.Contains(m.opts.EveryReplica, c.c.Name()) {
+			leaderOnly = append(leaderOnly, c.run)
+			continue
+		}
+		g.Go(func() error { return c.run(gctx) })
+	}
+	for _, r := range runnables {
+		if n, ok := r.(interface{ NeedsLeaderElection() bool }); m.elector != nil && (!ok || n.NeedsLeaderElection()) {
+			leaderOnly = append(leaderOnly, r.Run)
+			continue
+		}
+		g.Go(func() error { return r.Run(gctx) })
+	}
+	if m.elector != nil {
+		g.Go(func() error { return m.elector.Run(gctx, fenced(leaderOnly)) })
+	}
+	return g.Wait()
+}
+
+// fenced runs fns together while this replica leads. When the lease is
+// lost, their context ends with controller.ErrStopNow (and election.ErrLost):
+// controllers cancel in-flight reconciles at once instead of letting them
+// finish, since another replica is about to take over.
+func fenced(fns []func(context.Context) error) func(context.Context) error {
+	return func(lead context.Context) error {
+		ctx, cancel := context.WithCancelCause(context.WithoutCancel(lead))
+		stop := context.AfterFunc(lead, func() {
+			cause := context.Cause(lead)
+			if errors.Is(cause, election.ErrLost) {
+				cause = fmt.Errorf("%w: %w", controller.ErrStopNow, cause)
+			}
+			cancel(cause)
+		})
+		defer stop()
+		defer cancel(nil)
+		g, gctx := errgroup.WithContext(ctx)
+		for _, fn := range fns {
+			g.Go(func() error { return fn(gctx) })
+		}
+		return g.Wait()
+	}
 }
 
 // server is one bound HTTP listener and what it serves.

@@ -33,7 +33,12 @@ import (
 
 var env apiserver.Shared
 
-func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(envReplica) != "" {
+		os.Exit(replicaMain())
+	}
+	os.Exit(env.Run(m))
+}
 
 var configMapKind = corev1.SchemeGroupVersion.WithKind("ConfigMap")
 

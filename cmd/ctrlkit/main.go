@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/examples/foo"
 	"github.com/ctrlkit/ctrlkit/examples/podlogger"
 	"github.com/ctrlkit/ctrlkit/manager"
@@ -78,6 +79,9 @@ func runFoo(ctx context.Context, args []string, stderr io.Writer) error {
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:8080", "serve /metrics (and the probes, unless --health-addr) here; 0 turns it off")
 	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on their own address (default: with /metrics)")
 	pprof := fs.Bool("pprof", false, "serve net/http/pprof under /debug/pprof/ beside /metrics")
+	leaderElect := fs.Bool("leader-elect", false, "reconcile only while holding the Lease foo-controller (informers stay warm on every replica)")
+	leaseNS := fs.String("lease-namespace", "default", "namespace of the leader-election Lease")
+	identity := fs.String("identity", "", "this replica's name in the Lease (default: host name and a random suffix)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,8 +91,12 @@ func runFoo(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	log.Info("foo controller starting", "server", cfg.Host, "namespace", *ns)
-	err = foo.Run(ctx, cfg, *ns, manager.Options{Logger: log, HTTPAddr: *metricsAddr, HealthAddr: *healthAddr,
-		EnablePprof: *pprof, RequireServedKinds: true})
+	opts := manager.Options{Logger: log, HTTPAddr: *metricsAddr, HealthAddr: *healthAddr,
+		EnablePprof: *pprof, RequireServedKinds: true}
+	if *leaderElect {
+		opts.LeaderElection = election.Options{Name: "foo-controller", Namespace: *leaseNS, Identity: *identity}
+	}
+	err = foo.Run(ctx, cfg, *ns, opts)
 	if errors.Is(err, manager.ErrKindNotServed) {
 		return fmt.Errorf("%w\nthe Foo CRD is not installed; install it with: kubectl apply -f examples/foo/config/crd.yaml", err)
 	}

@@ -1,0 +1,302 @@
+// Package election is leader election on a coordination.k8s.io/v1 Lease,
+// built on client-go's tools/leaderelection (the field's implementation of
+// the protocol; this package does not write it again). It adds what a
+// controller manager needs around it:
+//
+//   - Warm standby: Run campaigns while the caller's caches keep running;
+//     only the work passed to Run waits for the lease.
+//   - Fencing: when the lease cannot be renewed within RenewDeadline, the
+//     context given to the work is cancelled with cause ErrLost at once, so
+//     the work stops before another replica can acquire the lease (which it
+//     can only after LeaseDuration, longer than RenewDeadline).
+//   - Release after the work stopped: when Run's context ends, the work is
+//     told to stop first, and the lease is released only once it has
+//     returned, so a standby takes over within about one RetryPeriod and
+//     never while this replica still works.
+//   - Metrics: whether this replica leads, transitions, time of the last
+//     renewal.
+//
+// Concurrency: an Elector is safe for concurrent use; Run may be called once.
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Errors of Run; classify them with errors.Is.
+var (
+	// ErrLost is the cause of the work's context when the lease was lost,
+	// and what Run returns then.
+	ErrLost = errors.New("election: lease lost")
+	// ErrStarted reports a second call to Run.
+	ErrStarted = errors.New("election: already started")
+)
+
+// Options configure an Elector. The zero value is not valid: Name is
+// required.
+type Options struct {
+	// Name and Namespace name the Lease. Namespace default: "default".
+	Name      string
+	Namespace string
+	// Identity names this replica in the Lease. Default: the host name
+	// and a random suffix (two processes on one host differ).
+	Identity string
+	// LeaseDuration is how long a standby waits after the last renewal
+	// before it takes the lease. Default: 15s.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps trying to renew before it
+	// gives up and stops its work; it must be shorter than LeaseDuration.
+	// Default: 10s.
+	RenewDeadline time.Duration
+	// RetryPeriod is the wait between attempts to acquire or renew.
+	// Default: 2s.
+	RetryPeriod time.Duration
+	// Logger receives transitions. Default: discard.
+	Logger *slog.Logger
+	// Registerer receives the election's metrics. Default: none.
+	Registerer prometheus.Registerer
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Name == "" {
+		return o, errors.New("election: a Lease name is required")
+	}
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.Identity == "" {
+		host, _ := os.Hostname()
+		o.Identity = host + "_" + rand.String(8)
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if o.RenewDeadline == 0 {
+		o.RenewDeadline = 10 * time.Second
+	}
+	if o.RetryPeriod == 0 {
+		o.RetryPeriod = 2 * time.Second
+	}
+	if o.RenewDeadline >= o.LeaseDuration {
+		return o, fmt.Errorf("election: RenewDeadline %s must be shorter than LeaseDuration %s (fencing needs the gap)",
+			o.RenewDeadline, o.LeaseDuration)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o, nil
+}
+
+// Elector campaigns for one Lease.
+type Elector struct {
+	opts    Options
+	kube    kubernetes.Interface
+	metrics *metrics
+
+	mu      sync.Mutex // guards the fields below
+	started bool
+	leading bool
+	leader  string // the identity last seen holding the lease
+}
+
+// New returns an Elector for the Lease opts names on the API server of cfg;
+// it starts nothing. Its requests time out after RenewDeadline (a stalled
+// connection must not keep a replica that lost its lease from giving up).
+// It fails on invalid options or when metrics cannot be registered.
+func New(cfg *rest.Config, opts Options) (*Elector, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = opts.RenewDeadline
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("election: %w", err)
+	}
+	m, err := newMetrics(opts.Registerer, opts.Namespace+"/"+opts.Name)
+	if err != nil {
+		return nil, fmt.Errorf("election: %w", err)
+	}
+	return &Elector{opts: opts, kube: kube, metrics: m}, nil
+}
+
+// Identity returns this replica's identity in the Lease.
+func (e *Elector) Identity() string { return e.opts.Identity }
+
+// IsLeader reports whether this replica holds the lease now.
+func (e *Elector) IsLeader() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leading
+}
+
+// Leader returns the identity last seen holding the lease ("" before the
+// first observation).
+func (e *Elector) Leader() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leader
+}
+
+// Run campaigns for the lease until ctx ends. Once it holds the lease it
+// calls work with a context that ends when ctx ends (cause: ctx's) or when
+// the lease is lost (cause ErrLost), and keeps renewing. Run returns after
+// work has returned and the lease was released (when ctx ended) or given up:
+// nil when ctx ended, an error wrapping ErrLost when the lease was lost, or
+// work's error (the lease is released then too). It can be called once.
+func (e *Elector) Run(ctx context.Context, work func(ctx context.Context) error) error {
+	e.mu.Lock()
+	if e.started {
+		e.mu.Unlock()
+		return ErrStarted
+	}
+	e.started = true
+	e.mu.Unlock()
+
+	lock := &observedLock{Interface: &resourcelock.LeaseLock{
+		LeaseMeta:  leaseMeta(e.opts),
+		Client:     e.kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: e.opts.Identity},
+	}, identity: e.opts.Identity, renewed: e.metrics.renewed}
+	// The elector runs under its own context: ctx ending must first stop
+	// the work, and only then release the lease.
+	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElecting()
+	var r runState
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, Name: e.opts.Name, ReleaseOnCancel: true,
+		LeaseDuration: e.opts.LeaseDuration, RenewDeadline: e.opts.RenewDeadline, RetryPeriod: e.opts.RetryPeriod,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leadCtx context.Context) {
+				if !r.begin() {
+					return // le.Run already returned
+				}
+				defer r.end()
+				r.err, r.lost = e.lead(ctx, leadCtx, work)
+				stopElecting() // release the lease, or give it up after a loss
+			},
+			OnStoppedLeading: func() { e.setLeading(false) },
+			OnNewLeader:      e.observe,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("election: %w", err)
+	}
+	watched := make(chan struct{})
+	go func() { // ctx ending stops a campaign at once, but a leader only after its work returned
+		defer close(watched)
+		select {
+		case <-ctx.Done():
+			if !e.IsLeader() {
+				stopElecting()
+			}
+		case <-electCtx.Done():
+		}
+	}()
+	le.Run(electCtx)
+	r.wait()
+	stopElecting()
+	<-watched
+	if r.lost {
+		return fmt.Errorf("election: lease %s/%s: %w", e.opts.Namespace, e.opts.Name, ErrLost)
+	}
+	return r.err
+}
+
+// runState joins the work that client-go's elector starts on a goroutine of
+// its own: once wait has been called, begin refuses to start work.
+type runState struct {
+	mu      sync.Mutex // guards stopped and done
+	stopped bool
+	done    chan struct{} // closed by end; nil when no work started
+	err     error         // written by the work's goroutine before end
+	lost    bool
+}
+
+func (r *runState) begin() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return false
+	}
+	r.done = make(chan struct{})
+	return true
+}
+
+func (r *runState) end() { close(r.done) }
+
+func (r *runState) wait() {
+	r.mu.Lock()
+	r.stopped = true
+	done := r.done
+	r.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// lead runs work while this replica leads: its context ends with ctx
+// (graceful) or with ErrLost when leadCtx (client-go's) ends first.
+func (e *Elector) lead(ctx, leadCtx context.Context, work func(context.Context) error) (err error, lost bool) {
+	e.setLeading(true)
+	e.opts.Logger.Info("election: leading", "lease", e.opts.Namespace+"/"+e.opts.Name, "identity", e.opts.Identity)
+	workCtx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stop(nil)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-ctx.Done():
+			stop(context.Cause(ctx))
+		case <-leadCtx.Done():
+			if ctx.Err() == nil {
+				lost = true
+				e.opts.Logger.Warn("election: lease lost; stopping work now", "lease", e.opts.Namespace+"/"+e.opts.Name)
+				stop(ErrLost)
+			}
+		case <-workCtx.Done():
+		}
+	}()
+	err = work(workCtx)
+	stop(nil)
+	<-watched
+	return err, lost
+}
+
+func (e *Elector) setLeading(v bool) {
+	e.mu.Lock()
+	changed := e.leading != v
+	e.leading = v
+	e.mu.Unlock()
+	if changed {
+		e.metrics.leading(v)
+	}
+}
+
+func (e *Elector) observe(identity string) {
+	e.mu.Lock()
+	e.leader = identity
+	e.mu.Unlock()
+	e.opts.Logger.Info("election: leader observed", "lease", e.opts.Namespace+"/"+e.opts.Name, "leader", identity)
+}
+
+// leaseMeta names the Lease of opts.
+func leaseMeta(opts Options) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace}
+}

@@ -1,0 +1,80 @@
+package election
+
+import (
+	"time"
+
+	"context"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// metrics are one Lease's series; a nil *metrics records nothing.
+type metrics struct {
+	isLeader    prometheus.Gauge
+	transitions prometheus.Counter
+	lastRenew   prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, lease string) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	l := prometheus.Labels{"lease": lease}
+	m := &metrics{
+		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ctrlkit", Subsystem: "leader_election",
+			Name: "is_leader", Help: "1 while this replica holds the lease.", ConstLabels: l}),
+		transitions: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "leader_election",
+			Name: "transitions_total", Help: "Times this replica started or stopped leading.", ConstLabels: l}),
+		lastRenew: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ctrlkit", Subsystem: "leader_election",
+			Name: "last_renew_timestamp_seconds", ConstLabels: l,
+			Help: "Unix time of this replica's last successful acquire or renewal of the lease (time since: now minus this)."}),
+	}
+	for _, c := range []prometheus.Collector{m.isLeader, m.transitions, m.lastRenew} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) leading(v bool) {
+	if m == nil {
+		return
+	}
+	m.transitions.Inc()
+	if v {
+		m.isLeader.Set(1)
+	} else {
+		m.isLeader.Set(0)
+	}
+}
+
+func (m *metrics) renewed() {
+	if m != nil {
+		m.lastRenew.Set(float64(time.Now().UnixNano()) / 1e9)
+	}
+}
+
+// observedLock reports every successful write of the lease record (an
+// acquire or a renewal) to renewed.
+type observedLock struct {
+	resourcelock.Interface
+	identity string
+	renewed  func()
+}
+
+func (l *observedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Create(ctx, ler)
+	if err == nil && ler.HolderIdentity == l.identity {
+		l.renewed()
+	}
+	return err
+}
+
+func (l *observedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Update(ctx, ler)
+	if err == nil && ler.HolderIdentity == l.identity { // not a release
+		l.renewed()
+	}
+	return err
+}
