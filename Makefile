@@ -2,7 +2,7 @@
 GO      ?= go
 MODULES := . testenv bench
 
-.PHONY: demo test bench apiserver vet fuzz chaos
+.PHONY: demo test bench apiserver vet fuzz chaos election
 
 ## demo: the Foo sample controller end to end on the embedded API server (builds the server on first run)
 demo:
@@ -39,6 +39,11 @@ CHAOS_TIMEOUT  ?= 1h
 chaos: apiserver
 	$(GO) test -race -count=1 -v -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' ./internal/chaos/ \
 		-chaos.duration=$(CHAOS_DURATION) -chaos.seed=$(CHAOS_SEED)
+
+## election: the leader-election failover test's long form: ELECTION_ROUNDS failovers (stall, SIGKILL, SIGTERM in turn) among 3 replica processes on the real server, gaps reported as min/median/max (make test runs 6)
+ELECTION_ROUNDS ?= 30
+election: apiserver
+	$(GO) test -race -count=1 -v -timeout 30m -run '^TestLeaderElection_failovers' ./manager/ -election.rounds=$(ELECTION_ROUNDS)
 
 ## apiserver: build ctrlkit-apiserver into the per-machine cache (a few minutes the first time)
 apiserver:

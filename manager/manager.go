@@ -39,6 +39,9 @@ var (
 	// ErrKindNotServed reports, with Options.RequireServedKinds, a kind the
 	// API server does not serve (a CustomResourceDefinition not installed).
 	ErrKindNotServed = errors.New("manager: kind not served")
+	// ErrLeaseUnusable reports, at start, leader election that cannot work:
+	// the Lease's namespace is missing or RBAC forbids using Leases.
+	ErrLeaseUnusable = errors.New("manager: leader election cannot work")
 	// ErrDuplicateName reports a second controller with the same name.
 	ErrDuplicateName = errors.New("manager: duplicate controller name")
 )

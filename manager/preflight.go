@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -66,6 +67,9 @@ func (m *Manager) preflight(ctx context.Context) error {
 	if _, err := m.kube.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(ctx); err != nil {
 		return fmt.Errorf("%w at %s: %v", ErrUnreachable, m.cfg.Host, shorten(err))
 	}
+	if err := m.checkLease(ctx); err != nil {
+		return err
+	}
 	perms := append([]Permission(nil), m.opts.Permissions...)
 	m.mu.Lock()
 	infs := append([]informerEntry(nil), m.informers...)
@@ -103,4 +107,35 @@ func shorten(err error) string {
 		return msg[i+3:]
 	}
 	return msg
+}
+
+// checkLease fails when leader election cannot work: the Lease's namespace
+// does not exist, or the credentials may not get, create or update Leases
+// there. Without this, client-go's elector retries forever and the
+// controllers never start.
+func (m *Manager) checkLease(ctx context.Context) error {
+	if m.elector == nil {
+		return nil
+	}
+	le := m.opts.LeaderElection
+	_, err := m.kube.CoreV1().Namespaces().Get(ctx, le.Namespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: the namespace %q of Lease %s does not exist", ErrLeaseUnusable, le.Namespace, le.Name)
+	}
+	var perms []Permission
+	for _, verb := range []string{"get", "create", "update"} {
+		perms = append(perms, Permission{Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Namespace: le.Namespace})
+	}
+	missing, err := MissingPermissions(ctx, m.kube, perms)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrLeaseUnusable, err)
+	}
+	if len(missing) > 0 {
+		var s []string
+		for _, p := range missing {
+			s = append(s, p.String())
+		}
+		return fmt.Errorf("%w: Lease %s needs RBAC permission to %s", ErrLeaseUnusable, le.Name, strings.Join(s, ", to "))
+	}
+	return nil
 }
