@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +40,8 @@ type demo struct {
 	kube             kubernetes.Interface
 	fooAPI           *v1alpha1.Foos
 	reg              *prometheus.Registry
-	ctrl             *manager.Controller
+	status           func() string          // the controller's state for the progress line
+	procs            map[string]*os.Process // with --replicas, by identity
 	created, updated atomic.Int64
 	deleted          atomic.Int64
 }
@@ -50,6 +52,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	n := fs.Int("foos", 300, "how many Foos to create")
 	keep := fs.Bool("keep", false, "leave the API server and controller running afterwards, for kubectl")
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for convergence")
+	replicas := fs.Int("replicas", 1, "run the controller as this many processes (ctrlkit run foo --leader-elect); 1 runs it in this process")
+	killLeader := fs.Bool("kill-leader", false, "with --replicas: SIGKILL the leading replica when half the Foos exist")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,17 +76,34 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var wg sync.WaitGroup
 	defer wg.Wait() // runs after cancel: every goroutine below ends with ctx
 	defer cancel()
-	m, err := manager.New(cfg, manager.Options{Registry: d.reg, HTTPAddr: "127.0.0.1:0",
-		AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
-		Logger:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		return err
-	}
-	if d.ctrl, err = foo.Setup(m, "", controller.Options[object.ObjectName]{Workers: 2}); err != nil {
-		return err
-	}
 	ctrlErr := make(chan error, 1)
-	wg.Go(func() { ctrlErr <- m.Run(ctx) })
+	var m *manager.Manager
+	if *replicas > 1 {
+		if err := d.startReplicas(ctx, &wg, srv.Kubeconfig(), *replicas, ctrlErr); err != nil {
+			return err
+		}
+		if *killLeader {
+			wg.Go(func() { d.killLeaderHalfway(ctx) })
+		}
+	} else {
+		m, err = manager.New(cfg, manager.Options{Registry: d.reg, HTTPAddr: "127.0.0.1:0",
+			AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
+			Logger:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			return err
+		}
+		ctrl, err := foo.Setup(m, "", controller.Options[object.ObjectName]{Workers: 2})
+		if err != nil {
+			return err
+		}
+		d.status = func() string {
+			if ctrl.HasSynced() {
+				return "caches synced"
+			}
+			return "syncing caches"
+		}
+		wg.Go(func() { ctrlErr <- m.Run(ctx) })
+	}
 	wg.Go(func() { standIn(ctx, d.kube) })
 	progressCtx, stopProgress := context.WithCancel(ctx)
 	var progress sync.WaitGroup
@@ -102,7 +123,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	d.summary(start, converged, detail)
 	if *keep && converged {
 		fmt.Fprintf(stdout, "\nstill running; try: kubectl --kubeconfig %s -n %s get foos,deployments\n", srv.Kubeconfig(), demoNamespace)
-		fmt.Fprintf(stdout, "the controller's metrics and probes: http://%s/metrics /healthz /readyz\nCtrl-C stops.\n", m.Addr(ctx))
+		if m != nil {
+			fmt.Fprintf(stdout, "the controller's metrics and probes: http://%s/metrics /healthz /readyz\n", m.Addr(ctx))
+		}
+		fmt.Fprintln(stdout, "Ctrl-C stops.")
 		<-ctx.Done()
 	}
 	if !converged {

@@ -45,3 +45,26 @@ func TestRunFoo_namesAnUnreachableServer(t *testing.T) {
 		t.Fatalf("run foo = %v, want an error naming the unreachable server", err)
 	}
 }
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunAsCLI) != "" { // a replica of the demo: be ctrlkit
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestDemo_threeReplicasConvergeAfterTheLeaderIsKilled(t *testing.T) {
+	leakcheck.Check(t)
+	var out, errOut bytes.Buffer
+	err := runDemo(t.Context(), []string{"--foos", "30", "--replicas", "3", "--kill-leader"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	for _, want := range []string{"running 3 replicas", "leader replica-", "killed the leader replica-", "CONVERGED"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+	t.Log(out.String())
+}

@@ -62,9 +62,10 @@ func (d *demo) showProgress(ctx context.Context) {
 		case <-tick.C:
 		}
 		rec := d.metric("ctrlkit_controller_reconciles_total", "")
-		sync := "syncing caches"
-		if d.ctrl.HasSynced() {
-			sync = "caches synced"
+		sync := d.status()
+		if d.procs != nil { // the metrics are in the replicas' processes
+			fmt.Fprintf(d.out, "  %s | foos created %d, scaled %d, deleted %d\n", sync, d.created.Load(), d.updated.Load(), d.deleted.Load())
+			continue
 		}
 		fmt.Fprintf(d.out, "  %s | foos created %d, scaled %d, deleted %d | queue depth %.0f | reconciles %.0f (%.0f/s) | errors %.0f\n",
 			sync, d.created.Load(), d.updated.Load(), d.deleted.Load(),
@@ -157,6 +158,9 @@ func (d *demo) summary(start time.Time, converged bool, detail string) {
 	fmt.Fprintf(d.out, "\n%s after %s\n", verdict, time.Since(start).Round(100*time.Millisecond))
 	fmt.Fprintf(d.out, "  Foos: %d created, %d scaled, %d deleted, %d remain\n",
 		d.created.Load(), d.updated.Load(), d.deleted.Load(), d.created.Load()-d.deleted.Load())
+	if d.procs != nil {
+		return // the replicas' metrics are on their own /metrics
+	}
 	fmt.Fprintf(d.out, "  reconciles: %.0f (errors %.0f, retried with backoff)\n",
 		d.metric("ctrlkit_controller_reconciles_total", ""), d.metric("ctrlkit_controller_reconciles_total", "error"))
 }

@@ -37,6 +37,10 @@ const usage = `usage:
   ctrlkit apiserver run [flags]                      run the API server until interrupted
 `
 
+// envRunAsCLI, set in the environment, makes a test binary of this package
+// behave as the ctrlkit command (the demo's replicas exec themselves).
+const envRunAsCLI = "CTRLKIT_RUN_AS_CLI"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
