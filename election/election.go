@@ -188,7 +188,7 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context) error)
 					return // le.Run already returned
 				}
 				defer r.end()
-				r.err, r.lost = e.lead(ctx, leadCtx, work)
+				r.err, r.lost = e.lead(ctx, leadCtx, lock, work)
 				stopElecting() // release the lease, or give it up after a loss
 			},
 			OnStoppedLeading: func() { e.setLeading(false) },
@@ -252,8 +252,14 @@ func (r *runState) wait() {
 }
 
 // lead runs work while this replica leads: its context ends with ctx
-// (graceful) or with ErrLost when leadCtx (client-go's) ends first.
-func (e *Elector) lead(ctx, leadCtx context.Context, work func(context.Context) error) (err error, lost bool) {
+// (graceful) or with ErrLost when the lease is lost. The loss is detected
+// here, not only from client-go's leadCtx: that ends only after client-go
+// has tried to release the lease, which on a stalled connection takes up to
+// a whole request timeout, by which time another replica may lead. Here the
+// work is stopped RenewDeadline after the last successful renewal was sent,
+// before the lease (LeaseDuration from no earlier than that moment) can
+// expire for the others.
+func (e *Elector) lead(ctx, leadCtx context.Context, lock *observedLock, work func(context.Context) error) (err error, lost bool) {
 	e.setLeading(true)
 	e.opts.Logger.Info("election: leading", "lease", e.opts.Namespace+"/"+e.opts.Name, "identity", e.opts.Identity)
 	workCtx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -261,22 +267,44 @@ func (e *Elector) lead(ctx, leadCtx context.Context, work func(context.Context) 
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		select {
-		case <-ctx.Done():
-			stop(context.Cause(ctx))
-		case <-leadCtx.Done():
-			if ctx.Err() == nil {
-				lost = true
-				e.opts.Logger.Warn("election: lease lost; stopping work now", "lease", e.opts.Namespace+"/"+e.opts.Name)
-				stop(ErrLost)
-			}
-		case <-workCtx.Done():
+		if e.fence(ctx, leadCtx, workCtx, lock) {
+			lost = true
+			e.opts.Logger.Warn("election: lease lost or not renewed in time; stopping work now",
+				"lease", e.opts.Namespace+"/"+e.opts.Name, "last renewal sent", lock.lastSent())
+			stop(ErrLost)
+			return
 		}
+		stop(context.Cause(ctx))
 	}()
 	err = work(workCtx)
 	stop(nil)
 	<-watched
 	return err, lost
+}
+
+// fence waits until ctx ends (false), the work ends (false), or the lease
+// must be taken as lost (true): client-go gave it up, or no renewal has
+// succeeded for RenewDeadline.
+func (e *Elector) fence(ctx, leadCtx, workCtx context.Context, lock *observedLock) bool {
+	for {
+		deadline := lock.lastSent().Add(e.opts.RenewDeadline)
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-workCtx.Done():
+			t.Stop()
+			return false
+		case <-leadCtx.Done():
+			t.Stop()
+			return ctx.Err() == nil
+		case <-t.C:
+			if !lock.lastSent().Add(e.opts.RenewDeadline).After(time.Now()) {
+				return true
+			}
+		}
+	}
 }
 
 func (e *Elector) setLeading(v bool) {

@@ -1,9 +1,10 @@
 package election
 
 import (
+	"context"
+	"sync"
 	"time"
 
-	"context"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -55,26 +56,48 @@ func (m *metrics) renewed() {
 	}
 }
 
-// observedLock reports every successful write of the lease record (an
-// acquire or a renewal) to renewed.
+// observedLock records when the last successful write of the lease record
+// under this identity (an acquire or a renewal) was sent: the other replicas
+// count the lease's expiry from no earlier than that moment, so the fencing
+// deadline is counted from it too.
 type observedLock struct {
 	resourcelock.Interface
 	identity string
 	renewed  func()
+
+	mu     sync.Mutex // guards sentOK
+	sentOK time.Time  // when the last successful write was sent
 }
 
 func (l *observedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	sent := time.Now()
 	err := l.Interface.Create(ctx, ler)
-	if err == nil && ler.HolderIdentity == l.identity {
-		l.renewed()
-	}
+	l.record(sent, ler, err)
 	return err
 }
 
 func (l *observedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	sent := time.Now()
 	err := l.Interface.Update(ctx, ler)
-	if err == nil && ler.HolderIdentity == l.identity { // not a release
-		l.renewed()
-	}
+	l.record(sent, ler, err)
 	return err
+}
+
+func (l *observedLock) record(sent time.Time, ler resourcelock.LeaderElectionRecord, err error) {
+	if err != nil || ler.HolderIdentity != l.identity { // a failure, or a release
+		return
+	}
+	l.mu.Lock()
+	if sent.After(l.sentOK) {
+		l.sentOK = sent
+	}
+	l.mu.Unlock()
+	l.renewed()
+}
+
+// lastSent returns when the last successful write was sent.
+func (l *observedLock) lastSent() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sentOK
 }

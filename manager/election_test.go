@@ -21,7 +21,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -83,13 +85,21 @@ func replicaMain() int {
 		return 1
 	}
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
+	// Each reconcile writes: it marks the ConfigMap with the replica that
+	// reconciled it last (a patch that changes something only when the
+	// leader changed), then holds the key a little longer.
 	rec := controller.ReconcileFunc[object.ObjectName](func(ctx context.Context, name object.ObjectName) (controller.Result, error) {
 		fmt.Fprintf(f, "start %d %s\n", time.Now().UnixNano(), name.Name)
+		defer func() { fmt.Fprintf(f, "end %d %s\n", time.Now().UnixNano(), name.Name) }()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{"reconciled-by":%q}}}`, id)
+		if _, err := m.Kube().CoreV1().ConfigMaps(ns).Patch(ctx, name.Name, types.MergePatchType, []byte(patch),
+			metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return controller.Result{}, err
+		}
 		select {
-		case <-time.After(100 * time.Millisecond): // work that honours its context
+		case <-time.After(50 * time.Millisecond): // work that honours its context
 		case <-ctx.Done():
 		}
-		fmt.Fprintf(f, "end %d %s\n", time.Now().UnixNano(), name.Name)
 		return controller.Result{}, nil
 	})
 	if _, err := manager.NewController(m, "recorder", rec, controller.Options[object.ObjectName]{Workers: 2}, manager.For(cms)); err != nil {
