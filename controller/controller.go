@@ -62,6 +62,10 @@ type Options[K comparable] struct {
 	ShutdownTimeout time.Duration
 	// RateLimiter delays retries. Default: workqueue.DefaultControllerRateLimiter.
 	RateLimiter workqueue.RateLimiter[K]
+	// Gate, if set, holds a key back from the workers while it must wait
+	// (read-your-writes: see package ledger), and gives each reconcile its
+	// context. Default: none.
+	Gate Gate[K]
 	// Clock drives the queue's delays. Default: the real clock.
 	Clock workqueue.Clock
 	// Logger receives errors, drops and panics. Default: discard.
@@ -88,6 +92,18 @@ func (o Options[K]) withDefaults() Options[K] {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return o
+}
+
+// Gate holds keys back from a controller's workers until what they wait for
+// has happened. package ledger's Gate makes a reconcile wait until the
+// caches show its own earlier writes.
+type Gate[K comparable] interface {
+	// Wait reports whether key must wait, and for at most how long; the
+	// gate queues the key again (Controller.Add) as soon as it may go, and
+	// the controller queues it after atMost in any case.
+	Wait(key K) (wait bool, atMost time.Duration)
+	// Context returns the context a reconcile of key runs with.
+	Context(ctx context.Context, key K) context.Context
 }
 
 // Controller runs a Reconciler over the keys added to its queue.
@@ -328,6 +344,14 @@ func (c *Controller[K]) worker(ctx, work context.Context) {
 		if ctx.Err() != nil {
 			c.queue.Done(key)
 			continue
+		}
+		if c.opts.Gate != nil {
+			if wait, atMost := c.opts.Gate.Wait(key); wait {
+				c.queue.Done(key)
+				c.queue.AddAfter(key, atMost)
+				c.metrics.gated()
+				continue
+			}
 		}
 		c.metrics.workerBusy(1)
 		c.process(work, key)

@@ -12,6 +12,7 @@ type metrics struct {
 	reconciles *prometheus.CounterVec // by result
 	panics     prometheus.Counter
 	busy       prometheus.Gauge
+	holds      prometheus.Counter
 	latency    prometheus.Histogram
 }
 
@@ -26,13 +27,15 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 			Help: "Reconciles by result: success, requeue_after, error, terminal_error, dropped."}, []string{"result"}),
 		panics: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "controller",
 			Name: "reconcile_panics_total", Help: "Reconciles that panicked (recovered).", ConstLabels: l}),
+		holds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "controller",
+			Name: "gate_holds_total", Help: "Times a key was held back by the gate (read-your-writes).", ConstLabels: l}),
 		busy: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ctrlkit", Subsystem: "controller",
 			Name: "active_workers", Help: "Workers reconciling a key now.", ConstLabels: l}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "ctrlkit", Subsystem: "controller",
 			Name: "reconcile_duration_seconds", Help: "Duration of reconciles.", ConstLabels: l,
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
-	for _, c := range []prometheus.Collector{m.reconciles, m.panics, m.busy, m.latency} {
+	for _, c := range []prometheus.Collector{m.reconciles, m.panics, m.busy, m.latency, m.holds} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -43,6 +46,12 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 func (m *metrics) result(r string) {
 	if m != nil {
 		m.reconciles.WithLabelValues(r).Inc()
+	}
+}
+
+func (m *metrics) gated() {
+	if m != nil {
+		m.holds.Inc()
 	}
 }
 

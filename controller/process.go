@@ -83,6 +83,9 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 // panic into an error. ctx is Run's work context, which outlives Run's.
 func (c *Controller[K]) reconcile(ctx context.Context, key K) (res Result, err error) {
 	rctx := ctx
+	if c.opts.Gate != nil {
+		rctx = c.opts.Gate.Context(rctx, key)
+	}
 	if c.opts.ReconcileTimeout > 0 {
 		var cancel context.CancelFunc
 		rctx, cancel = context.WithTimeoutCause(rctx, c.opts.ReconcileTimeout, ErrReconcileTimeout)

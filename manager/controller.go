@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -134,9 +135,16 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 	if opts.CacheSyncTimeout == 0 {
 		opts.CacheSyncTimeout = m.opts.CacheSyncTimeout
 	}
+	ryw := slices.Contains(m.opts.ReadYourWrites, name)
+	if ryw && opts.Gate == nil {
+		opts.Gate = m.ledger.Gate()
+	}
 	c, err := controller.New(rec, opts)
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
+	}
+	if ryw {
+		m.ledger.OnRelease(func(owner object.ObjectName) { c.Add(owner) })
 	}
 	var regs []*informer.Registration
 	undo := func() {

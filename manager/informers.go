@@ -10,13 +10,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
+	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/ledger"
 	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/object"
 )
 
 // Object is what the manager caches: a Kubernetes API type with object
@@ -96,8 +100,55 @@ func sharedInformer[T Object](m *Manager, gvk schema.GroupVersionKind, scope Sco
 		m.mu.Lock()
 		m.informers = append(m.informers, informerEntry{name: inf.Name(), gvk: gvk, lw: lw, scope: scope})
 		m.mu.Unlock()
+		if err := trackWrites(m, inf, lw, scope); err != nil {
+			return nil, err
+		}
 	}
 	return inf, nil
+}
+
+// trackWrites tells the ledger about inf's cache once its resource is known,
+// and, when a controller reads its own writes, feeds it inf's events.
+func trackWrites[T Object](m *Manager, inf *informer.SharedIndexInformer[T], lw *restLW[T], scope Scope) error {
+	sel, err := labels.Parse(scope.LabelSelector)
+	if err != nil {
+		return fmt.Errorf("manager: label selector %q: %w", scope.LabelSelector, err)
+	}
+	idx := inf.Indexer()
+	lw.setOnMapped(func(mp *meta.RESTMapping) {
+		m.ledger.Track(mp.Resource.GroupResource(), ledger.Cache{
+			Lookup: func(n object.ObjectName) (string, bool) {
+				obj, ok := idx.GetByKey(n.String())
+				if !ok {
+					return "", false
+				}
+				return obj.GetResourceVersion(), true
+			},
+			Holds: func(ns string, l map[string]string) bool {
+				return (scope.Namespace == "" || ns == scope.Namespace) && sel.Matches(labels.Set(l))
+			},
+		})
+	})
+	if len(m.opts.ReadYourWrites) == 0 {
+		return nil
+	}
+	observe := func(obj T) {
+		if mp, err := lw.mapping(); err == nil {
+			m.ledger.Observe(mp.Resource.GroupResource(), object.NameOf(obj))
+		}
+	}
+	_, err = inf.AddEventHandler(handler.Funcs[T]{
+		AddFunc:    func(obj T, _ bool) { observe(obj) },
+		UpdateFunc: func(_, obj T) { observe(obj) },
+		DeleteFunc: func(d object.Deleted[T]) {
+			if n, err := object.ParseObjectName(d.Key); err == nil {
+				if mp, err := lw.mapping(); err == nil {
+					m.ledger.Observe(mp.Resource.GroupResource(), n)
+				}
+			}
+		},
+	}, informer.HandlerOptions{Name: "ledger"})
+	return err
 }
 
 // newObject returns a new T: T is a pointer to a struct, as API types are.
@@ -131,9 +182,24 @@ type restLW[T Object] struct {
 	gvk   schema.GroupVersionKind
 	scope Scope
 
-	mu     sync.Mutex // guards rc and mapped
-	rc     rest.Interface
-	mapped *meta.RESTMapping
+	mu       sync.Mutex // guards rc, mapped and onMapped
+	rc       rest.Interface
+	mapped   *meta.RESTMapping
+	onMapped func(*meta.RESTMapping) // called once, when mapped is first set
+}
+
+// setOnMapped makes fn run once the kind's mapping is known (at once if it
+// is already).
+func (l *restLW[T]) setOnMapped(fn func(*meta.RESTMapping)) {
+	l.mu.Lock()
+	mp := l.mapped
+	if mp == nil {
+		l.onMapped = fn
+	}
+	l.mu.Unlock()
+	if mp != nil {
+		fn(mp)
+	}
 }
 
 // mapping returns the kind's REST mapping, asking discovery again when the
@@ -161,6 +227,10 @@ func (l *restLW[T]) mapping() (*meta.RESTMapping, error) {
 		return nil, err
 	}
 	l.mapped = mp
+	if fn := l.onMapped; fn != nil {
+		l.onMapped = nil
+		defer fn(mp) // fn takes no lock of l's
+	}
 	return mp, nil
 }
 

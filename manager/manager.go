@@ -27,6 +27,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/ledger"
 )
 
 // Errors of New and Run; classify them with errors.Is.
@@ -98,6 +99,14 @@ type Options struct {
 	// graceful stop the lease is released once the controllers stopped.
 	// Its Logger and Registerer are the manager's. Default: off.
 	LeaderElection election.Options
+	// ReadYourWrites names controllers whose keys wait, before each
+	// reconcile, until the manager's caches show the writes the key's
+	// earlier reconciles made through the manager's clients (Kube, Config),
+	// or ReadYourWritesBound passed (see package ledger). Off by default.
+	ReadYourWrites []string
+	// ReadYourWritesBound is the longest a key waits for its writes.
+	// Default: 5s.
+	ReadYourWritesBound time.Duration
 	// EveryReplica names controllers that run on every replica even with
 	// LeaderElection (e.g. one that only reads, or only writes metrics).
 	EveryReplica []string
@@ -161,6 +170,7 @@ type Manager struct {
 	factory  *informer.Factory
 	recorder *recorders
 	elector  *election.Elector // nil without leader election
+	ledger   *ledger.Ledger    // the writes made for keys, for ReadYourWrites
 
 	// mu guards the fields below. Invariant: once running, controllers and
 	// runnables do not change.
@@ -192,6 +202,11 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
+	led, err := ledger.New(ledger.Options{Bound: opts.ReadYourWritesBound, Registerer: opts.Registry})
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	cfg.Wrap(led.Transport) // writes made with a reconcile's context are recorded for its key
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
@@ -201,7 +216,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	m := &Manager{
-		cfg: cfg, http: hc, opts: opts, scheme: scheme, codecs: serializer.NewCodecFactory(scheme), kube: kube,
+		cfg: cfg, http: hc, opts: opts, ledger: led, scheme: scheme, codecs: serializer.NewCodecFactory(scheme), kube: kube,
 		mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
 		factory:   informer.NewFactory(opts.Informers),
 		listening: make(chan struct{}),
@@ -243,6 +258,12 @@ func (m *Manager) Add(r Runnable) error {
 	m.runnables = append(m.runnables, r)
 	return nil
 }
+
+// Ledger returns the manager's record of writes made for keys
+// (ReadYourWrites). The manager's own clients record into it; wrap another
+// client's rest.Config with cfg.Wrap(m.Ledger().Transport) to record its
+// writes too.
+func (m *Manager) Ledger() *ledger.Ledger { return m.ledger }
 
 // Elector returns the manager's leader elector, nil without
 // Options.LeaderElection.

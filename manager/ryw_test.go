@@ -1,0 +1,156 @@
+package manager_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/ctrlkit/ctrlkit/apply"
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/metrics"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/store"
+)
+
+const childrenPerOwner = 3
+
+// replicaSetLike creates the children its owner lacks, counting them in the
+// cache: the pattern that over-creates when the cache lags behind its writes.
+type replicaSetLike struct {
+	owners     store.Reader[*corev1.ConfigMap]
+	children   store.Reader[*corev1.Secret]
+	kube       kubernetes.Interface // writes go straight to the server
+	reconciles atomic.Int64
+}
+
+func (r *replicaSetLike) Reconcile(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+	r.reconciles.Add(1)
+	owner, ok := r.owners.Get(name)
+	if !ok {
+		return controller.Result{}, nil
+	}
+	have := len(r.children.List(name.Namespace, labels.SelectorFromSet(labels.Set{"owner": name.Name})))
+	for range childrenPerOwner - have {
+		child := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: name.Name + "-", Namespace: name.Namespace,
+			Labels: map[string]string{"owner": name.Name}}}
+		if err := apply.SetControllerReference(owner, child, configMapKind); err != nil {
+			return controller.Result{}, err
+		}
+		if _, err := r.kube.CoreV1().Secrets(name.Namespace).Create(ctx, child, metav1.CreateOptions{}); err != nil {
+			return controller.Result{}, err
+		}
+	}
+	return controller.Result{RequeueAfter: 10 * time.Millisecond}, nil // reconcile again and again: the hazard's trigger
+}
+
+// runReplicaSets runs the controller with the informers behind a proxy that
+// stalls at random, until it has reconciled at least n times, and returns
+// the number of children each owner ended up with on the server.
+func runReplicaSets(t *testing.T, gate bool, n int64) map[string]int {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	kube := client(t, srv.Config())
+	const owners = 10
+	for i := range owners {
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("owner-%d", i), Labels: map[string]string{"rs": "yes"}}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := srv.NewProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Resume(); p.Close() })
+	opts := quiet(t)
+	if gate {
+		opts.ReadYourWrites = []string{"rs"}
+	}
+	m, err := manager.New(p.Config(), opts) // the informers list and watch through the proxy
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := rest.CopyConfig(srv.Config())
+	direct.Wrap(m.Ledger().Transport) // writes go straight to the server, recorded for the key
+	rec := &replicaSetLike{kube: client(t, direct)}
+	ownerInf := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns, LabelSelector: "rs=yes"})
+	childInf := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns, LabelSelector: "owner"})
+	rec.owners, rec.children = ownerInf.Reader(), childInf.Reader()
+	if _, err := manager.NewController(m, "rs", rec, controller.Options[object.ObjectName]{Workers: 2},
+		manager.For(ownerInf), manager.Owns(childInf)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	for deadline := time.Now().Add(2 * time.Minute); rec.reconciles.Load() < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d reconciles in 2 minutes", rec.reconciles.Load())
+		}
+		time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond) // the watch flows...
+		p.Stall()
+		time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond) // ...and stalls
+		p.Resume()
+	}
+	eventually(t, 30*time.Second, "the cache to show every child", func() bool {
+		list, err := kube.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "owner"})
+		return err == nil && len(rec.children.List(ns, nil)) == len(list.Items)
+	})
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	list, err := kube.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "owner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, s := range list.Items {
+		count[s.Labels["owner"]]++
+	}
+	waited, _ := metrics.Sum(m.Registry(), "ctrlkit_ledger_writes_waited_total", nil)
+	holds, _ := metrics.Sum(m.Registry(), "ctrlkit_controller_gate_holds_total", nil)
+	timeouts, _ := metrics.Sum(m.Registry(), "ctrlkit_ledger_timeouts_total", nil)
+	t.Logf("gate %v: %d reconciles, children per owner %v; writes waited for %.0f, keys held %.0f, timeouts %.0f",
+		gate, rec.reconciles.Load(), count, waited, holds, timeouts)
+	return count
+}
+
+func TestReadYourWrites_withoutTheGateALaggingCacheMakesDuplicates(t *testing.T) {
+	env.Get(t) // started before the leak check
+	leakcheck.Check(t)
+	extra := 0
+	for _, n := range runReplicaSets(t, false, 1000) {
+		extra += n - childrenPerOwner
+	}
+	if extra == 0 {
+		t.Error("no duplicate children without the gate: the test does not reproduce the hazard")
+	}
+}
+
+func TestReadYourWrites_theGateMakesNoDuplicates(t *testing.T) {
+	env.Get(t) // started before the leak check
+	leakcheck.Check(t)
+	count := runReplicaSets(t, true, 1000)
+	if len(count) != 10 {
+		t.Errorf("%d owners have children, want 10", len(count))
+	}
+	for owner, n := range count {
+		if n != childrenPerOwner {
+			t.Errorf("%s has %d children, want %d", owner, n, childrenPerOwner)
+		}
+	}
+}
