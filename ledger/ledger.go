@@ -216,6 +216,9 @@ func (l *Ledger) dropLocked(ow object.ObjectName, o *owed, ref Ref) {
 	}
 }
 
+// recheck is how soon a held key is looked at again at the latest.
+const recheck = 100 * time.Millisecond
+
 // Wait reports whether owner must wait for the caches, and for at most how
 // long (what is left of the bound). When the bound has passed, the owner's
 // writes are forgotten, the timeout counted, and Wait says go.
@@ -231,7 +234,10 @@ func (l *Ledger) Wait(ow object.ObjectName) (wait bool, atMost time.Duration) {
 	}
 	left := l.bound - time.Since(o.since)
 	if left > 0 {
-		return true, left
+		// Events release the key at once (Observe); checking again soon
+		// covers writes of resources whose events the gated controller does
+		// not handle.
+		return true, min(left, recheck)
 	}
 	for ref := range o.writes {
 		l.dropLocked(ow, o, ref)

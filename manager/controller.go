@@ -89,6 +89,9 @@ func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVers
 	if len(s.filters) > 0 {
 		h = handler.Filtering[T]{Filter: s.accept, Handler: h}
 	}
+	if slices.Contains(m.opts.ReadYourWrites, c.Name()) {
+		h = &observing[T]{next: h, m: m, inf: s.inf.Name()}
+	}
 	reg, err := s.inf.AddEventHandler(h, informer.HandlerOptions{Name: c.Name()})
 	if err != nil {
 		return nil, err
@@ -207,4 +210,40 @@ func primaryKind(m *Manager, sources []Source) (schema.GroupVersionKind, error) 
 		return schema.GroupVersionKind{}, fmt.Errorf("want exactly one For source, got %d", len(fors))
 	}
 	return fors[0].kind(m)
+}
+
+// observing tells the manager's ledger about every event of its informer
+// before passing it on, so a key held for its writes is released as soon as
+// the cache shows them. It rides on the controller's own handler: no extra
+// listener per informer.
+type observing[T Object] struct {
+	next handler.Handler[T]
+	m    *Manager
+	inf  string // the informer's name, to find its resource
+}
+
+func (o *observing[T]) OnAdd(obj T, initial bool) {
+	o.observe(object.NameOf(obj))
+	o.next.OnAdd(obj, initial)
+}
+
+func (o *observing[T]) OnUpdate(old, new T) {
+	o.observe(object.NameOf(new))
+	o.next.OnUpdate(old, new)
+}
+
+func (o *observing[T]) OnDelete(d object.Deleted[T]) {
+	if n, err := object.ParseObjectName(d.Key); err == nil {
+		o.observe(n)
+	}
+	o.next.OnDelete(d)
+}
+
+func (o *observing[T]) observe(n object.ObjectName) {
+	if o.m.ledger.Pending() == 0 {
+		return
+	}
+	if gr, ok := o.m.resourceOf(o.inf); ok {
+		o.m.ledger.Observe(gr, n)
+	}
 }

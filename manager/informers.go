@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
-	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/ledger"
 	"github.com/ctrlkit/ctrlkit/listwatch"
@@ -107,8 +106,9 @@ func sharedInformer[T Object](m *Manager, gvk schema.GroupVersionKind, scope Sco
 	return inf, nil
 }
 
-// trackWrites tells the ledger about inf's cache once its resource is known,
-// and, when a controller reads its own writes, feeds it inf's events.
+// trackWrites tells the ledger about inf's cache once its resource is known.
+// (The sources of a controller that reads its own writes feed the ledger
+// inf's events; see observing.)
 func trackWrites[T Object](m *Manager, inf *informer.SharedIndexInformer[T], lw *restLW[T], scope Scope) error {
 	sel, err := labels.Parse(scope.LabelSelector)
 	if err != nil {
@@ -129,26 +129,31 @@ func trackWrites[T Object](m *Manager, inf *informer.SharedIndexInformer[T], lw 
 			},
 		})
 	})
-	if len(m.opts.ReadYourWrites) == 0 {
-		return nil
+	return nil
+}
+
+// resourceOf returns the resource of the informer called name, once the
+// server told it.
+func (m *Manager) resourceOf(name string) (schema.GroupResource, bool) {
+	m.mu.Lock()
+	var lw interface {
+		mapping() (*meta.RESTMapping, error)
 	}
-	observe := func(obj T) {
-		if mp, err := lw.mapping(); err == nil {
-			m.ledger.Observe(mp.Resource.GroupResource(), object.NameOf(obj))
+	for _, e := range m.informers {
+		if e.name == name {
+			lw = e.lw
+			break
 		}
 	}
-	_, err = inf.AddEventHandler(handler.Funcs[T]{
-		AddFunc:    func(obj T, _ bool) { observe(obj) },
-		UpdateFunc: func(_, obj T) { observe(obj) },
-		DeleteFunc: func(d object.Deleted[T]) {
-			if n, err := object.ParseObjectName(d.Key); err == nil {
-				if mp, err := lw.mapping(); err == nil {
-					m.ledger.Observe(mp.Resource.GroupResource(), n)
-				}
-			}
-		},
-	}, informer.HandlerOptions{Name: "ledger"})
-	return err
+	m.mu.Unlock()
+	if lw == nil {
+		return schema.GroupResource{}, false
+	}
+	mp, err := lw.mapping()
+	if err != nil {
+		return schema.GroupResource{}, false
+	}
+	return mp.Resource.GroupResource(), true
 }
 
 // newObject returns a new T: T is a pointer to a struct, as API types are.

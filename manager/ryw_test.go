@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -152,5 +154,105 @@ func TestReadYourWrites_theGateMakesNoDuplicates(t *testing.T) {
 		if n != childrenPerOwner {
 			t.Errorf("%s has %d children, want %d", owner, n, childrenPerOwner)
 		}
+	}
+}
+
+// counter adds one to its ConfigMap's data["n"] on every reconcile, reading
+// the current value from the cache and writing with a merge patch (no
+// resource-version precondition): a stale read loses an increment.
+type counter struct {
+	cms        store.Reader[*corev1.ConfigMap]
+	kube       kubernetes.Interface
+	writes     atomic.Int64
+	reconciles atomic.Int64
+}
+
+func (r *counter) Reconcile(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+	r.reconciles.Add(1)
+	cm, ok := r.cms.Get(name)
+	if !ok {
+		return controller.Result{}, nil
+	}
+	n, _ := strconv.Atoi(cm.Data["n"])
+	patch := fmt.Sprintf(`{"data":{"n":"%d"}}`, n+1)
+	if _, err := r.kube.CoreV1().ConfigMaps(name.Namespace).Patch(ctx, name.Name, types.MergePatchType, []byte(patch),
+		metav1.PatchOptions{}); err != nil {
+		return controller.Result{}, err
+	}
+	r.writes.Add(1)
+	return controller.Result{RequeueAfter: 10 * time.Millisecond}, nil
+}
+
+func TestReadYourWrites_theGateLosesNoUpdateReadBackFromTheCache(t *testing.T) {
+	for _, gate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gate %v", gate), func(t *testing.T) {
+			srv := env.Get(t)
+			ns := srv.Namespace(t)
+			leakcheck.Check(t)
+			kube := client(t, srv.Config())
+			for i := range 5 {
+				if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c-%d", i)}, Data: map[string]string{"n": "0"}},
+					metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := srv.NewProxy()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Resume(); p.Close() })
+			opts := quiet(t)
+			if gate {
+				opts.ReadYourWrites = []string{"counter"}
+			}
+			m, err := manager.New(p.Config(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			direct := rest.CopyConfig(srv.Config())
+			direct.Wrap(m.Ledger().Transport)
+			inf := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
+			rec := &counter{cms: inf.Reader(), kube: client(t, direct)}
+			if _, err := manager.NewController(m, "counter", rec, controller.Options[object.ObjectName]{Workers: 2},
+				manager.For(inf)); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			ran := make(chan error, 1)
+			go func() { ran <- m.Run(ctx) }()
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+			for deadline := time.Now().Add(2 * time.Minute); rec.writes.Load() < 300; {
+				if time.Now().After(deadline) {
+					t.Fatalf("only %d writes in 2 minutes", rec.writes.Load())
+				}
+				time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond)
+				p.Stall()
+				time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond)
+				p.Resume()
+			}
+			cancel()
+			if err := <-ran; err != nil {
+				t.Fatal(err)
+			}
+			list, err := kube.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			total := 0
+			for _, cm := range list.Items {
+				n, _ := strconv.Atoi(cm.Data["n"])
+				total += n
+			}
+			lost := rec.writes.Load() - int64(total)
+			t.Logf("gate %v: %d reconciles, %d increments written, %d on the server, %d lost", gate, rec.reconciles.Load(),
+				rec.writes.Load(), total, lost)
+			switch {
+			case gate && lost != 0:
+				t.Errorf("%d increments lost with the gate, want 0", lost)
+			case !gate && lost == 0:
+				t.Error("no increment lost without the gate: the test does not reproduce the hazard")
+			}
+		})
 	}
 }
