@@ -303,7 +303,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	ctrls, runnables := slices.Clone(m.controllers), slices.Clone(m.runnables)
 	errs := errors.Join(m.errs...)
 	m.mu.Unlock()
-	defer utilnet.CloseIdleConnectionsFor(m.http.Transport) // its connections' goroutines end with Run
+	defer m.closeConnections()
 	if errs != nil {
 		close(m.listening)
 		return errs
@@ -400,6 +400,19 @@ func fenced(fns []func(context.Context) error) func(context.Context) error {
 			g.Go(func() error { return fn(gctx) })
 		}
 		return g.Wait()
+	}
+}
+
+// closeConnections closes the manager's idle HTTP connections, so their
+// goroutines end with Run. A watch stream whose context was cancelled is
+// torn down asynchronously by the HTTP/2 transport, and its connection
+// becomes idle a moment later: close a few times over 100ms.
+func (m *Manager) closeConnections() {
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		utilnet.CloseIdleConnectionsFor(m.http.Transport)
 	}
 }
 
