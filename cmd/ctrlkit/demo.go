@@ -148,7 +148,7 @@ func newDemo(ctx context.Context, cfg *rest.Config, out io.Writer, n int) (*demo
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	return &demo{out: out, foos: n, kube: kube, fooAPI: fc.Foos(demoNamespace), reg: prometheus.NewRegistry()}, nil
+	return &demo{out: &lockedWriter{w: out}, foos: n, kube: kube, fooAPI: fc.Foos(demoNamespace), reg: prometheus.NewRegistry()}, nil
 }
 
 func fooName(i int) string { return fmt.Sprintf("foo-%04d", i) }
@@ -244,4 +244,17 @@ loop:
 		err = <-errs // nil when the channel is empty
 	}
 	return err
+}
+
+// lockedWriter serialises the demo's lines: the progress line and the
+// replica killer write from their own goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
