@@ -16,6 +16,8 @@
 //
 //   - manager: the runtime that runs controllers over shared informers
 //   - apply: owner references and create-or-update, the writes controllers make
+//   - election: leader election on a Lease, so one replica of several reconciles
+//   - ledger: read-your-writes, the writes made for each key and the gate that waits for them
 //   - listwatch: step 1, the ListerWatcher interface and adapters over client-go's clients
 //   - reflector: step 1, list and watch forever, recovering from every failure; feeds a Sink
 //   - object: the shared vocabulary (Object, keys, typed tombstones, resource versions)
@@ -26,6 +28,20 @@
 //   - workqueue: steps 7 and 8, the rate-limited work queue
 //   - controller: steps 8 and 9, workers running a Reconciler
 //   - apiserver: a real kube-apiserver with embedded etcd on loopback, for tests and the demo
+//
+// Programs and examples:
+//
+//   - examples/guide: the controller that docs/guide.md ("write your own controller") builds and tests
+//   - examples/podlogger: the seed documents' example, an informer and a worker printing Pods
+//   - examples/mirror: a Secret beside every labelled ConfigMap, on the manager
+//   - examples/foo: a custom resource that owns Deployments, with status, Events and RBAC
+//   - cmd/ctrlkit: the command line: the demo, the sample controllers, and building and running the API server
+//   - internal: not for users; the layering test and helpers for ctrlkit's own tests
+//
+// Modules of their own, so their dependencies stay out of yours:
+//
+//   - testenv: the ctrlkit-apiserver command (kube-apiserver and etcd in one binary) that package apiserver runs
+//   - bench: side-by-side benchmarks with client-go
 //
 // The root package itself holds no code; it documents the layout.
 package ctrlkit

@@ -1,21 +1,21 @@
 package apiserver
 
 import (
-	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
-	"time"
 )
+
+// KubernetesVersion is the version of kube-apiserver that ctrlkit-apiserver is
+// built from: testenv's requirement on k8s.io/kubernetes. A binary found
+// without its sources (on PATH, in the cache) is used only if it was built
+// from this version. A test in this package keeps it equal to testenv/go.mod.
+const KubernetesVersion = "v1.36.3"
 
 // Environment variables that steer where the binary comes from.
 const (
@@ -28,45 +28,99 @@ const (
 )
 
 const (
-	testenvModule = "module github.com/ctrlkit/ctrlkit/testenv"
+	rootModule    = "github.com/ctrlkit/ctrlkit"
+	testenvModule = rootModule + "/testenv"
 	binaryName    = "ctrlkit-apiserver"
 	mainPackage   = "./cmd/ctrlkit-apiserver"
 )
 
 // Binary returns the path of a ctrlkit-apiserver binary, building it first
-// when this machine has none for the current testenv sources.
+// when it can and this machine has none. It tries, in order:
 //
-// It uses $CTRLKIT_APISERVER when set. Otherwise it looks in a per-machine
-// cache folder ($CTRLKIT_CACHE_DIR, default the user cache folder) under a key
-// hashed from testenv's go.mod, go.sum and the server's sources, and on a miss
-// builds into it. Builds hold an exclusive file lock, so test packages running
-// in parallel build once and wait for each other. A build takes several
-// minutes on a cold Go cache; progress lines go to progress (nil: discard).
+//  1. $CTRLKIT_APISERVER, used as is.
+//  2. The testenv sources: $CTRLKIT_TESTENV_DIR, or testenv/ beside this
+//     package in a checkout of ctrlkit. The binary is cached per machine
+//     ($CTRLKIT_CACHE_DIR, default the user cache folder) under a key hashed
+//     from testenv's go.mod, go.sum, its Go files, the build flags and the Go
+//     version, and built into the cache on a miss.
+//  3. When ctrlkit is a dependency of the module under test: the Go module
+//     proxy leaves testenv (a nested module) out of ctrlkit's module, so
+//     Binary asks "go mod download" for testenv at the same version as
+//     ctrlkit, then caches or builds as in 2. This needs a released (or
+//     pseudo-) version of ctrlkit, not a replace directive.
+//  4. A binary built from KubernetesVersion, found by reading its build
+//     information: ctrlkit-apiserver on $PATH, in $GOBIN or $GOPATH/bin (where
+//     "go install" puts it), then any binary in the cache, newest first.
+//
+// Builds hold an exclusive file lock, so test packages running in parallel
+// build once and wait for each other. A build takes several minutes on a cold
+// Go cache; progress lines go to progress (nil: discard). When nothing is
+// found, the error says what was tried and the commands that fix it.
 func Binary(progress io.Writer) (string, error) {
+	if progress == nil {
+		progress = io.Discard
+	}
 	if p := os.Getenv(EnvBinary); p != "" {
 		if _, err := os.Stat(p); err != nil {
 			return "", fmt.Errorf("apiserver: $%s: %w", EnvBinary, err)
 		}
 		return p, nil
 	}
+	cache, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
 	src, err := sourceDir()
 	if err != nil {
 		return "", err
 	}
-	key, err := sourceKey(src)
-	if err != nil {
-		return "", err
+	if src != "" {
+		return cachedOrBuilt(src, cache, progress)
+	}
+	var tried []string
+	version := ctrlkitVersion()
+	if version != "" {
+		src, err := downloadTestenv(version)
+		if err == nil {
+			return cachedOrBuilt(src, cache, progress)
+		}
+		tried = append(tried, err.Error())
+	} else {
+		tried = append(tried, "testenv sources: none (ctrlkit's module version is unknown: replaced by a folder, or a development build)")
+	}
+	bin, rejected := findInstalled(cache)
+	if bin != "" {
+		return bin, nil
+	}
+	return "", notFound(version, append(tried, rejected...))
+}
+
+// BuildFrom builds ctrlkit-apiserver from the testenv module in src into the
+// per-machine cache (or finds it there) and returns its path. It is what
+// Binary does with sources; "ctrlkit apiserver build" uses it directly.
+func BuildFrom(src string, progress io.Writer) (string, error) {
+	if !isTestenv(src) {
+		return "", fmt.Errorf("apiserver: %s is not ctrlkit's testenv module", src)
 	}
 	cache, err := cacheDir()
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(cache, key, binaryName)
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
 	if progress == nil {
 		progress = io.Discard
+	}
+	return cachedOrBuilt(src, cache, progress)
+}
+
+// cachedOrBuilt returns the cached binary for the sources in src, building it on a miss.
+func cachedOrBuilt(src, cache string, progress io.Writer) (string, error) {
+	key, err := sourceKey(src)
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(cache, key, binaryName)
+	if fileExists(bin) {
+		return bin, nil
 	}
 	return bin, buildLocked(src, bin, filepath.Join(cache, "build.lock"), progress)
 }
@@ -81,7 +135,7 @@ func buildLocked(src, bin, lockPath string, progress io.Writer) error {
 		return fmt.Errorf("apiserver: lock %s: %w", lockPath, err)
 	}
 	defer unlock()
-	if _, err := os.Stat(bin); err == nil {
+	if fileExists(bin) {
 		return nil
 	}
 	fmt.Fprintf(progress, "ctrlkit: building the API server (kube-apiserver + etcd) into %s\n", bin)
@@ -94,70 +148,24 @@ func buildLocked(src, bin, lockPath string, progress io.Writer) error {
 	return os.Rename(tmp, bin)
 }
 
-// goBuild runs "go build" in src, reporting how many packages are done every
-// 15 seconds so a person watching sees it move.
-func goBuild(src, out string, progress io.Writer) error {
-	cmd := exec.Command(goTool(), "build", "-v", "-o", out, mainPackage)
-	cmd.Dir = src
-	// A plain build whatever the caller's flags: never -race, never a
-	// workspace, and go.mod/go.sum are read only (they are the key).
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off")
-	pr, pw := io.Pipe()
-	cmd.Stderr = pw
-	var tail lastLines
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		countPackages(pr, &tail, progress)
-	}()
-	start := time.Now()
-	err := cmd.Run()
-	pw.Close()
-	<-done
-	if err != nil {
-		return fmt.Errorf("apiserver: go build in %s: %w\n%s", src, err, tail.String())
+// notFound says what Binary tried and how to get a binary.
+func notFound(version string, tried []string) error {
+	at := version
+	if at == "" {
+		at = "VERSION"
 	}
-	fmt.Fprintf(progress, "ctrlkit: API server built in %s\n", time.Since(start).Round(time.Second))
-	return nil
-}
-
-func countPackages(r io.Reader, tail *lastLines, progress io.Writer) {
-	sc := bufio.NewScanner(r)
-	n, last := 0, time.Now()
-	for sc.Scan() {
-		line := sc.Text()
-		tail.add(line)
-		if !strings.HasPrefix(line, "#") && !strings.Contains(line, " ") {
-			n++ // "go build -v" names each package it compiles
-		}
-		if time.Since(last) >= 15*time.Second {
-			fmt.Fprintf(progress, "ctrlkit: still building the API server: %d packages compiled\n", n)
-			last = time.Now()
-		}
-	}
-}
-
-// lastLines keeps the last 30 lines of build output for an error message.
-type lastLines struct{ lines []string }
-
-func (l *lastLines) add(s string) {
-	l.lines = append(l.lines, s)
-	if len(l.lines) > 30 {
-		l.lines = l.lines[1:]
-	}
-}
-
-func (l *lastLines) String() string { return strings.Join(l.lines, "\n") }
-
-func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
-	return "go"
+	return fmt.Errorf(`apiserver: no ctrlkit-apiserver for Kubernetes %s on this machine, and no sources to build one from
+(the Go module proxy leaves ctrlkit's nested testenv module out of the ctrlkit module). Any one of these fixes it:
+  go run %[3]s/cmd/ctrlkit@%[2]s apiserver build            # build into the per-machine cache (minutes, once)
+  go install %[4]s/cmd/ctrlkit-apiserver@%[2]s    # onto your PATH
+  export %[5]s=/path/to/ctrlkit-apiserver
+tried:
+  %[6]s`, KubernetesVersion, at, rootModule, testenvModule, EnvBinary, strings.Join(tried, "\n  "))
 }
 
 // sourceDir finds the testenv module: $CTRLKIT_TESTENV_DIR, else next to this
 // package's source (a checkout of ctrlkit), else above the working directory.
+// It returns "" when there is none, as in a module downloaded from a proxy.
 func sourceDir() (string, error) {
 	if d := os.Getenv(EnvSourceDir); d != "" {
 		if !isTestenv(d) {
@@ -182,49 +190,12 @@ func sourceDir() (string, error) {
 			return filepath.Clean(c), nil
 		}
 	}
-	return "", fmt.Errorf("apiserver: cannot find the ctrlkit testenv module to build the API server from; "+
-		"set $%s to a ctrlkit-apiserver binary or $%s to ctrlkit's testenv folder", EnvBinary, EnvSourceDir)
+	return "", nil
 }
 
 func isTestenv(dir string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-	return err == nil && strings.HasPrefix(string(b), testenvModule+"\n")
-}
-
-// sourceKey hashes what the binary is built from: the module files, every Go
-// file of the module (except tests) and the Go version.
-func sourceKey(src string) (string, error) {
-	var files []string
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() && (name == "testdata" || strings.HasPrefix(name, ".")) {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && (name == "go.mod" || name == "go.sum" ||
-			(strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go"))) {
-			files = append(files, p)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("apiserver: hash testenv sources: %w", err)
-	}
-	sort.Strings(files)
-	h := sha256.New()
-	fmt.Fprintln(h, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return "", fmt.Errorf("apiserver: hash testenv sources: %w", err)
-		}
-		rel, _ := filepath.Rel(src, f)
-		fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(rel), len(b))
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16], nil
+	return err == nil && strings.HasPrefix(string(b), "module "+testenvModule+"\n")
 }
 
 func cacheDir() (string, error) {

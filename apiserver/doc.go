@@ -10,7 +10,22 @@
 //
 // The package itself does not import kube-apiserver or etcd: it finds or
 // builds the binary (see Binary) and runs it as a child process, so ctrlkit's
-// users never download k8s.io/kubernetes.
+// users never download k8s.io/kubernetes into their own builds.
+//
+// When ctrlkit is a dependency, the Go module proxy serves it without the
+// nested testenv module. Get the binary once per machine with
+//
+//	go run github.com/ctrlkit/ctrlkit/cmd/ctrlkit apiserver build
+//
+// (it fetches testenv at the ctrlkit version your go.mod names and builds it
+// into the cache), or install it onto your PATH, stamping the Kubernetes
+// version that /version and "kubectl version" report:
+//
+//	go install -ldflags "-X k8s.io/component-base/version.gitVersion=v1.36.3 \
+//	  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36" \
+//	  github.com/ctrlkit/ctrlkit/testenv/cmd/ctrlkit-apiserver@VERSION
+//
+// Binary finds either by its version, without the sources.
 //
 // What the server offers tests:
 //

@@ -24,8 +24,9 @@ import (
 type Options struct {
 	// Binary is the ctrlkit-apiserver to run. Default: Binary(Progress).
 	Binary string
-	// DataDir holds etcd's data, certificates and the kubeconfig. Restart
-	// keeps it. Default: a new temporary folder, removed by Stop.
+	// DataDir holds etcd's data, certificates and the kubeconfig; Start
+	// creates it if missing, and Restart keeps it. Default: a new temporary
+	// folder, removed by Stop.
 	DataDir string
 	// Log receives the server's own log. Default: DATA-DIR/apiserver.log,
 	// whose last lines are quoted in Start's error when the server fails.
@@ -95,7 +96,12 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		opts.Binary = bin
 	}
 	s := &Server{opts: opts, dataDir: opts.DataDir}
-	if s.dataDir == "" {
+	if s.dataDir != "" {
+		// Private: it holds the CA key and the admin token.
+		if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("apiserver: data folder: %w", err)
+		}
+	} else {
 		dir, err := os.MkdirTemp("", "ctrlkit-apiserver-")
 		if err != nil {
 			return nil, fmt.Errorf("apiserver: %w", err)
@@ -224,6 +230,36 @@ func (s *Server) URL() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.info.Server
+}
+
+// PID returns the process id of the running server, or 0 when it is stopped.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
+// Wait blocks until the server process exits or ctx ends. It returns nil when
+// ctx ends first, and otherwise an error saying how the process ended, with
+// the last lines of its log. Stop and Restart end the process too: Wait is
+// for a caller that serves until interrupted and must notice the server
+// dying, and does not run concurrently with Stop or Restart.
+func (s *Server) Wait(ctx context.Context) error {
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil {
+		return errors.New("apiserver: wait: the server is not running")
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-p.exited:
+		return fmt.Errorf("apiserver: the server exited (%v)%s", p.err, s.logTail())
+	}
 }
 
 // DataDir returns the folder that holds etcd's data, the certificates and the kubeconfig.

@@ -54,7 +54,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for convergence")
 	replicas := fs.Int("replicas", 1, "run the controller as this many processes (ctrlkit run foo --leader-elect); 1 runs it in this process")
 	killLeader := fs.Bool("kill-leader", false, "with --replicas: SIGKILL the leading replica when half the Foos exist")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "ctrlkit demo: the Foo sample controller on a real, embedded Kubernetes API server")

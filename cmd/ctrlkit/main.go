@@ -1,11 +1,15 @@
 // Command ctrlkit is ctrlkit's command line: it builds and runs the embedded
-// Kubernetes API server for local work, and runs the demo.
+// Kubernetes API server for local work, runs the sample controllers, and runs
+// the demo. "ctrlkit help" lists every command and flag; "ctrlkit <command>
+// --help" shows one.
 //
-//	ctrlkit demo [--foos N] [--keep]         the Foo controller on the embedded API server, end to end
-//	ctrlkit run foo [--kubeconfig PATH]      run the Foo controller against any cluster
-//	ctrlkit run podlogger [--kubeconfig PATH] print every Pod change (the seed documents' example)
-//	ctrlkit apiserver build                  build the API server binary if this machine has none; print its path
-//	ctrlkit apiserver run [flags]            run the API server until interrupted; print a kubeconfig for kubectl
+//	ctrlkit demo [flags]             the Foo controller on the embedded API server, end to end
+//	ctrlkit run foo [flags]          run the Foo controller against any cluster
+//	ctrlkit run podlogger [flags]    print every Pod change of a cluster (the seed documents' example)
+//	ctrlkit apiserver build [flags]  build the API server binary if this machine has none; print its path
+//	ctrlkit apiserver run [flags]    run the API server until interrupted; print a kubeconfig for kubectl
+//
+// Help exits 0, a wrong command or flag exits 2, a failure exits 1.
 package main
 
 import (
@@ -17,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"k8s.io/client-go/rest"
@@ -29,13 +34,21 @@ import (
 	"github.com/ctrlkit/ctrlkit/manager"
 )
 
-const usage = `usage:
-  ctrlkit demo [--foos N] [--keep]                   the Foo controller on the embedded API server, end to end
-  ctrlkit run foo [--kubeconfig PATH] [--namespace]  run the Foo controller against any cluster
-  ctrlkit run podlogger [--kubeconfig PATH] [--namespace]  print every Pod change (the seed's example)
-  ctrlkit apiserver build                            build the API server binary if needed and print its path
-  ctrlkit apiserver run [flags]                      run the API server until interrupted
-`
+// commands are ctrlkit's commands, in the order the usage lists them. Each
+// parses its flags with parseFlags before doing anything else, so "--help"
+// prints its usage and the top-level usage can show every command's flags.
+// (Set in init: the commands' help reads this list, a cycle for a plain var.)
+var commands []command
+
+func init() {
+	commands = []command{
+		{"demo", "the Foo controller on the embedded API server, end to end", runDemo},
+		{"run foo", "run the Foo controller against any cluster", runFoo},
+		{"run podlogger", "print every Pod change of a cluster (the seed documents' example)", runPodLogger},
+		{"apiserver build", "build the API server binary if this machine has none; print its path", runAPIServerBuild},
+		{"apiserver run", "run the embedded API server until interrupted; print a kubeconfig for kubectl", runAPIServer},
+	}
+}
 
 // envRunAsCLI, set in the environment, makes a test binary of this package
 // behave as the ctrlkit command (the demo's replicas exec themselves).
@@ -44,38 +57,68 @@ const envRunAsCLI = "CTRLKIT_RUN_AS_CLI"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil:
+	case errors.Is(err, errUsage): // the usage, and what was wrong, are printed already
+		os.Exit(2)
+	default:
 		fmt.Fprintln(os.Stderr, "ctrlkit:", err)
 		os.Exit(1)
 	}
 }
 
+// run runs the command named by args. Asking for help in any form prints
+// usage to stdout and returns nil; a wrong command or flag prints the usage
+// to stderr and returns errUsage.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	switch {
-	case len(args) >= 2 && args[0] == "apiserver" && args[1] == "build":
-		bin, err := apiserver.Binary(stderr)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, bin)
+	if len(args) == 0 || isHelpFlag(args[0]) {
+		printUsage(ctx, stdout, "")
 		return nil
-	case len(args) >= 2 && args[0] == "apiserver" && args[1] == "run":
-		return runAPIServer(ctx, args[2:], stdout, stderr)
-	case len(args) >= 1 && args[0] == "demo":
-		return runDemo(ctx, args[1:], stdout, stderr)
-	case len(args) >= 2 && args[0] == "run" && args[1] == "foo":
-		return runFoo(ctx, args[2:], stderr)
-	case len(args) >= 2 && args[0] == "run" && args[1] == "podlogger":
-		return runPodLogger(ctx, args[2:], stdout, stderr)
-	default:
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", args)
 	}
+	if args[0] == "help" {
+		return runHelp(ctx, args[1:], stdout, stderr)
+	}
+	c, rest, ok := lookup(args)
+	switch {
+	case ok:
+		err := c.run(ctx, rest, stdout, stderr)
+		if errors.Is(err, errHelpShown) {
+			return nil
+		}
+		return err
+	case isGroup(args[0]) && (len(args) == 1 || isHelpFlag(args[1])): // "ctrlkit apiserver"
+		printUsage(ctx, stdout, args[0])
+		return nil
+	default:
+		fmt.Fprintf(stderr, "ctrlkit: unknown command %q\n\n", strings.Join(args, " "))
+		printUsage(ctx, stderr, "")
+		return errUsage
+	}
+}
+
+// runHelp is "ctrlkit help [command]".
+func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		printUsage(ctx, stdout, "")
+		return nil
+	}
+	if c, rest, ok := lookup(args); ok && len(rest) == 0 {
+		_ = c.run(ctx, []string{"-h"}, stdout, io.Discard)
+		return nil
+	}
+	if len(args) == 1 && isGroup(args[0]) {
+		printUsage(ctx, stdout, args[0])
+		return nil
+	}
+	fmt.Fprintf(stderr, "ctrlkit help: unknown command %q\n\n", strings.Join(args, " "))
+	printUsage(ctx, stderr, "")
+	return errUsage
 }
 
 // runFoo runs the Foo controller against the cluster of a kubeconfig until
 // ctx ends (Ctrl-C).
-func runFoo(ctx context.Context, args []string, stderr io.Writer) error {
+func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run foo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
@@ -86,7 +129,7 @@ func runFoo(ctx context.Context, args []string, stderr io.Writer) error {
 	leaderElect := fs.Bool("leader-elect", false, "reconcile only while holding the Lease foo-controller (informers stay warm on every replica)")
 	leaseNS := fs.String("lease-namespace", "default", "namespace of the leader-election Lease")
 	identity := fs.String("identity", "", "this replica's name in the Lease (default: host name and a random suffix)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	cfg, err := loadKubeconfig(*kubeconfig)
@@ -113,7 +156,7 @@ func runPodLogger(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	ns := fs.String("namespace", "", "one namespace only (default: all)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	cfg, err := loadKubeconfig(*kubeconfig)
@@ -124,25 +167,86 @@ func runPodLogger(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 }
 
-// loadKubeconfig reads path, or the usual places when it is empty.
+// loadKubeconfig finds the cluster as kubectl does: path (--kubeconfig),
+// else $KUBECONFIG, else ~/.kube/config, else the in-cluster service account.
+// When none names a cluster, the error says what was tried and what to do.
 func loadKubeconfig(path string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = path
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
-	if err != nil {
+	switch {
+	case err == nil:
+		return cfg, nil
+	case path == "" && clientcmd.IsEmptyConfig(err):
+		return nil, noCluster(rules)
+	default:
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	return cfg, nil
+}
+
+// noCluster explains an empty configuration (client-go's own message
+// suggests KUBERNETES_MASTER, which nothing reads any more).
+func noCluster(rules *clientcmd.ClientConfigLoadingRules) error {
+	var b strings.Builder
+	b.WriteString("no cluster to talk to; tried:\n  --kubeconfig: not given\n")
+	if env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); env != "" {
+		fmt.Fprintf(&b, "  $KUBECONFIG: %s\n", describeFiles(rules.Precedence))
+	} else {
+		fmt.Fprintf(&b, "  $KUBECONFIG: not set\n  ~/.kube/config: %s\n", describeFiles(rules.Precedence))
+	}
+	if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		b.WriteString("  in-cluster config: not running in a Pod ($KUBERNETES_SERVICE_HOST is not set)\n")
+	} else {
+		b.WriteString("  in-cluster config: not usable (no service account token or CA mounted)\n")
+	}
+	b.WriteString("point at a cluster with --kubeconfig PATH or KUBECONFIG=PATH, or start one on this machine with\n" +
+		"  ctrlkit apiserver run --data-dir /tmp/k\nand pass --kubeconfig /tmp/k/kubeconfig")
+	return errors.New(b.String())
+}
+
+// describeFiles says, for each kubeconfig path, whether it exists and why it gave no cluster.
+func describeFiles(paths []string) string {
+	var out []string
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			out = append(out, p+" (no such file)")
+		} else {
+			out = append(out, p+" (names no cluster or current context)")
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// runAPIServerBuild builds the API server binary into the per-machine cache
+// if there is none, and prints its path.
+func runAPIServerBuild(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("apiserver build", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	src := fs.String("testenv", "", "build from this testenv module folder (default: the checkout this ctrlkit comes from, or testenv at ctrlkit's version from the Go module proxy)")
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	build := apiserver.Binary
+	if *src != "" {
+		build = func(progress io.Writer) (string, error) { return apiserver.BuildFrom(*src, progress) }
+	}
+	bin, err := build(stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, bin)
+	return nil
 }
 
 // runAPIServer starts the embedded API server, tells how to reach it, and
-// stops it cleanly when ctx ends (Ctrl-C).
+// stops it cleanly when ctx ends (Ctrl-C). If the server dies first, it says
+// so and returns an error quoting the server's log.
 func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apiserver run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", "", "keep etcd data, certificates and the kubeconfig here (default: a temporary folder, removed on exit)")
+	dataDir := fs.String("data-dir", "", "keep etcd data, certificates and the kubeconfig here, created if missing (default: a temporary folder, removed on exit)")
 	noWatchCache := fs.Bool("disable-watch-cache", false, "serve every list and watch from etcd")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	fmt.Fprintln(stderr, "ctrlkit: starting the embedded Kubernetes API server (kube-apiserver + etcd on 127.0.0.1)")
@@ -152,11 +256,15 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "API server ready at %s\n", srv.URL())
+	fmt.Fprintf(stdout, "API server ready at %s (pid %d)\n", srv.URL(), srv.PID())
 	fmt.Fprintf(stdout, "kubeconfig: %s\n", srv.Kubeconfig())
 	fmt.Fprintf(stdout, "try:        kubectl --kubeconfig %s get namespaces\n", srv.Kubeconfig())
 	fmt.Fprintln(stdout, "Ctrl-C stops the server.")
-	<-ctx.Done()
+	if err := srv.Wait(ctx); err != nil {
+		fmt.Fprintln(stderr, "ctrlkit: the API server stopped on its own")
+		_ = srv.Stop() // reaps the process; the error below already quotes its log
+		return err
+	}
 	fmt.Fprintln(stderr, "ctrlkit: stopping the API server")
 	return srv.Stop()
 }

@@ -4,9 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,46 +22,204 @@ import (
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 )
 
-func TestRun_unknownCommandPrintsUsage(t *testing.T) {
-	var out, errOut bytes.Buffer
-	err := run(t.Context(), []string{"frobnicate"}, &out, &errOut)
-	if err == nil || !strings.Contains(errOut.String(), "usage:") {
-		t.Fatalf("err = %v, stderr = %q; want an error and the usage", err, errOut.String())
+// flagsOf returns the flag set command c really parses, by asking it for help.
+func flagsOf(t *testing.T, c command) *flag.FlagSet {
+	t.Helper()
+	var h helpShown
+	if err := c.run(t.Context(), []string{"-h"}, io.Discard, io.Discard); !errors.As(err, &h) {
+		t.Fatalf("%s -h = %v, want its help (every command must parse its flags first)", c.name, err)
+	}
+	return h.fs
+}
+
+// wantEveryFlag fails t unless out names every flag of every command in cs.
+func wantEveryFlag(t *testing.T, out string, cs ...command) {
+	t.Helper()
+	for _, c := range cs {
+		flagsOf(t, c).VisitAll(func(f *flag.Flag) {
+			if !strings.Contains(out, "--"+f.Name+" ") {
+				t.Errorf("%s's flag --%s is missing from:\n%s", c.name, f.Name, out)
+			}
+		})
+	}
+}
+
+func TestRun_helpInEveryFormPrintsUsageAndSucceeds(t *testing.T) {
+	for _, args := range [][]string{nil, {"-h"}, {"-help"}, {"--help"}, {"help"}} {
+		t.Run(strings.Join(append([]string{"ctrlkit"}, args...), " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if err := run(t.Context(), args, &out, &errOut); err != nil {
+				t.Fatalf("err = %v, want nil", err)
+			}
+			if errOut.Len() > 0 {
+				t.Errorf("help wrote to stderr: %q", errOut.String())
+			}
+			for _, c := range commands {
+				if !strings.Contains(out.String(), "\n  "+c.name+" ") || !strings.Contains(out.String(), c.summary) {
+					t.Errorf("usage lacks command %q", c.name)
+				}
+			}
+			wantEveryFlag(t, out.String(), commands...)
+		})
+	}
+}
+
+func TestRun_aCommandGroupAloneListsItsCommands(t *testing.T) {
+	for _, args := range [][]string{{"apiserver"}, {"apiserver", "--help"}, {"help", "apiserver"}, {"run"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out bytes.Buffer
+			if err := run(t.Context(), args, &out, io.Discard); err != nil {
+				t.Fatalf("err = %v, want nil", err)
+			}
+			group := args[0]
+			if group == "help" {
+				group = args[1]
+			}
+			for _, c := range commands {
+				in := strings.HasPrefix(c.name, group+" ")
+				if got := strings.Contains(out.String(), "\n  "+c.name+" "); got != in {
+					t.Errorf("usage lists %q: %v, want %v:\n%s", c.name, got, in, out.String())
+				}
+			}
+		})
+	}
+}
+
+func TestRun_everyCommandsHelpListsEveryFlagAndSucceeds(t *testing.T) {
+	for _, c := range commands {
+		for _, form := range [][]string{{c.name, "--help"}, {c.name, "-h"}, {"help", c.name}} {
+			args := strings.Fields(strings.Join(form, " "))
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				var out, errOut bytes.Buffer
+				if err := run(t.Context(), args, &out, &errOut); err != nil {
+					t.Fatalf("err = %v, want nil", err)
+				}
+				if !strings.HasPrefix(out.String(), "usage: ctrlkit "+c.name) || errOut.Len() > 0 {
+					t.Errorf("stdout = %q, stderr = %q; want the usage of %s on stdout only", out.String(), errOut.String(), c.name)
+				}
+				wantEveryFlag(t, out.String(), c)
+			})
+		}
+	}
+}
+
+func TestRun_aWrongCommandFlagOrArgumentIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{
+		{"frobnicate"}, {"apiserver", "frobnicate"}, {"help", "frobnicate"},
+		{"demo", "--bogus"}, {"apiserver", "run", "stray"}, {"run", "foo", "--workers", "x"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := run(t.Context(), args, &out, &errOut)
+			if !errors.Is(err, errUsage) {
+				t.Fatalf("err = %v, want errUsage", err)
+			}
+			if out.Len() > 0 || !strings.Contains(errOut.String(), "usage:") {
+				t.Errorf("stdout = %q, stderr = %q; want what was wrong and the usage on stderr", out.String(), errOut.String())
+			}
+		})
+	}
+}
+
+func TestRun_withoutAClusterSaysWhatWasTriedAndHowToPointAtOne(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	t.Setenv("KUBECONFIG", missing)
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	for _, args := range [][]string{{"run", "podlogger"}, {"run", "foo", "--metrics-addr", "0"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			err := run(t.Context(), args, io.Discard, io.Discard)
+			if err == nil {
+				t.Fatal("err = nil, want an error")
+			}
+			for _, want := range []string{"--kubeconfig: not given", "$KUBECONFIG: " + missing + " (no such file)",
+				"in-cluster config: not running in a Pod", "--kubeconfig PATH or KUBECONFIG=PATH", "ctrlkit apiserver run"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error lacks %q:\n%v", want, err)
+				}
+			}
+			if strings.Contains(err.Error(), "KUBERNETES_MASTER") {
+				t.Errorf("error still suggests KUBERNETES_MASTER:\n%v", err)
+			}
+		})
+	}
+}
+
+// TestMain_exitCodes runs this test binary as the ctrlkit command (see TestMain).
+func TestMain_exitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{nil, 0}, {[]string{"--help"}, 0}, {[]string{"apiserver"}, 0}, {[]string{"run", "foo", "--help"}, 0},
+		{[]string{"frobnicate"}, 2}, {[]string{"demo", "--bogus"}, 2},
+		{[]string{"run", "podlogger"}, 1}, // no cluster
+	} {
+		t.Run(strings.Join(append([]string{"ctrlkit"}, tc.args...), " "), func(t *testing.T) {
+			cmd := exec.CommandContext(t.Context(), os.Args[0], tc.args...)
+			cmd.Env = append(os.Environ(), envRunAsCLI+"=1", "KUBECONFIG="+filepath.Join(t.TempDir(), "missing"),
+				"KUBERNETES_SERVICE_HOST=")
+			out, err := cmd.CombinedOutput()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d; output:\n%s", code, tc.code, out)
+			}
+		})
+	}
+}
+
+// apiserverRun runs "ctrlkit apiserver run args..." in the background and
+// returns its stdout lines and its result.
+func apiserverRun(t *testing.T, ctx context.Context, args ...string) (lines <-chan string, done <-chan error, stderr *syncBuffer) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	stderr = &syncBuffer{}
+	result := make(chan error, 1)
+	go func() {
+		err := run(ctx, append([]string{"apiserver", "run"}, args...), pw, stderr)
+		pw.Close()
+		result <- err
+	}()
+	out := make(chan string, 16)
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			out <- sc.Text()
+		}
+	}()
+	return out, result, stderr
+}
+
+// lineWithPrefix returns the rest of the first line starting with prefix.
+func lineWithPrefix(t *testing.T, lines <-chan string, prefix string, stderr *syncBuffer) string {
+	t.Helper()
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("run ended before printing %q:\n%s", prefix, stderr.String())
+			}
+			if rest, ok := strings.CutPrefix(l, prefix); ok {
+				return rest
+			}
+		case <-timeout:
+			t.Fatalf("no line %q within 2m", prefix)
+		}
 	}
 }
 
 func TestRun_apiserverRunServesUntilInterruptedAndCleansUp(t *testing.T) {
 	leakcheck.Check(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	pr, pw := io.Pipe()
-	var stderr bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		err := run(ctx, []string{"apiserver", "run"}, pw, &stderr)
-		pw.Close()
-		done <- err
-	}()
-
-	kubeconfig := make(chan string, 1)
-	go func() {
-		defer close(kubeconfig)
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if p, ok := strings.CutPrefix(sc.Text(), "kubeconfig: "); ok {
-				kubeconfig <- p
-			}
-		}
-	}()
-	var path string
-	select {
-	case p, ok := <-kubeconfig:
-		if !ok {
-			t.Fatalf("run ended without printing a kubeconfig: %v\n%s", <-done, stderr.String())
-		}
-		path = p
-	case <-time.After(2 * time.Minute):
-		t.Fatal("no kubeconfig line within 2m")
-	}
+	lines, done, stderr := apiserverRun(t, ctx)
+	path := lineWithPrefix(t, lines, "kubeconfig: ", stderr)
 	if _, err := clientcmd.LoadFromFile(path); err != nil {
 		t.Fatalf("printed kubeconfig does not load: %v", err)
 	}
@@ -67,9 +232,75 @@ func TestRun_apiserverRunServesUntilInterruptedAndCleansUp(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("run did not return within 1m of the interrupt")
 	}
-	for range kubeconfig { // the reader ends when the pipe closes
+	for range lines { // the reader ends when the pipe closes
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("temporary kubeconfig %s still exists after stop (err %v)", path, err)
 	}
+}
+
+func TestRun_apiserverRunCreatesItsDataDirAndExitsWhenTheServerDies(t *testing.T) {
+	leakcheck.Check(t)
+	dataDir := filepath.Join(t.TempDir(), "not", "there", "yet")
+	lines, done, stderr := apiserverRun(t, t.Context(), "--data-dir", dataDir)
+	ready := lineWithPrefix(t, lines, "API server ready at ", stderr)
+	if path := lineWithPrefix(t, lines, "kubeconfig: ", stderr); filepath.Dir(path) != dataDir {
+		t.Errorf("kubeconfig %s is not in the data dir %s", path, dataDir)
+	}
+	_, pidText, _ := strings.Cut(ready, "(pid ")
+	pid, err := strconv.Atoi(strings.TrimSuffix(pidText, ")"))
+	if err != nil {
+		t.Fatalf("ready line %q has no pid: %v", ready, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "server exited") {
+			t.Fatalf("run = %v, want an error saying the server exited", err)
+		}
+		if !strings.Contains(stderr.String(), "stopped on its own") {
+			t.Errorf("stderr does not say the server stopped:\n%s", stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("run did not notice its server dying within 1m")
+	}
+	for range lines {
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "kubeconfig")); err != nil {
+		t.Errorf("the data dir was not kept: %v", err)
+	}
+}
+
+func TestRun_apiserverBuildPrintsTheCachedBinary(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"apiserver", "build"}, &out, &errOut); err != nil {
+		t.Fatalf("apiserver build: %v\n%s", err, errOut.String())
+	}
+	if fi, err := os.Stat(strings.TrimSpace(out.String())); err != nil || fi.Mode()&0o111 == 0 {
+		t.Errorf("printed %q, not an executable (%v)", out.String(), err)
+	}
+	err := run(t.Context(), []string{"apiserver", "build", "--testenv", t.TempDir()}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "not ctrlkit's testenv module") {
+		t.Errorf("build from an empty folder = %v, want an error saying it is not testenv", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and a concurrent reader.
+type syncBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -1,6 +1,6 @@
 // Command mirror keeps a Secret beside every ConfigMap labelled mirror=true,
 // with the same data, owned by the ConfigMap so it is deleted with it. It is
-// the comparison program of docs/manager-vs-controller-runtime.md: a
+// the comparison program of docs/compare/README.md: a
 // manager, For + Owns, metrics and probes on :8080.
 package main
 
