@@ -17,6 +17,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
@@ -84,11 +85,16 @@ func TestFactory_waitForCacheSyncNamesA403WithItsVerbAndResource(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	msg := waitForSyncError(t, f).Error()
+	err := waitForSyncError(t, f)
+	msg := err.Error()
 	for _, want := range []string{"configmaps/v1 in namespace " + ns, "forbidden (403)", "may not list", `cannot list resource "configmaps"`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not say %q", msg, want)
 		}
+	}
+	var rerr *reflector.Error
+	if !errors.As(err, &rerr) || rerr.Op != reflector.OpList || rerr.Code != 403 || rerr.Resource != "configmaps/v1 in namespace "+ns {
+		t.Errorf("errors.As(err, *reflector.Error) gives %+v, want the 403 of the list", rerr)
 	}
 }
 

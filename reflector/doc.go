@@ -29,6 +29,13 @@
 // Objects of the wrong type or without a name are skipped with a log line
 // and the ctrlkit_reflector_skipped_objects_total metric, never a crash.
 //
+// A failed list or watch is a *Error (op, resource, HTTP code, API reason,
+// cause), which LastError returns and OnError receives; classify it with
+// errors.As, never by its message. A failure that repeats (same op, code
+// and reason) is logged once at WARN, then only counted in
+// ctrlkit_reflector_failures_total{op,code} until that op succeeds again,
+// which is logged once at INFO.
+//
 // Concurrency: Run and ListAndWatch block and own all the reflector's state;
 // LastSyncResourceVersion and LastError are safe to call from any goroutine.
 // Every goroutine Run starts has exited when it returns.

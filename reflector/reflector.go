@@ -52,10 +52,13 @@ type Options struct {
 	// DisableWatchList syncs with paginated lists only, never with a
 	// watch-list stream. Default: stream where the server supports it.
 	DisableWatchList bool
-	// OnError is called with every list or watch error, e.g. to report 403
-	// Forbidden or a missing resource. It must not block. Default: none.
+	// OnError is called with every list or watch error, a *Error, e.g. to
+	// report 403 Forbidden or a missing resource. It must not block.
+	// Default: none.
 	OnError func(error)
-	// Logger receives one line per skipped object, error and relist.
+	// Logger receives one line per skipped object and relist, and one per
+	// streak of identical list or watch failures (the repeats are counted
+	// in ctrlkit_reflector_failures_total) and its recovery.
 	// Default: discard.
 	Logger *slog.Logger
 	// Registerer receives the reflector's metrics. Default: no metrics.
@@ -100,6 +103,7 @@ type Reflector[T object.Object] struct {
 	opts    Options
 	cfg     config
 	metrics *metrics
+	streaks streaks // owned by the goroutine running Run or ListAndWatch
 
 	mu     sync.Mutex // guards lastRV and err
 	lastRV string
@@ -137,8 +141,9 @@ func (r *Reflector[T]) LastSyncResourceVersion() string {
 	return r.lastRV
 }
 
-// LastError returns the last list or watch error, or nil once a list or
-// watch has succeeded since. Safe for concurrent use.
+// LastError returns the last list or watch error, a *Error (read it with
+// errors.As), or nil once a list or watch has succeeded since. Safe for
+// concurrent use.
 func (r *Reflector[T]) LastError() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

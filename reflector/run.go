@@ -143,11 +143,11 @@ func (r *Reflector[T]) list(ctx context.Context, a list) input {
 	r.metrics.list(now.Sub(start), err)
 	if err != nil {
 		if ctx.Err() == nil {
-			r.opts.Logger.Info("reflector: list failed", "name", r.opts.Name, "rv", a.rv, "err", err)
-			r.setErr(fmt.Errorf("list %s: %w", r.opts.Name, err))
+			r.failed(ctx, OpList, a.rv, err)
 		}
 		return listFailed{err: err, now: now}
 	}
+	r.succeeded(ctx, OpList)
 	r.setErr(nil)
 	if l.Skipped > 0 {
 		r.skip(l.Skip, "wrong type", l.Skipped)
@@ -176,8 +176,7 @@ func (r *Reflector[T]) watch(ctx context.Context, d *driver[T], a watchReq) inpu
 	now := r.opts.Clock.Now()
 	if err != nil {
 		if ctx.Err() == nil {
-			r.opts.Logger.Info("reflector: watch failed", "name", r.opts.Name, "rv", a.rv, "err", err)
-			r.setErr(fmt.Errorf("watch %s: %w", r.opts.Name, err))
+			r.failed(ctx, OpWatch, a.rv, err)
 		}
 		return watchFailed{err: err, now: now}
 	}
@@ -205,7 +204,11 @@ func (r *Reflector[T]) readEvent(ctx context.Context, d *driver[T]) (event[T], i
 			d.stopWatch()
 			return event[T]{}, watchEnded{now: r.opts.Clock.Now()}
 		}
-		return r.convert(d, ev)
+		e, in := r.convert(ctx, d, ev)
+		if e.typ != "" && r.streaks.watch.n > 0 { // a usable event: watching works again
+			r.succeeded(ctx, OpWatch)
+		}
+		return e, in
 	}
 }
 
@@ -219,14 +222,13 @@ func (r *Reflector[T]) deliver(ev event[T]) {
 	r.apply(apply[T]{typ: ev.typ, obj: ev.obj})
 }
 
-func (r *Reflector[T]) convert(d *driver[T], ev watch.Event) (event[T], input) {
+func (r *Reflector[T]) convert(ctx context.Context, d *driver[T], ev watch.Event) (event[T], input) {
 	r.metrics.event(string(ev.Type))
 	switch ev.Type {
 	case watch.Error:
 		d.stopWatch()
 		err := apierrors.FromObject(ev.Object)
-		r.opts.Logger.Info("reflector: watch error", "name", r.opts.Name, "err", err)
-		r.setErr(fmt.Errorf("watch %s: %w", r.opts.Name, err))
+		r.failed(ctx, OpWatch, r.LastSyncResourceVersion(), err)
 		return event[T]{}, watchEnded{err: err, now: r.opts.Clock.Now()}
 	case watch.Bookmark:
 		acc, err := meta.Accessor(ev.Object)
