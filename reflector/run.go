@@ -47,6 +47,7 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 		switch {
 		case len(pending) > 0:
 			a := pending[0]
+			pending[0] = nil // the slot would keep a replace's items alive
 			pending = pending[1:]
 			if c := resyncCause(a); c != nil && m.synced {
 				r.metrics.relist()
