@@ -123,6 +123,34 @@ func TestInformer_relistSwapsTheCacheThenReportsTombstonesUpdatesAndAdds(t *test
 	}
 }
 
+func TestInformer_aRelistNotifiesOnlyObjectsWhoseResourceVersionChanged(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("same", "changed", "gone")
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{})
+	a, b := newMirror(), newMirror()
+	register(t, inf, a, "a", 0)
+	register(t, inf, b, "b", 0)
+	run(t, inf)
+	waitFor(t, wait, "sync", inf.HasSynced)
+	a.waitForView(t, wait, srv.state)
+	b.waitForView(t, wait, srv.state)
+
+	srv.stall()
+	srv.update("changed", map[string]string{"k": "v"})
+	srv.remove("gone")
+	srv.create("new", nil)
+	srv.expireAndResume()
+	// A relist queues deletes, then updates, then adds: once a handler holds
+	// the new object it has heard every notification of the relist.
+	want := []string{"delete ns/gone@3 unknown=true", "update changed@2->4", "add new@6 initial=false"}
+	for _, m := range []*mirror{a, b} {
+		m.waitForView(t, wait, srv.state)
+		if got := m.callList()[3:]; !slices.Equal(got, want) {
+			t.Errorf("handler %s after the relist heard\n%q\nwant\n%q", m.handlerID, got, want)
+		}
+	}
+}
+
 func TestInformer_lateHandlerFirstGetsTheCacheAsInitialAdds(t *testing.T) {
 	leakcheck.Check(t)
 	srv := newFakeServer("a", "b", "c")
