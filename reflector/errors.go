@@ -20,8 +20,26 @@ func isExpired(err error) bool {
 
 // isTooLarge reports a resource version newer than the server has seen,
 // as from an API server that lags behind the one that served the last read.
+// Servers before 1.18.6 sent it as a 504 Timeout without the status cause
+// type: with the message "Too large resource version" as a cause (1.17.0 to
+// 1.18.5), or only at the start of the status message (before 1.17).
 func isTooLarge(err error) bool {
-	return apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge)
+	if apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		return true
+	}
+	var st apierrors.APIStatus
+	if !apierrors.IsTimeout(err) || !errors.As(err, &st) {
+		return false
+	}
+	const legacy = "Too large resource version"
+	if d := st.Status().Details; d != nil {
+		for _, c := range d.Causes {
+			if c.Message == legacy {
+				return true
+			}
+		}
+	}
+	return strings.Contains(st.Status().Message, legacy)
 }
 
 // isRetriable reports errors after which the cached state is still good
