@@ -23,8 +23,11 @@ var ErrTypeMismatch = errors.New("informer: resource already shared with another
 // FactoryOptions configure a Factory and every informer it creates. The
 // zero value means the defaults of Options.
 type FactoryOptions struct {
-	// DisableWatchList syncs with paginated lists only.
-	DisableWatchList bool
+	// Reflector configures the reflector of every informer. Its Name is not
+	// used (each reflector is named after its informer); its Logger and
+	// Registerer, when empty, are the factory's. Default: the reflector's
+	// defaults.
+	Reflector reflector.Options
 	// KeepManagedFields keeps metadata.managedFields in the caches.
 	KeepManagedFields bool
 	// Logger receives the informers' log lines. Default: discard.
@@ -83,7 +86,9 @@ func For[T object.Object](f *Factory, gvr schema.GroupVersionResource, namespace
 		return inf, nil
 	}
 	name := displayName(gvr, namespace)
-	inf, err := New(newLW(), Options[T]{Name: name, DisableWatchList: f.opts.DisableWatchList,
+	ro := f.opts.Reflector
+	ro.Name = ""
+	inf, err := New(newLW(), Options[T]{Name: name, Reflector: ro,
 		KeepManagedFields: f.opts.KeepManagedFields, Logger: f.opts.Logger, Registerer: f.opts.Registerer})
 	if err != nil {
 		return nil, err

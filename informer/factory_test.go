@@ -24,7 +24,7 @@ var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "config
 
 func TestFactory_sharesOneInformerPerResourceAndNamespace(t *testing.T) {
 	leakcheck.Check(t)
-	f := informer.NewFactory(informer.FactoryOptions{DisableWatchList: true})
+	f := informer.NewFactory(informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}})
 	srv := newFakeServer("a")
 	var created int
 	newLW := func() listwatch.ListerWatcher[*corev1.ConfigMap] { created++; return srv }
@@ -79,7 +79,7 @@ func TestFactory_waitForCacheSyncNamesA403WithItsVerbAndResource(t *testing.T) {
 	cfg := rest.CopyConfig(srv.Config())
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"} // no RBAC grants
 	cms := configMaps(t, cfg, ns)
-	f := informer.NewFactory(informer.FactoryOptions{DisableWatchList: true})
+	f := informer.NewFactory(informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}})
 	if _, err := informer.For(f, configMapsGVR, ns, func() listwatch.ListerWatcher[*corev1.ConfigMap] {
 		return listwatch.New[*corev1.ConfigMap](cms.List, cms.Watch, listwatch.Options{})
 	}); err != nil {
@@ -107,7 +107,7 @@ func TestFactory_waitForCacheSyncNamesAMissingResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := informer.NewFactory(informer.FactoryOptions{DisableWatchList: true})
+	f := informer.NewFactory(informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}})
 	if _, err := informer.For(f, gvr, ns, func() listwatch.ListerWatcher[*unstructured.Unstructured] {
 		return listwatch.Dynamic(dyn.Resource(gvr).Namespace(ns), listwatch.Options{})
 	}); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/store"
 )
 
@@ -25,7 +26,7 @@ const wait = 20 * time.Second
 
 func newInformer(t *testing.T, lw listwatch.ListerWatcher[*corev1.ConfigMap], opts informer.Options[*corev1.ConfigMap]) *informer.SharedIndexInformer[*corev1.ConfigMap] {
 	t.Helper()
-	opts.DisableWatchList = true
+	opts.Reflector.DisableWatchList = true
 	inf, err := informer.New(lw, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -336,12 +337,12 @@ func TestInformer_reportsWatchErrorsToItsHandler(t *testing.T) {
 	srv := newFakeServer("a")
 	srv.setListErr(apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no RBAC")))
 	errs := make(chan error, 10)
-	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{OnWatchError: func(err error) {
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{Reflector: reflector.Options{OnError: func(err error) {
 		select {
 		case errs <- err:
 		default:
 		}
-	}})
+	}}})
 	run(t, inf)
 	select {
 	case err := <-errs:

@@ -16,6 +16,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 // A typed client decodes a list into one array of structs. Cached objects
@@ -57,7 +58,7 @@ func TestInformer_aListsObjectsAreCollectableOnceTheCacheHasReplacedThem(t *test
 				func(context.Context, metav1.ListOptions) (watch.Interface, error) {
 					return watch.NewProxyWatcher(events), nil
 				}, listwatch.Options{})
-			inf, err := informer.New(lw, informer.Options[*corev1.ConfigMap]{DisableWatchList: true})
+			inf, err := informer.New(lw, informer.Options[*corev1.ConfigMap]{Reflector: reflector.Options{DisableWatchList: true}})
 			if err != nil {
 				t.Fatal(err)
 			}
