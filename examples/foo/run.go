@@ -70,7 +70,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts RunOptions) error {
 	}
 	events := record.NewBroadcaster(record.WithContext(ctx))
 	defer events.Shutdown()
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	events.StartRecordingToSink(eventSink{ctx: ctx, events: kube.CoreV1().Events("")})
 
 	f := informer.NewFactory(informer.FactoryOptions{Registerer: opts.Registerer, Logger: opts.Logger})
 	fooAPI, depAPI := fc.Foos(opts.Namespace), kube.AppsV1().Deployments(opts.Namespace)
@@ -118,4 +118,26 @@ func Run(ctx context.Context, cfg *rest.Config, opts RunOptions) error {
 		return fmt.Errorf("foo controller: %w", err)
 	}
 	return nil
+}
+
+// eventSink writes events with Run's context, so that a write still in
+// flight when Run returns (say, waiting out a Retry-After of a server that
+// is shutting down) ends with it; client-go's EventSinkImpl writes with
+// context.TODO. The recorder's interface takes no context, hence the
+// stored one.
+type eventSink struct {
+	ctx    context.Context
+	events typedcorev1.EventInterface
+}
+
+func (s eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	return s.events.CreateWithEventNamespaceWithContext(s.ctx, e)
+}
+
+func (s eventSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	return s.events.UpdateWithEventNamespaceWithContext(s.ctx, e)
+}
+
+func (s eventSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	return s.events.PatchWithEventNamespaceWithContext(s.ctx, e, data)
 }
