@@ -4,9 +4,11 @@ import "github.com/ctrlkit/ctrlkit/object"
 
 // Filtering passes to Handler only the objects Filter accepts, and turns
 // crossings of the filter into the events the inner handler expects: an
-// update whose object leaves the filter is a delete (carrying the new
-// state), one whose object enters it is an add. Filter must depend only on
-// the object; it runs on the handler's goroutine.
+// update whose object leaves the filter is a delete carrying the last state
+// Handler accepted (the old object: a cleanup keyed on what made it pass,
+// say a label, needs that state), and one whose object enters it is an add.
+// Filter must depend only on the object; it runs on the handler's
+// goroutine.
 type Filtering[T object.Object] struct {
 	Filter  func(obj T) bool
 	Handler Handler[T]
@@ -19,8 +21,8 @@ func (f Filtering[T]) OnAdd(obj T, isInInitialList bool) {
 	}
 }
 
-// OnUpdate forwards an update inside the filter, an add when new enters it
-// and a delete when new leaves it.
+// OnUpdate forwards an update inside the filter, an add of new when new
+// enters it and a delete of old when new leaves it.
 func (f Filtering[T]) OnUpdate(old, new T) {
 	was, is := f.Filter(old), f.Filter(new)
 	switch {
@@ -29,7 +31,7 @@ func (f Filtering[T]) OnUpdate(old, new T) {
 	case is:
 		f.Handler.OnAdd(new, false)
 	case was:
-		f.Handler.OnDelete(object.Deleted[T]{Key: object.NameOf(new).String(), Obj: new, HasObj: true})
+		f.Handler.OnDelete(object.Deleted[T]{Key: object.NameOf(old).String(), Obj: old, HasObj: true})
 	}
 }
 

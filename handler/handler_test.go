@@ -80,11 +80,11 @@ func TestFiltering_turnsFilterCrossingsIntoAddsAndDeletes(t *testing.T) {
 			want: []string{"add a@2 initial=false"},
 		},
 		{
-			name: "an object leaving the filter is a delete of its new state",
+			name: "an object leaving the filter is a delete of the last state the handler accepted",
 			call: func(h handler.Handler[*corev1.ConfigMap]) {
 				h.OnUpdate(cm("ns", "a", "1", on), cm("ns", "a", "2", nil))
 			},
-			want: []string{"delete ns/a@2 unknown=false"},
+			want: []string{"delete ns/a@1 unknown=false"},
 		},
 		{
 			name: "an update outside the filter is dropped",

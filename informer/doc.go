@@ -15,7 +15,9 @@
 //   - The cache is written in server order per key; a relist swaps it to
 //     exactly the server's snapshot in one step, then handlers hear deletes
 //     (tombstones with the last known object, FinalStateUnknown) for keys
-//     that vanished, then updates for keys kept, then adds.
+//     that vanished, then updates for keys kept whose resource version
+//     changed, then adds; an object the relist found unchanged notifies
+//     nobody.
 //   - Each handler hears a key's changes in order, after the cache holds
 //     them, from its own goroutine. Its backlog coalesces per key (add then
 //     update is one add of the newest, update then update is one update from

@@ -11,6 +11,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 // An informer over a clientset's ConfigMaps with one handler. Here the
@@ -26,7 +27,7 @@ func ExampleNewIndexerInformer() {
 		AddFunc: func(c *corev1.ConfigMap, initial bool) {
 			added <- fmt.Sprintf("add %s/%s (initial list: %v)", c.Namespace, c.Name, initial)
 		},
-	}, informer.Options[*corev1.ConfigMap]{DisableWatchList: true})
+	}, informer.Options[*corev1.ConfigMap]{Reflector: reflector.Options{DisableWatchList: true}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -5,16 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 // ErrTypeMismatch reports asking a Factory for an informer it already holds
@@ -24,8 +25,11 @@ var ErrTypeMismatch = errors.New("informer: resource already shared with another
 // FactoryOptions configure a Factory and every informer it creates. The
 // zero value means the defaults of Options.
 type FactoryOptions struct {
-	// DisableWatchList syncs with paginated lists only.
-	DisableWatchList bool
+	// Reflector configures the reflector of every informer. Its Name is not
+	// used (each reflector is named after its informer); its Logger and
+	// Registerer, when empty, are the factory's. Default: the reflector's
+	// defaults.
+	Reflector reflector.Options
 	// KeepManagedFields keeps metadata.managedFields in the caches.
 	KeepManagedFields bool
 	// Logger receives the informers' log lines. Default: discard.
@@ -121,7 +125,9 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() listwatch.Lister
 		return nil, fmt.Errorf("informer %s: %w", scope, ErrStopped)
 	}
 	name := scope.String()
-	inf, err := New(newLW(), Options[T]{Name: name, DisableWatchList: f.opts.DisableWatchList,
+	ro := f.opts.Reflector
+	ro.Name = ""
+	inf, err := New(newLW(), Options[T]{Name: name, Reflector: ro,
 		KeepManagedFields: f.opts.KeepManagedFields, Logger: f.opts.Logger, Registerer: f.opts.Registerer})
 	if err != nil {
 		return nil, err
@@ -203,7 +209,7 @@ func (f *Factory) Statuses() []Status {
 		default:
 		}
 		if err := s.lastErr(); err != nil {
-			st.Err = syncCause(err)
+			st.Err = syncCause(context.Background(), s.name, err)
 		}
 		out = append(out, st)
 	}
@@ -236,26 +242,41 @@ func (f *Factory) WaitForCacheSync(ctx context.Context) error {
 			continue
 		default:
 		}
-		cause := s.lastErr()
-		if cause == nil {
-			cause = fmt.Errorf("no list or watch error reported: %w", context.Cause(ctx))
-		} else {
-			cause = syncCause(cause)
-		}
-		errs = append(errs, fmt.Errorf("informer: cache of %s did not sync: %w", s.name, cause))
+		errs = append(errs, syncCause(ctx, s.name, s.lastErr()))
 	}
 	return errors.Join(errs...)
 }
 
-// syncCause explains why a cache did not sync, from the reflector's last
-// error (which starts with the verb: "list ..." or "watch ...").
-func syncCause(err error) error {
-	switch {
-	case apierrors.IsForbidden(err):
-		verb, _, _ := strings.Cut(err.Error(), " ")
-		return fmt.Errorf("forbidden (403): the credentials may not %s it (grant the verb with RBAC): %w", verb, err)
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("resource not found (404): is its CustomResourceDefinition installed and served at this version? %w", err)
+// syncFailure says why a cache did not sync. It unwraps to the informer's
+// last error (a *reflector.Error), or to ctx's cause when there was none.
+type syncFailure struct {
+	msg string
+	err error
+}
+
+func (e *syncFailure) Error() string { return e.msg }
+func (e *syncFailure) Unwrap() error { return e.err }
+
+// syncCause explains why the cache of informer name did not sync, from its
+// reflector's last error.
+func syncCause(ctx context.Context, name string, err error) error {
+	prefix := "informer: cache of " + name + " did not sync: "
+	var rerr *reflector.Error
+	if !errors.As(err, &rerr) {
+		if err == nil {
+			err = context.Cause(ctx)
+			return &syncFailure{msg: prefix + "no list or watch error reported: " + err.Error(), err: err}
+		}
+		return &syncFailure{msg: prefix + "last error: " + err.Error(), err: err}
 	}
-	return fmt.Errorf("last error: %w", err)
+	var hint string
+	switch rerr.Code {
+	case http.StatusForbidden:
+		hint = fmt.Sprintf("forbidden (403): the credentials may not %s it (grant the verb with RBAC): ", rerr.Op)
+	case http.StatusNotFound:
+		hint = "resource not found (404): is its CustomResourceDefinition installed and served at this version? "
+	default:
+		return &syncFailure{msg: prefix + "last error: " + rerr.Error(), err: err}
+	}
+	return &syncFailure{msg: prefix + hint + rerr.Err.Error(), err: err}
 }

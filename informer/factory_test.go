@@ -17,13 +17,14 @@ import (
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 func TestFactory_sharesOneInformerPerResourceAndNamespace(t *testing.T) {
 	leakcheck.Check(t)
-	f := informer.NewFactory(informer.FactoryOptions{DisableWatchList: true})
+	f := informer.NewFactory(informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}})
 	srv := newFakeServer("a")
 	var created int
 	newLW := func() listwatch.ListerWatcher[*corev1.ConfigMap] { created++; return srv }
@@ -91,17 +92,22 @@ func TestFactory_waitForCacheSyncNamesA403WithItsVerbAndResource(t *testing.T) {
 	cfg := rest.CopyConfig(srv.Config())
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"} // no RBAC grants
 	cms := configMaps(t, cfg, ns)
-	f := informer.NewFactory(informer.FactoryOptions{DisableWatchList: true})
+	f := informer.NewFactory(informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}})
 	if _, err := informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: ns}, func() listwatch.ListerWatcher[*corev1.ConfigMap] {
 		return listwatch.New[*corev1.ConfigMap](cms.List, cms.Watch, listwatch.Options{})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	msg := waitForSyncError(t, f).Error()
+	err := waitForSyncError(t, f)
+	msg := err.Error()
 	for _, want := range []string{"configmaps/v1 in namespace " + ns, "forbidden (403)", "may not list", `cannot list resource "configmaps"`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not say %q", msg, want)
 		}
+	}
+	var rerr *reflector.Error
+	if !errors.As(err, &rerr) || rerr.Op != reflector.OpList || rerr.Code != 403 || rerr.Resource != "configmaps/v1 in namespace "+ns {
+		t.Errorf("errors.As(err, *reflector.Error) gives %+v, want the 403 of the list", rerr)
 	}
 }
 
@@ -114,7 +120,7 @@ func TestFactory_waitForCacheSyncNamesAMissingResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := informer.NewFactory(informer.FactoryOptions{DisableWatchList: true})
+	f := informer.NewFactory(informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}})
 	if _, err := informer.For(f, informer.Scope{Resource: gvr, Namespace: ns}, func() listwatch.ListerWatcher[*unstructured.Unstructured] {
 		return listwatch.Dynamic(dyn.Resource(gvr).Namespace(ns), listwatch.Options{})
 	}); err != nil {

@@ -50,11 +50,11 @@ type Options[T object.Object] struct {
 	// with another informer, as API clients do (each response is decoded
 	// anew).
 	KeepManagedFields bool
-	// OnWatchError is called with every list or watch error, e.g. to report
-	// 403 Forbidden. It must not block. Default: none.
-	OnWatchError func(error)
-	// DisableWatchList syncs with paginated lists only. Default: stream.
-	DisableWatchList bool
+	// Reflector configures the informer's reflector: watch-list or lists,
+	// page size, OnError for every list or watch error, and so on. Its
+	// Name, Logger and Registerer, when empty, are the informer's.
+	// Default: the reflector's defaults.
+	Reflector reflector.Options
 	// Logger receives handler panics and cache errors. Default: discard.
 	Logger *slog.Logger
 	// Registerer receives the informer's and its reflector's metrics.
@@ -118,10 +118,7 @@ func New[T object.Object](lw listwatch.ListerWatcher[T], opts Options[T]) (*Shar
 		syncedC: make(chan struct{}), stopping: make(chan struct{}),
 	}
 	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts)}
-	i.refl, err = reflector.New(lw, reflector.Sink[T](sink), reflector.Options{
-		Name: opts.Name, DisableWatchList: opts.DisableWatchList, OnError: opts.OnWatchError,
-		Logger: opts.Logger, Registerer: opts.Registerer,
-	})
+	i.refl, err = reflector.New(lw, reflector.Sink[T](sink), reflectorOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
 	}
@@ -129,6 +126,22 @@ func New[T object.Object](lw listwatch.ListerWatcher[T], opts Options[T]) (*Shar
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
 	}
 	return i, nil
+}
+
+// reflectorOptions are opts.Reflector with the informer's name, logger and
+// registerer where it has none.
+func reflectorOptions[T object.Object](opts Options[T]) reflector.Options {
+	ro := opts.Reflector
+	if ro.Name == "" {
+		ro.Name = opts.Name
+	}
+	if ro.Logger == nil {
+		ro.Logger = opts.Logger
+	}
+	if ro.Registerer == nil {
+		ro.Registerer = opts.Registerer
+	}
+	return ro
 }
 
 // transformFor returns the transform New's options ask for.

@@ -18,6 +18,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/store"
 )
 
@@ -25,7 +26,7 @@ const wait = 20 * time.Second
 
 func newInformer(t *testing.T, lw listwatch.ListerWatcher[*corev1.ConfigMap], opts informer.Options[*corev1.ConfigMap]) *informer.SharedIndexInformer[*corev1.ConfigMap] {
 	t.Helper()
-	opts.DisableWatchList = true
+	opts.Reflector.DisableWatchList = true
 	inf, err := informer.New(lw, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +121,34 @@ func TestInformer_relistSwapsTheCacheThenReportsTombstonesUpdatesAndAdds(t *test
 	}
 	if want := []string{"ns/kept", "ns/new"}; !slices.Equal(cacheAtDelete, want) {
 		t.Errorf("cache during the first tombstone = %q, want the whole snapshot %q", cacheAtDelete, want)
+	}
+}
+
+func TestInformer_aRelistNotifiesOnlyObjectsWhoseResourceVersionChanged(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("same", "changed", "gone")
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{})
+	a, b := newMirror(), newMirror()
+	register(t, inf, a, "a", 0)
+	register(t, inf, b, "b", 0)
+	run(t, inf)
+	waitFor(t, wait, "sync", inf.HasSynced)
+	a.waitForView(t, wait, srv.state)
+	b.waitForView(t, wait, srv.state)
+
+	srv.stall()
+	srv.update("changed", map[string]string{"k": "v"})
+	srv.remove("gone")
+	srv.create("new", nil)
+	srv.expireAndResume()
+	// A relist queues deletes, then updates, then adds: once a handler holds
+	// the new object it has heard every notification of the relist.
+	want := []string{"delete ns/gone@3 unknown=true", "update changed@2->4", "add new@6 initial=false"}
+	for _, m := range []*mirror{a, b} {
+		m.waitForView(t, wait, srv.state)
+		if got := m.callList()[3:]; !slices.Equal(got, want) {
+			t.Errorf("handler %s after the relist heard\n%q\nwant\n%q", m.handlerID, got, want)
+		}
 	}
 }
 
@@ -308,12 +337,12 @@ func TestInformer_reportsWatchErrorsToItsHandler(t *testing.T) {
 	srv := newFakeServer("a")
 	srv.setListErr(apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no RBAC")))
 	errs := make(chan error, 10)
-	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{OnWatchError: func(err error) {
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{Reflector: reflector.Options{OnError: func(err error) {
 		select {
 		case errs <- err:
 		default:
 		}
-	}})
+	}}})
 	run(t, inf)
 	select {
 	case err := <-errs:

@@ -24,6 +24,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 var env apiserver.Shared // watch cache on, as in production
@@ -191,7 +192,7 @@ func TestInformer_objectsDeletedWhileTheWatchWasDownArriveAsTombstonesAfterAComp
 	}
 	t.Cleanup(func() { _ = p.Close() })
 
-	inf := realInformer(t, configMaps(t, p.Config(), ns), informer.Options[*corev1.ConfigMap]{DisableWatchList: true})
+	inf := realInformer(t, configMaps(t, p.Config(), ns), informer.Options[*corev1.ConfigMap]{Reflector: reflector.Options{DisableWatchList: true}})
 	m := newMirror()
 	register(t, inf, m, "h", 0)
 	run(t, inf)

@@ -72,7 +72,9 @@ func (i *SharedIndexInformer[T]) apply(key string, d deltafifo.Delta[T]) {
 
 // replace swaps the cache for items in one step, then notifies: deletes
 // (final state unknown, carrying the last cached object) for keys that
-// vanished, updates for keys kept, adds for new keys. The first replace
+// vanished, updates for keys kept whose resource version changed, adds for
+// new keys. An object the relist found unchanged notifies nobody: a 410 on
+// a big cache must not re-enqueue every object of it. The first replace
 // marks the informer synced once every handler has been handed its
 // notifications.
 func (i *SharedIndexInformer[T]) replace(items []T, rv string) {
@@ -115,7 +117,7 @@ func (i *SharedIndexInformer[T]) notifyReplaceLocked(old map[string]T, items []T
 		}
 	}
 	for k, o := range items {
-		if prev, ok := old[keys[k]]; ok {
+		if prev, ok := old[keys[k]]; ok && changed(prev, o) {
 			i.dispatchLocked(keys[k], notification[T]{kind: updateKind, old: prev, obj: o}, now)
 		}
 	}
@@ -124,6 +126,14 @@ func (i *SharedIndexInformer[T]) notifyReplaceLocked(old map[string]T, items []T
 			i.dispatchLocked(keys[k], notification[T]{kind: addKind, obj: o, initial: initial}, now)
 		}
 	}
+}
+
+// changed reports that a relist found a new state of a cached object: its
+// resource version moved, or there is none to compare (a source without
+// resource versions).
+func changed[T object.Object](cached, listed T) bool {
+	rv := listed.GetResourceVersion()
+	return rv == "" || rv != cached.GetResourceVersion()
 }
 
 // transformSink runs the informer's transform on each object on its way

@@ -92,12 +92,15 @@ func (c *typed[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch
 }
 
 // fromListObject reads the items and list metadata of any API list type.
+// Each item is copied out of the list's array of structs: an item pointing
+// into it would keep every object of the page alive for as long as that one
+// object stays cached.
 func fromListObject[T object.Object](l runtime.Object) (List[T], error) {
 	lm, err := meta.ListAccessor(l)
 	if err != nil {
 		return List[T]{}, fmt.Errorf("listwatch: %T is not a list: %w", l, err)
 	}
-	objs, err := meta.ExtractList(l)
+	objs, err := meta.ExtractListWithAlloc(l)
 	if err != nil {
 		return List[T]{}, fmt.Errorf("listwatch: items of %T: %w", l, err)
 	}

@@ -1,6 +1,7 @@
 package listwatch_test
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"slices"
@@ -180,4 +181,42 @@ func TestPreferProtobuf_listsAndWatchesBuiltInTypesInProtobuf(t *testing.T) {
 	if srv.Config().ContentType == runtime.ContentTypeProtobuf {
 		t.Error("PreferProtobuf changed the config it was given")
 	}
+}
+
+// listItems lists through New with a list function returning l.
+func listItems[T object.Object, L runtime.Object](t *testing.T, l L) []T {
+	t.Helper()
+	lw := listwatch.New[T](func(context.Context, metav1.ListOptions) (L, error) { return l, nil }, nil, listwatch.Options{})
+	got, err := lw.List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.Items
+}
+
+func TestNew_listItemsDoNotPointIntoTheListsArray(t *testing.T) {
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: "ns", Name: name} }
+	t.Run("typed", func(t *testing.T) {
+		l := &corev1.ConfigMapList{Items: []corev1.ConfigMap{{ObjectMeta: meta("a")}, {ObjectMeta: meta("b")}}}
+		items := listItems[*corev1.ConfigMap](t, l)
+		if len(items) != 2 || items[0] == &l.Items[0] || items[1] == &l.Items[1] || items[1].Name != "b" {
+			t.Errorf("items %p %p point into the list's array at %p", items[0], items[1], &l.Items[0])
+		}
+	})
+	t.Run("unstructured, as from Dynamic", func(t *testing.T) {
+		l := &unstructured.UnstructuredList{Items: []unstructured.Unstructured{{}, {}}}
+		l.Items[0].SetName("a")
+		l.Items[1].SetName("b")
+		items := listItems[*unstructured.Unstructured](t, l)
+		if len(items) != 2 || items[0] == &l.Items[0] || items[1] == &l.Items[1] || items[1].GetName() != "b" {
+			t.Errorf("items %p %p point into the list's array at %p", items[0], items[1], &l.Items[0])
+		}
+	})
+	t.Run("metadata, as from Metadata", func(t *testing.T) {
+		l := &metav1.PartialObjectMetadataList{Items: []metav1.PartialObjectMetadata{{ObjectMeta: meta("a")}, {ObjectMeta: meta("b")}}}
+		items := listItems[*metav1.PartialObjectMetadata](t, l)
+		if len(items) != 2 || items[0] == &l.Items[0] || items[1] == &l.Items[1] || items[1].Name != "b" {
+			t.Errorf("items %p %p point into the list's array at %p", items[0], items[1], &l.Items[0])
+		}
+	})
 }

@@ -100,7 +100,7 @@ func (m *Manager) notReady() []string {
 		switch {
 		case st.Synced:
 		case st.Err != nil:
-			out = append(out, fmt.Sprintf("informer %s: not synced: %v", st.Name, st.Err))
+			out = append(out, st.Err.Error()) // "informer: cache of NAME did not sync: why"
 		default:
 			out = append(out, fmt.Sprintf("informer %s: not synced yet", st.Name))
 		}

@@ -12,10 +12,14 @@
 //	            ├──────────────────────────────┐──────────────────────────────┐
 //	            v                              │                              v
 //	STREAMING: watch sendInitialEvents=true    │           LISTING: pages of 500 at RV
-//	ADDED... then bookmark                     │           "0" → last synced → "" (after 410 /
-//	"k8s.io/initial-events-end"                │           too large); an expired continue token
-//	            │ replace(items, rv)           │           lists once, unpaginated
-//	            v                              │                              │ replace(items, rv)
+//	ADDED first, then ADDED / MODIFIED /       │           "0" → last synced → "" (after 410 /
+//	DELETED applied to the snapshot, until     │           too large); an expired continue token
+//	bookmark "k8s.io/initial-events-end"       │           lists once, unpaginated
+//	  429, connection refused: back off, again │                              ^
+//	  410 / too large: again at RV ""          │                              │
+//	  any other failure ───────────────────────┼── list for this sync only ───┘
+//	            │ replace(items, rv)           │                              │ replace(items, rv)
+//	            v                              │                              │
 //	WATCHING from the last RV (events, bookmarks move it) <──────────────────┘
 //	  clean close ........................ re-watch from the last RV (no relist)
 //	  closed within 1s with no events .... back off, resync
@@ -23,11 +27,25 @@
 //	  429, connection refused ............ back off, re-watch from the last RV
 //	  any other error .................... back off, resync
 //
+// A server ignores watch-list when it sends anything but ADDED first, or
+// nothing for 10s. "Too large resource version" is also recognised in the
+// forms of servers before 1.18.6 (a 504 Timeout without the status cause
+// type). The machine outlives Run and ListAndWatch calls: the next call
+// resynchronises from the last synced resource version.
+//
 // Backoff is exponential with jitter, 0.8s doubling to 30s, and forgets
 // after two minutes without a failure. Watches carry a random timeout
-// between MinWatchTimeout and twice it and always ask for bookmarks.
+// between MinWatchTimeout (at least 5m) and twice it and always ask for
+// bookmarks.
 // Objects of the wrong type or without a name are skipped with a log line
 // and the ctrlkit_reflector_skipped_objects_total metric, never a crash.
+//
+// A failed list or watch is a *Error (op, resource, HTTP code, API reason,
+// cause), which LastError returns and OnError receives; classify it with
+// errors.As, never by its message. A failure that repeats (same op, code
+// and reason) is logged once at WARN, then only counted in
+// ctrlkit_reflector_failures_total{op,code} until that op succeeds again,
+// which is logged once at INFO.
 //
 // Concurrency: Run and ListAndWatch block and own all the reflector's state;
 // LastSyncResourceVersion and LastError are safe to call from any goroutine.

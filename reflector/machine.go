@@ -62,7 +62,10 @@ type (
 		rv    string
 		limit int64
 		cont  string
-		cause error // why this list happens; nil for the first one
+		cause error // why this sync happens; nil for the first one and for a fallback
+		// fallback is why the watch-list attempt of this sync was given up
+		// for this list; nil when the sync began with a list.
+		fallback error
 	}
 	watchReq struct { // start a watch; close any open one first
 		rv          string
@@ -77,6 +80,7 @@ type (
 	apply[T any] struct { // pass one event to the sink
 		typ watch.EventType
 		obj T
+		rv  string // obj's resource version as it arrived
 	}
 	bookmark struct{ rv string } // the sink is current up to rv
 	wait     struct {            // wait d, then do then
@@ -104,6 +108,7 @@ const (
 // config is the machine's part of Options, with defaults applied.
 type config struct {
 	pageSize                                 int64
+	explicitPageSize                         bool // the user chose pageSize: paginate every list
 	minTimeout, maxTimeout                   time.Duration
 	shortWatch                               time.Duration
 	silence                                  time.Duration // how long a watch-list stream may send nothing
@@ -130,8 +135,8 @@ type machine[T object.Object] struct {
 	pages    []T
 	listRV   string
 	fullList bool
-	// streaming: the initial events so far.
-	initial []T
+	// streaming: the state the stream has built so far.
+	snap snapshot[T]
 	// watching: when the open watch started and how many events it carried.
 	watchStart time.Time
 	events     int
@@ -171,7 +176,7 @@ func (m *machine[T]) next(in input) []action {
 		// the end bookmark of an empty collection; one that ignores the
 		// request just waits for changes.
 		m.watchList = false
-		return m.sync(fmt.Errorf("%w: no event for %s", errWatchListIgnored, m.cfg.silence))
+		return m.fallBack(fmt.Errorf("%w: no event for %s", errWatchListIgnored, m.cfg.silence))
 	}
 	return nil
 }
@@ -180,7 +185,7 @@ func (m *machine[T]) next(in input) []action {
 // supports it, a paginated list otherwise.
 func (m *machine[T]) sync(cause error) []action {
 	if m.watchList {
-		m.phase, m.initial = streaming, nil
+		m.phase, m.snap = streaming, snapshot[T]{}
 		w := m.watchAction(m.rewatchRV(), true)
 		w.cause = cause
 		return []action{w}
@@ -188,8 +193,8 @@ func (m *machine[T]) sync(cause error) []action {
 	return []action{m.startList(cause)}
 }
 
-func (m *machine[T]) startList(cause error) action {
-	m.phase, m.pages, m.fullList = listing, nil, false
+func (m *machine[T]) startList(cause error) list {
+	m.phase, m.pages, m.fullList, m.snap = listing, nil, false, snapshot[T]{}
 	m.listRV = m.relistRV()
 	return list{rv: m.listRV, limit: m.pageSize(m.listRV), cause: cause}
 }
@@ -216,9 +221,9 @@ func (m *machine[T]) rewatchRV() string {
 
 // pageSize paginates lists that etcd serves. A list at a specific RV is sent
 // whole so the watch cache can serve it, unless the server has shown that it
-// paginates (no watch cache).
+// paginates (no watch cache) or the user chose a page size.
 func (m *machine[T]) pageSize(rv string) int64 {
-	if rv != "" && rv != "0" && !m.serverPaginates {
+	if rv != "" && rv != "0" && !m.serverPaginates && !m.cfg.explicitPageSize {
 		return 0
 	}
 	return m.cfg.pageSize
@@ -267,22 +272,49 @@ func (m *machine[T]) onListFailed(in listFailed) []action {
 }
 
 func (m *machine[T]) onWatchFailed(in watchFailed) []action {
+	if m.phase == streaming {
+		return m.onStreamFailed(in)
+	}
 	switch {
-	case m.phase == streaming && isWatchListUnsupported(in.err):
-		m.watchList = false
-		return m.sync(in.err)
 	case isRetriable(in.err):
 		// The server is overloaded or unreachable: our state is still good,
 		// so wait and watch again from where we were.
-		again := m.watchAction(m.rewatchRV(), m.phase == streaming)
+		again := m.watchAction(m.rewatchRV(), false)
 		return []action{wait{d: m.backoff.next(in.now, m.rnd()), then: again}}
 	case isExpired(in.err) || isTooLarge(in.err):
-		if m.phase == streaming {
-			m.rvUnavailable = true
-		}
 		return m.sync(in.err)
 	}
 	return m.resyncAfterBackoff(in.now, in.err)
+}
+
+// onStreamFailed handles a watch-list request that failed, or a stream that
+// ended before its end bookmark. As in client-go: after 429 or a refused
+// connection it waits and streams again (a list would fail too, or add
+// load); after 410 or "too large" it streams again from a consistent RV;
+// after anything else it lists for this sync, because progress by a list
+// beats retrying a stream that a proxy, an aggregated API or a server bug
+// keeps failing. Only a server that rejects sendInitialEvents is remembered;
+// the next sync tries watch-list again.
+func (m *machine[T]) onStreamFailed(in watchFailed) []action {
+	switch {
+	case isWatchListUnsupported(in.err):
+		m.watchList = false
+	case isRetriable(in.err):
+		again := m.watchAction(m.rewatchRV(), true)
+		m.snap = snapshot[T]{} // the stream starts over
+		return []action{wait{d: m.backoff.next(in.now, m.rnd()), then: again}}
+	case (isExpired(in.err) || isTooLarge(in.err)) && !m.rvUnavailable:
+		m.rvUnavailable = true
+		return m.sync(in.err)
+	}
+	return m.fallBack(in.err)
+}
+
+// fallBack gives up this sync's watch-list attempt and lists instead.
+func (m *machine[T]) fallBack(why error) []action {
+	l := m.startList(nil)
+	l.fallback = why
+	return []action{l}
 }
 
 // resyncAfterBackoff waits, then synchronises from scratch.
@@ -301,7 +333,7 @@ func (m *machine[T]) onEvent(in event[T]) []action {
 		if in.typ == watch.Bookmark {
 			return []action{bookmark{rv: in.rv}}
 		}
-		return []action{apply[T]{typ: in.typ, obj: in.obj}}
+		return []action{apply[T]{typ: in.typ, obj: in.obj, rv: in.rv}}
 	}
 	return nil
 }
@@ -319,24 +351,28 @@ func (m *machine[T]) watchEvent(in event[T]) bool {
 	return true
 }
 
-// onInitialEvent collects watch-list's initial ADDED events until the end
-// bookmark. Anything else first means the server ignored sendInitialEvents:
-// fall back to listing, and remember.
+// onInitialEvent builds the snapshot from watch-list's initial events until
+// the end bookmark: ADDED events, and MODIFIED and DELETED events of objects
+// that changed while the stream was being sent. Anything but ADDED as the
+// first event means the server ignored sendInitialEvents (it sends only
+// changes): list instead, and remember. A plain bookmark within the stream
+// only says the server is making progress.
 func (m *machine[T]) onInitialEvent(in event[T]) []action {
 	switch {
-	case in.typ == watch.Added:
-		m.initial = append(m.initial, in.obj)
-		return nil
 	case in.typ == watch.Bookmark && in.initialEnd:
-		items := m.initial
-		m.initial = nil
+		items := m.snap.take()
 		m.synced, m.rvUnavailable = true, false
 		m.lastRV = in.rv
 		m.phase, m.events = watching, 0
 		return []action{replace[T]{items: items, rv: in.rv}}
+	case m.snap.events == 0 && in.typ != watch.Added:
+		m.watchList = false
+		return m.fallBack(fmt.Errorf("%w: got %s first", errWatchListIgnored, in.typ))
+	case in.typ == watch.Bookmark:
+		return nil
 	}
-	m.watchList = false
-	return m.sync(fmt.Errorf("%w: got %s before the initial-events-end bookmark", errWatchListIgnored, in.typ))
+	m.snap.apply(in.typ, in.obj)
+	return nil
 }
 
 func (m *machine[T]) onWatchEnded(in watchEnded) []action {

@@ -3,6 +3,7 @@ package reflector
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,11 +20,17 @@ import (
 var (
 	t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-	errGone        = apierrors.NewResourceExpired("too old resource version: 5 (9)")
-	errTooLarge    = apierrors.NewTimeoutError("Too large resource version", 1)
-	errThrottled   = apierrors.NewTooManyRequests("slow down", 1)
+	errGone      = apierrors.NewResourceExpired("too old resource version: 5 (9)")
+	errTooLarge  = apierrors.NewTimeoutError("Too large resource version", 1)
+	errThrottled = apierrors.NewTooManyRequests("slow down", 1)
+	// "Too large resource version" as servers before 1.18.6 sent it: a 504
+	// Timeout with the message as a cause (1.17.0 to 1.18.5) or in the
+	// status message alone (before 1.17).
+	errTooLarge117 = apierrors.NewTimeoutError("Too large resource version: 20, current: 15", 1)
+	errTooLarge116 = apierrors.NewTimeoutError("Too large resource version: 20, current: 15", 1)
 	errRefused     = &netOpError{syscall.ECONNREFUSED}
 	errInternal    = apierrors.NewInternalError(errors.New("boom"))
+	errForbidden   = apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no RBAC"))
 	errNoWatchList = apierrors.NewInvalid(schema.GroupKind{Kind: "ListOptions"}, "", field.ErrorList{
 		field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"),
 	})
@@ -32,6 +39,7 @@ var (
 func init() {
 	// A real server marks "too large" with a status cause.
 	errTooLarge.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge}}
+	errTooLarge117.ErrStatus.Details.Causes = []metav1.StatusCause{{Message: "Too large resource version"}}
 }
 
 // netOpError is what a refused TCP connection looks like to client-go.
@@ -85,8 +93,9 @@ func describeOne(a action) string {
 	case replace[*corev1.Pod]:
 		var names []string
 		for _, p := range a.items {
-			names = append(names, p.Name)
+			names = append(names, p.Name+"@"+p.ResourceVersion)
 		}
+		slices.Sort(names) // a snapshot has no order
 		return fmt.Sprintf("replace [%s] rv=%s", strings.Join(names, " "), a.rv)
 	case apply[*corev1.Pod]:
 		return fmt.Sprintf("%s %s", a.typ, a.obj.Name)
@@ -138,10 +147,10 @@ func TestMachine(t *testing.T) {
 			in: listedPage("10", "c1", "a"), want: `list cont=c1 limit=500`},
 		{name: "the last page replaces the sink with every page and watches from the list RV",
 			history: []input{start{}, listedPage("10", "c1", "a")}, in: listedPage("10", "", "b"),
-			want: `replace [a b] rv=10; watch rv="10" timeout=5m0s`},
+			want: `replace [a@1 b@1] rv=10; watch rv="10" timeout=5m0s`},
 		{name: "watch timeouts are randomised between the minimum and twice it", rnd: 0.5,
 			history: []input{start{}}, in: listedPage("10", "", "a"),
-			want: `replace [a] rv=10; watch rv="10" timeout=7m30s`},
+			want: `replace [a@1] rv=10; watch rv="10" timeout=7m30s`},
 
 		// Resource versions of relists.
 		{name: "a relist asks for the last synced RV, unpaginated so the watch cache serves it",
@@ -155,6 +164,15 @@ func TestMachine(t *testing.T) {
 		{name: "too large RV on a list relists at once with a consistent read",
 			history: append(synced, ended(time.Minute, errGone)), in: listErr(time.Minute, errTooLarge),
 			want: `list rv="" limit=500`},
+		{name: "too large RV in the form of servers 1.17.0 to 1.18.5 relists with a consistent read",
+			history: append(synced, ended(time.Minute, errGone)), in: listErr(time.Minute, errTooLarge117),
+			want: `list rv="" limit=500`},
+		{name: "too large RV in the form of servers before 1.17 relists with a consistent read",
+			history: append(synced, ended(time.Minute, errGone)), in: listErr(time.Minute, errTooLarge116),
+			want: `list rv="" limit=500`},
+		{name: "a timeout that is not about the RV backs off and lists at the same RV",
+			history: append(synced, ended(time.Minute, errGone)), in: listErr(time.Minute, apierrors.NewTimeoutError("etcd is slow", 1)),
+			want: `wait 800ms then list rv="10" limit=0`},
 		{name: "410 again on a consistent read backs off instead of looping",
 			history: append(synced, ended(time.Minute, errGone), listErr(time.Minute, errGone)),
 			in:      listErr(time.Minute, errGone), want: `wait 800ms then list rv="" limit=500`},
@@ -217,7 +235,7 @@ func TestMachine(t *testing.T) {
 		// Watch-list.
 		{name: "watch-list collects initial events until the end bookmark, then replaces", watchList: true,
 			history: []input{start{}, started(0), ev(watch.Added, "a", "7"), ev(watch.Added, "b", "3")},
-			in:      initialEnd("10"), want: `replace [a b] rv=10`},
+			in:      initialEnd("10"), want: `replace [a@7 b@3] rv=10`},
 		{name: "after watch-list the same stream carries on", watchList: true,
 			history: []input{start{}, started(0), initialEnd("10")}, in: ev(watch.Added, "c", "11"),
 			want: `ADDED c`},
@@ -228,10 +246,27 @@ func TestMachine(t *testing.T) {
 		{name: "the fallback is remembered: later resyncs list too", watchList: true,
 			history: []input{start{}, watchErr(0, errNoWatchList), listedPage("10", "", "a"), started(0)},
 			in:      ended(time.Minute, errGone), want: `list rv="10" limit=0`},
-		{name: "a modification before the end bookmark means the server ignored watch-list", watchList: true,
+		{name: "a modification as the first event means the server ignored watch-list", watchList: true,
 			history: []input{start{}, started(0)}, in: ev(watch.Modified, "a", "9"), want: `list rv="0" limit=500`},
-		{name: "a plain bookmark before the end bookmark means the server ignored watch-list", watchList: true,
+		{name: "a deletion as the first event means the server ignored watch-list", watchList: true,
+			history: []input{start{}, started(0)}, in: ev(watch.Deleted, "a", "9"), want: `list rv="0" limit=500`},
+		{name: "a plain bookmark as the first event means the server ignored watch-list", watchList: true,
 			history: []input{start{}, started(0)}, in: bm("9"), want: `list rv="0" limit=500`},
+		{name: "a modification during the stream is applied to the snapshot", watchList: true,
+			history: []input{start{}, started(0), ev(watch.Added, "a", "7"), ev(watch.Added, "b", "3"), ev(watch.Modified, "a", "9")},
+			in:      initialEnd("10"), want: `replace [a@9 b@3] rv=10`},
+		{name: "a deletion during the stream removes the object from the snapshot", watchList: true,
+			history: []input{start{}, started(0), ev(watch.Added, "a", "7"), ev(watch.Added, "b", "3"), ev(watch.Added, "c", "4"),
+				ev(watch.Deleted, "a", "9"), ev(watch.Modified, "c", "10")},
+			in: initialEnd("11"), want: `replace [b@3 c@10] rv=11`},
+		{name: "an object deleted during the stream, then created again, is in the snapshot once", watchList: true,
+			history: []input{start{}, started(0), ev(watch.Added, "a", "7"), ev(watch.Deleted, "a", "8"), ev(watch.Added, "a", "9")},
+			in:      initialEnd("10"), want: `replace [a@9] rv=10`},
+		{name: "events during the stream neither move the RV nor reach the sink", watchList: true,
+			history: []input{start{}, started(0), ev(watch.Added, "a", "7")},
+			in:      ev(watch.Modified, "a", "9"), want: ``},
+		{name: "a plain bookmark during the stream is not its end", watchList: true,
+			history: []input{start{}, started(0), ev(watch.Added, "a", "7")}, in: bm("8"), want: ``},
 		{name: "a silent watch-list stream means the server ignored watch-list", watchList: true,
 			history: []input{start{}, started(0)}, in: silent{now: t0.Add(10 * time.Second)}, want: `list rv="0" limit=500`},
 		{name: "silence after the sync means nothing", watchList: true,
@@ -242,9 +277,22 @@ func TestMachine(t *testing.T) {
 		{name: "410 during a synced watch streams again from the last RV", watchList: true,
 			history: []input{start{}, started(0), initialEnd("10"), ev(watch.Added, "c", "12")},
 			in:      ended(time.Minute, errGone), want: `watch-list rv="12" timeout=5m0s`},
-		{name: "a watch-list stream that ends before its bookmark backs off and streams again", watchList: true,
+		{name: "a watch-list stream that ends before its bookmark falls back to a list for this sync", watchList: true,
 			history: []input{start{}, started(0), ev(watch.Added, "a", "7")},
-			in:      ended(time.Minute, nil), want: `wait 800ms then watch-list rv="" timeout=5m0s`},
+			in:      ended(time.Minute, nil), want: `list rv="0" limit=500`},
+		{name: "a watch-list stream that ends with an error falls back to a list for this sync", watchList: true,
+			history: []input{start{}, started(0), ev(watch.Added, "a", "7")},
+			in:      ended(time.Minute, errInternal), want: `list rv="0" limit=500`},
+		{name: "a watch-list request refused with a 500 falls back to a list for this sync", watchList: true,
+			history: []input{start{}}, in: watchErr(0, errInternal), want: `list rv="0" limit=500`},
+		{name: "a watch-list request refused with a 403 falls back to a list for this sync", watchList: true,
+			history: []input{start{}}, in: watchErr(0, errForbidden), want: `list rv="0" limit=500`},
+		{name: "a fallback after another error is not remembered: the next resync streams again", watchList: true,
+			history: []input{start{}, watchErr(0, errInternal), listedPage("10", "", "a"), started(0), ev(watch.Added, "c", "12")},
+			in:      ended(time.Minute, errGone), want: `watch-list rv="12" timeout=5m0s`},
+		{name: "a list that fails after a watch-list fallback backs off and lists again", watchList: true,
+			history: []input{start{}, watchErr(0, errInternal)}, in: listErr(0, errInternal),
+			want: `wait 800ms then list rv="0" limit=500`},
 		{name: "429 on a watch-list request backs off and streams again", watchList: true,
 			history: []input{start{}}, in: watchErr(0, errThrottled), want: `wait 800ms then watch-list rv="" timeout=5m0s`},
 	} {

@@ -15,6 +15,7 @@ type metrics struct {
 	events         *prometheus.CounterVec        // by type: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
 	byType         map[string]prometheus.Counter // the events counters, resolved once: they count every event
 	skipped        *prometheus.CounterVec        // by reason
+	failures       *prometheus.CounterVec        // by op and HTTP code ("0": none)
 	sinkErrors     prometheus.Counter
 	lastRV         prometheus.Gauge
 	listDuration   prometheus.Histogram
@@ -36,6 +37,8 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 			Name: "relists_total", Help: "Full resynchronisations after the first sync.", ConstLabels: l}),
 		events:  counter("events_total", "Watch events received, by type.", "type"),
 		skipped: counter("skipped_objects_total", "Objects skipped as unusable, by reason.", "reason"),
+		failures: counter("failures_total",
+			"Failed lists and watches, by op and HTTP status code (0: none, e.g. connection refused).", "op", "code"),
 		sinkErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "reflector",
 			Name: "sink_errors_total", Help: "Errors returned by the sink.", ConstLabels: l}),
 		lastRV: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ctrlkit", Subsystem: "reflector",
@@ -48,7 +51,7 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 	for _, t := range []string{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"} {
 		m.byType[t] = m.events.WithLabelValues(t)
 	}
-	for _, c := range []prometheus.Collector{m.lists, m.watches, m.relists, m.events, m.skipped, m.sinkErrors, m.lastRV, m.listDuration} {
+	for _, c := range []prometheus.Collector{m.lists, m.watches, m.relists, m.events, m.skipped, m.failures, m.sinkErrors, m.lastRV, m.listDuration} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -96,6 +99,12 @@ func (m *metrics) event(typ string) {
 func (m *metrics) skip(reason string, n int) {
 	if m != nil {
 		m.skipped.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+func (m *metrics) failure(op string, code int32) {
+	if m != nil {
+		m.failures.WithLabelValues(op, strconv.Itoa(int(code))).Inc()
 	}
 }
 

@@ -43,19 +43,27 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 type Options struct {
 	// Name identifies the reflector in logs and metrics. Default: the type T.
 	Name string
-	// PageSize is the number of objects per list page. Default: 500.
+	// PageSize is the number of objects per list page. When set, it also
+	// applies to relists at a specific resource version, which are otherwise
+	// sent whole so that the API server's watch cache can serve them.
+	// Default: 500 (and whole relists at a specific resource version).
 	PageSize int64
 	// MinWatchTimeout is the shortest server-side timeout of a watch; each
 	// watch draws its timeout between it and twice it, so many reflectors
-	// do not reconnect at once. Default: 5m.
+	// do not reconnect at once. Less than 5m is raised to 5m: shorter
+	// watches only make the server re-establish them more often.
+	// Default: 5m.
 	MinWatchTimeout time.Duration
 	// DisableWatchList syncs with paginated lists only, never with a
 	// watch-list stream. Default: stream where the server supports it.
 	DisableWatchList bool
-	// OnError is called with every list or watch error, e.g. to report 403
-	// Forbidden or a missing resource. It must not block. Default: none.
+	// OnError is called with every list or watch error, a *Error, e.g. to
+	// report 403 Forbidden or a missing resource. It must not block.
+	// Default: none.
 	OnError func(error)
-	// Logger receives one line per skipped object, error and relist.
+	// Logger receives one line per skipped object and relist, and one per
+	// streak of identical list or watch failures (the repeats are counted
+	// in ctrlkit_reflector_failures_total) and its recovery.
 	// Default: discard.
 	Logger *slog.Logger
 	// Registerer receives the reflector's metrics. Default: no metrics.
@@ -73,9 +81,7 @@ func (o Options) withDefaults(name string) Options {
 	if o.PageSize == 0 {
 		o.PageSize = 500
 	}
-	if o.MinWatchTimeout == 0 {
-		o.MinWatchTimeout = 5 * time.Minute
-	}
+	o.MinWatchTimeout = max(o.MinWatchTimeout, 5*time.Minute)
 	if o.OnError == nil {
 		o.OnError = func(error) {}
 	}
@@ -100,6 +106,11 @@ type Reflector[T object.Object] struct {
 	opts    Options
 	cfg     config
 	metrics *metrics
+	// m and streaks are owned by the goroutine running Run or ListAndWatch
+	// (one at a time); they outlive a call, so the next call relists at the
+	// resource version the last one synced, never back at "0".
+	m       *machine[T]
+	streaks streaks
 
 	mu     sync.Mutex // guards lastRV and err
 	lastRV string
@@ -111,34 +122,40 @@ type Reflector[T object.Object] struct {
 // on the same Registerer).
 func New[T object.Object](lw listwatch.ListerWatcher[T], sink Sink[T], opts Options) (*Reflector[T], error) {
 	var zero T
+	explicitPageSize := opts.PageSize != 0
 	opts = opts.withDefaults(fmt.Sprintf("%T", zero))
 	m, err := newMetrics(opts.Registerer, opts.Name)
 	if err != nil {
 		return nil, err
 	}
-	return &Reflector[T]{
+	r := &Reflector[T]{
 		lw: lw, sink: sink, opts: opts, metrics: m,
 		cfg: config{
-			pageSize:   opts.PageSize,
+			pageSize: opts.PageSize, explicitPageSize: explicitPageSize,
 			minTimeout: opts.MinWatchTimeout, maxTimeout: 2 * opts.MinWatchTimeout,
 			shortWatch: time.Second, silence: 10 * time.Second,
 			disableWatchList: opts.DisableWatchList,
 			backoffInitial:   800 * time.Millisecond, backoffMax: 30 * time.Second, backoffReset: 2 * time.Minute,
 		},
-	}, nil
+	}
+	r.m = newMachine[T](r.cfg, opts.Rand)
+	return r, nil
 }
 
 // LastSyncResourceVersion returns the resource version of the last list,
-// event or bookmark the sink received; "" before the first sync. Safe for
-// concurrent use.
+// event or bookmark handed to the sink, recorded just before the sink is
+// called and read from the event as it arrived (a transform that edits the
+// object does not change it); "" before the first sync. Safe for concurrent
+// use.
 func (r *Reflector[T]) LastSyncResourceVersion() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastRV
 }
 
-// LastError returns the last list or watch error, or nil once a list or
-// watch has succeeded since. Safe for concurrent use.
+// LastError returns the last list or watch error, a *Error (read it with
+// errors.As), or nil once a list or watch has succeeded since. Safe for
+// concurrent use.
 func (r *Reflector[T]) LastError() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -22,7 +22,9 @@ func (r *Reflector[T]) Run(ctx context.Context) error {
 
 // ListAndWatch synchronises (by list or watch-list) and then watches, as
 // Run does, but returns as soon as the watch ends in a way that requires a
-// full resynchronisation, with the cause. It returns nil when ctx ends.
+// full resynchronisation, with the cause. It returns nil when ctx ends. The
+// next call (never a concurrent one) resynchronises from the resource
+// version this one reached.
 func (r *Reflector[T]) ListAndWatch(ctx context.Context) error {
 	cause, err := r.run(ctx, true)
 	if err != nil {
@@ -38,7 +40,7 @@ type driver[T any] struct {
 }
 
 func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error, err error) {
-	m := newMachine[T](r.cfg, r.opts.Rand)
+	m := r.m
 	d := &driver[T]{}
 	defer d.stopWatch()
 	pending := m.next(start{})
@@ -47,6 +49,7 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 		switch {
 		case len(pending) > 0:
 			a := pending[0]
+			pending[0] = nil // the slot would keep a replace's items alive
 			pending = pending[1:]
 			if c := resyncCause(a); c != nil && m.synced {
 				r.metrics.relist()
@@ -120,18 +123,21 @@ func (r *Reflector[T]) do(ctx context.Context, d *driver[T], a action) input {
 	switch a := a.(type) {
 	case list:
 		d.stopWatch()
+		if a.fallback != nil {
+			r.opts.Logger.Info("reflector: listing instead of watch-list for this sync", "name", r.opts.Name, "cause", a.fallback)
+		}
 		return r.list(ctx, a)
 	case watchReq:
 		d.stopWatch()
 		return r.watch(ctx, d, a)
 	case replace[T]:
-		r.sinkDo(r.sink.Replace(a.items, a.rv))
 		r.setRV(a.rv)
+		r.sinkDo(r.sink.Replace(a.items, a.rv))
 	case apply[T]:
 		r.apply(a)
 	case bookmark:
-		r.sink.Bookmark(a.rv)
 		r.setRV(a.rv)
+		r.sink.Bookmark(a.rv)
 	}
 	return nil
 }
@@ -143,11 +149,11 @@ func (r *Reflector[T]) list(ctx context.Context, a list) input {
 	r.metrics.list(now.Sub(start), err)
 	if err != nil {
 		if ctx.Err() == nil {
-			r.opts.Logger.Info("reflector: list failed", "name", r.opts.Name, "rv", a.rv, "err", err)
-			r.setErr(fmt.Errorf("list %s: %w", r.opts.Name, err))
+			r.failed(ctx, OpList, a.rv, err)
 		}
 		return listFailed{err: err, now: now}
 	}
+	r.succeeded(ctx, OpList)
 	r.setErr(nil)
 	if l.Skipped > 0 {
 		r.skip(l.Skip, "wrong type", l.Skipped)
@@ -176,8 +182,7 @@ func (r *Reflector[T]) watch(ctx context.Context, d *driver[T], a watchReq) inpu
 	now := r.opts.Clock.Now()
 	if err != nil {
 		if ctx.Err() == nil {
-			r.opts.Logger.Info("reflector: watch failed", "name", r.opts.Name, "rv", a.rv, "err", err)
-			r.setErr(fmt.Errorf("watch %s: %w", r.opts.Name, err))
+			r.failed(ctx, OpWatch, a.rv, err)
 		}
 		return watchFailed{err: err, now: now}
 	}
@@ -205,28 +210,31 @@ func (r *Reflector[T]) readEvent(ctx context.Context, d *driver[T]) (event[T], i
 			d.stopWatch()
 			return event[T]{}, watchEnded{now: r.opts.Clock.Now()}
 		}
-		return r.convert(d, ev)
+		e, in := r.convert(ctx, d, ev)
+		if e.typ != "" && r.streaks.watch.n > 0 { // a usable event: watching works again
+			r.succeeded(ctx, OpWatch)
+		}
+		return e, in
 	}
 }
 
 // deliver passes a watched event to the sink.
 func (r *Reflector[T]) deliver(ev event[T]) {
 	if ev.typ == watch.Bookmark {
-		r.sink.Bookmark(ev.rv)
 		r.setRV(ev.rv)
+		r.sink.Bookmark(ev.rv)
 		return
 	}
-	r.apply(apply[T]{typ: ev.typ, obj: ev.obj})
+	r.apply(apply[T]{typ: ev.typ, obj: ev.obj, rv: ev.rv})
 }
 
-func (r *Reflector[T]) convert(d *driver[T], ev watch.Event) (event[T], input) {
+func (r *Reflector[T]) convert(ctx context.Context, d *driver[T], ev watch.Event) (event[T], input) {
 	r.metrics.event(string(ev.Type))
 	switch ev.Type {
 	case watch.Error:
 		d.stopWatch()
 		err := apierrors.FromObject(ev.Object)
-		r.opts.Logger.Info("reflector: watch error", "name", r.opts.Name, "err", err)
-		r.setErr(fmt.Errorf("watch %s: %w", r.opts.Name, err))
+		r.failed(ctx, OpWatch, r.LastSyncResourceVersion(), err)
 		return event[T]{}, watchEnded{err: err, now: r.opts.Clock.Now()}
 	case watch.Bookmark:
 		acc, err := meta.Accessor(ev.Object)
@@ -253,7 +261,10 @@ func (r *Reflector[T]) convert(d *driver[T], ev watch.Event) (event[T], input) {
 	return event[T]{}, nil
 }
 
+// apply records the event's resource version, as it arrived, then passes
+// the event to the sink (whose transform may edit the object).
 func (r *Reflector[T]) apply(a apply[T]) {
+	r.setRV(a.rv)
 	switch a.typ {
 	case watch.Added:
 		r.sinkDo(r.sink.Add(a.obj))
@@ -262,7 +273,6 @@ func (r *Reflector[T]) apply(a apply[T]) {
 	case watch.Deleted:
 		r.sinkDo(r.sink.Delete(a.obj))
 	}
-	r.setRV(a.obj.GetResourceVersion())
 }
 
 func (r *Reflector[T]) sinkDo(err error) {

@@ -261,3 +261,79 @@ func TestNew_rejectsASecondReflectorWithTheSameNameOnOneRegistry(t *testing.T) {
 		t.Fatalf("a differently named reflector: %v", err)
 	}
 }
+
+func TestReflector_ListAndWatchRelistsAtTheLastSyncedRVOnTheNextCall(t *testing.T) {
+	leakcheck.Check(t)
+	lw := newFakeLW(page("10", pod("a", "5")))
+	r := newTestReflector(t, lw, newMemSink[*corev1.Pod](), Options{DisableWatchList: true})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 2)
+	go func() { done <- r.ListAndWatch(ctx) }()
+	w := lw.nextWatch(t)
+	w.Add(pod("b", "12"))
+	w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
+	if err := <-done; !apierrors.IsResourceExpired(err) {
+		t.Fatalf("first ListAndWatch = %v, want the 410", err)
+	}
+	go func() { done <- r.ListAndWatch(ctx) }()
+	lw.nextWatch(t)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("second ListAndWatch = %v, want nil on cancel", err)
+	}
+	got := lw.listed()
+	if len(got) != 2 || got[0].ResourceVersion != "0" || got[1].ResourceVersion != "12" {
+		t.Fatalf("lists at %+v, want RV 0, then the RV synced by the first call, 12", got)
+	}
+}
+
+// rvClearingSink is a memSink behind a transform that clears each object's
+// resource version, as client-go's own tests do.
+type rvClearingSink struct{ *memSink[*corev1.Pod] }
+
+func (s rvClearingSink) Add(obj *corev1.Pod) error {
+	obj.ResourceVersion = ""
+	return s.memSink.Add(obj)
+}
+
+func TestReflector_LastSyncResourceVersionIsTakenBeforeTheSinkSeesTheObject(t *testing.T) {
+	leakcheck.Check(t)
+	lw := newFakeLW(page("10", pod("a", "5")))
+	sink := rvClearingSink{newMemSink[*corev1.Pod]()}
+	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true})
+	runReflector(t, r)
+	lw.nextWatch(t).Add(pod("b", "13"))
+	sink.waitFor(t, 10*time.Second, "pod b", func(keys map[string]string, _ int) bool {
+		_, ok := keys["ns/b"]
+		return ok
+	})
+	if got := r.LastSyncResourceVersion(); got != "13" {
+		t.Errorf("LastSyncResourceVersion = %q once the sink holds b, want 13 (b's RV as it arrived)", got)
+	}
+}
+
+func TestReflector_anExplicitPageSizeAppliesToRelistsAtASpecificRV(t *testing.T) {
+	leakcheck.Check(t)
+	lw := newFakeLW(page("10", pod("a", "5")))
+	runReflector(t, newTestReflector(t, lw, newMemSink[*corev1.Pod](), Options{DisableWatchList: true, PageSize: 100}))
+	w := lw.nextWatch(t)
+	w.Add(pod("b", "12"))
+	w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
+	lw.nextWatch(t)
+	got := lw.listed()
+	if len(got) != 2 || got[0].Limit != 100 || got[1].ResourceVersion != "12" || got[1].Limit != 100 {
+		t.Fatalf("lists %+v, want RV 0 then 12, both with limit 100", got)
+	}
+}
+
+func TestNew_raisesAMinWatchTimeoutUnderFiveMinutesToFiveMinutes(t *testing.T) {
+	for _, tc := range []struct {
+		in, wantMin time.Duration
+	}{{0, 5 * time.Minute}, {time.Second, 5 * time.Minute}, {10 * time.Minute, 10 * time.Minute}} {
+		r := newTestReflector(t, newFakeLW(page("1")), newMemSink[*corev1.Pod](), Options{MinWatchTimeout: tc.in})
+		if r.cfg.minTimeout != tc.wantMin || r.cfg.maxTimeout != 2*tc.wantMin {
+			t.Errorf("MinWatchTimeout %s: watch timeouts in [%s, %s], want [%s, %s]",
+				tc.in, r.cfg.minTimeout, r.cfg.maxTimeout, tc.wantMin, 2*tc.wantMin)
+		}
+	}
+}

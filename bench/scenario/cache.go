@@ -12,6 +12,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 // cacheSide is one side's running informer, as S2 and S4 use it: no queue,
@@ -35,12 +36,12 @@ type cacheOptions struct {
 
 // startCache starts an informer over src with the side's defaults and
 // the namespace index (ctrlkit always has it; client-go is given it).
-// Both sides list: ctrlkit with DisableWatchList, client-go because src's
+// Both sides list: ctrlkit with Reflector.DisableWatchList, client-go because src's
 // ListerWatcher says it does not support watch-list.
 func startCache[E any, P ptrObject[E]](ctx context.Context, side string, src *memSource[E, P], opts cacheOptions) (cacheSide[P], error) {
 	ctx, cancel := context.WithCancel(ctx)
 	if side == Ctrlkit {
-		inf, err := informer.New[P](ctrlkitLW[E, P]{src}, informer.Options[P]{DisableWatchList: true})
+		inf, err := informer.New[P](ctrlkitLW[E, P]{src}, informer.Options[P]{Reflector: reflector.Options{DisableWatchList: true}})
 		if err == nil && (opts.onAdd != nil || opts.onUpdate != nil) {
 			_, err = inf.AddEventHandler(handler.Funcs[P]{AddFunc: func(P, bool) { call(opts.onAdd) },
 				UpdateFunc: func(_, _ P) { call(opts.onUpdate) }}, informer.HandlerOptions{})

@@ -20,6 +20,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 // PipelineConfig sizes S1.
@@ -42,7 +43,7 @@ func Pipeline(cfg PipelineConfig) Scenario {
 		Doc: fmt.Sprintf("In-memory ListerWatcher: %d ConfigMaps over %d namespaces (4 labels, 2 annotations, ~500 B of data, "+
 			"one managedFields entry), listed in pages of %d, then %d watch events (~98%% updates, ~1%% deletes, ~1%% creates, "+
 			"seeded) from a pre-filled channel behind watch.NewProxyWatcher, so no producer runs during the measurement. "+
-			"Both sides list (ctrlkit DisableWatchList; client-go's LW reports IsWatchListSemanticsUnSupported, so its "+
+			"Both sides list (ctrlkit Reflector.DisableWatchList; client-go's LW reports IsWatchListSemanticsUnSupported, so its "+
 			"WatchListClient default does not stream). ctrlkit: informer.New + handler.EnqueueKey + controller.New/Run with 2 "+
 			"workers (defaults: managedFields stripped). client-go: NewSharedIndexInformer (defaults: RealFIFO with batching) "+
 			"+ NewTypedRateLimitingQueue + 2 workers calling GetByKey. sync_ms: start to HasSynced; the event phase starts "+
@@ -327,7 +328,7 @@ type ctrlkitPipeline struct {
 func startCtrlkitPipeline(ctx context.Context, src *memSource[corev1.ConfigMap, *corev1.ConfigMap],
 	observe func(string, *corev1.ConfigMap, bool)) (*ctrlkitPipeline, error) {
 	inf, err := informer.New[*corev1.ConfigMap](ctrlkitLW[corev1.ConfigMap, *corev1.ConfigMap]{src},
-		informer.Options[*corev1.ConfigMap]{DisableWatchList: true})
+		informer.Options[*corev1.ConfigMap]{Reflector: reflector.Options{DisableWatchList: true}})
 	if err != nil {
 		return nil, err
 	}

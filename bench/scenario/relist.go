@@ -26,8 +26,9 @@ func Relist(cfg RelistConfig) Scenario {
 		Doc: fmt.Sprintf("%d ConfigMaps (as S1) generated page by page as the informer lists them, pages of 500, an informer "+
 			"with the namespace index, each side's defaults, both listing (no watch-list), and one handler counting adds and "+
 			"updates. Once synced and every add handled: steady = heap objects after runtime.GC twice. Then the watch sends an "+
-			"Error event with NewResourceExpired (410) and the source serves the same objects again, freshly generated, at a "+
-			"newer list resourceVersion. The relist is done when the handler has heard an update for every object. A "+
+			"Error event with NewResourceExpired (410) and the source serves the same objects again, freshly generated, each "+
+			"at a newer resourceVersion (all changed while the watch was down: ctrlkit notifies only changed objects after "+
+			"a relist, client-go every object). The relist is done when the handler has heard an update for every object. A "+
 			"goroutine samples %s (no stop-the-world) every 200µs from the 410 until then: peak_mb is its maximum "+
 			"(garbage not yet collected included, so GOGC shows); peak_live is the most /gc/heap/live:bytes (live heap "+
 			"marked by the last GC) reached during the relist. client-go waits out its reflector's backoff (0.8-1.6 s, "+
@@ -44,13 +45,14 @@ func Relist(cfg RelistConfig) Scenario {
 }
 
 // configMapSource lists n freshly generated ConfigMaps (the same ones on
-// every list, each list at a newer resourceVersion); watch serves watches.
+// every list, each object and the list at a newer resourceVersion each
+// time); watch serves watches.
 func configMapSource(n, namespaces int, w func(context.Context, int) (watch.Interface, error)) *memSource[corev1.ConfigMap, *corev1.ConfigMap] {
 	return &memSource[corev1.ConfigMap, *corev1.ConfigMap]{n: n,
-		items: func(_, start, end int) []corev1.ConfigMap {
+		items: func(list, start, end int) []corev1.ConfigMap {
 			out := make([]corev1.ConfigMap, end-start)
 			for i := range out {
-				out[i] = configMap(start+i, namespaces, rvString(start+i+1))
+				out[i] = configMap(start+i, namespaces, rvString(n*list+start+i+1))
 			}
 			return out
 		},
@@ -124,7 +126,7 @@ func verifyRelist(c cacheSide[*corev1.ConfigMap], cfg RelistConfig, src *memSour
 		return fmt.Errorf("cache holds %d objects, want %d", n, cfg.Objects)
 	}
 	for i := range cfg.Objects {
-		want := configMap(i, cfg.Namespaces, rvString(i+1))
+		want := configMap(i, cfg.Namespaces, rvString(cfg.Objects+i+1)) // as the second list served it
 		got, ok := c.get(want.Namespace + "/" + want.Name)
 		if !ok || got.ResourceVersion != want.ResourceVersion {
 			return fmt.Errorf("cache lacks %s/%s at version %s", want.Namespace, want.Name, want.ResourceVersion)
