@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/apply"
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
@@ -71,19 +72,7 @@ func runReplicaSets(t *testing.T, gate bool, n int64) map[string]int {
 			t.Fatal(err)
 		}
 	}
-	p, err := srv.NewProxy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Resume(); p.Close() })
-	opts := quiet(t)
-	if gate {
-		opts.ReadYourWrites = []string{"rs"}
-	}
-	m, err := manager.New(p.Config(), opts) // the informers list and watch through the proxy
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, m := managerBehindProxy(t, srv, gate, "rs")
 	direct := rest.CopyConfig(srv.Config())
 	direct.Wrap(m.Ledger().Transport) // writes go straight to the server, recorded for the key
 	rec := &replicaSetLike{kube: client(t, direct)}
@@ -97,16 +86,7 @@ func runReplicaSets(t *testing.T, gate bool, n int64) map[string]int {
 	ctx, cancel := context.WithCancel(t.Context())
 	ran := make(chan error, 1)
 	go func() { ran <- m.Run(ctx) }()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	for deadline := time.Now().Add(2 * time.Minute); rec.reconciles.Load() < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d reconciles in 2 minutes", rec.reconciles.Load())
-		}
-		time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond) // the watch flows...
-		p.Stall()
-		time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond) // ...and stalls
-		p.Resume()
-	}
+	stallAtRandom(t, p, "reconciles", func() int64 { return rec.reconciles.Load() }, n)
 	eventually(t, 30*time.Second, "the cache to show every child", func() bool {
 		list, err := kube.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "owner"})
 		return err == nil && len(rec.children.List(ns, nil)) == len(list.Items)
@@ -197,19 +177,7 @@ func TestReadYourWrites_theGateLosesNoUpdateReadBackFromTheCache(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			p, err := srv.NewProxy()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.Resume(); p.Close() })
-			opts := quiet(t)
-			if gate {
-				opts.ReadYourWrites = []string{"counter"}
-			}
-			m, err := manager.New(p.Config(), opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, m := managerBehindProxy(t, srv, gate, "counter")
 			direct := rest.CopyConfig(srv.Config())
 			direct.Wrap(m.Ledger().Transport)
 			inf := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
@@ -221,16 +189,7 @@ func TestReadYourWrites_theGateLosesNoUpdateReadBackFromTheCache(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			ran := make(chan error, 1)
 			go func() { ran <- m.Run(ctx) }()
-			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
-			for deadline := time.Now().Add(2 * time.Minute); rec.writes.Load() < 300; {
-				if time.Now().After(deadline) {
-					t.Fatalf("only %d writes in 2 minutes", rec.writes.Load())
-				}
-				time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond)
-				p.Stall()
-				time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond)
-				p.Resume()
-			}
+			stallAtRandom(t, p, "writes", func() int64 { return rec.writes.Load() }, 300)
 			cancel()
 			if err := <-ran; err != nil {
 				t.Fatal(err)
@@ -254,5 +213,41 @@ func TestReadYourWrites_theGateLosesNoUpdateReadBackFromTheCache(t *testing.T) {
 				t.Error("no increment lost without the gate: the test does not reproduce the hazard")
 			}
 		})
+	}
+}
+
+// managerBehindProxy returns a manager whose informers list and watch
+// through a fault proxy of their own, with controller gated when gate.
+func managerBehindProxy(t *testing.T, srv *apiserver.Server, gate bool, controller string) (*apiserver.Proxy, *manager.Manager) {
+	t.Helper()
+	p, err := srv.NewProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Resume(); p.Close() })
+	opts := quiet(t)
+	if gate {
+		opts.ReadYourWrites = []string{controller}
+	}
+	m, err := manager.New(p.Config(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, m
+}
+
+// stallAtRandom lets the proxy's traffic flow and stall in turns (50-250ms,
+// 50-350ms) until count reaches n, or fails t after 2 minutes.
+func stallAtRandom(t *testing.T, p *apiserver.Proxy, what string, count func() int64, n int64) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	for deadline := time.Now().Add(2 * time.Minute); count() < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d %s in 2 minutes", count(), what)
+		}
+		time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond) // the watch flows (fault timing, not synchronisation)...
+		p.Stall()
+		time.Sleep(time.Duration(50+rng.IntN(300)) * time.Millisecond) // ...and stalls
+		p.Resume()
 	}
 }
