@@ -16,8 +16,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -282,7 +285,9 @@ func TestManager_aMissingCRDStopsOnlyItsOwnController(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the ConfigMap controller reconciling", func() bool { return cmCalls.Load() > 0 })
 	code, body := get(t, base+"/readyz")
-	if code != 503 || !strings.Contains(body, "does not serve kind Foo") || !strings.Contains(body, "controller foo:") ||
+	missing := strings.Contains(body, "does not serve kind Foo") || // discovery says so, or the list got a 404 first
+		strings.Contains(body, "foos.samplecontroller.ctrlkit.dev/v1alpha1") && strings.Contains(body, "resource not found (404)")
+	if code != 503 || !missing || !strings.Contains(body, "controller foo:") ||
 		strings.Contains(body, "controller cm:") {
 		t.Errorf("/readyz = %d:\n%s\nwant 503 naming the missing Foo kind and controller foo only", code, body)
 	}
@@ -290,6 +295,7 @@ func TestManager_aMissingCRDStopsOnlyItsOwnController(t *testing.T) {
 	if err := config.InstallCRD(t.Context(), srv.Config()); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { removeFooCRD(t, srv.Config()) }) // the server is shared: the next run must find it missing again
 	eventually(t, 60*time.Second, "ready once the CRD is installed, without a restart", func() bool {
 		code, _ := get(t, base+"/readyz")
 		return code == 200
@@ -426,5 +432,30 @@ func TestManager_badInputIsAClearErrorAtStartWithNothingLeftRunning(t *testing.T
 		if err := m.Run(t.Context()); !errors.Is(err, manager.ErrStarted) {
 			t.Errorf("second Run = %v, want ErrStarted", err)
 		}
+	})
+}
+
+// removeFooCRD deletes the Foo CRD and waits until the server no longer
+// serves it.
+func removeFooCRD(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer utilnet.CloseIdleConnectionsFor(hc.Transport)
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	name := "foos." + v1alpha1.GroupName
+	ctx := context.WithoutCancel(t.Context())
+	if err := dyn.Resource(crds).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the Foo CRD gone", func() bool {
+		_, err := dyn.Resource(crds).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
 	})
 }
