@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,87 +41,170 @@ type PipelineConfig struct {
 func Pipeline(cfg PipelineConfig) Scenario {
 	return Scenario{
 		Name: "S1 pipeline",
-		Doc: fmt.Sprintf("In-memory ListerWatcher: %d ConfigMaps over %d namespaces (4 labels, 2 annotations, ~500 B of data, "+
+		Doc: fmt.Sprintf("In-memory source: %d ConfigMaps over %d namespaces (4 labels, 2 annotations, ~500 B of data, "+
 			"one managedFields entry), listed in pages of %d, then %d watch events (~98%% updates, ~1%% deletes, ~1%% creates, "+
-			"seeded) from a pre-filled channel behind watch.NewProxyWatcher, so no producer runs during the measurement. "+
-			"Both sides list (ctrlkit Reflector.DisableWatchList; client-go's LW reports IsWatchListSemanticsUnSupported, so its "+
-			"WatchListClient default does not stream). ctrlkit: informer.New + handler.EnqueueKey + controller.New/Run with 2 "+
-			"workers (defaults: managedFields stripped). client-go: NewSharedIndexInformer (defaults: RealFIFO with batching) "+
-			"+ NewTypedRateLimitingQueue + 2 workers calling GetByKey. sync_ms: start to HasSynced; the event phase starts "+
-			"once every listed key was processed and ends when every key's final state (the last event's key included) "+
-			"was read by a worker; allocations and bytes are runtime.MemStats deltas over that phase. reads_per_event: worker cache reads in that "+
-			"phase per event (below 1 where updates of a key coalesce: in the work queue on both sides, and also in "+
-			"ctrlkit's delta FIFO and per-handler backlog), so allocations per event also depend on how much coalesced.",
+			"seeded). Every object is built when it is served, every string and map newly allocated, as a decoder does: "+
+			"list pages as they are requested, watch events by the watch's own goroutine as the consumer takes them (100 "+
+			"buffered). That source cost is measured once on its own and subtracted in the _net figures. Both sides list "+
+			"(ctrlkit Reflector.DisableWatchList; client-go's LW reports IsWatchListSemanticsUnSupported) through their "+
+			"usual list adapters (listwatch.New / cache.ListWatch). ctrlkit: informer.New + handler.EnqueueKey + "+
+			"controller.New/Run with 2 workers (defaults: managedFields stripped). client-go: NewSharedIndexInformer "+
+			"(defaults) + NewTypedRateLimitingQueue + 2 workers calling GetByKey. sync_ms: start to HasSynced (polled every "+
+			"ms on both sides); the event phase starts once every listed key was processed and ends when every key's final "+
+			"state was read by a worker; events_per_sec includes building the events (on the watch goroutine, in parallel); "+
+			"cpu, allocations and bytes are process rusage and runtime.MemStats deltas over that phase. reads_per_event: "+
+			"worker cache reads per event (below 1 where updates of a key coalesce). live_heap_mb: heap after the churn "+
+			"and two GCs, minus the heap before the informer started.",
 			cfg.Objects, cfg.Namespaces, cfg.PageSize, cfg.Events),
 		Metrics: []Metric{
 			{Name: "sync_ms", Unit: "ms", Better: "lower"},
 			{Name: "events_per_sec", Unit: "events/s", Better: "higher"},
-			{Name: "allocs_per_event", Unit: "allocs", Better: "lower"},
-			{Name: "bytes_per_event", Unit: "B", Better: "lower"},
+			{Name: "cpu_us_per_event_net", Unit: "µs", Better: "lower"},
+			{Name: "allocs_per_event_net", Unit: "allocs", Better: "lower"},
+			{Name: "bytes_per_event_net", Unit: "B", Better: "lower"},
 			{Name: "reads_per_event", Unit: "reads", Better: "lower"},
+			{Name: "live_heap_mb", Unit: "MB", Better: "lower"},
 		},
 		Run: func(ctx context.Context, side string) (Result, error) { return runPipeline(ctx, cfg, side) },
 	}
 }
 
-// pipelineInput is S1's input, generated afresh for every run (ctrlkit's
-// default transform strips managedFields in place) from the same seed.
+// pipelineInput is S1's input plan: which key each event touches and how,
+// computed once per run from the same seed. The objects themselves are built
+// only as the informer lists and watches them, fresh each time (every string
+// and map newly allocated, as a decoder's), so the input holds no object.
 type pipelineInput struct {
-	items    []corev1.ConfigMap
-	listRV   int
-	events   chan watch.Event // pre-filled with every event
-	keys     []string         // by key id; ids 0..Objects-1 are the listed objects
-	ids      map[string]int
-	initial  []int64 // resource version of each listed key
-	final    []int64 // resource version of each key after the last event; -1 deleted
-	sentinel int     // the key of the last event
+	namespaces int
+	listRV     int
+	plan       []plannedEvent
+	keys       []string // by key id; ids 0..Objects-1 are the listed objects
+	ids        map[string]int
+	initial    []int64 // resource version of each listed key
+	final      []int64 // resource version of each key after the last event; -1 deleted
+	sentinel   int     // the key of the last event
+}
+
+// plannedEvent is event k of the watch: its object is key id's ConfigMap
+// at resource version listRV+k+1.
+type plannedEvent struct {
+	typ watch.EventType
+	id  int32
 }
 
 func newPipelineInput(cfg PipelineConfig) *pipelineInput {
-	in := &pipelineInput{items: make([]corev1.ConfigMap, cfg.Objects), listRV: cfg.Objects,
-		events: make(chan watch.Event, cfg.Events), ids: make(map[string]int, cfg.Objects+cfg.Events/50)}
-	var cur []*corev1.ConfigMap // by key id: the newest version
-	var live []int              // ids of the keys that exist
-	addKey := func(obj *corev1.ConfigMap, rv int) int {
+	in := &pipelineInput{namespaces: cfg.Namespaces, listRV: cfg.Objects, plan: make([]plannedEvent, 0, cfg.Events),
+		ids: make(map[string]int, cfg.Objects+cfg.Events/50)}
+	var live []int // ids of the keys that exist
+	addKey := func(rv int) int {
 		id := len(in.keys)
-		key := obj.Namespace + "/" + obj.Name
+		key := fmt.Sprintf("ns-%03d/cm-%07d", id%cfg.Namespaces, id) // configMap's namespace and name
 		in.keys, in.ids[key] = append(in.keys, key), id
-		cur, live, in.final = append(cur, obj), append(live, id), append(in.final, int64(rv))
+		live, in.final = append(live, id), append(in.final, int64(rv))
 		return id
 	}
-	for i := range in.items {
-		in.items[i] = configMap(i, cfg.Namespaces, rvString(i+1))
-		addKey(&in.items[i], i+1)
+	for i := range cfg.Objects {
+		addKey(i + 1)
 		in.initial = append(in.initial, int64(i+1))
 	}
 	rnd := rand.New(rand.NewPCG(1, 2))
 	rv, id := in.listRV, 0
 	for range cfg.Events {
 		rv++
+		typ := watch.Modified
 		switch x := rnd.IntN(100); {
 		case x == 0 || len(live) == 0:
-			obj := configMap(len(in.keys), cfg.Namespaces, rvString(rv))
-			id = addKey(&obj, rv)
-			in.events <- watch.Event{Type: watch.Added, Object: &obj}
+			typ, id = watch.Added, addKey(rv)
 		case x == 1:
 			k := rnd.IntN(len(live))
-			id = live[k]
+			typ, id = watch.Deleted, live[k]
 			live[k] = live[len(live)-1]
 			live = live[:len(live)-1]
-			obj := *cur[id] // a new object, as decoding would give, sharing the unchanged maps
-			obj.ResourceVersion = rvString(rv)
 			in.final[id] = -1
-			in.events <- watch.Event{Type: watch.Deleted, Object: &obj}
 		default:
 			id = live[rnd.IntN(len(live))]
-			obj := *cur[id]
-			obj.ResourceVersion = rvString(rv)
-			cur[id], in.final[id] = &obj, int64(rv)
-			in.events <- watch.Event{Type: watch.Modified, Object: &obj}
+			in.final[id] = int64(rv)
 		}
+		in.plan = append(in.plan, plannedEvent{typ: typ, id: int32(id)})
 	}
 	in.sentinel = id
 	return in
+}
+
+// event builds event k of the plan, its object fresh.
+func (in *pipelineInput) event(k int) watch.Event {
+	e := in.plan[k]
+	obj := configMap(int(e.id), in.namespaces, rvString(in.listRV+k+1))
+	return watch.Event{Type: e.typ, Object: &obj}
+}
+
+// generatedWatch is a watch whose goroutine builds each event of the plan
+// as the consumer takes it, as a watch decoder does, then idles until
+// stopped (it never closes its channel: a closed watch would be re-opened).
+type generatedWatch struct {
+	ch   chan watch.Event
+	quit chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
+}
+
+func newGeneratedWatch(in *pipelineInput) *generatedWatch {
+	w := &generatedWatch{ch: make(chan watch.Event, 100), quit: make(chan struct{})}
+	w.wg.Go(func() {
+		for k := range in.plan {
+			select {
+			case w.ch <- in.event(k):
+			case <-w.quit:
+				return
+			}
+		}
+	})
+	return w
+}
+
+func (w *generatedWatch) ResultChan() <-chan watch.Event { return w.ch }
+func (w *generatedWatch) Stop() {
+	w.once.Do(func() { close(w.quit) })
+	w.wg.Wait()
+}
+
+// sourceCost is what building the events costs by itself, on one goroutine:
+// the "decoder" both sides pay for, subtracted from their figures.
+type sourceCost struct{ cpu, allocs, bytes float64 } // per event
+
+var (
+	sourceCostOnce sync.Once
+	sourceCostOf   sourceCost
+)
+
+// measureSourceCost builds every event of in once, keeping none, and
+// returns the cost per event. It is measured once per process.
+func measureSourceCost(in *pipelineInput) sourceCost {
+	sourceCostOnce.Do(func() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		cpu0 := processCPU()
+		var sink atomic.Pointer[watch.Event]
+		for k := range in.plan {
+			e := in.event(k)
+			sink.Store(&e)
+		}
+		cpu := processCPU() - cpu0
+		runtime.ReadMemStats(&after)
+		n := float64(len(in.plan))
+		sourceCostOf = sourceCost{cpu: float64(cpu.Microseconds()) / n,
+			allocs: float64(after.Mallocs-before.Mallocs) / n, bytes: float64(after.TotalAlloc-before.TotalAlloc) / n}
+	})
+	return sourceCostOf
+}
+
+// processCPU is the user and system CPU time the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // pipelineRun records what the workers of one run read from the cache.
@@ -187,30 +271,28 @@ type pipeline interface {
 
 func runPipeline(ctx context.Context, cfg PipelineConfig, side string) (Result, error) {
 	in := newPipelineInput(cfg)
+	cost := measureSourceCost(in)
 	gate := make(chan struct{})
-	src := &memSource[corev1.ConfigMap, *corev1.ConfigMap]{
-		n: cfg.Objects, items: func(_, start, end int) []corev1.ConfigMap { return in.items[start:end:end] },
-		listRV: func(int) string { return rvString(in.listRV) }, wrap: configMapList,
-		watch: func(ctx context.Context, n int) (watch.Interface, error) {
-			if n > 0 {
-				return idleWatch(), nil // a second watch would mean the first one was lost: verification fails
-			}
-			select {
-			case <-gate:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			return watch.NewProxyWatcher(in.events), nil
-		}}
+	src := configMapSource(cfg.Objects, cfg.Namespaces, func(ctx context.Context, n int) (watch.Interface, error) {
+		if n > 0 {
+			return idleWatch(), nil // a second watch would mean the first one was lost: verification fails
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return newGeneratedWatch(in), nil
+	})
 	r := &pipelineRun{in: in, seen: make([]atomic.Int64, len(in.keys)), done: make(chan struct{})}
-	runtime.GC()
+	base := liveHeap()
 
 	start := time.Now()
 	p, err := startPipeline(ctx, side, src, r.observe)
 	if err != nil {
 		return nil, err
 	}
-	res, err := measurePipeline(ctx, p, r, gate, start, cfg)
+	res, err := measurePipeline(ctx, p, r, gate, start, cfg, cost, base)
 	if serr := p.stop(); err == nil {
 		err = serr
 	}
@@ -231,7 +313,8 @@ func startPipeline(ctx context.Context, side string, src *memSource[corev1.Confi
 	return startClientGoPipeline(ctx, src, observe), nil
 }
 
-func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan struct{}, start time.Time, cfg PipelineConfig) (Result, error) {
+func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan struct{}, start time.Time, cfg PipelineConfig,
+	cost sourceCost, base uint64) (Result, error) {
 	if err := poll(ctx, 5*time.Minute, time.Millisecond, "informer synced", p.synced); err != nil {
 		return nil, err
 	}
@@ -247,6 +330,7 @@ func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan 
 	if cfg.eventPhase != nil {
 		end = cfg.eventPhase()
 	}
+	cpu0 := processCPU()
 	t0 := time.Now()
 	close(gate)
 	select {
@@ -260,15 +344,19 @@ func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan 
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	elapsed := time.Since(t0)
+	cpu := processCPU() - cpu0
 	end()
 	runtime.ReadMemStats(&after)
+	live := liveHeap() // the cache after the churn, the run's input excluded
 	n := float64(cfg.Events)
 	return Result{
-		"sync_ms":          ms(synced),
-		"events_per_sec":   n / elapsed.Seconds(),
-		"allocs_per_event": float64(after.Mallocs-before.Mallocs) / n,
-		"bytes_per_event":  float64(after.TotalAlloc-before.TotalAlloc) / n,
-		"reads_per_event":  float64(r.reads.Load()-reads) / n,
+		"sync_ms":              ms(synced),
+		"events_per_sec":       n / elapsed.Seconds(),
+		"cpu_us_per_event_net": float64(cpu.Microseconds())/n - cost.cpu,
+		"allocs_per_event_net": float64(after.Mallocs-before.Mallocs)/n - cost.allocs,
+		"bytes_per_event_net":  float64(after.TotalAlloc-before.TotalAlloc)/n - cost.bytes,
+		"reads_per_event":      float64(r.reads.Load()-reads) / n,
+		"live_heap_mb":         (float64(live) - float64(base)) / (1 << 20),
 	}, nil
 }
 
@@ -327,7 +415,7 @@ type ctrlkitPipeline struct {
 
 func startCtrlkitPipeline(ctx context.Context, src *memSource[corev1.ConfigMap, *corev1.ConfigMap],
 	observe func(string, *corev1.ConfigMap, bool)) (*ctrlkitPipeline, error) {
-	inf, err := informer.New[*corev1.ConfigMap](ctrlkitLW[corev1.ConfigMap, *corev1.ConfigMap]{src},
+	inf, err := informer.New[*corev1.ConfigMap](newCtrlkitLW(src),
 		informer.Options[*corev1.ConfigMap]{Reflector: reflector.Options{DisableWatchList: true}})
 	if err != nil {
 		return nil, err

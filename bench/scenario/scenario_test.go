@@ -93,7 +93,7 @@ func TestPipeline_bothLibrariesProcessEveryEventAndCacheTheSource(t *testing.T) 
 		if err != nil {
 			t.Fatalf("%s: %v", side, err)
 		}
-		if res["events_per_sec"] <= 0 || res["sync_ms"] <= 0 || res["allocs_per_event"] <= 0 {
+		if res["events_per_sec"] <= 0 || res["sync_ms"] <= 0 || res["allocs_per_event_net"] <= 0 || res["live_heap_mb"] <= 0 {
 			t.Errorf("%s: implausible result %v", side, res)
 		}
 		t.Logf("%s: %v", side, res)

@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -17,9 +16,8 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/listwatch"
-	"github.com/ctrlkit/ctrlkit/reflector"
-	"github.com/ctrlkit/ctrlkit/store"
 )
 
 // ServerConfig is S5's input: a real API server with Objects ConfigMaps in
@@ -36,8 +34,10 @@ type ServerConfig struct {
 func Server(cfg ServerConfig) Scenario {
 	return Scenario{
 		Name: "S5 real server",
-		Doc: fmt.Sprintf("%d ConfigMaps (~500 B of data each) in the embedded kube-apiserver. ctrlkit: reflector + store with "+
+		Doc: fmt.Sprintf("%d ConfigMaps (~500 B of data each) in the embedded kube-apiserver. ctrlkit: informer.New with "+
 			"defaults (watch-list, falling back to paginated LIST); client-go: NewSharedIndexInformer with its defaults. "+
+			"Both are timed to the same event: HasSynced polled every millisecond (not cache.WaitForCacheSync, which polls "+
+			"every 100 ms). "+
 			"bare_list_ms is a paginated LIST (500 a page) with decoding, run just before each sync. lists counts LIST "+
 			"requests made by the sync (0 means it streamed the initial state by watch-list).", cfg.Objects),
 		Metrics: []Metric{
@@ -115,19 +115,6 @@ func bareList(ctx context.Context, cms typedcorev1.ConfigMapInterface, want int)
 	return time.Since(start), nil
 }
 
-// syncSink signals the first Replace.
-type syncSink struct {
-	*store.Indexer[*corev1.ConfigMap]
-	once   sync.Once
-	synced chan struct{}
-}
-
-func (s *syncSink) Replace(items []*corev1.ConfigMap, rv string) error {
-	err := s.Indexer.Replace(items, rv)
-	s.once.Do(func() { close(s.synced) })
-	return err
-}
-
 type countingLW struct {
 	listwatch.ListerWatcher[*corev1.ConfigMap]
 	lists atomic.Int32
@@ -139,30 +126,23 @@ func (c *countingLW) List(ctx context.Context, o metav1.ListOptions) (listwatch.
 }
 
 func syncCtrlkit(ctx context.Context, cms typedcorev1.ConfigMapInterface, want int) (time.Duration, int, error) {
-	idx, err := store.New(store.Options[*corev1.ConfigMap]{})
-	if err != nil {
-		return 0, 0, err
-	}
-	sink := &syncSink{Indexer: idx, synced: make(chan struct{})}
 	lw := &countingLW{ListerWatcher: listwatch.New[*corev1.ConfigMap](cms.List, cms.Watch, listwatch.Options{})}
-	r, err := reflector.New(lw, sink, reflector.Options{})
+	inf, err := informer.New[*corev1.ConfigMap](lw, informer.Options[*corev1.ConfigMap]{})
 	if err != nil {
 		return 0, 0, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	select {
-	case <-sink.synced:
-	case <-time.After(5 * time.Minute):
-		return 0, 0, errors.New("ctrlkit: not synced after 5m")
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = inf.Run(ctx) })
+	defer wg.Wait()
+	if err := poll(ctx, 5*time.Minute, time.Millisecond, "ctrlkit synced", inf.HasSynced); err != nil {
+		return 0, 0, err
 	}
 	d := time.Since(start)
-	cancel()
-	<-done
-	if n := idx.Len(); n != want {
+	defer cancel()
+	if n := inf.Indexer().Len(); n != want {
 		return 0, 0, fmt.Errorf("ctrlkit cache holds %d objects, want %d", n, want)
 	}
 	return d, int(lw.lists.Load()), nil
@@ -184,8 +164,9 @@ func syncClientGo(ctx context.Context, cms typedcorev1.ConfigMapInterface, want 
 	var wg sync.WaitGroup
 	wg.Go(func() { inf.RunWithContext(ctx) })
 	defer wg.Wait()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return 0, 0, errors.New("client-go: not synced")
+	// Polled as ctrlkit's is: cache.WaitForCacheSync would check only every 100ms.
+	if err := poll(ctx, 5*time.Minute, time.Millisecond, "client-go synced", inf.HasSynced); err != nil {
+		return 0, 0, err
 	}
 	d := time.Since(start)
 	defer cancel()

@@ -95,24 +95,18 @@ func (s *memSource[E, P]) checkPaths(wantLists int) error {
 	return nil
 }
 
-// ctrlkitLW is the source as ctrlkit's listwatch.ListerWatcher: items are
-// pointers into the page, as a decoded list's would be.
-type ctrlkitLW[E any, P ptrObject[E]] struct{ s *memSource[E, P] }
-
-func (l ctrlkitLW[E, P]) List(_ context.Context, opts metav1.ListOptions) (listwatch.List[P], error) {
-	items, rv, cont, err := l.s.list(opts)
-	if err != nil {
-		return listwatch.List[P]{}, err
+// newCtrlkitLW is the source as ctrlkit's ListerWatcher, built the way a
+// user builds one over a typed client (listwatch.New): each page is the API
+// list type, from which ctrlkit takes the items as client-go does.
+func newCtrlkitLW[E any, P ptrObject[E]](s *memSource[E, P]) listwatch.ListerWatcher[P] {
+	list := func(_ context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		items, rv, cont, err := s.list(opts)
+		if err != nil {
+			return nil, err
+		}
+		return s.wrap(items, rv, cont), nil
 	}
-	out := make([]P, len(items))
-	for i := range items {
-		out[i] = &items[i]
-	}
-	return listwatch.List[P]{Items: out, ResourceVersion: rv, Continue: cont}, nil
-}
-
-func (l ctrlkitLW[E, P]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return l.s.startWatch(ctx, opts)
+	return listwatch.New[P](list, s.startWatch, listwatch.Options{})
 }
 
 // clientGoLW is the source as client-go's cache.ListerWatcher. It declares
