@@ -21,8 +21,9 @@
 //   - listwatch: step 1, the ListerWatcher interface and adapters over client-go's clients
 //   - reflector: step 1, list and watch forever, recovering from every failure; feeds a Sink
 //   - object: the shared vocabulary (Object, keys, typed tombstones, resource versions)
-//   - deltafifo: steps 2 and 3, per-key deltas in server order, atomic relists
+//   - deltafifo: steps 2 and 3, per-key deltas in server order, relists whole or in parts
 //   - informer: steps 3 to 6, the shared informer that owns the cache and notifies handlers
+//   - intern: the memory-first cache, repeated strings of cached objects shared
 //   - store: steps 4, 5 and 9, the Indexer (typed cache with indexes), Reader and Listers
 //   - handler: steps 6 and 7, resource event handlers and the enqueue helpers
 //   - workqueue: steps 7 and 8, the rate-limited work queue

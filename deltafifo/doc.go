@@ -3,10 +3,10 @@
 // changes in server order, and the informer, which applies them to its
 // cache and notifies handlers.
 //
-//	reflector ──Add/Update/Delete/Replace/Bookmark──> FIFO ──Pop──> informer
+//	reflector ──Add/Update/Delete/relist/Bookmark──> FIFO ──Pop──> informer
 //
 // Input: the reflector.Sink calls. Output, from Pop, one Item at a time:
-// the deltas of one key, a relist (Replace) or a bookmark.
+// the deltas of one key, a relist (whole, or one part of it) or a bookmark.
 //
 // # Rules
 //
@@ -19,10 +19,14 @@
 //     shape of a queued key is therefore [Deleted] [Added|Updated]. The
 //     consumer reads the "old" object of an update from its cache, so a
 //     handler still sees old -> newest across a compaction.
-//   - Replace supersedes everything still queued: the snapshot holds the
-//     final state of every key. It is popped as one Item so that the
-//     consumer can swap its cache in one step; deltas that arrive after it
-//     are popped after it.
+//   - A relist supersedes everything still queued: it holds the final state
+//     of every key. Given whole (Replace), it is popped as one Item so that
+//     the consumer can swap its cache in one step. Given in parts (the
+//     reflector.RelistSink methods BeginRelist, RelistItems, RelistDelete,
+//     EndRelist, which the reflector uses), each part is popped as it comes
+//     and the producer waits while MaxQueuedRelistParts are queued, so a
+//     relist never sits whole beside the consumer's cache. Deltas that
+//     arrive after a relist are popped after it.
 //   - A bookmark is popped only when nothing queued before it remains, so a
 //     consumer that records it never claims a version it has not applied.
 //

@@ -18,9 +18,12 @@ type Item[T object.Object] struct {
 	// Key and Deltas are set for the changes of one key, oldest first.
 	Key    string
 	Deltas []Delta[T]
-	// Replace is set for a relist: the cache must become exactly Items, as
-	// of ResourceVersion.
+	// Replace is set for a relist given whole (Replace): the cache must
+	// become exactly Items, as of ResourceVersion.
 	Replace *Snapshot[T]
+	// Relist is set for one part of a relist given in parts (the
+	// reflector.RelistSink methods).
+	Relist *RelistPart[T]
 	// Bookmark, when the other fields are empty, is a resource version the
 	// consumer has now fully applied.
 	Bookmark string
@@ -32,6 +35,26 @@ type Snapshot[T object.Object] struct {
 	ResourceVersion string
 }
 
+// RelistPart is one part of a relist given in parts, popped in the order
+// the reflector gave them. Begin starts a relist; Items are upserted in
+// order; Deleted are removed; End ends it: the consumer's state must become
+// exactly what the relist gave (objects it holds that were neither given
+// nor rewritten since Begin are gone), as of ResourceVersion. A part may
+// combine several of these, applied in that order. A Begin before an End
+// supersedes the unfinished relist.
+type RelistPart[T object.Object] struct {
+	Begin           bool
+	Items           []T
+	Deleted         []T
+	End             bool
+	ResourceVersion string
+}
+
+// MaxQueuedRelistParts bounds the relist parts waiting to be popped:
+// RelistItems and RelistDelete block while that many wait, so a fast list
+// never piles up beside the cache it will replace.
+const MaxQueuedRelistParts = 2
+
 // FIFO is the delta FIFO: a queue of keys, each with its compacted deltas,
 // plus at most one pending relist that comes first. It implements
 // reflector.Sink[T]. See the package documentation for its rules.
@@ -41,6 +64,7 @@ type FIFO[T object.Object] struct {
 	// checkDeltas.
 	mu       sync.Mutex
 	replace  *Snapshot[T]          // pending relist, popped before any key
+	parts    []*RelistPart[T]      // pending parts of a relist, popped before any key; empty while replace is set
 	order    []string              // queued keys in first-queued order, from head
 	head     int                   // order[:head] are popped
 	deltas   map[string][]Delta[T] // the deltas of each queued key
@@ -48,12 +72,14 @@ type FIFO[T object.Object] struct {
 	closed   bool
 
 	wake   chan struct{} // buffer 1: "an Item may be ready"
+	space  chan struct{} // buffer 1: "a relist part was popped"
 	closeC chan struct{} // closed by Close
 }
 
 // New returns an empty FIFO.
 func New[T object.Object]() *FIFO[T] {
-	return &FIFO[T]{deltas: map[string][]Delta[T]{}, wake: make(chan struct{}, 1), closeC: make(chan struct{})}
+	return &FIFO[T]{deltas: map[string][]Delta[T]{}, wake: make(chan struct{}, 1), space: make(chan struct{}, 1),
+		closeC: make(chan struct{})}
 }
 
 // Add queues an Added delta for obj. It fails only if obj has no valid key.
@@ -86,13 +112,80 @@ func (f *FIFO[T]) push(d Delta[T]) error {
 // consumer's cache validates keys as it swaps.
 func (f *FIFO[T]) Replace(items []T, resourceVersion string) error {
 	f.mu.Lock()
+	f.supersedeLocked()
 	f.replace = &Snapshot[T]{Items: items, ResourceVersion: resourceVersion}
-	f.order, f.head = nil, 0
-	clear(f.deltas)
-	f.bookmark = ""
 	f.mu.Unlock()
 	f.signal()
 	return nil
+}
+
+// supersedeLocked drops everything queued: a relist is starting.
+func (f *FIFO[T]) supersedeLocked() {
+	f.replace = nil
+	clear(f.parts)
+	f.parts = f.parts[:0]
+	f.order, f.head = nil, 0
+	clear(f.deltas)
+	f.bookmark = ""
+}
+
+// BeginRelist drops everything still queued, as Replace does, and queues
+// the start of a relist given in parts (reflector.RelistSink).
+func (f *FIFO[T]) BeginRelist() error {
+	f.mu.Lock()
+	f.supersedeLocked()
+	f.parts = append(f.parts, &RelistPart[T]{Begin: true})
+	f.mu.Unlock()
+	f.signal()
+	return nil
+}
+
+// RelistItems queues listed objects of the current relist. It blocks while
+// MaxQueuedRelistParts parts wait to be popped, and fails with ErrClosed
+// once the FIFO is closed.
+func (f *FIFO[T]) RelistItems(items []T) error {
+	return f.queuePart(&RelistPart[T]{Items: items})
+}
+
+// RelistDelete queues the deletion of obj during the current relist. It
+// blocks as RelistItems does.
+func (f *FIFO[T]) RelistDelete(obj T) error {
+	return f.queuePart(&RelistPart[T]{Deleted: []T{obj}})
+}
+
+// EndRelist queues the end of the current relist, as of resourceVersion. It
+// never blocks.
+func (f *FIFO[T]) EndRelist(resourceVersion string) error {
+	f.mu.Lock()
+	if n := len(f.parts); n > 0 && !f.parts[n-1].End {
+		f.parts[n-1].End, f.parts[n-1].ResourceVersion = true, resourceVersion
+	} else {
+		f.parts = append(f.parts, &RelistPart[T]{End: true, ResourceVersion: resourceVersion})
+	}
+	f.mu.Unlock()
+	f.signal()
+	return nil
+}
+
+func (f *FIFO[T]) queuePart(p *RelistPart[T]) error {
+	for {
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			return ErrClosed
+		}
+		if len(f.parts) < MaxQueuedRelistParts {
+			f.parts = append(f.parts, p)
+			f.mu.Unlock()
+			f.signal()
+			return nil
+		}
+		f.mu.Unlock()
+		select {
+		case <-f.space:
+		case <-f.closeC:
+		}
+	}
 }
 
 // Bookmark queues resourceVersion, popped once everything queued before it
@@ -119,15 +212,15 @@ func (f *FIFO[T]) Close() {
 func (f *FIFO[T]) Len() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := len(f.order) - f.head
+	n := len(f.order) - f.head + len(f.parts)
 	if f.replace != nil {
 		n++
 	}
 	return n
 }
 
-// Pop blocks until an Item is ready and returns it: the pending relist
-// first, then keys in the order they were first queued, then a pending
+// Pop blocks until an Item is ready and returns it: the pending relist (or
+// its parts, one at a time) first, then keys in the order they were first queued, then a pending
 // bookmark. It returns ErrClosed after Close, or ctx's error when ctx ends.
 // The caller processes the Item without any lock of the FIFO held.
 func (f *FIFO[T]) Pop(ctx context.Context) (Item[T], error) {
@@ -140,6 +233,12 @@ func (f *FIFO[T]) Pop(ctx context.Context) (Item[T], error) {
 		it, ok := f.popLocked()
 		more := f.readyLocked()
 		f.mu.Unlock()
+		if it.Relist != nil {
+			select {
+			case f.space <- struct{}{}:
+			default:
+			}
+		}
 		if ok {
 			if more {
 				f.signal() // another Pop may proceed
@@ -159,6 +258,15 @@ func (f *FIFO[T]) popLocked() (Item[T], bool) {
 	if r := f.replace; r != nil {
 		f.replace = nil
 		return Item[T]{Replace: r}, true
+	}
+	if len(f.parts) > 0 {
+		p := f.parts[0]
+		f.parts[0] = nil
+		f.parts = f.parts[1:]
+		if len(f.parts) == 0 {
+			f.parts = nil
+		}
+		return Item[T]{Relist: p}, true
 	}
 	if f.head < len(f.order) {
 		key := f.order[f.head]
@@ -181,7 +289,7 @@ func (f *FIFO[T]) popLocked() (Item[T], bool) {
 }
 
 func (f *FIFO[T]) readyLocked() bool {
-	return f.replace != nil || f.head < len(f.order) || f.bookmark != ""
+	return f.replace != nil || len(f.parts) > 0 || f.head < len(f.order) || f.bookmark != ""
 }
 
 func (f *FIFO[T]) signal() {

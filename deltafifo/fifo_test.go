@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +44,19 @@ func (o op) apply(t *testing.T, f *FIFO[*corev1.ConfigMap]) {
 		err = f.Replace(items, w[1])
 	case "bookmark":
 		f.Bookmark(w[1])
+	case "begin":
+		err = f.BeginRelist()
+	case "items":
+		var items []*corev1.ConfigMap
+		for _, kv := range w[1:] {
+			name, rv, _ := strings.Cut(kv, ":")
+			items = append(items, cm(name, rv))
+		}
+		err = f.RelistItems(items)
+	case "relistdelete":
+		err = f.RelistDelete(cm(w[1], w[2]))
+	case "end":
+		err = f.EndRelist(w[1])
 	default:
 		t.Fatalf("bad op %q", o)
 	}
@@ -60,6 +74,20 @@ func describe(it Item[*corev1.ConfigMap]) string {
 		fmt.Fprintf(&b, "replace@%s", it.Replace.ResourceVersion)
 		for _, o := range it.Replace.Items {
 			fmt.Fprintf(&b, " %s:%s", o.Name, o.ResourceVersion)
+		}
+	case it.Relist != nil:
+		b.WriteString("relist")
+		if it.Relist.Begin {
+			b.WriteString(" begin")
+		}
+		for _, o := range it.Relist.Items {
+			fmt.Fprintf(&b, " %s:%s", o.Name, o.ResourceVersion)
+		}
+		for _, o := range it.Relist.Deleted {
+			fmt.Fprintf(&b, " -%s:%s", o.Name, o.ResourceVersion)
+		}
+		if it.Relist.End {
+			fmt.Fprintf(&b, " end@%s", it.Relist.ResourceVersion)
 		}
 	case it.Key != "":
 		b.WriteString(it.Key + ":")
@@ -157,6 +185,31 @@ func TestFIFO_rules(t *testing.T) {
 			want: []string{"ns/a: Added@4", "bookmark@5"},
 		},
 		{
+			name: "a relist in parts supersedes every queued delta and pops part by part",
+			ops:  []op{"add a 1", "bookmark 2", "begin", "items b:2 c:3", "end 7"},
+			want: []string{"relist begin", "relist b:2 c:3 end@7"},
+		},
+		{
+			name: "deltas after a relist in parts pop after it",
+			ops:  []op{"begin", "items a:1", "end 5", "update a 6"},
+			want: []string{"relist begin", "relist a:1 end@5", "ns/a: Updated@6"},
+		},
+		{
+			name: "a new begin supersedes an unfinished relist",
+			ops:  []op{"begin", "items a:1", "begin", "items b:2", "end 9"},
+			want: []string{"relist begin", "relist b:2 end@9"},
+		},
+		{
+			name: "a replace supersedes an unfinished relist, and a begin a pending replace",
+			ops:  []op{"begin", "items a:1", "replace 5 b:2", "begin", "end 6"},
+			want: []string{"relist begin end@6"},
+		},
+		{
+			name: "a deletion during a relist is a part of it",
+			ops:  []op{"begin", "relistdelete a 3", "end 4"},
+			want: []string{"relist begin", "relist -a:3 end@4"},
+		},
+		{
 			name: "a replace drops a pending bookmark",
 			ops:  []op{"bookmark 3", "replace 5"},
 			want: []string{"replace@5"},
@@ -229,6 +282,42 @@ func TestFIFO_closeWakesABlockedPop(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Pop still blocked 10s after Close")
 	}
+}
+
+func TestFIFO_relistPartsWaitForTheConsumerAndCloseReleasesThem(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := New[*corev1.ConfigMap]()
+		if err := f.BeginRelist(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.RelistItems([]*corev1.ConfigMap{cm("a", "1")}); err != nil { // MaxQueuedRelistParts queued now
+			t.Fatal(err)
+		}
+		third := make(chan error, 1)
+		go func() { third <- f.RelistItems([]*corev1.ConfigMap{cm("b", "2")}) }()
+		synctest.Wait() // every goroutine of the test is blocked
+		select {
+		case err := <-third:
+			t.Fatalf("a third part was queued beside %d unpopped ones: %v", MaxQueuedRelistParts, err)
+		default:
+		}
+		if it, err := f.Pop(t.Context()); err != nil || describe(it) != "relist begin" {
+			t.Fatalf("Pop = %q, %v", describe(it), err)
+		}
+		if err := <-third; err != nil {
+			t.Fatalf("the third part after a Pop: %v", err)
+		}
+		if got := f.Len(); got != 2 {
+			t.Fatalf("Len = %d, want the 2 queued parts", got)
+		}
+		fourth := make(chan error, 1)
+		go func() { fourth <- f.RelistDelete(cm("a", "3")) }()
+		synctest.Wait()
+		f.Close()
+		if err := <-fourth; !errors.Is(err, ErrClosed) {
+			t.Errorf("a part blocked at Close returned %v, want ErrClosed", err)
+		}
+	})
 }
 
 func TestFIFO_popReturnsWhenItsContextEnds(t *testing.T) {

@@ -50,6 +50,15 @@ func (f Funcs[T]) OnDelete(d object.Deleted[T]) {
 	}
 }
 
+// KeyHandler is implemented by handlers that need only the key of each
+// changed object ("namespace/name" or "name"), such as EnqueueKey's. An
+// informer, which has computed the key already, calls OnKey instead of
+// OnAdd, OnUpdate and OnDelete: once for all the changes of a key it
+// delivers together, with nothing allocated.
+type KeyHandler interface {
+	OnKey(key string)
+}
+
 // Adder is where EnqueueKey puts keys: a workqueue.Queue[K] satisfies it.
 type Adder[K comparable] interface {
 	// Add queues k. It must not block for long: it runs on the handler's
@@ -73,6 +82,9 @@ type enqueueKey[T object.Object] struct {
 	q   Adder[string]
 	log *slog.Logger
 }
+
+// OnKey adds key: the informer's way in, the key computed once.
+func (e *enqueueKey[T]) OnKey(key string) { e.q.Add(key) }
 
 func (e *enqueueKey[T]) OnAdd(obj T, _ bool) { e.add(object.MetaNamespaceKeyFunc(obj)) }
 

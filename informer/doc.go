@@ -12,12 +12,15 @@
 //
 // Guarantees:
 //
-//   - The cache is written in server order per key; a relist swaps it to
-//     exactly the server's snapshot in one step, then handlers hear deletes
-//     (tombstones with the last known object, FinalStateUnknown) for keys
-//     that vanished, then updates for keys kept whose resource version
-//     changed, then adds; an object the relist found unchanged notifies
-//     nobody.
+//   - The cache is written in server order per key. A relist is applied as
+//     its pages (or watch-list events) arrive, never held whole beside the
+//     cache: each listed object replaces the cached one at once (handlers
+//     hear an add, or an update if its resource version changed; an object
+//     the relist found unchanged notifies nobody), and at the end every
+//     cached object the relist lacked is deleted (tombstones with the last
+//     known object, FinalStateUnknown). Readers may see a mix of listed and
+//     not yet listed objects meanwhile, as with client-go; each is a state
+//     the server had.
 //   - Each handler hears a key's changes in order, after the cache holds
 //     them, from its own goroutine. Its backlog coalesces per key (add then
 //     update is one add of the newest, update then update is one update from

@@ -32,6 +32,9 @@ type FactoryOptions struct {
 	Reflector reflector.Options
 	// KeepManagedFields keeps metadata.managedFields in the caches.
 	KeepManagedFields bool
+	// DisableInterning keeps the caches' strings as decoded; see
+	// Options.DisableInterning.
+	DisableInterning bool
 	// Logger receives the informers' log lines. Default: discard.
 	Logger *slog.Logger
 	// Registerer receives every informer's metrics. Default: none.
@@ -128,7 +131,7 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() listwatch.Lister
 	ro := f.opts.Reflector
 	ro.Name = ""
 	inf, err := New(newLW(), Options[T]{Name: name, Reflector: ro,
-		KeepManagedFields: f.opts.KeepManagedFields, Logger: f.opts.Logger, Registerer: f.opts.Registerer})
+		KeepManagedFields: f.opts.KeepManagedFields, DisableInterning: f.opts.DisableInterning, Logger: f.opts.Logger, Registerer: f.opts.Registerer})
 	if err != nil {
 		return nil, err
 	}

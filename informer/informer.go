@@ -15,6 +15,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/deltafifo"
 	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/intern"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
@@ -50,6 +51,13 @@ type Options[T object.Object] struct {
 	// with another informer, as API clients do (each response is decoded
 	// anew).
 	KeepManagedFields bool
+	// DisableInterning keeps every string of every cached object as the
+	// decoder allocated it. By default the informer interns the strings
+	// that repeat across objects (namespaces, labels, owners, images, ...;
+	// see package intern), in place, after Transform: a cache of Pods then
+	// takes about a quarter less memory, for about a microsecond per Pod
+	// written.
+	DisableInterning bool
 	// Reflector configures the informer's reflector: watch-list or lists,
 	// page size, OnError for every list or watch error, and so on. Its
 	// Name, Logger and Registerer, when empty, are the informer's.
@@ -144,20 +152,30 @@ func reflectorOptions[T object.Object](opts Options[T]) reflector.Options {
 	return ro
 }
 
-// transformFor returns the transform New's options ask for.
+// transformFor returns the transform New's options ask for: managedFields
+// stripped, then the user's transform, then interning; nil when there is
+// nothing to do.
 func transformFor[T object.Object](opts Options[T]) func(T) (T, error) {
-	user := opts.Transform
-	if opts.KeepManagedFields {
-		return user
+	user, strip, share := opts.Transform, !opts.KeepManagedFields, !opts.DisableInterning
+	if user == nil && !strip && !share {
+		return nil
 	}
 	return func(obj T) (T, error) {
-		if a, err := meta.Accessor(any(obj)); err == nil {
-			a.SetManagedFields(nil)
+		if strip {
+			if a, err := meta.Accessor(any(obj)); err == nil {
+				a.SetManagedFields(nil)
+			}
 		}
-		if user == nil {
-			return obj, nil
+		if user != nil {
+			var err error
+			if obj, err = user(obj); err != nil {
+				return obj, err
+			}
 		}
-		return user(obj)
+		if share {
+			intern.Object(any(obj))
+		}
+		return obj, nil
 	}
 }
 

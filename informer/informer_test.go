@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,13 +92,16 @@ func TestInformer_deliversTheInitialListThenWatchEventsInOrder(t *testing.T) {
 	}
 }
 
-func TestInformer_relistSwapsTheCacheThenReportsTombstonesUpdatesAndAdds(t *testing.T) {
+func TestInformer_relistAppliesTheListThenReportsTombstonesOfWhatItLacked(t *testing.T) {
 	leakcheck.Check(t)
 	srv := newFakeServer("gone", "kept")
 	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{})
 	m := newMirror()
+	var mu sync.Mutex
 	var cacheAtDelete []string
 	m.onCall = func(call string) {
+		mu.Lock()
+		defer mu.Unlock()
 		if strings.HasPrefix(call, "delete") && cacheAtDelete == nil {
 			cacheAtDelete = inf.Indexer().ListKeys()
 			slices.Sort(cacheAtDelete)
@@ -115,10 +119,12 @@ func TestInformer_relistSwapsTheCacheThenReportsTombstonesUpdatesAndAdds(t *test
 	srv.expireAndResume()
 	m.waitForView(t, wait, srv.state)
 
-	want := []string{"delete ns/gone@1 unknown=true", "update kept@2->4", "add new@5 initial=false"}
+	want := []string{"update kept@2->4", "add new@5 initial=false", "delete ns/gone@1 unknown=true"}
 	if got := m.callList()[2:]; !slices.Equal(got, want) {
 		t.Errorf("after the relist:\n%q\nwant\n%q", got, want)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if want := []string{"ns/kept", "ns/new"}; !slices.Equal(cacheAtDelete, want) {
 		t.Errorf("cache during the first tombstone = %q, want the whole snapshot %q", cacheAtDelete, want)
 	}
@@ -141,9 +147,10 @@ func TestInformer_aRelistNotifiesOnlyObjectsWhoseResourceVersionChanged(t *testi
 	srv.remove("gone")
 	srv.create("new", nil)
 	srv.expireAndResume()
-	// A relist queues deletes, then updates, then adds: once a handler holds
-	// the new object it has heard every notification of the relist.
-	want := []string{"delete ns/gone@3 unknown=true", "update changed@2->4", "add new@6 initial=false"}
+	// A relist notifies updates and adds in list order, then the deletes of
+	// what it lacked: once a handler's view has lost the deleted object, it
+	// has heard every notification of the relist.
+	want := []string{"update changed@2->4", "add new@6 initial=false", "delete ns/gone@3 unknown=true"}
 	for _, m := range []*mirror{a, b} {
 		m.waitForView(t, wait, srv.state)
 		if got := m.callList()[3:]; !slices.Equal(got, want) {

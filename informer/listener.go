@@ -78,12 +78,12 @@ func (l *listener[T]) arm() {
 	l.mu.Unlock()
 }
 
-// next takes the oldest pending key's notifications, if any.
-func (l *listener[T]) next() ([]notification[T], bool) {
+// next takes the oldest pending key and its notifications, if any.
+func (l *listener[T]) next() (string, []notification[T], bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.head == len(l.order) {
-		return nil, false
+		return "", nil, false
 	}
 	key := l.order[l.head]
 	l.order[l.head] = ""
@@ -95,7 +95,7 @@ func (l *listener[T]) next() ([]notification[T], bool) {
 	}
 	ns := l.pending[key].ns
 	delete(l.pending, key)
-	return ns, true
+	return key, ns, true
 }
 
 // run delivers notifications until the informer stops or the handler is
@@ -107,8 +107,13 @@ func (l *listener[T]) run(stopping <-chan struct{}) {
 		defer t.Stop()
 		tick = t.C
 	}
+	keyed, _ := l.h.(handler.KeyHandler)
 	for {
-		if ns, ok := l.next(); ok {
+		if key, ns, ok := l.next(); ok {
+			if keyed != nil {
+				l.callKeyed(keyed, key, ns)
+				continue
+			}
 			for _, n := range ns {
 				l.call(n)
 			}
@@ -144,6 +149,28 @@ func (l *listener[T]) call(n notification[T]) {
 		}
 	}()
 	n.deliver(l.h)
+}
+
+// callKeyed tells a handler that wants only keys about key, once for all
+// of its notifications, recovering a panic as call does.
+func (l *listener[T]) callKeyed(h handler.KeyHandler, key string, ns []notification[T]) {
+	defer func() {
+		if n := countInitial(ns); n > 0 {
+			l.mu.Lock()
+			l.initial -= n
+			l.mu.Unlock()
+		}
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			l.panics.Add(1)
+			l.inf.log.Error("informer: handler panicked", "informer", l.inf.name, "handler", l.name,
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	if len(ns) > 0 {
+		h.OnKey(key)
+	}
 }
 
 // hasSynced reports that the handler has returned from every initial-list

@@ -21,6 +21,8 @@ func (i *SharedIndexInformer[T]) processLoop(ctx context.Context) {
 		switch {
 		case it.Replace != nil:
 			i.replace(it.Replace.Items, it.Replace.ResourceVersion)
+		case it.Relist != nil:
+			i.relistPart(it.Relist)
 		case it.Key != "":
 			for _, d := range it.Deltas {
 				i.apply(it.Key, d)
@@ -42,32 +44,91 @@ func (i *SharedIndexInformer[T]) dispatchLocked(key string, n notification[T], n
 // for a key the cache did not hold and an update from the cached object
 // otherwise (so a compacted burst reads old -> newest); a delete of a
 // cached key carries the deleted object, and a delete of a key the cache
-// never held notifies nobody.
+// never held notifies nobody. key was computed once, by the FIFO.
 func (i *SharedIndexInformer[T]) apply(key string, d deltafifo.Delta[T]) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	old, existed := i.idx.GetByKey(key)
-	now := time.Now()
 	if d.Type == deltafifo.Deleted {
-		if err := i.idx.Delete(d.Object); err != nil {
-			i.log.Error("informer: cache delete failed", "informer", i.name, "key", key, "err", err)
-			return
-		}
-		if existed {
-			i.dispatchLocked(key, notification[T]{kind: deleteKind,
-				del: object.Deleted[T]{Key: key, Obj: d.Object, HasObj: true}}, now)
-		}
+		i.removeLocked(key, d.Object, false)
 		return
 	}
-	if err := i.idx.Update(d.Object); err != nil {
+	i.upsertLocked(key, d.Object, false)
+}
+
+// upsertLocked writes obj under key and notifies: an add for a key the
+// cache did not hold, an update from the cached object otherwise. In a
+// relist, an update only when the object changed.
+func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool) {
+	old, existed, err := i.idx.Put(key, obj)
+	if err != nil {
 		i.log.Error("informer: cache write failed", "informer", i.name, "key", key, "err", err)
 		return
 	}
-	if existed {
-		i.dispatchLocked(key, notification[T]{kind: updateKind, old: old, obj: d.Object}, now)
-	} else {
-		i.dispatchLocked(key, notification[T]{kind: addKind, obj: d.Object}, now)
+	switch {
+	case !existed:
+		i.dispatchLocked(key, notification[T]{kind: addKind, obj: obj, initial: relist && !i.synced}, time.Now())
+	case !relist || changed(old, obj):
+		i.dispatchLocked(key, notification[T]{kind: updateKind, old: old, obj: obj}, time.Now())
 	}
+}
+
+// removeLocked deletes key and, if the cache held it, notifies a delete
+// carrying obj, the deleted state.
+func (i *SharedIndexInformer[T]) removeLocked(key string, obj T, finalStateUnknown bool) {
+	if _, existed := i.idx.Remove(key, obj.GetResourceVersion()); existed {
+		i.dispatchLocked(key, notification[T]{kind: deleteKind,
+			del: object.Deleted[T]{Key: key, Obj: obj, HasObj: true, FinalStateUnknown: finalStateUnknown}}, time.Now())
+	}
+}
+
+// relistPart applies one part of a relist given in parts, as it arrives:
+// listed objects are written at once (notifying adds, and updates for
+// objects whose resource version changed), so the cache never holds the old
+// and the new state of the whole collection at the same time; at the end,
+// every cached object the relist did not give is deleted (tombstones with
+// the last known object, FinalStateUnknown). The end of the first relist
+// marks the informer synced once every handler has been handed its
+// notifications.
+func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if p.Begin {
+		i.idx.BeginRelist()
+	}
+	for _, obj := range p.Items {
+		key, err := object.MetaNamespaceKeyFunc(obj)
+		if err != nil {
+			i.log.Error("informer: relist item without a valid key", "informer", i.name, "err", err)
+			continue
+		}
+		i.upsertLocked(key, obj, true)
+	}
+	for _, obj := range p.Deleted {
+		if key, err := object.MetaNamespaceKeyFunc(obj); err == nil {
+			i.removeLocked(key, obj, false)
+		}
+	}
+	if !p.End {
+		return
+	}
+	now := time.Now()
+	for _, gone := range i.idx.EndRelist(p.ResourceVersion) {
+		i.dispatchLocked(gone.Key, notification[T]{kind: deleteKind,
+			del: object.Deleted[T]{Key: gone.Key, Obj: gone.Object, HasObj: true, FinalStateUnknown: true}}, now)
+	}
+	i.markSyncedLocked()
+}
+
+// markSyncedLocked marks the informer synced after its first relist.
+func (i *SharedIndexInformer[T]) markSyncedLocked() {
+	if i.synced {
+		return
+	}
+	i.synced = true
+	for _, l := range i.listeners {
+		l.arm()
+	}
+	close(i.syncedC)
 }
 
 // replace swaps the cache for items in one step, then notifies: deletes
@@ -89,15 +150,8 @@ func (i *SharedIndexInformer[T]) replace(items []T, rv string) {
 	for _, o := range before {
 		old[object.NameOf(o).String()] = o
 	}
-	initial := !i.synced
-	i.notifyReplaceLocked(old, items, initial)
-	if initial {
-		i.synced = true
-		for _, l := range i.listeners {
-			l.arm()
-		}
-		close(i.syncedC)
-	}
+	i.notifyReplaceLocked(old, items, !i.synced)
+	i.markSyncedLocked()
 }
 
 // notifyReplaceLocked queues the notifications of a relist from the cached
@@ -139,8 +193,9 @@ func changed[T object.Object](cached, listed T) bool {
 // transformSink runs the informer's transform on each object on its way
 // from the reflector to the FIFO.
 type transformSink[T object.Object] struct {
-	next *deltafifo.FIFO[T]
-	fn   func(T) (T, error) // nil: none
+	next   *deltafifo.FIFO[T]
+	fn     func(T) (T, error) // nil: none
+	failed bool               // the relist in progress lost an item to the transform; reflector goroutine only
 }
 
 func (s *transformSink[T]) transform(obj T) (T, error) {
@@ -181,6 +236,46 @@ func (s *transformSink[T]) Delete(obj T) error {
 	return s.next.Delete(out)
 }
 func (s *transformSink[T]) Bookmark(rv string) { s.next.Bookmark(rv) }
+
+// BeginRelist starts a relist given in parts. A transform error in one of
+// its items drops the rest of it, its end included: the cache keeps what
+// it had (and the items already applied) and deletes nothing for it.
+func (s *transformSink[T]) BeginRelist() error {
+	s.failed = false
+	return s.next.BeginRelist()
+}
+
+func (s *transformSink[T]) RelistItems(items []T) error {
+	if s.failed {
+		return nil
+	}
+	for k, obj := range items { // in place: the page is the reflector's to give
+		var err error
+		if items[k], err = s.transform(obj); err != nil {
+			s.failed = true
+			return fmt.Errorf("%w (the rest of this relist is dropped)", err)
+		}
+	}
+	return s.next.RelistItems(items)
+}
+
+func (s *transformSink[T]) RelistDelete(obj T) error {
+	if s.failed {
+		return nil
+	}
+	out, err := s.transform(obj)
+	if err != nil {
+		out = obj // only the key matters to the cache
+	}
+	return s.next.RelistDelete(out)
+}
+
+func (s *transformSink[T]) EndRelist(rv string) error {
+	if s.failed {
+		return nil
+	}
+	return s.next.EndRelist(rv)
+}
 
 func (s *transformSink[T]) upsert(obj T, next func(T) error) error {
 	obj, err := s.transform(obj)

@@ -96,3 +96,17 @@ func SplitMetaNamespaceKey(key string) (namespace, name string, err error) {
 	}
 	return n.Namespace, n.Name, nil
 }
+
+// KeyMatches reports whether key is MetaNamespaceKeyFunc(obj) without
+// building that key: for code that was handed a key and its object and
+// must not trust the pair.
+func KeyMatches(key string, obj Object) bool {
+	ns, name := obj.GetNamespace(), obj.GetName()
+	if name == "" || strings.Contains(name, "/") || strings.Contains(ns, "/") {
+		return false
+	}
+	if ns == "" {
+		return key == name
+	}
+	return len(key) == len(ns)+1+len(name) && key[len(ns)] == '/' && key[:len(ns)] == ns && key[len(ns)+1:] == name
+}

@@ -73,10 +73,16 @@ type (
 		timeout     time.Duration
 		cause       error // for a watch-list: why this sync happens; nil for the first
 	}
-	replace[T any] struct { // the sink's state becomes exactly items
-		items []T
-		rv    string
+	// A relist reaches the sink in parts as it arrives, never whole:
+	// relistBegin, then relistItems and relistDelete, then relistEnd. A
+	// relistBegin before the relistEnd of the previous one supersedes it.
+	relistBegin     struct{}
+	relistItems[T any] struct { // objects of the relist, upserted in order
+		items  []T
+		update bool // some may replace an object given earlier in this relist (watch-list MODIFIED)
 	}
+	relistDelete[T any] struct{ obj T } // watch-list: an object deleted while the stream was sent
+	relistEnd           struct{ rv string } // the sink's state is exactly what this relist gave, as of rv
 	apply[T any] struct { // pass one event to the sink
 		typ watch.EventType
 		obj T
@@ -91,7 +97,10 @@ type (
 
 func (list) isAction()       {}
 func (watchReq) isAction()   {}
-func (replace[T]) isAction() {}
+func (relistBegin) isAction()     {}
+func (relistItems[T]) isAction()  {}
+func (relistDelete[T]) isAction() {}
+func (relistEnd) isAction()       {}
 func (apply[T]) isAction()   {}
 func (bookmark) isAction()   {}
 func (wait) isAction()       {}
@@ -130,13 +139,16 @@ type machine[T object.Object] struct {
 	synced          bool   // an initial list or stream has completed at least once
 
 	phase phase
-	// listing: the pages so far, the RV the list asked for, whether this is
-	// the one-shot unpaginated retry after an expired continue token.
-	pages    []T
+	// listing: the pages received so far, the RV the list asked for,
+	// whether this is the one-shot unpaginated retry after an expired
+	// continue token.
+	pages    int
 	listRV   string
 	fullList bool
-	// streaming: the state the stream has built so far.
-	snap snapshot[T]
+	// streaming: the initial events received so far (the end bookmark
+	// excepted) and those not yet passed on.
+	streamed int
+	batch    []T
 	// watching: when the open watch started and how many events it carried.
 	watchStart time.Time
 	events     int
@@ -185,7 +197,7 @@ func (m *machine[T]) next(in input) []action {
 // supports it, a paginated list otherwise.
 func (m *machine[T]) sync(cause error) []action {
 	if m.watchList {
-		m.phase, m.snap = streaming, snapshot[T]{}
+		m.phase, m.streamed, m.batch = streaming, 0, nil
 		w := m.watchAction(m.rewatchRV(), true)
 		w.cause = cause
 		return []action{w}
@@ -194,7 +206,7 @@ func (m *machine[T]) sync(cause error) []action {
 }
 
 func (m *machine[T]) startList(cause error) list {
-	m.phase, m.pages, m.fullList, m.snap = listing, nil, false, snapshot[T]{}
+	m.phase, m.pages, m.fullList, m.streamed, m.batch = listing, 0, false, 0, nil
 	m.listRV = m.relistRV()
 	return list{rv: m.listRV, limit: m.pageSize(m.listRV), cause: cause}
 }
@@ -238,19 +250,25 @@ func (m *machine[T]) onListed(in listed[T]) []action {
 	if m.phase != listing {
 		return nil
 	}
-	m.pages = append(m.pages, in.items...)
+	var acts []action
+	if m.pages == 0 {
+		acts = append(acts, relistBegin{})
+	}
+	m.pages++
+	if len(in.items) > 0 {
+		acts = append(acts, relistItems[T]{items: in.items})
+	}
 	if in.cont != "" {
 		if m.listRV == "0" {
 			m.serverPaginates = true
 		}
-		return []action{list{limit: m.cfg.pageSize, cont: in.cont}}
+		return append(acts, list{limit: m.cfg.pageSize, cont: in.cont})
 	}
-	items := m.pages
-	m.pages = nil
+	m.pages = 0
 	m.synced, m.rvUnavailable = true, false
 	m.lastRV = in.rv
 	m.phase = watching
-	return []action{replace[T]{items: items, rv: in.rv}, m.watchAction(m.lastRV, false)}
+	return append(acts, relistEnd{rv: in.rv}, m.watchAction(m.lastRV, false))
 }
 
 func (m *machine[T]) onListFailed(in listFailed) []action {
@@ -258,10 +276,10 @@ func (m *machine[T]) onListFailed(in listFailed) []action {
 		return nil
 	}
 	switch {
-	case isExpired(in.err) && len(m.pages) > 0 && !m.fullList:
+	case isExpired(in.err) && m.pages > 0 && !m.fullList:
 		// The continue token expired mid-list: list everything in one page,
-		// once, at the RV the list began with.
-		m.pages, m.fullList = nil, true
+		// once, at the RV the list began with (a new relist).
+		m.pages, m.fullList = 0, true
 		return []action{list{rv: m.listRV, cause: in.err}}
 	case (isExpired(in.err) || isTooLarge(in.err)) && !m.rvUnavailable:
 		m.rvUnavailable = true
@@ -301,7 +319,7 @@ func (m *machine[T]) onStreamFailed(in watchFailed) []action {
 		m.watchList = false
 	case isRetriable(in.err):
 		again := m.watchAction(m.rewatchRV(), true)
-		m.snap = snapshot[T]{} // the stream starts over
+		m.streamed, m.batch = 0, nil // the stream starts over
 		return []action{wait{d: m.backoff.next(in.now, m.rnd()), then: again}}
 	case (isExpired(in.err) || isTooLarge(in.err)) && !m.rvUnavailable:
 		m.rvUnavailable = true
@@ -351,28 +369,64 @@ func (m *machine[T]) watchEvent(in event[T]) bool {
 	return true
 }
 
-// onInitialEvent builds the snapshot from watch-list's initial events until
-// the end bookmark: ADDED events, and MODIFIED and DELETED events of objects
-// that changed while the stream was being sent. Anything but ADDED as the
-// first event means the server ignored sendInitialEvents (it sends only
-// changes): list instead, and remember. A plain bookmark within the stream
-// only says the server is making progress.
+// relistBatch is how many initial events of a watch-list stream are passed
+// on together.
+const relistBatch = 500
+
+// onInitialEvent passes watch-list's initial events on as a relist, in
+// batches, until the end bookmark: ADDED events, and MODIFIED and DELETED
+// events of objects that changed while the stream was being sent. Anything
+// but ADDED as the first event means the server ignored sendInitialEvents
+// (it sends only changes): list instead, and remember. A plain bookmark
+// within the stream only says the server is making progress.
 func (m *machine[T]) onInitialEvent(in event[T]) []action {
 	switch {
 	case in.typ == watch.Bookmark && in.initialEnd:
-		items := m.snap.take()
+		var acts []action
+		if m.streamed == 0 {
+			acts = append(acts, relistBegin{})
+		}
+		acts = m.flushBatch(acts)
+		m.streamed = 0
 		m.synced, m.rvUnavailable = true, false
 		m.lastRV = in.rv
 		m.phase, m.events = watching, 0
-		return []action{replace[T]{items: items, rv: in.rv}}
-	case m.snap.events == 0 && in.typ != watch.Added:
+		return append(acts, relistEnd{rv: in.rv})
+	case m.streamed == 0 && in.typ != watch.Added:
 		m.watchList = false
 		return m.fallBack(fmt.Errorf("%w: got %s first", errWatchListIgnored, in.typ))
 	case in.typ == watch.Bookmark:
 		return nil
 	}
-	m.snap.apply(in.typ, in.obj)
-	return nil
+	var acts []action
+	if m.streamed == 0 {
+		acts = append(acts, relistBegin{})
+	}
+	m.streamed++
+	switch in.typ {
+	case watch.Deleted:
+		return append(m.flushBatch(acts), relistDelete[T]{obj: in.obj})
+	case watch.Modified:
+		// It may replace an object of this relist: pass on what came
+		// before it, then it alone, so the sink can upsert in order.
+		acts = m.flushBatch(acts)
+		return append(acts, relistItems[T]{items: []T{in.obj}, update: true})
+	}
+	m.batch = append(m.batch, in.obj)
+	if len(m.batch) >= relistBatch {
+		acts = m.flushBatch(acts)
+	}
+	return acts
+}
+
+// flushBatch appends the batched initial events, if any, to acts.
+func (m *machine[T]) flushBatch(acts []action) []action {
+	if len(m.batch) == 0 {
+		return acts
+	}
+	acts = append(acts, relistItems[T]{items: m.batch})
+	m.batch = nil
+	return acts
 }
 
 func (m *machine[T]) onWatchEnded(in watchEnded) []action {

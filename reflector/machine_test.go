@@ -69,10 +69,40 @@ func pods(names ...string) []*corev1.Pod {
 }
 
 // describe renders actions as short strings, so tables read like the rules.
-func describe(acts []action) string {
+// A relist's parts are folded as a sink would: nothing is rendered until
+// its end, rendered as "replace [objects] rv=..." (the state the relist
+// gave). Pass the same folder through a machine's whole history.
+func describe(acts []action) string { return (&relistFolder{}).describe(acts) }
+
+// relistFolder is the state of the relist being described.
+type relistFolder struct{ snap snapshot[*corev1.Pod] }
+
+func (f *relistFolder) describe(acts []action) string {
 	var s []string
 	for _, a := range acts {
-		s = append(s, describeOne(a))
+		switch a := a.(type) {
+		case relistBegin:
+			f.snap = snapshot[*corev1.Pod]{}
+		case relistItems[*corev1.Pod]:
+			typ := watch.Added
+			if a.update {
+				typ = watch.Modified
+			}
+			for _, p := range a.items {
+				f.snap.apply(typ, p)
+			}
+		case relistDelete[*corev1.Pod]:
+			f.snap.apply(watch.Deleted, a.obj)
+		case relistEnd:
+			var names []string
+			for _, p := range f.snap.take() {
+				names = append(names, p.Name+"@"+p.ResourceVersion)
+			}
+			slices.Sort(names) // a relist has no order
+			s = append(s, fmt.Sprintf("replace [%s] rv=%s", strings.Join(names, " "), a.rv))
+		default:
+			s = append(s, describeOne(a))
+		}
 	}
 	return strings.Join(s, "; ")
 }
@@ -90,13 +120,6 @@ func describeOne(a action) string {
 			kind = "watch-list"
 		}
 		return fmt.Sprintf("%s rv=%q timeout=%s", kind, a.rv, a.timeout)
-	case replace[*corev1.Pod]:
-		var names []string
-		for _, p := range a.items {
-			names = append(names, p.Name+"@"+p.ResourceVersion)
-		}
-		slices.Sort(names) // a snapshot has no order
-		return fmt.Sprintf("replace [%s] rv=%s", strings.Join(names, " "), a.rv)
 	case apply[*corev1.Pod]:
 		return fmt.Sprintf("%s %s", a.typ, a.obj.Name)
 	case bookmark:
@@ -298,10 +321,11 @@ func TestMachine(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMachine[*corev1.Pod](testConfig(tc.watchList), func() float64 { return tc.rnd })
+			f := &relistFolder{}
 			for _, in := range tc.history {
-				m.next(in)
+				f.describe(m.next(in))
 			}
-			if got := describe(m.next(tc.in)); got != tc.want {
+			if got := f.describe(m.next(tc.in)); got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
 		})
@@ -339,5 +363,75 @@ func TestBackoff_staysWithinBounds(t *testing.T) {
 			t.Fatalf("failure %d: delay %s outside [800ms, 30s]", i, d)
 		}
 		now = now.Add(d)
+	}
+}
+
+// describeParts renders a relist's parts as they are, unfolded.
+func describeParts(acts []action) string {
+	var s []string
+	for _, a := range acts {
+		switch a := a.(type) {
+		case relistBegin:
+			s = append(s, "begin")
+		case relistItems[*corev1.Pod]:
+			var names []string
+			for _, p := range a.items {
+				names = append(names, p.Name)
+			}
+			s = append(s, fmt.Sprintf("items(%d) %s", len(a.items), strings.Join(names[:min(len(names), 2)], " ")))
+		case relistDelete[*corev1.Pod]:
+			s = append(s, "delete "+a.obj.Name)
+		case relistEnd:
+			s = append(s, "end rv="+a.rv)
+		default:
+			s = append(s, describeOne(a))
+		}
+	}
+	return strings.Join(s, "; ")
+}
+
+func TestMachine_aListReachesTheSinkPageByPageNeverWhole(t *testing.T) {
+	m := newMachine[*corev1.Pod](testConfig(false), func() float64 { return 0 })
+	steps := []struct {
+		in   input
+		want string
+	}{
+		{start{}, `list rv="0" limit=500`},
+		{listedPage("10", "c1", "a", "b"), `begin; items(2) a b; list cont=c1 limit=500`},
+		{listedPage("10", "c2", "c"), `items(1) c; list cont=c2 limit=500`},
+		{listErr(0, errGone), `list rv="0" limit=0`}, // the continue token expired: one whole list, a new relist
+		{listedPage("10", "", "a", "c"), `begin; items(2) a c; end rv=10; watch rv="10" timeout=5m0s`},
+	}
+	for _, s := range steps {
+		if got := describeParts(m.next(s.in)); got != s.want {
+			t.Fatalf("after %T:\ngot  %s\nwant %s", s.in, got, s.want)
+		}
+	}
+}
+
+func TestMachine_watchListPassesInitialEventsOnInBatches(t *testing.T) {
+	m := newMachine[*corev1.Pod](testConfig(true), func() float64 { return 0 })
+	m.next(start{})
+	m.next(started(0))
+	var got []string
+	for i := range relistBatch + 3 {
+		if s := describeParts(m.next(ev(watch.Added, fmt.Sprintf("p%04d", i), "5"))); s != "" {
+			got = append(got, s)
+		}
+	}
+	for _, in := range []input{ev(watch.Modified, "p0001", "7"), ev(watch.Added, "x", "8"), ev(watch.Deleted, "p0002", "9"), initialEnd("10")} {
+		if s := describeParts(m.next(in)); s != "" {
+			got = append(got, s)
+		}
+	}
+	want := []string{
+		"begin",
+		"items(500) p0000 p0001",
+		"items(3) p0500 p0501; items(1) p0001", // a modification follows what came before it, alone
+		"items(1) x; delete p0002",             // a deletion flushes the batch first
+		"end rv=10",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n%q\nwant\n%q", got, want)
 	}
 }

@@ -27,6 +27,32 @@ type Sink[T object.Object] interface {
 	Bookmark(resourceVersion string)
 }
 
+// RelistSink is a Sink that takes a relist in parts, as its pages (or
+// watch-list's initial events) arrive, so that the Reflector never holds a
+// whole list and the sink can apply it without keeping the new state beside
+// the old one. The DeltaFIFO implements it. A Reflector whose sink is not a
+// RelistSink gathers each relist and calls Replace once.
+//
+// A relist is BeginRelist, then any number of RelistItems and RelistDelete,
+// then EndRelist. A BeginRelist before EndRelist means the relist failed
+// halfway and starts over: the parts given so far were true states of the
+// objects, but the relist that counts is the new one.
+type RelistSink[T object.Object] interface {
+	Sink[T]
+	// BeginRelist starts a relist.
+	BeginRelist() error
+	// RelistItems gives listed objects, in order; an object may replace
+	// one given earlier in the same relist (watch-list's MODIFIED events).
+	RelistItems(items []T) error
+	// RelistDelete says obj, given earlier in this relist or held from
+	// before, was deleted while the relist was being sent (watch-list's
+	// DELETED events among the initial ones).
+	RelistDelete(obj T) error
+	// EndRelist ends the relist: the sink's state is exactly the objects
+	// given since BeginRelist and not deleted, as of resourceVersion.
+	EndRelist(resourceVersion string) error
+}
+
 // Clock is the time source of the IO driver. The decisions take time as
 // input and never read a clock.
 type Clock interface {
@@ -103,6 +129,8 @@ func (o Options) withDefaults(name string) Options {
 type Reflector[T object.Object] struct {
 	lw      listwatch.ListerWatcher[T]
 	sink    Sink[T]
+	// relistSink is sink when it takes relists in parts, else nil.
+	relistSink RelistSink[T]
 	opts    Options
 	cfg     config
 	metrics *metrics
@@ -138,6 +166,7 @@ func New[T object.Object](lw listwatch.ListerWatcher[T], sink Sink[T], opts Opti
 			backoffInitial:   800 * time.Millisecond, backoffMax: 30 * time.Second, backoffReset: 2 * time.Minute,
 		},
 	}
+	r.relistSink, _ = sink.(RelistSink[T])
 	r.m = newMachine[T](r.cfg, opts.Rand)
 	return r, nil
 }

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/ctrlkit/ctrlkit/object"
 )
 
 // Run lists and watches until ctx ends, resynchronising whenever the rules
@@ -34,9 +36,12 @@ func (r *Reflector[T]) ListAndWatch(ctx context.Context) error {
 }
 
 // driver is one run's IO state, owned by the goroutine that runs it.
-type driver[T any] struct {
+type driver[T object.Object] struct {
 	w     watch.Interface
 	quiet <-chan time.Time // armed while a watch-list stream has sent nothing
+	// relist gathers a relist's parts for a sink that takes it whole
+	// (not a RelistSink).
+	relist snapshot[T]
 }
 
 func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error, err error) {
@@ -49,7 +54,7 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 		switch {
 		case len(pending) > 0:
 			a := pending[0]
-			pending[0] = nil // the slot would keep a replace's items alive
+			pending[0] = nil // the slot would keep a relist's items alive
 			pending = pending[1:]
 			if c := resyncCause(a); c != nil && m.synced {
 				r.metrics.relist()
@@ -130,9 +135,37 @@ func (r *Reflector[T]) do(ctx context.Context, d *driver[T], a action) input {
 	case watchReq:
 		d.stopWatch()
 		return r.watch(ctx, d, a)
-	case replace[T]:
+	case relistBegin:
+		if r.relistSink != nil {
+			r.sinkDo(r.relistSink.BeginRelist())
+		} else {
+			d.relist = snapshot[T]{}
+		}
+	case relistItems[T]:
+		if r.relistSink != nil {
+			r.sinkDo(r.relistSink.RelistItems(a.items))
+			break
+		}
+		typ := watch.Added
+		if a.update {
+			typ = watch.Modified
+		}
+		for _, obj := range a.items {
+			d.relist.apply(typ, obj)
+		}
+	case relistDelete[T]:
+		if r.relistSink != nil {
+			r.sinkDo(r.relistSink.RelistDelete(a.obj))
+		} else {
+			d.relist.apply(watch.Deleted, a.obj)
+		}
+	case relistEnd:
 		r.setRV(a.rv)
-		r.sinkDo(r.sink.Replace(a.items, a.rv))
+		if r.relistSink != nil {
+			r.sinkDo(r.relistSink.EndRelist(a.rv))
+		} else {
+			r.sinkDo(r.sink.Replace(d.relist.take(), a.rv))
+		}
 	case apply[T]:
 		r.apply(a)
 	case bookmark:

@@ -6,10 +6,10 @@ import (
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
-// snapshot is the state a watch-list stream builds until its end bookmark:
-// the initial ADDED events, with any MODIFIED and DELETED events that arrive
-// among them applied, as client-go applies them to its temporary store. It
-// is pure and owned by the machine.
+// snapshot is a relist gathered whole, for a sink that is not a RelistSink:
+// the listed objects, with any MODIFIED and DELETED events of a watch-list
+// stream applied, as client-go applies them to its temporary store. It is
+// owned by the driver.
 //
 // Invariant: when at is not nil, at[k] is the index in items of the object
 // with key k, for every object of items.

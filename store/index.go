@@ -13,10 +13,14 @@ type keySet map[string]struct{}
 // entry is a stored object with the index values computed for it when it
 // was written, so that removing or replacing it never calls an index
 // function again.
+//
+// Entries are held by pointer and updated in place under the store's lock,
+// so that a write looks its key up once.
 type entry[T object.Object] struct {
 	obj  T
 	vals [][]string // vals[i]: the values of index function i
 	seq  uint64     // the write that stored it; see Indexer.AddIndexers
+	gen  uint64     // the relist generation it was written in; see Indexer.BeginRelist
 }
 
 // cache is the index bookkeeping: objects by key and, for each index, keys
@@ -31,45 +35,92 @@ type entry[T object.Object] struct {
 //   - no index holds an empty set, so values that no object carries any more
 //     leave no trace (high-cardinality values do not leak memory).
 type cache[T object.Object] struct {
-	items   map[string]entry[T]
+	items   map[string]*entry[T]
 	indices []map[string]keySet
 }
 
 // newCache returns an empty cache with n indices, sized for size items.
 func newCache[T object.Object](n, size int) *cache[T] {
-	c := &cache[T]{items: make(map[string]entry[T], size), indices: make([]map[string]keySet, n)}
+	c := &cache[T]{items: make(map[string]*entry[T], size), indices: make([]map[string]keySet, n)}
 	for i := range c.indices {
 		c.indices[i] = map[string]keySet{}
 	}
 	return c
 }
 
-// put stores e under key, replacing and unindexing any previous entry.
-func (c *cache[T]) put(key string, e entry[T]) {
-	old, had := c.items[key]
-	c.items[key] = e
+// put stores e under key, replacing and unindexing any previous entry, and
+// returns the previous object. Index value lists equal to the previous
+// entry's are shared with it rather than kept twice, and an entry whose
+// values all stay the same is updated in place with one map lookup.
+func (c *cache[T]) put(key string, e entry[T]) (old T, had bool) {
+	prev := c.items[key]
+	if prev == nil {
+		c.items[key] = &e
+		for i, vals := range e.vals {
+			c.index(i, key, vals)
+		}
+		return old, false
+	}
+	old = prev.obj
+	if sameValues(prev.vals, e.vals) {
+		prev.obj, prev.seq, prev.gen = e.obj, e.seq, e.gen
+		return old, true
+	}
 	for i, vals := range e.vals {
-		if had && i < len(old.vals) {
-			if slices.Equal(old.vals[i], vals) {
+		if i < len(prev.vals) {
+			if slices.Equal(prev.vals[i], vals) {
+				e.vals[i] = prev.vals[i]
 				continue
 			}
-			c.unindex(i, key, old.vals[i])
+			c.unindex(i, key, prev.vals[i])
 		}
 		c.index(i, key, vals)
 	}
+	*prev = e
+	return old, true
+}
+
+// upsert is put for a write: ns is obj's namespace, the value of the
+// namespace index (position 0), and rest the values of the indexes after it.
+// When none of them changed, the entry is updated in place and nothing is
+// allocated.
+func (c *cache[T]) upsert(key, ns string, rest [][]string, obj T, seq, gen uint64) (old T, had bool) {
+	if prev := c.items[key]; prev != nil && len(prev.vals) == 1+len(rest) &&
+		len(prev.vals[0]) == 1 && prev.vals[0][0] == ns && sameValues(prev.vals[1:], rest) {
+		old = prev.obj
+		prev.obj, prev.seq, prev.gen = obj, seq, gen
+		return old, true
+	}
+	vals := make([][]string, 1+len(rest))
+	vals[0] = []string{ns}
+	copy(vals[1:], rest)
+	return c.put(key, entry[T]{obj: obj, vals: vals, seq: seq, gen: gen})
+}
+
+// sameValues reports whether two entries' index values are equal.
+func sameValues(a, b [][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !slices.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // remove deletes the entry under key, if any, and reports whether it existed.
-func (c *cache[T]) remove(key string) bool {
-	old, had := c.items[key]
-	if !had {
-		return false
+func (c *cache[T]) remove(key string) (old T, had bool) {
+	e := c.items[key]
+	if e == nil {
+		return old, false
 	}
 	delete(c.items, key)
-	for i, vals := range old.vals {
+	for i, vals := range e.vals {
 		c.unindex(i, key, vals)
 	}
-	return true
+	return e.obj, true
 }
 
 func (c *cache[T]) index(i int, key string, vals []string) {
@@ -107,13 +158,12 @@ func (c *cache[T]) grow(n int) {
 // and indexes it, if that entry is still the write numbered seq (a later
 // write already carries them). It reports whether it did.
 func (c *cache[T]) fill(key string, seq uint64, vals [][]string) bool {
-	e, ok := c.items[key]
-	if !ok || e.seq != seq {
+	e := c.items[key]
+	if e == nil || e.seq != seq {
 		return false
 	}
 	first := len(e.vals)
 	e.vals = slices.Concat(e.vals, vals)
-	c.items[key] = e
 	for j, v := range vals {
 		c.index(first+j, key, v)
 	}
@@ -124,10 +174,9 @@ func (c *cache[T]) fill(key string, seq uint64, vals [][]string) bool {
 // for them.
 func (c *cache[T]) shrink(n int) {
 	c.indices = c.indices[:n:n]
-	for key, e := range c.items {
+	for _, e := range c.items {
 		if len(e.vals) > n {
 			e.vals = e.vals[:n:n]
-			c.items[key] = e
 		}
 	}
 }

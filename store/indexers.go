@@ -112,6 +112,16 @@ func (fs *indexFuncs[T]) values(key string, obj T, from int) ([][]string, error)
 	return vals, nil
 }
 
+// valuesAfterNamespace calls the functions after the namespace index on
+// obj, whose key is key: nil when there are none. It calls user code: never
+// call it with the store's lock held.
+func (fs *indexFuncs[T]) valuesAfterNamespace(key string, obj T) ([][]string, error) {
+	if len(fs.fns) == 1 {
+		return nil, nil
+	}
+	return fs.values(key, obj, 1)
+}
+
 // value calls the index function at position i on obj, whose key is key.
 // It calls user code: never call it with the store's lock held.
 func (fs *indexFuncs[T]) value(i int, key string, obj T) ([]string, error) {

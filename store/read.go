@@ -19,9 +19,11 @@ func (s *Indexer[T]) Get(obj T) (item T, exists bool, err error) {
 // "name"), and whether there is one. The object is read-only for the caller.
 func (s *Indexer[T]) GetByKey(key string) (item T, exists bool) {
 	s.mu.RLock()
-	e, exists := s.c.items[key]
-	s.mu.RUnlock()
-	return e.obj, exists
+	defer s.mu.RUnlock()
+	if e := s.c.items[key]; e != nil {
+		return e.obj, true
+	}
+	return item, false
 }
 
 // Len returns the number of objects in the store.

@@ -39,6 +39,9 @@ type Indexer[T object.Object] struct {
 	// seq numbers writes, so that AddIndexers can tell which items were
 	// rewritten while it ran the new index functions without the lock.
 	seq atomic.Uint64
+	// gen is the relist generation: BeginRelist advances it, and every
+	// write stamps its entry with it (see EndRelist).
+	gen atomic.Uint64
 	// addMu serialises AddIndexers calls (never taken by readers or
 	// writers).
 	addMu sync.Mutex
@@ -91,30 +94,52 @@ func (s *Indexer[T]) lockFor(fs *indexFuncs[T]) bool {
 // obj has no valid key, it returns the error and the store is unchanged.
 // It blocks only while other goroutines hold the lock. The store keeps obj:
 // the caller must not modify it afterwards.
-func (s *Indexer[T]) Add(obj T) error { return s.write(obj) }
+func (s *Indexer[T]) Add(obj T) error {
+	_, _, err := s.putObject(obj)
+	return err
+}
 
 // Update is Add: it stores obj under its key, replacing what was there.
-func (s *Indexer[T]) Update(obj T) error { return s.write(obj) }
+func (s *Indexer[T]) Update(obj T) error {
+	_, _, err := s.putObject(obj)
+	return err
+}
 
-func (s *Indexer[T]) write(obj T) error {
+func (s *Indexer[T]) putObject(obj T) (old T, existed bool, err error) {
 	key, err := keyOf(obj)
 	if err != nil {
-		return err
+		return old, false, err
 	}
+	return s.put(key, obj)
+}
+
+// Put is Add for a caller that already has obj's key (an informer computes
+// it once per event): it stores obj under key and returns the object it
+// replaced, if any. key must be obj's object.MetaNamespaceKeyFunc key; Put
+// checks that without allocating and fails, changing nothing, on a
+// mismatch.
+func (s *Indexer[T]) Put(key string, obj T) (old T, existed bool, err error) {
+	if !object.KeyMatches(key, obj) {
+		return old, false, fmt.Errorf("store: %w: key %q is not the key of %s", object.ErrInvalidKey, key, object.NameOf(obj))
+	}
+	return s.put(key, obj)
+}
+
+func (s *Indexer[T]) put(key string, obj T) (old T, existed bool, err error) {
 	for {
 		fs := s.funcs.Load()
-		vals, err := fs.values(key, obj, 0)
+		rest, err := fs.valuesAfterNamespace(key, obj)
 		if err != nil {
-			return err
+			return old, false, err
 		}
 		seq := s.seq.Add(1)
 		if !s.lockFor(fs) {
 			continue
 		}
-		s.c.put(key, entry[T]{obj: obj, vals: vals, seq: seq})
+		old, existed = s.c.upsert(key, obj.GetNamespace(), rest, obj, seq, s.gen.Load())
 		s.rv = newerVersion(s.rv, obj.GetResourceVersion())
 		s.mu.Unlock()
-		return nil
+		return old, existed, nil
 	}
 }
 
@@ -128,11 +153,19 @@ func (s *Indexer[T]) Delete(obj T) error {
 	if err != nil {
 		return err
 	}
+	s.Remove(key, obj.GetResourceVersion())
+	return nil
+}
+
+// Remove is Delete by key: it removes the object stored under key, if any,
+// returns it, and advances the store's resource version to resourceVersion
+// (the deleted object's; "" leaves it).
+func (s *Indexer[T]) Remove(key, resourceVersion string) (old T, existed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.c.remove(key)
-	s.rv = newerVersion(s.rv, obj.GetResourceVersion())
-	return nil
+	old, existed = s.c.remove(key)
+	s.rv = newerVersion(s.rv, resourceVersion)
+	return old, existed
 }
 
 // Replace swaps the store's content for exactly items (the result of a
@@ -164,7 +197,7 @@ func (s *Indexer[T]) Replace(items []T, resourceVersion string) error {
 			if err != nil {
 				return err
 			}
-			c.put(keys[i], entry[T]{obj: obj, vals: vals, seq: seq})
+			c.put(keys[i], entry[T]{obj: obj, vals: vals, seq: seq, gen: s.gen.Load()})
 		}
 		if !s.lockFor(fs) {
 			continue
@@ -177,6 +210,52 @@ func (s *Indexer[T]) Replace(items []T, resourceVersion string) error {
 		s.mu.Unlock()
 		return nil
 	}
+}
+
+// Item is an object with its store key.
+type Item[T object.Object] struct {
+	Key    string
+	Object T
+}
+
+// BeginRelist starts a streamed relist, one that is applied as its pages
+// arrive instead of being held whole beside the cache: every object written
+// from now on (Put, Add, Update, Replace) belongs to the new generation,
+// and EndRelist removes every object that does not. Readers see each object
+// of the relist as soon as it is written, as with client-go's relists;
+// only Replace swaps everything at once. A BeginRelist without EndRelist
+// (a list that failed halfway) is superseded by the next one.
+func (s *Indexer[T]) BeginRelist() {
+	s.mu.Lock()
+	s.gen.Add(1)
+	s.mu.Unlock()
+}
+
+// EndRelist ends the relist begun by the last BeginRelist: it removes
+// every object not written since then and returns them (in no particular
+// order), and advances the store's resource version to resourceVersion,
+// the list's. It scans the keys with only the read lock held.
+func (s *Indexer[T]) EndRelist(resourceVersion string) []Item[T] {
+	s.mu.RLock()
+	gen := s.gen.Load()
+	var stale []string
+	for key, e := range s.c.items {
+		if e.gen != gen {
+			stale = append(stale, key)
+		}
+	}
+	s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gone := make([]Item[T], 0, len(stale))
+	for _, key := range stale {
+		if e := s.c.items[key]; e != nil && e.gen != gen { // not rewritten meanwhile
+			s.c.remove(key)
+			gone = append(gone, Item[T]{Key: key, Object: e.obj})
+		}
+	}
+	s.rv = newerVersion(s.rv, resourceVersion)
+	return gone
 }
 
 // Bookmark records that the store reflects resourceVersion even though no

@@ -23,11 +23,13 @@ func Memory(cfg MemoryConfig) Scenario {
 	return Scenario{
 		Name: "S2 memory",
 		Doc: fmt.Sprintf("%d Pods over %d namespaces (~%d B as JSON each: 2 containers with env, ports, probe, resources, "+
-			"mounts; 3 volumes; 4 conditions, 2 container statuses; a managedFields entry), generated page by page as the "+
+			"mounts; 3 volumes; 4 conditions, 2 container statuses; a managedFields entry; what repeats repeats as in a cluster: "+
+			"50 ReplicaSets owning them, 200 nodes, images in 20 versions per app with one digest per image, the same env, "+
+			"tolerations and volumes; every string newly allocated), generated page by page as the "+
 			"informer lists them (the source keeps nothing), listed in pages of 500. An informer with the namespace index "+
 			"and no handler. Per object: (HeapAlloc after sync - HeapAlloc before start) / N, each after runtime.GC twice "+
-			"(HeapAlloc: bytes of live objects, without free span space). defaults: ctrlkit strips managedFields, client-go "+
-			"keeps them; stripped: client-go gets SetTransform(strip managedFields), ctrlkit its default. floor: the same Pods "+
+			"(HeapAlloc: bytes of live objects, without free span space). defaults: ctrlkit strips managedFields and interns "+
+			"repeated strings (package intern), client-go keeps managedFields; stripped: client-go gets SetTransform(strip managedFields), ctrlkit its default. floor: the same Pods "+
 			"held in their pages without managedFields and without any informer (the same for both sides: what no cache "+
 			"that keeps whole objects can go below).",
 			cfg.Objects, cfg.Namespaces, podJSONSize()),

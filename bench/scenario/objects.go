@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +66,11 @@ const podFields = `{"f:metadata":{"f:labels":{".":{},"f:app":{},"f:pod-template-
 // pod is Pod i: two containers with env, ports, probes, resources and
 // mounts; three volumes; a status with four conditions and two container
 // statuses; an owner reference and one managedFields entry (~4 KB as JSON).
+// What repeats across Pods repeats as in a cluster: 50 apps (each a
+// ReplicaSet owning its Pods, with its labels, config volume and image in
+// 20 versions, digests by image), 200 nodes, one sidecar image, the same
+// env, tolerations and projected token volume everywhere; names, UIDs, Pod
+// IPs and container IDs are unique.
 func pod(i, namespaces int, rv string) corev1.Pod {
 	ns := fmt.Sprintf("ns-%03d", i%namespaces)
 	app := fmt.Sprintf("app-%d", i%50)
@@ -132,7 +138,7 @@ func podStatus(i int) corev1.PodStatus {
 	}
 	started := metav1.NewTime(created.Add(3 * time.Second))
 	status := func(name, image string) corev1.ContainerStatus {
-		return corev1.ContainerStatus{Name: name, Ready: true, Image: image, ImageID: fmt.Sprintf("%s@sha256:%064x", image, uint64(i)*40503),
+		return corev1.ContainerStatus{Name: name, Ready: true, Image: image, ImageID: fmt.Sprintf("%s@sha256:%064x", image, imageDigest(image)),
 			ContainerID: fmt.Sprintf("containerd://%064x", uint64(i)*2654435761+uint64(len(name))), Started: ptr(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}
 	}
@@ -148,6 +154,14 @@ func podStatus(i int) corev1.PodStatus {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// imageDigest is the digest of an image: the same for every Pod running it,
+// as in a cluster.
+func imageDigest(image string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(image))
+	return h.Sum64()
+}
 
 // fresh returns a newly allocated copy of s, as a decoder's strings are:
 // literals in these generators would otherwise live in the binary and cost

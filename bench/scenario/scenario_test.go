@@ -149,7 +149,8 @@ func BenchmarkPipeline(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportMetric(res["events_per_sec"], "events/s")
-				b.ReportMetric(res["allocs_per_event"], "allocs/event")
+				b.ReportMetric(res["allocs_per_event_net"], "allocs/event-net")
+				b.ReportMetric(res["cpu_us_per_event_net"], "µs-cpu/event-net")
 			}
 		})
 	}

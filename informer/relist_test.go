@@ -1,0 +1,78 @@
+package informer_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/reflector"
+)
+
+// pagedLW serves n ConfigMaps one per page. Before serving page p it waits
+// until the informer's cache holds the object of page p-1: a relist held
+// whole until its last page would never get there.
+type pagedLW struct {
+	n      int
+	cached func(name string) bool
+	failed chan string
+}
+
+func (l *pagedLW) List(ctx context.Context, opts metav1.ListOptions) (listwatch.List[*corev1.ConfigMap], error) {
+	p := 0
+	if opts.Continue != "" {
+		p, _ = strconv.Atoi(opts.Continue)
+	}
+	if p > 0 {
+		prev := fmt.Sprintf("cm-%d", p-1)
+		deadline := time.Now().Add(wait)
+		for !l.cached(prev) {
+			if time.Now().After(deadline) {
+				l.failed <- fmt.Sprintf("page %d was requested but %s, from page %d, is not cached after %s", p, prev, p-1, wait)
+				return listwatch.List[*corev1.ConfigMap]{}, ctx.Err()
+			}
+			select {
+			case <-ctx.Done():
+				return listwatch.List[*corev1.ConfigMap]{}, ctx.Err()
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	out := listwatch.List[*corev1.ConfigMap]{ResourceVersion: strconv.Itoa(l.n)}
+	out.Items = []*corev1.ConfigMap{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("cm-%d", p), ResourceVersion: strconv.Itoa(p + 1)}}}
+	if p+1 < l.n {
+		out.Continue = strconv.Itoa(p + 1)
+	}
+	return out, nil
+}
+
+func (l *pagedLW) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	return watch.NewFake(), nil
+}
+
+func TestInformer_appliesAListPageByPageWhileItIsStillArriving(t *testing.T) {
+	leakcheck.Check(t)
+	lw := &pagedLW{n: 6, failed: make(chan string, 1)}
+	inf := newInformer(t, lw, informer.Options[*corev1.ConfigMap]{Reflector: reflector.Options{PageSize: 1}})
+	lw.cached = func(name string) bool { _, ok := inf.Indexer().GetByKey("ns/" + name); return ok }
+	run(t, inf)
+	waitFor(t, wait, "sync", func() bool {
+		select {
+		case msg := <-lw.failed:
+			t.Fatal(msg)
+		default:
+		}
+		return inf.HasSynced()
+	})
+	if n := inf.Indexer().Len(); n != lw.n {
+		t.Errorf("cache holds %d objects, want %d", n, lw.n)
+	}
+}
