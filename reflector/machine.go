@@ -76,14 +76,14 @@ type (
 	// A relist reaches the sink in parts as it arrives, never whole:
 	// relistBegin, then relistItems and relistDelete, then relistEnd. A
 	// relistBegin before the relistEnd of the previous one supersedes it.
-	relistBegin     struct{}
+	relistBegin        struct{}
 	relistItems[T any] struct { // objects of the relist, upserted in order
 		items  []T
 		update bool // some may replace an object given earlier in this relist (watch-list MODIFIED)
 	}
-	relistDelete[T any] struct{ obj T } // watch-list: an object deleted while the stream was sent
+	relistDelete[T any] struct{ obj T }     // watch-list: an object deleted while the stream was sent
 	relistEnd           struct{ rv string } // the sink's state is exactly what this relist gave, as of rv
-	apply[T any] struct { // pass one event to the sink
+	apply[T any]        struct {            // pass one event to the sink
 		typ watch.EventType
 		obj T
 		rv  string // obj's resource version as it arrived
@@ -95,15 +95,15 @@ type (
 	}
 )
 
-func (list) isAction()       {}
-func (watchReq) isAction()   {}
+func (list) isAction()            {}
+func (watchReq) isAction()        {}
 func (relistBegin) isAction()     {}
 func (relistItems[T]) isAction()  {}
 func (relistDelete[T]) isAction() {}
 func (relistEnd) isAction()       {}
-func (apply[T]) isAction()   {}
-func (bookmark) isAction()   {}
-func (wait) isAction()       {}
+func (apply[T]) isAction()        {}
+func (bookmark) isAction()        {}
+func (wait) isAction()            {}
 
 type phase int
 

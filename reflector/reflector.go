@@ -127,13 +127,13 @@ func (o Options) withDefaults(name string) Options {
 // Sink, forever, recovering from every failure the API server can produce
 // (step 1 of the pipeline). See the package documentation for the rules.
 type Reflector[T object.Object] struct {
-	lw      listwatch.ListerWatcher[T]
-	sink    Sink[T]
+	lw   listwatch.ListerWatcher[T]
+	sink Sink[T]
 	// relistSink is sink when it takes relists in parts, else nil.
 	relistSink RelistSink[T]
-	opts    Options
-	cfg     config
-	metrics *metrics
+	opts       Options
+	cfg        config
+	metrics    *metrics
 	// m and streaks are owned by the goroutine running Run or ListAndWatch
 	// (one at a time); they outlive a call, so the next call relists at the
 	// resource version the last one synced, never back at "0".
