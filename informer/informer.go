@@ -55,8 +55,8 @@ type Options[T object.Object] struct {
 	// decoder allocated it. By default the informer interns the strings
 	// that repeat across objects (namespaces, labels, owners, images, ...;
 	// see package intern), in place, after Transform: a cache of Pods then
-	// takes about a quarter less memory, for about a microsecond per Pod
-	// written.
+	// takes about a sixth less memory (see README's benchmarks), for a hash
+	// per repeated string of each object written.
 	DisableInterning bool
 	// Reflector configures the informer's reflector: watch-list or lists,
 	// page size, OnError for every list or watch error, and so on. Its
@@ -156,8 +156,12 @@ func reflectorOptions[T object.Object](opts Options[T]) reflector.Options {
 // stripped, then the user's transform, then interning; nil when there is
 // nothing to do.
 func transformFor[T object.Object](opts Options[T]) func(T) (T, error) {
-	user, strip, share := opts.Transform, !opts.KeepManagedFields, !opts.DisableInterning
-	if user == nil && !strip && !share {
+	user, strip := opts.Transform, !opts.KeepManagedFields
+	var table *intern.Table // used by the reflector's goroutine only, as the transform is
+	if !opts.DisableInterning {
+		table = intern.NewTable(0)
+	}
+	if user == nil && !strip && table == nil {
 		return nil
 	}
 	return func(obj T) (T, error) {
@@ -172,8 +176,8 @@ func transformFor[T object.Object](opts Options[T]) func(T) (T, error) {
 				return obj, err
 			}
 		}
-		if share {
-			intern.Object(any(obj))
+		if table != nil {
+			table.Object(any(obj))
 		}
 		return obj, nil
 	}

@@ -1,36 +1,45 @@
 // Package intern makes cached objects share the strings that repeat across
-// them: namespaces, label and annotation keys and common values, owner
+// them: namespaces, label and annotation keys and short values, owner
 // kinds, names and UIDs, images, container and volume names, condition
 // types, and so on. A decoder allocates every string of every object anew,
-// so a cache of 50,000 Pods otherwise holds 50,000 copies of
-// "kubernetes.io/service-account-token" and of each image name.
+// so a cache of 50,000 Pods otherwise holds 50,000 copies of each label key
+// and of each image name.
 //
-// Interning is done with the standard library's unique package: a string's
-// canonical copy lives only as long as some object uses it, so the table is
-// bounded by the distinct strings of the objects cached now. Only fields
-// that repeat in real clusters are interned; names, UIDs of the objects
-// themselves, IPs and container IDs, which are unique, are left alone (an
-// entry for a unique string would cost more than it saves).
+// A Table is a small, fixed-size, lossy interner: a string is looked up by
+// its hash in one slot; a hit returns the slot's copy, a miss takes the slot.
+// It costs a hash and a comparison per string, allocates nothing, and pins
+// at most its size in strings, however many objects pass through; strings
+// that do not repeat only take slots from ones that do. It is not safe for
+// concurrent use: the informer keeps one per informer, used by its
+// reflector's goroutine. String is the process-wide, concurrency-safe form
+// (the standard library's unique package), for code outside an informer.
+//
+// Only fields that repeat in real clusters are interned; names and UIDs of
+// the objects themselves, IPs and container IDs are left alone. Container
+// resource lists (requests, limits) that are equal are shared whole, one
+// map for every Pod of a workload: cached objects are read-only, and here
+// more so than anywhere: modifying one cached Pod's resources in place
+// would change others.
 //
 // The informer interns every object it caches unless
 // informer.Options.DisableInterning is set. Objects are changed in place:
-// call Object only on an object nothing else reads yet, as a transform
-// does.
+// intern only an object nothing else reads yet, as a transform does.
 package intern
 
 import (
+	"hash/maphash"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// maxValue is the longest label or annotation value, env value or argument
+// maxValue is the longest annotation value, env value or argument
 // interned: longer ones (certificates, JSON blobs, checksums) rarely repeat.
-const maxValue = 128
+const maxValue = 48
 
 // String returns the canonical copy of s: equal strings interned anywhere
-// in the process share one backing array.
+// in the process share one backing array. Safe for concurrent use.
 func String(s string) string {
 	if s == "" {
 		return ""
@@ -38,38 +47,81 @@ func String(s string) string {
 	return unique.Make(s).Value()
 }
 
+// DefaultTableSize is NewTable's size when given 0: enough for the distinct
+// repeated strings of a few thousand workloads.
+const DefaultTableSize = 1 << 13
+
+// Table is a lossy interner of fixed size; see the package documentation.
+// The zero value is not usable: use NewTable.
+type Table struct {
+	seed  maphash.Seed
+	slots []string
+	mask  uint64
+	// lists holds resource lists (container requests and limits) to share
+	// whole: a map of two quantities costs ~600 bytes, and every Pod of a
+	// workload repeats the same ones.
+	lists []corev1.ResourceList
+}
+
+// NewTable returns a table of size slots, rounded up to a power of two (0:
+// DefaultTableSize).
+func NewTable(size int) *Table {
+	if size <= 0 {
+		size = DefaultTableSize
+	}
+	n := 1
+	for n < size {
+		n <<= 1
+	}
+	return &Table{seed: maphash.MakeSeed(), slots: make([]string, n), mask: uint64(n - 1),
+		lists: make([]corev1.ResourceList, max(n/8, 1))}
+}
+
+// String returns the table's copy of s, taking s's slot on a miss.
+func (t *Table) String(s string) string {
+	if s == "" {
+		return ""
+	}
+	slot := &t.slots[maphash.String(t.seed, s)&t.mask]
+	if *slot == s {
+		return *slot
+	}
+	*slot = s
+	return s
+}
+
 // of interns a string-kinded value (a typed constant like corev1.Protocol).
-func of[S ~string](s S) S { return S(String(string(s))) }
+func of[S ~string](t *Table, s S) S { return S(t.String(string(s))) }
 
 // short interns s when it is short enough to be likely to repeat.
-func short(s string) string {
+func (t *Table) short(s string) string {
 	if len(s) > maxValue {
 		return s
 	}
-	return String(s)
+	return t.String(s)
 }
 
 // Object interns the repeated strings of obj in place: the object metadata
 // of any API object, and the spec and status of the types it knows (Pods,
 // the largest and most numerous objects most controllers cache). Other
 // types get their metadata interned.
-func Object(obj any) {
+func (t *Table) Object(obj any) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		Meta(&o.ObjectMeta)
-		podSpec(&o.Spec)
-		podStatus(&o.Status)
+		t.Meta(&o.ObjectMeta)
+		t.podSpec(&o.Spec)
+		t.podStatus(&o.Status)
 	case *corev1.ConfigMap:
-		Meta(&o.ObjectMeta)
+		t.Meta(&o.ObjectMeta)
 		for k, v := range o.Data {
-			o.Data[String(k)] = v // values are the payload: left alone
+			o.Data[t.String(k)] = v // values are the payload: left alone
 		}
 	case *corev1.Secret:
-		Meta(&o.ObjectMeta)
-		o.Type = of(o.Type)
+		t.Meta(&o.ObjectMeta)
+		o.Type = of(t, o.Type)
 	case interface{ GetObjectMeta() metav1.Object }:
 		if m, ok := o.GetObjectMeta().(*metav1.ObjectMeta); ok {
-			Meta(m)
+			t.Meta(m)
 		}
 	}
 }
@@ -77,152 +129,181 @@ func Object(obj any) {
 // Meta interns the repeated strings of object metadata: namespace,
 // generateName, labels, annotation keys and short values, owner references
 // and finalizers. managedFields, if kept, are left alone.
-func Meta(m *metav1.ObjectMeta) {
-	m.Namespace = String(m.Namespace)
-	m.GenerateName = String(m.GenerateName)
-	stringMap(m.Labels, String)
-	stringMap(m.Annotations, short)
+func (t *Table) Meta(m *metav1.ObjectMeta) {
+	m.Namespace = t.String(m.Namespace)
+	m.GenerateName = t.String(m.GenerateName)
+	t.stringMap(m.Labels, t.String)
+	t.stringMap(m.Annotations, t.short)
 	for i := range m.OwnerReferences {
 		r := &m.OwnerReferences[i]
-		r.APIVersion, r.Kind, r.Name = String(r.APIVersion), String(r.Kind), String(r.Name)
-		r.UID = of(r.UID) // shared by every object one owner owns
+		r.APIVersion, r.Kind, r.Name = t.String(r.APIVersion), t.String(r.Kind), t.String(r.Name)
+		r.UID = of(t, r.UID) // shared by every object one owner owns
 	}
 	for i, f := range m.Finalizers {
-		m.Finalizers[i] = String(f)
+		m.Finalizers[i] = t.String(f)
 	}
 }
 
 // stringMap interns m's keys and its values with value, in place (assigning
 // to an existing key also replaces the map's copy of the key).
-func stringMap(m map[string]string, value func(string) string) {
+func (t *Table) stringMap(m map[string]string, value func(string) string) {
 	for k, v := range m {
-		m[String(k)] = value(v)
+		m[t.String(k)] = value(v)
 	}
 }
 
-func resourceList(l corev1.ResourceList) {
+// resourceList returns the table's copy of an equal resource list, taking
+// l's slot (with its names interned) on a miss. Equal means the same names
+// with quantities of the same value and format, so they print the same.
+func (t *Table) resourceList(l corev1.ResourceList) corev1.ResourceList {
+	if len(l) == 0 {
+		return l
+	}
+	var h uint64
+	for k, q := range l { // order-independent: the sum of the entries' hashes
+		h += maphash.String(t.seed, string(k)) ^ uint64(q.MilliValue())*0x9e3779b97f4a7c15
+	}
+	slot := &t.lists[h%uint64(len(t.lists))]
+	if sameResources(*slot, l) {
+		return *slot
+	}
 	for k, q := range l {
-		l[of(k)] = q
+		l[of(t, k)] = q
 	}
+	*slot = l
+	return l
 }
 
-func podSpec(s *corev1.PodSpec) {
+func sameResources(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, q := range b {
+		p, ok := a[k]
+		if !ok || p.Format != q.Format || p.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *Table) podSpec(s *corev1.PodSpec) {
 	for i := range s.InitContainers {
-		container(&s.InitContainers[i])
+		t.container(&s.InitContainers[i])
 	}
 	for i := range s.Containers {
-		container(&s.Containers[i])
+		t.container(&s.Containers[i])
 	}
 	for i := range s.Volumes {
-		volume(&s.Volumes[i])
+		t.volume(&s.Volumes[i])
 	}
-	s.RestartPolicy, s.DNSPolicy = of(s.RestartPolicy), of(s.DNSPolicy)
-	s.ServiceAccountName, s.DeprecatedServiceAccount = String(s.ServiceAccountName), String(s.DeprecatedServiceAccount)
-	s.NodeName, s.SchedulerName, s.PriorityClassName = String(s.NodeName), String(s.SchedulerName), String(s.PriorityClassName)
-	s.Subdomain = String(s.Subdomain)
-	stringMap(s.NodeSelector, String)
+	s.RestartPolicy, s.DNSPolicy = of(t, s.RestartPolicy), of(t, s.DNSPolicy)
+	s.ServiceAccountName, s.DeprecatedServiceAccount = t.String(s.ServiceAccountName), t.String(s.DeprecatedServiceAccount)
+	s.NodeName, s.SchedulerName, s.PriorityClassName = t.String(s.NodeName), t.String(s.SchedulerName), t.String(s.PriorityClassName)
+	s.Subdomain = t.String(s.Subdomain)
+	t.stringMap(s.NodeSelector, t.String)
 	for i := range s.Tolerations {
-		t := &s.Tolerations[i]
-		t.Key, t.Operator, t.Value, t.Effect = String(t.Key), of(t.Operator), String(t.Value), of(t.Effect)
+		tol := &s.Tolerations[i]
+		tol.Key, tol.Operator, tol.Value, tol.Effect = t.String(tol.Key), of(t, tol.Operator), t.String(tol.Value), of(t, tol.Effect)
 	}
 	for i := range s.ImagePullSecrets {
-		s.ImagePullSecrets[i].Name = String(s.ImagePullSecrets[i].Name)
+		s.ImagePullSecrets[i].Name = t.String(s.ImagePullSecrets[i].Name)
 	}
 	if s.PreemptionPolicy != nil {
-		p := of(*s.PreemptionPolicy)
+		p := of(t, *s.PreemptionPolicy)
 		s.PreemptionPolicy = &p
 	}
 	if s.RuntimeClassName != nil {
-		r := String(*s.RuntimeClassName)
+		r := t.String(*s.RuntimeClassName)
 		s.RuntimeClassName = &r
 	}
 }
 
-func container(c *corev1.Container) {
-	c.Name, c.Image, c.ImagePullPolicy = String(c.Name), String(c.Image), of(c.ImagePullPolicy)
-	c.TerminationMessagePath, c.TerminationMessagePolicy = String(c.TerminationMessagePath), of(c.TerminationMessagePolicy)
-	c.WorkingDir = String(c.WorkingDir)
+func (t *Table) container(c *corev1.Container) {
+	c.Name, c.Image, c.ImagePullPolicy = t.String(c.Name), t.String(c.Image), of(t, c.ImagePullPolicy)
+	c.TerminationMessagePath, c.TerminationMessagePolicy = t.String(c.TerminationMessagePath), of(t, c.TerminationMessagePolicy)
+	c.WorkingDir = t.String(c.WorkingDir)
 	for i, a := range c.Command {
-		c.Command[i] = short(a)
+		c.Command[i] = t.short(a)
 	}
 	for i, a := range c.Args {
-		c.Args[i] = short(a)
+		c.Args[i] = t.short(a)
 	}
 	for i := range c.Ports {
 		p := &c.Ports[i]
-		p.Name, p.Protocol = String(p.Name), of(p.Protocol)
+		p.Name, p.Protocol = t.String(p.Name), of(t, p.Protocol)
 	}
 	for i := range c.Env {
 		e := &c.Env[i]
-		e.Name, e.Value = String(e.Name), short(e.Value)
+		e.Name, e.Value = t.String(e.Name), t.short(e.Value)
 		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
 			f := e.ValueFrom.FieldRef
-			f.APIVersion, f.FieldPath = String(f.APIVersion), String(f.FieldPath)
+			f.APIVersion, f.FieldPath = t.String(f.APIVersion), t.String(f.FieldPath)
 		}
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			r := e.ValueFrom.SecretKeyRef
-			r.Name, r.Key = String(r.Name), String(r.Key)
+			r.Name, r.Key = t.String(r.Name), t.String(r.Key)
 		}
 		if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
 			r := e.ValueFrom.ConfigMapKeyRef
-			r.Name, r.Key = String(r.Name), String(r.Key)
+			r.Name, r.Key = t.String(r.Name), t.String(r.Key)
 		}
 	}
 	for i := range c.EnvFrom {
 		e := &c.EnvFrom[i]
-		e.Prefix = String(e.Prefix)
+		e.Prefix = t.String(e.Prefix)
 		if e.ConfigMapRef != nil {
-			e.ConfigMapRef.Name = String(e.ConfigMapRef.Name)
+			e.ConfigMapRef.Name = t.String(e.ConfigMapRef.Name)
 		}
 		if e.SecretRef != nil {
-			e.SecretRef.Name = String(e.SecretRef.Name)
+			e.SecretRef.Name = t.String(e.SecretRef.Name)
 		}
 	}
-	resourceList(c.Resources.Limits)
-	resourceList(c.Resources.Requests)
+	c.Resources.Limits = t.resourceList(c.Resources.Limits)
+	c.Resources.Requests = t.resourceList(c.Resources.Requests)
 	for i := range c.VolumeMounts {
 		m := &c.VolumeMounts[i]
-		m.Name, m.MountPath, m.SubPath = String(m.Name), String(m.MountPath), String(m.SubPath)
+		m.Name, m.MountPath, m.SubPath = t.String(m.Name), t.String(m.MountPath), t.String(m.SubPath)
 	}
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
 		if p != nil && p.HTTPGet != nil {
-			p.HTTPGet.Path, p.HTTPGet.Scheme = String(p.HTTPGet.Path), of(p.HTTPGet.Scheme)
-			p.HTTPGet.Port.StrVal = String(p.HTTPGet.Port.StrVal)
+			p.HTTPGet.Path, p.HTTPGet.Scheme = t.String(p.HTTPGet.Path), of(t, p.HTTPGet.Scheme)
+			p.HTTPGet.Port.StrVal = t.String(p.HTTPGet.Port.StrVal)
 		}
 	}
 }
 
-func volume(v *corev1.Volume) {
-	v.Name = String(v.Name)
+func (t *Table) volume(v *corev1.Volume) {
+	v.Name = t.String(v.Name)
 	switch {
 	case v.ConfigMap != nil:
-		v.ConfigMap.Name = String(v.ConfigMap.Name)
+		v.ConfigMap.Name = t.String(v.ConfigMap.Name)
 	case v.Secret != nil:
-		v.Secret.SecretName = String(v.Secret.SecretName)
+		v.Secret.SecretName = t.String(v.Secret.SecretName)
 	case v.PersistentVolumeClaim != nil:
-		v.PersistentVolumeClaim.ClaimName = String(v.PersistentVolumeClaim.ClaimName)
+		v.PersistentVolumeClaim.ClaimName = t.String(v.PersistentVolumeClaim.ClaimName)
 	case v.HostPath != nil:
-		v.HostPath.Path = String(v.HostPath.Path)
+		v.HostPath.Path = t.String(v.HostPath.Path)
 	case v.Projected != nil:
 		for i := range v.Projected.Sources {
 			s := &v.Projected.Sources[i]
 			if s.ServiceAccountToken != nil {
-				s.ServiceAccountToken.Path = String(s.ServiceAccountToken.Path)
+				s.ServiceAccountToken.Path = t.String(s.ServiceAccountToken.Path)
 			}
 			if s.ConfigMap != nil {
-				s.ConfigMap.Name = String(s.ConfigMap.Name)
-				keyToPaths(s.ConfigMap.Items)
+				s.ConfigMap.Name = t.String(s.ConfigMap.Name)
+				t.keyToPaths(s.ConfigMap.Items)
 			}
 			if s.Secret != nil {
-				s.Secret.Name = String(s.Secret.Name)
-				keyToPaths(s.Secret.Items)
+				s.Secret.Name = t.String(s.Secret.Name)
+				t.keyToPaths(s.Secret.Items)
 			}
 			if s.DownwardAPI != nil {
 				for j := range s.DownwardAPI.Items {
 					f := &s.DownwardAPI.Items[j]
-					f.Path = String(f.Path)
+					f.Path = t.String(f.Path)
 					if f.FieldRef != nil {
-						f.FieldRef.APIVersion, f.FieldRef.FieldPath = String(f.FieldRef.APIVersion), String(f.FieldRef.FieldPath)
+						f.FieldRef.APIVersion, f.FieldRef.FieldPath = t.String(f.FieldRef.APIVersion), t.String(f.FieldRef.FieldPath)
 					}
 				}
 			}
@@ -230,34 +311,34 @@ func volume(v *corev1.Volume) {
 	}
 }
 
-func keyToPaths(items []corev1.KeyToPath) {
+func (t *Table) keyToPaths(items []corev1.KeyToPath) {
 	for i := range items {
-		items[i].Key, items[i].Path = String(items[i].Key), String(items[i].Path)
+		items[i].Key, items[i].Path = t.String(items[i].Key), t.String(items[i].Path)
 	}
 }
 
-func podStatus(s *corev1.PodStatus) {
-	s.Phase, s.QOSClass, s.HostIP = of(s.Phase), of(s.QOSClass), String(s.HostIP)
-	s.Reason, s.Message = String(s.Reason), short(s.Message)
+func (t *Table) podStatus(s *corev1.PodStatus) {
+	s.Phase, s.QOSClass, s.HostIP = of(t, s.Phase), of(t, s.QOSClass), t.String(s.HostIP)
+	s.Reason, s.Message = t.String(s.Reason), t.short(s.Message)
 	for i := range s.HostIPs {
-		s.HostIPs[i].IP = String(s.HostIPs[i].IP)
+		s.HostIPs[i].IP = t.String(s.HostIPs[i].IP)
 	}
 	for i := range s.Conditions {
 		c := &s.Conditions[i]
-		c.Type, c.Status, c.Reason = of(c.Type), of(c.Status), String(c.Reason)
+		c.Type, c.Status, c.Reason = of(t, c.Type), of(t, c.Status), t.String(c.Reason)
 	}
 	for _, list := range [][]corev1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
 		for i := range list {
 			cs := &list[i]
-			cs.Name, cs.Image, cs.ImageID = String(cs.Name), String(cs.Image), String(cs.ImageID)
+			cs.Name, cs.Image, cs.ImageID = t.String(cs.Name), t.String(cs.Image), t.String(cs.ImageID)
 			if w := cs.State.Waiting; w != nil {
-				w.Reason = String(w.Reason)
+				w.Reason = t.String(w.Reason)
 			}
-			if t := cs.State.Terminated; t != nil {
-				t.Reason = String(t.Reason)
+			if term := cs.State.Terminated; term != nil {
+				term.Reason = t.String(term.Reason)
 			}
-			if t := cs.LastTerminationState.Terminated; t != nil {
-				t.Reason = String(t.Reason)
+			if term := cs.LastTerminationState.Terminated; term != nil {
+				term.Reason = t.String(term.Reason)
 			}
 		}
 	}

@@ -2,10 +2,13 @@ package intern_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/ctrlkit/ctrlkit/intern"
@@ -38,8 +41,9 @@ func same(a, b string) bool { return a == b && unsafe.StringData(a) == unsafe.St
 func TestObject_podsShareRepeatedStringsAndKeepTheirValues(t *testing.T) {
 	a, b := decode(t), decode(t)
 	want := decode(t)
-	intern.Object(a)
-	intern.Object(b)
+	tab := intern.NewTable(0)
+	tab.Object(a)
+	tab.Object(b)
 	if !equality.Semantic.DeepEqual(a, want) {
 		t.Fatal("interning changed the object")
 	}
@@ -66,6 +70,15 @@ func TestObject_podsShareRepeatedStringsAndKeepTheirValues(t *testing.T) {
 			t.Errorf("%s %q is not shared", f.name, f.a)
 		}
 	}
+	if fmt.Sprintf("%p", a.Spec.Containers[0].Resources.Limits) != fmt.Sprintf("%p", b.Spec.Containers[0].Resources.Limits) {
+		t.Error("equal resource limits are not shared")
+	}
+	c := decode(t)
+	c.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("501m")
+	tab.Object(c)
+	if got := c.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU]; got.String() != "501m" {
+		t.Errorf("a different limit became %s", got.String())
+	}
 	for k := range a.Labels {
 		for k2 := range b.Labels {
 			if k == k2 && !same(k, k2) {
@@ -86,13 +99,31 @@ func TestObject_leavesLongValuesAndUnknownTypesAlone(t *testing.T) {
 	long := string(make([]byte, 200))
 	a, b := decode(t), decode(t)
 	a.Annotations["blob"], b.Annotations["blob"] = long, string([]byte(long))
-	intern.Object(a)
-	intern.Object(b)
+	tab := intern.NewTable(0)
+	tab.Object(a)
+	tab.Object(b)
 	if same(a.Annotations["blob"], b.Annotations["blob"]) {
 		t.Error("a 200-byte annotation value was interned")
 	}
-	intern.Object(nil)        // no panic
-	intern.Object("a string") // not an API object: nothing to do
+	tab.Object(nil)        // no panic
+	tab.Object("a string") // not an API object: nothing to do
+}
+
+func TestTable_aFullTableLosesSharingNeverValues(t *testing.T) {
+	tab := intern.NewTable(1) // one slot: every other string evicts the last
+	for i := range 1000 {
+		s := fmt.Sprint("value-", i%3)
+		if got := tab.String(s); got != s {
+			t.Fatalf("String(%q) = %q", s, got)
+		}
+	}
+	x, y := tab.String(strings.Clone("same")), tab.String(strings.Clone("same"))
+	if !same(x, y) {
+		t.Error("a repeated string was not shared by a one-slot table")
+	}
+	if a, b := intern.String(strings.Clone("shared")), intern.String(strings.Clone("shared")); !same(a, b) {
+		t.Error("intern.String did not share")
+	}
 }
 
 func BenchmarkObject_pod(b *testing.B) {
@@ -100,7 +131,8 @@ func BenchmarkObject_pod(b *testing.B) {
 	if err := json.Unmarshal([]byte(podJSON), &p); err != nil {
 		b.Fatal(err)
 	}
+	tab := intern.NewTable(0)
 	for b.Loop() {
-		intern.Object(&p)
+		tab.Object(&p)
 	}
 }

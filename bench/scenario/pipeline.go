@@ -50,7 +50,7 @@ func Pipeline(cfg PipelineConfig) Scenario {
 			"usual list adapters (listwatch.New / cache.ListWatch). ctrlkit: informer.New + handler.EnqueueKey + "+
 			"controller.New/Run with 2 workers (defaults: managedFields stripped). client-go: NewSharedIndexInformer "+
 			"(defaults) + NewTypedRateLimitingQueue + 2 workers calling GetByKey. sync_ms: start to HasSynced (polled every "+
-			"ms on both sides); the event phase starts once every listed key was processed and ends when every key's final "+
+			"ms on both sides), sync_cpu_ms the process CPU time meanwhile (building the list included); the event phase starts once every listed key was processed and ends when every key's final "+
 			"state was read by a worker; events_per_sec includes building the events (on the watch goroutine, in parallel); "+
 			"cpu, allocations and bytes are process rusage and runtime.MemStats deltas over that phase. reads_per_event: "+
 			"worker cache reads per event (below 1 where updates of a key coalesce). live_heap_mb: heap after the churn "+
@@ -58,6 +58,7 @@ func Pipeline(cfg PipelineConfig) Scenario {
 			cfg.Objects, cfg.Namespaces, cfg.PageSize, cfg.Events),
 		Metrics: []Metric{
 			{Name: "sync_ms", Unit: "ms", Better: "lower"},
+			{Name: "sync_cpu_ms", Unit: "ms", Better: "lower"},
 			{Name: "events_per_sec", Unit: "events/s", Better: "higher"},
 			{Name: "cpu_us_per_event_net", Unit: "µs", Better: "lower"},
 			{Name: "allocs_per_event_net", Unit: "allocs", Better: "lower"},
@@ -287,12 +288,12 @@ func runPipeline(ctx context.Context, cfg PipelineConfig, side string) (Result, 
 	r := &pipelineRun{in: in, seen: make([]atomic.Int64, len(in.keys)), done: make(chan struct{})}
 	base := liveHeap()
 
-	start := time.Now()
+	cpuStart, start := processCPU(), time.Now()
 	p, err := startPipeline(ctx, side, src, r.observe)
 	if err != nil {
 		return nil, err
 	}
-	res, err := measurePipeline(ctx, p, r, gate, start, cfg, cost, base)
+	res, err := measurePipeline(ctx, p, r, gate, start, cpuStart, cfg, cost, base)
 	if serr := p.stop(); err == nil {
 		err = serr
 	}
@@ -313,12 +314,12 @@ func startPipeline(ctx context.Context, side string, src *memSource[corev1.Confi
 	return startClientGoPipeline(ctx, src, observe), nil
 }
 
-func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan struct{}, start time.Time, cfg PipelineConfig,
-	cost sourceCost, base uint64) (Result, error) {
+func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan struct{}, start time.Time, cpuStart time.Duration,
+	cfg PipelineConfig, cost sourceCost, base uint64) (Result, error) {
 	if err := poll(ctx, 5*time.Minute, time.Millisecond, "informer synced", p.synced); err != nil {
 		return nil, err
 	}
-	synced := time.Since(start)
+	synced, syncCPU := time.Since(start), processCPU()-cpuStart
 	if err := r.waitSeen(ctx, r.in.initial, 5*time.Minute); err != nil {
 		return nil, fmt.Errorf("initial list: %w", err)
 	}
@@ -351,6 +352,7 @@ func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan 
 	n := float64(cfg.Events)
 	return Result{
 		"sync_ms":              ms(synced),
+		"sync_cpu_ms":          ms(syncCPU),
 		"events_per_sec":       n / elapsed.Seconds(),
 		"cpu_us_per_event_net": float64(cpu.Microseconds())/n - cost.cpu,
 		"allocs_per_event_net": float64(after.Mallocs-before.Mallocs)/n - cost.allocs,
