@@ -8,8 +8,8 @@ import (
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/ctrlkit/ctrlkit/intern"
 )
