@@ -54,9 +54,12 @@ func (f Funcs[T]) OnDelete(d object.Deleted[T]) {
 // changed object ("namespace/name" or "name"), such as EnqueueKey's. An
 // informer, which has computed the key already, calls OnKey instead of
 // OnAdd, OnUpdate and OnDelete: once for all the changes of a key it
-// delivers together, with nothing allocated.
+// delivers together, with nothing allocated. background is true when
+// every one of those changes is background work: an object of the initial
+// list (OnAdd with isInInitialList) or a resync (OnUpdate of an object to
+// itself).
 type KeyHandler interface {
-	OnKey(key string)
+	OnKey(key string, background bool)
 }
 
 // Adder is where EnqueueKey puts keys: a workqueue.Queue[K] satisfies it.
@@ -84,7 +87,7 @@ type enqueueKey[T object.Object] struct {
 }
 
 // OnKey adds key: the informer's way in, the key computed once.
-func (e *enqueueKey[T]) OnKey(key string) { e.q.Add(key) }
+func (e *enqueueKey[T]) OnKey(key string, _ bool) { e.q.Add(key) }
 
 func (e *enqueueKey[T]) OnAdd(obj T, _ bool) { e.add(object.MetaNamespaceKeyFunc(obj)) }
 

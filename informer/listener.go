@@ -169,8 +169,21 @@ func (l *listener[T]) callKeyed(h handler.KeyHandler, key string, ns []notificat
 		}
 	}()
 	if len(ns) > 0 {
-		h.OnKey(key)
+		h.OnKey(key, background(ns))
 	}
+}
+
+// background reports whether every one of ns is background work: an
+// initial-list add or a resync (an update of an object to itself).
+func background[T object.Object](ns []notification[T]) bool {
+	for _, n := range ns {
+		initial := n.kind == addKind && n.initial
+		resync := n.kind == updateKind && any(n.old) == any(n.obj)
+		if !initial && !resync {
+			return false
+		}
+	}
+	return true
 }
 
 // hasSynced reports that the handler has returned from every initial-list
