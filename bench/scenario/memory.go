@@ -31,7 +31,7 @@ func Memory(cfg MemoryConfig) Scenario {
 			"(HeapAlloc: bytes of live objects, without free span space). defaults: ctrlkit strips managedFields and interns "+
 			"repeated strings (package intern), client-go keeps managedFields; stripped: client-go gets SetTransform(strip managedFields), ctrlkit its default. floor: the same Pods "+
 			"held in their pages without managedFields and without any informer (the same for both sides: what no cache "+
-			"that keeps whole objects can go below).",
+			"that keeps whole objects, each with its own strings, can go below; ctrlkit's interning goes below it).",
 			cfg.Objects, cfg.Namespaces, podJSONSize()),
 		Metrics: []Metric{
 			{Name: "bytes_per_object_defaults", Unit: "B", Better: "lower"},
