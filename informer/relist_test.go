@@ -3,7 +3,9 @@ package informer_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/listwatch"
@@ -74,5 +77,44 @@ func TestInformer_appliesAListPageByPageWhileItIsStillArriving(t *testing.T) {
 	})
 	if n := inf.Indexer().Len(); n != lw.n {
 		t.Errorf("cache holds %d objects, want %d", n, lw.n)
+	}
+}
+
+// keyRecorder is a handler.KeyHandler that records what it is told.
+type keyRecorder struct {
+	handler.Funcs[*corev1.ConfigMap] // never called: OnKey replaces them
+	mu                               sync.Mutex
+	got                              []string
+}
+
+func (k *keyRecorder) OnKey(key string, background bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.got = append(k.got, fmt.Sprintf("%s background=%v", key, background))
+}
+
+func (k *keyRecorder) calls() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.got)
+}
+
+func TestInformer_aKeyHandlerGetsTheKeyAndWhetherTheChangeIsBackgroundWork(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("a")
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{})
+	k := &keyRecorder{Funcs: handler.Funcs[*corev1.ConfigMap]{
+		AddFunc: func(*corev1.ConfigMap, bool) { t.Error("OnAdd called on a KeyHandler") }}}
+	reg, err := inf.AddEventHandler(k, informer.HandlerOptions{Name: "keys", ResyncPeriod: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	waitFor(t, wait, "sync", reg.HasSynced)
+	srv.update("a", map[string]string{"k": "v"})
+	waitFor(t, wait, "the update", func() bool { return len(k.calls()) == 2 })
+	want := []string{"ns/a background=true", "ns/a background=false"}
+	if got := k.calls(); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
