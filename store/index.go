@@ -97,6 +97,21 @@ func (c *cache[T]) upsert(key, ns string, rest [][]string, obj T, seq, gen uint6
 	return c.put(key, entry[T]{obj: obj, vals: vals, seq: seq, gen: gen})
 }
 
+// putEntry is put for a cache being built with no entry under key yet
+// (Replace), e allocated by the caller (from a slab). A later key's equal
+// entry replaces it as put would.
+func (c *cache[T]) putEntry(key string, e *entry[T]) {
+	if prev := c.items[key]; prev != nil { // the same key twice in a list: the later wins
+		c.put(key, *e)
+		*e = entry[T]{}
+		return
+	}
+	c.items[key] = e
+	for i, vals := range e.vals {
+		c.index(i, key, vals)
+	}
+}
+
 // sameValues reports whether two entries' index values are equal.
 func sameValues(a, b [][]string) bool {
 	if len(a) != len(b) {
@@ -120,7 +135,9 @@ func (c *cache[T]) remove(key string) (old T, had bool) {
 	for i, vals := range e.vals {
 		c.unindex(i, key, vals)
 	}
-	return e.obj, true
+	old = e.obj
+	*e = entry[T]{} // it may sit in a slab that outlives it: drop what it holds
+	return old, true
 }
 
 func (c *cache[T]) index(i int, key string, vals []string) {

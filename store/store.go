@@ -192,12 +192,14 @@ func (s *Indexer[T]) Replace(items []T, resourceVersion string) error {
 		fs := s.funcs.Load()
 		seq := s.seq.Add(1)
 		c := newCache[T](len(fs.fns), len(items))
+		slab := make([]entry[T], len(items)) // one allocation for every entry
 		for i, obj := range items {
 			vals, err := fs.values(keys[i], obj, 0)
 			if err != nil {
 				return err
 			}
-			c.put(keys[i], entry[T]{obj: obj, vals: vals, seq: seq, gen: s.gen.Load()})
+			slab[i] = entry[T]{obj: obj, vals: vals, seq: seq, gen: s.gen.Load()}
+			c.putEntry(keys[i], &slab[i])
 		}
 		if !s.lockFor(fs) {
 			continue
@@ -250,8 +252,8 @@ func (s *Indexer[T]) EndRelist(resourceVersion string) []Item[T] {
 	gone := make([]Item[T], 0, len(stale))
 	for _, key := range stale {
 		if e := s.c.items[key]; e != nil && e.gen != gen { // not rewritten meanwhile
-			s.c.remove(key)
-			gone = append(gone, Item[T]{Key: key, Object: e.obj})
+			old, _ := s.c.remove(key)
+			gone = append(gone, Item[T]{Key: key, Object: old})
 		}
 	}
 	s.rv = newerVersion(s.rv, resourceVersion)
