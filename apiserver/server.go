@@ -38,6 +38,10 @@ type Options struct {
 	// kube-apiserver --watch-cache=false does. Production servers keep the
 	// watch cache on; so does the default.
 	DisableWatchCache bool
+	// DisableShardedListAndWatch leaves kube-apiserver's alpha feature
+	// ShardedListAndWatch off. By default it is on, so that lists and
+	// watches honour ListOptions.ShardSelector (server-side sharding).
+	DisableShardedListAndWatch bool
 	// Args are extra kube-apiserver flags; they override ctrlkit's.
 	Args []string
 	// StartTimeout bounds each start or restart. Default: 90s.
@@ -130,10 +134,11 @@ func (s *Server) start(ctx context.Context) error {
 	defer cancel()
 
 	args := []string{"--data-dir", s.dataDir, "--stop-on-stdin-eof",
-		"--watch-cache=" + fmt.Sprint(!s.opts.DisableWatchCache)}
-	if len(s.opts.Args) > 0 {
-		args = append(append(args, "--"), s.opts.Args...)
+		"--watch-cache=" + fmt.Sprint(!s.opts.DisableWatchCache), "--"}
+	if !s.opts.DisableShardedListAndWatch {
+		args = append(args, "--feature-gates=ShardedListAndWatch=true")
 	}
+	args = append(args, s.opts.Args...)
 	cmd := exec.Command(s.opts.Binary, args...)
 	cmd.Stderr = s.opts.Log
 	stdin, err := cmd.StdinPipe()
