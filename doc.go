@@ -19,6 +19,7 @@
 //   - election: leader election on a Lease, so one replica of several reconciles
 //   - ledger: read-your-writes, the writes made for each key and the gate that waits for them
 //   - listwatch: step 1, the ListerWatcher interface and adapters over client-go's clients
+//   - shard: a replica's share of a resource as hash ranges, filtered by the API server (sharded list and watch)
 //   - reflector: step 1, list and watch forever, recovering from every failure; feeds a Sink
 //   - object: the shared vocabulary (Object, keys, typed tombstones, resource versions)
 //   - deltafifo: steps 2 and 3, per-key deltas in server order, relists whole or in parts

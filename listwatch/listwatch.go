@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/shard"
 )
 
 // ListerWatcher lists and watches one resource. T is the object type the
@@ -36,6 +37,10 @@ type List[T object.Object] struct {
 	// describes the first of them.
 	Skipped int
 	Skip    string
+	// ShardApplied reports that the server applied Options.Shard to this
+	// page (it echoed metadata.shardInfo). When it did not, the adapter
+	// filtered the page itself, as it filters every watch event.
+	ShardApplied bool
 }
 
 // Options apply to every List and Watch call of an adapter.
@@ -46,9 +51,19 @@ type Options struct {
 	// FieldSelector restricts objects by field, e.g. "spec.nodeName=n1".
 	// Default: everything.
 	FieldSelector string
+	// Shard restricts objects to ranges of the hash of their UID or
+	// namespace. It is sent as ListOptions.ShardSelector, which servers
+	// with the ShardedListAndWatch feature apply to lists and watches; the
+	// adapter also filters every list item and watch event itself, so the
+	// result is the same on a server without the feature (only the bytes
+	// received differ; see List.ShardApplied). Default: everything.
+	Shard *shard.Selector
 }
 
 func (o Options) apply(opts metav1.ListOptions) metav1.ListOptions {
+	if o.Shard != nil {
+		opts.ShardSelector = o.Shard.String()
+	}
 	if o.LabelSelector != "" {
 		opts.LabelSelector = o.LabelSelector
 	}
@@ -69,7 +84,15 @@ type (
 //
 //	pods := clientset.CoreV1().Pods(namespace)
 //	lw := listwatch.New[*corev1.Pod](pods.List, pods.Watch, listwatch.Options{})
+//
+// It panics on an invalid opts.Shard (see shard.Selector.Validate): a
+// programming error, like an invalid regular expression to MustCompile.
 func New[T object.Object, L runtime.Object](list ListFunc[L], watch WatchFunc, opts Options) ListerWatcher[T] {
+	if opts.Shard != nil {
+		if err := opts.Shard.Validate(); err != nil {
+			panic(fmt.Sprintf("listwatch: %v", err))
+		}
+	}
 	return &typed[T, L]{list: list, watch: watch, opts: opts}
 }
 
@@ -84,11 +107,51 @@ func (c *typed[T, L]) List(ctx context.Context, opts metav1.ListOptions) (List[T
 	if err != nil {
 		return List[T]{}, err
 	}
-	return fromListObject[T](l)
+	out, err := fromListObject[T](l)
+	if err != nil || c.opts.Shard == nil {
+		return out, err
+	}
+	out.ShardApplied = shardInfoOf(l) != nil
+	kept := out.Items[:0]
+	for _, it := range out.Items {
+		if o, ok := any(it).(shard.Object); !ok || c.opts.Shard.Matches(o) {
+			kept = append(kept, it)
+		}
+	}
+	clear(out.Items[len(kept):])
+	out.Items = kept
+	return out, nil
 }
 
 func (c *typed[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return c.watch(ctx, c.opts.apply(opts))
+	w, err := c.watch(ctx, c.opts.apply(opts))
+	if err != nil || c.opts.Shard == nil {
+		return w, err
+	}
+	sel := c.opts.Shard
+	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+		o, ok := e.Object.(shard.Object)
+		if !ok || e.Type == watch.Error || e.Type == watch.Bookmark {
+			return e, true
+		}
+		return e, sel.Matches(o)
+	}), nil
+}
+
+// shardInfoOf returns the shardInfo of a list response, or nil.
+func shardInfoOf(l runtime.Object) *metav1.ShardInfo {
+	switch l := l.(type) {
+	case *unstructured.UnstructuredList:
+		if _, ok := l.Object["metadata"].(map[string]any)["shardInfo"]; ok {
+			return &metav1.ShardInfo{}
+		}
+		return nil
+	case interface{ GetListMeta() metav1.ListInterface }:
+		if lm, ok := l.GetListMeta().(*metav1.ListMeta); ok {
+			return lm.ShardInfo
+		}
+	}
+	return nil
 }
 
 // fromListObject reads the items and list metadata of any API list type.

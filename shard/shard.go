@@ -1,0 +1,109 @@
+// Package shard describes a replica's share of a resource the way the API
+// server's sharded list and watch (Kubernetes v1.36, feature gate
+// ShardedListAndWatch) understands it: ranges of the 64-bit FNV-1a hash of
+// an object's UID or namespace. A Selector renders as the server's
+// ListOptions.ShardSelector and matches objects on the client with the same
+// hash, for servers that do not filter.
+//
+// It is the first part of scale-out across replicas: membership and range
+// assignment are not built yet.
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Key is the field whose hash places an object in a shard.
+type Key string
+
+const (
+	// UID shards by object: every object lands anywhere, evenly.
+	UID Key = "object.metadata.uid"
+	// Namespace shards by namespace: a namespace's objects stay together,
+	// so a primary and the objects it owns in its namespace share a shard.
+	Namespace Key = "object.metadata.namespace"
+)
+
+// ErrInvalid reports a Selector the server would reject.
+var ErrInvalid = errors.New("shard: invalid selector")
+
+// Range is the half-open range [Start, End) of hash values. End 0 stands for
+// 2^64, the end of the space, so Range{} is everything.
+type Range struct {
+	Start, End uint64
+}
+
+// contains reports whether h is in r.
+func (r Range) contains(h uint64) bool {
+	return h >= r.Start && (r.End == 0 || h < r.End)
+}
+
+// Selector is a set of ranges of one key's hash.
+type Selector struct {
+	Key    Key
+	Ranges []Range
+}
+
+// Validate checks the key and that every range is non-empty.
+func (s Selector) Validate() error {
+	if s.Key != UID && s.Key != Namespace {
+		return fmt.Errorf("%w: key %q, want %q or %q", ErrInvalid, s.Key, UID, Namespace)
+	}
+	if len(s.Ranges) == 0 {
+		return fmt.Errorf("%w: no range", ErrInvalid)
+	}
+	for _, r := range s.Ranges {
+		if r.End != 0 && r.End <= r.Start {
+			return fmt.Errorf("%w: range [%#x, %#x) is empty", ErrInvalid, r.Start, r.End)
+		}
+	}
+	return nil
+}
+
+// String renders s in the server's syntax, e.g.
+// shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000').
+func (s Selector) String() string {
+	parts := make([]string, len(s.Ranges))
+	for i, r := range s.Ranges {
+		end := fmt.Sprintf("0x%016x", r.End)
+		if r.End == 0 {
+			end = "0x10000000000000000"
+		}
+		parts[i] = fmt.Sprintf("shardRange(%s, '0x%016x', '%s')", s.Key, r.Start, end)
+	}
+	return strings.Join(parts, " || ")
+}
+
+// Hash is the 64-bit FNV-1a hash of value, as the server computes it.
+func Hash(value string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(value))
+	return h.Sum64()
+}
+
+// Object is what Matches reads of an object; every API object has it.
+type Object interface {
+	GetUID() types.UID
+	GetNamespace() string
+}
+
+// Matches reports whether obj is in s: its key's hash is in one of the
+// ranges.
+func (s Selector) Matches(obj Object) bool {
+	v := string(obj.GetUID())
+	if s.Key == Namespace {
+		v = obj.GetNamespace()
+	}
+	h := Hash(v)
+	for _, r := range s.Ranges {
+		if r.contains(h) {
+			return true
+		}
+	}
+	return false
+}

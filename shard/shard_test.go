@@ -1,0 +1,77 @@
+package shard_test
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ctrlkit/ctrlkit/shard"
+)
+
+func TestHash_isTheServersHash(t *testing.T) {
+	for i := range 100 {
+		v := fmt.Sprintf("%08x-1d2e-4f50-8a6b-%012x", i, i*7919)
+		want, err := strconv.ParseUint(sharding.HashField(v), 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := shard.Hash(v); got != want {
+			t.Fatalf("Hash(%q) = %x, apimachinery's %x", v, got, want)
+		}
+	}
+}
+
+func TestSelector_stringAndMatchesAgreeWithApimachinery(t *testing.T) {
+	s := shard.Selector{Key: shard.UID, Ranges: []shard.Range{{Start: 0, End: 1 << 62}, {Start: 3 << 62}}}
+	if got, want := s.String(), "shardRange(object.metadata.uid, '0x0000000000000000', '0x4000000000000000') || "+
+		"shardRange(object.metadata.uid, '0xc000000000000000', '0x10000000000000000')"; got != want {
+		t.Errorf("String() = %s\nwant       %s", got, want)
+	}
+	ref := sharding.NewSelector(
+		sharding.ShardRangeRequirement{Key: string(shard.UID), Start: "0x0000000000000000", End: "0x4000000000000000"},
+		sharding.ShardRangeRequirement{Key: string(shard.UID), Start: "0xc000000000000000", End: "0x10000000000000000"})
+	in := 0
+	for i := range 1000 {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i), UID: types.UID(fmt.Sprintf("uid-%d", i))}}
+		want, err := ref.Matches(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Matches(pod); got != want {
+			t.Fatalf("object %d: Matches = %v, apimachinery %v", i, got, want)
+		}
+		if want {
+			in++
+		}
+	}
+	if in < 400 || in > 600 {
+		t.Errorf("half the space matched %d of 1000 objects", in)
+	}
+}
+
+func TestSelector_validateRejectsWhatTheServerWould(t *testing.T) {
+	for _, s := range []shard.Selector{
+		{Key: "object.metadata.name", Ranges: []shard.Range{{}}},
+		{Key: shard.UID},
+		{Key: shard.Namespace, Ranges: []shard.Range{{Start: 5, End: 5}}},
+	} {
+		if err := s.Validate(); !errors.Is(err, shard.ErrInvalid) {
+			t.Errorf("Validate(%+v) = %v, want ErrInvalid", s, err)
+		}
+	}
+	if err := (shard.Selector{Key: shard.Namespace, Ranges: []shard.Range{{}}}).Validate(); err != nil {
+		t.Errorf("everything by namespace: %v", err)
+	}
+}
+
+func ExampleSelector() {
+	lower := shard.Selector{Key: shard.UID, Ranges: []shard.Range{{Start: 0, End: 1 << 63}}}
+	fmt.Println(lower)
+	// Output: shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')
+}
