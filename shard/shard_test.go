@@ -75,3 +75,12 @@ func ExampleSelector() {
 	fmt.Println(lower)
 	// Output: shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')
 }
+
+func ExampleAssign() {
+	shares, err := shard.Assign(shard.UID, []string{"replica-a", "replica-b"}, 4)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(shares["replica-a"].Ranges)+len(shares["replica-b"].Ranges) <= 4)
+	// Output: true
+}
