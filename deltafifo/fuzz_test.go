@@ -15,27 +15,46 @@ type model struct {
 	server  map[string]string // name -> resource version, as the server has it
 	replace []string          // pending relist, as "name:rv", or nil
 	pending bool              // a relist is pending
+	parts   int               // parts of a relist given in parts waiting to be popped
 	order   []string          // queued names, first-queued first
 	deltas  map[string][]Delta[*corev1.ConfigMap]
 	rv      int
 }
 
-// consumer applies popped Items the way the informer does.
-type consumer map[string]string
+// consumer applies popped Items the way the informer does: state is its
+// cache; seen, during a relist given in parts, what the relist wrote.
+type consumer struct {
+	state map[string]string
+	seen  map[string]bool
+}
 
-func (c consumer) apply(it Item[*corev1.ConfigMap]) {
+func (c *consumer) apply(it Item[*corev1.ConfigMap]) {
 	switch {
 	case it.Replace != nil:
-		clear(c)
+		clear(c.state)
 		for _, o := range it.Replace.Items {
-			c[o.Name] = o.ResourceVersion
+			c.state[o.Name] = o.ResourceVersion
+		}
+	case it.Relist != nil:
+		p := it.Relist
+		if p.Begin {
+			c.seen = map[string]bool{}
+		}
+		for _, o := range p.Items {
+			c.state[o.Name], c.seen[o.Name] = o.ResourceVersion, true
+		}
+		for _, o := range p.Deleted {
+			delete(c.state, o.Name)
+		}
+		if p.End {
+			maps.DeleteFunc(c.state, func(name, _ string) bool { return !c.seen[name] })
 		}
 	case it.Key != "":
 		for _, d := range it.Deltas {
 			if d.Type == Deleted {
-				delete(c, d.Object.Name)
+				delete(c.state, d.Object.Name)
 			} else {
-				c[d.Object.Name] = d.Object.ResourceVersion
+				c.state[d.Object.Name] = d.Object.ResourceVersion
 			}
 		}
 	}
@@ -74,20 +93,54 @@ func (m *model) relist(t *testing.T, f *FIFO[*corev1.ConfigMap]) {
 		items = append(items, cm(name, m.server[name]))
 		m.replace = append(m.replace, name+":"+m.server[name])
 	}
-	m.pending, m.order = true, nil
+	m.pending, m.parts, m.order = true, 0, nil
 	clear(m.deltas)
 	if err := f.Replace(items, fmt.Sprint(m.rv)); err != nil {
 		t.Fatal(err)
 	}
 }
 
+// streamedRelist gives the server's state as a relist in parts of up to
+// three objects, popping (into c) whenever the FIFO holds as many parts as
+// it takes, as a concurrent consumer would.
+func (m *model) streamedRelist(t *testing.T, f *FIFO[*corev1.ConfigMap], c *consumer) {
+	m.pending, m.order = false, nil
+	clear(m.deltas)
+	if err := f.BeginRelist(); err != nil {
+		t.Fatal(err)
+	}
+	m.parts = 1
+	names := slices.Sorted(maps.Keys(m.server))
+	for len(names) > 0 {
+		n := min(3, len(names))
+		var items []*corev1.ConfigMap
+		for _, name := range names[:n] {
+			items = append(items, cm(name, m.server[name]))
+		}
+		names = names[n:]
+		for m.parts >= MaxQueuedRelistParts {
+			m.pop(t, f, c)
+		}
+		if err := f.RelistItems(items); err != nil {
+			t.Fatal(err)
+		}
+		m.parts++
+	}
+	if err := f.EndRelist(fmt.Sprint(m.rv)); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	m.parts = len(f.parts) // the end joins the last part when it is still queued
+	f.mu.Unlock()
+}
+
 // pop pops from both and checks that the real Item is a compaction of the
 // model's: same kind, same key, at most two deltas, a delete kept if any was
 // queued, and the same final state.
-func (m *model) pop(t *testing.T, f *FIFO[*corev1.ConfigMap], c consumer) {
+func (m *model) pop(t *testing.T, f *FIFO[*corev1.ConfigMap], c *consumer) {
 	if f.Len() == 0 {
-		if m.pending || len(m.order) > 0 {
-			t.Fatalf("real FIFO is empty, the model has relist=%v keys=%q", m.pending, m.order)
+		if m.pending || m.parts > 0 || len(m.order) > 0 {
+			t.Fatalf("real FIFO is empty, the model has relist=%v parts=%d keys=%q", m.pending, m.parts, m.order)
 		}
 		return
 	}
@@ -101,6 +154,11 @@ func (m *model) pop(t *testing.T, f *FIFO[*corev1.ConfigMap], c consumer) {
 			t.Fatalf("popped %s, want the pending relist", describe(it))
 		}
 		m.pending = false
+	case m.parts > 0:
+		if it.Relist == nil {
+			t.Fatalf("popped %s, want a part of the relist", describe(it))
+		}
+		m.parts--
 	case it.Key != "ns/"+m.order[0]:
 		t.Fatalf("popped %s, want key ns/%s", describe(it), m.order[0])
 	default:
@@ -134,16 +192,17 @@ func (m *model) checkCompaction(t *testing.T, it Item[*corev1.ConfigMap]) {
 func FuzzFIFO(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 1, 5, 0, 1, 1, 5, 0})
 	f.Add([]byte{0, 1, 0, 2, 3, 0, 0, 1, 5, 0, 5, 0})
+	f.Add([]byte{0, 1, 0, 2, 0, 3, 0, 4, 2, 1, 6, 0, 0, 5, 5, 0, 2, 2, 6, 0, 5, 0})
 	f.Fuzz(fuzzBody)
 }
 
 func fuzzBody(t *testing.T, ops []byte) {
 	fifo := New[*corev1.ConfigMap]()
 	m := &model{server: map[string]string{}, deltas: map[string][]Delta[*corev1.ConfigMap]{}}
-	c := consumer{}
+	c := &consumer{state: map[string]string{}}
 	for i := 0; i+1 < len(ops); i += 2 {
 		name := fmt.Sprintf("k%d", ops[i+1]%8)
-		switch ops[i] % 6 {
+		switch ops[i] % 7 {
 		case 0, 1:
 			m.write(t, fifo, name, false)
 		case 2:
@@ -154,6 +213,8 @@ func fuzzBody(t *testing.T, ops []byte) {
 			fifo.Bookmark(fmt.Sprint(m.rv))
 		case 5:
 			m.pop(t, fifo, c)
+		case 6:
+			m.streamedRelist(t, fifo, c)
 		}
 		if err := fifo.checkInvariants(); err != nil {
 			t.Fatal(err)
@@ -162,7 +223,7 @@ func fuzzBody(t *testing.T, ops []byte) {
 	for fifo.Len() > 0 {
 		m.pop(t, fifo, c)
 	}
-	if !maps.Equal(c, consumer(m.server)) {
-		t.Fatalf("consumer holds %v, the server %v", c, m.server)
+	if !maps.Equal(c.state, m.server) {
+		t.Fatalf("consumer holds %v, the server %v", c.state, m.server)
 	}
 }
