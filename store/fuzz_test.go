@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ctrlkit/ctrlkit/object"
 )
 
 // fuzzIndexers are the index functions FuzzIndexer may add: single-valued,
@@ -24,6 +26,17 @@ type model struct {
 	items map[string]*corev1.Pod
 	funcs map[string]IndexFunc[*corev1.Pod]
 	rv    string
+	gen   int            // relists begun
+	genOf map[string]int // the relist generation each item was written in
+}
+
+// put records a write of p in the current relist generation.
+func (m *model) put(p *corev1.Pod) {
+	m.items[modelKey(p)] = p
+	if m.genOf == nil {
+		m.genOf = map[string]int{}
+	}
+	m.genOf[modelKey(p)] = m.gen
 }
 
 func (m *model) valuesOf(name string, p *corev1.Pod) ([]string, error) { return m.funcs[name](p) }
@@ -136,12 +149,44 @@ func FuzzIndexer(f *testing.F) {
 // fuzzStep decodes and applies one operation to the store and the model,
 // checks the error, and describes the operation.
 func fuzzStep(t *testing.T, s *Indexer[*corev1.Pod], m *model, r *fuzzReader) string {
-	switch op := r.next() % 6; op {
+	switch op := r.next() % 9; op {
+	case 6:
+		p := r.pod()
+		key, kerr := object.MetaNamespaceKeyFunc(p)
+		if kerr != nil {
+			return "put of an object without a key: skipped"
+		}
+		_, _, err := s.Put(key, p)
+		if m.accepts(p) {
+			m.put(p)
+			m.advance(p.ResourceVersion)
+		}
+		checkErr(t, err, !m.accepts(p), ErrIndexFunc)
+		return fmt.Sprintf("put %s rv=%q", key, p.ResourceVersion)
+	case 7:
+		s.BeginRelist()
+		m.gen++
+		return "begin relist"
+	case 8:
+		rv := r.rv()
+		gone := s.EndRelist(rv)
+		want := 0
+		for key := range m.items {
+			if m.genOf[key] != m.gen {
+				delete(m.items, key)
+				want++
+			}
+		}
+		if len(gone) != want {
+			t.Fatalf("EndRelist removed %d objects, the model %d", len(gone), want)
+		}
+		m.advance(rv)
+		return fmt.Sprintf("end relist rv=%q", rv)
 	case 0, 1:
 		p := r.pod()
 		err := map[byte]func(*corev1.Pod) error{0: s.Add, 1: s.Update}[op](p)
 		if ok := m.accepts(p); ok {
-			m.items[modelKey(p)] = p
+			m.put(p)
 			m.advance(p.ResourceVersion)
 		}
 		checkErr(t, err, !m.accepts(p), ErrIndexFunc)
@@ -187,7 +232,7 @@ func replaceStep(t *testing.T, s *Indexer[*corev1.Pod], m *model, r *fuzzReader)
 	if !fails {
 		m.items = map[string]*corev1.Pod{}
 		for _, p := range pods {
-			m.items[modelKey(p)] = p
+			m.put(p)
 		}
 		if rv == "" {
 			for _, p := range pods {
