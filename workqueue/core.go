@@ -142,6 +142,7 @@ func (c *core[K]) get(now time.Time) (k K, since time.Time, ok bool) {
 	if c.queued == 0 {
 		return k, since, false
 	}
+	c.see(now)
 	b := c.pick()
 	el, _ := b.next(c.dirty)
 	k = el.key
@@ -277,3 +278,13 @@ func (c *core[K]) emptied(b *band[K]) {
 
 // idle reports whether nothing is queued, re-added or being processed.
 func (c *core[K]) idle() bool { return len(c.dirty) == 0 && len(c.processing) == 0 }
+
+// bandStates describes the bands holding keys, highest priority first.
+func (c *core[K]) bandStates() []BandState {
+	states := make([]BandState, 0, len(c.active))
+	for _, b := range c.active {
+		at, _ := b.ages.oldest()
+		states = append(states, BandState{Priority: b.prio, Depth: b.live, Oldest: at})
+	}
+	return states
+}

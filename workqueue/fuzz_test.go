@@ -50,8 +50,9 @@ func newModel(flowOf func(byte) string, step time.Duration) *model {
 		processing: map[byte]bool{}, readded: map[byte]int{}}
 }
 
-// stamp returns the time the queue passes with an add: the clock's, when
-// metrics are on, the priority is not 0 or two bands are active.
+// stamp returns the time the queue passes with an add (and, at priority 0,
+// with Get and Done): the clock's, when metrics are on, the priority is not
+// 0 or two bands are active.
 func (m *model) stamp(now time.Time, metrics bool, prio int) time.Time {
 	if metrics || prio != 0 || len(m.bands) > 1 {
 		return now
@@ -137,11 +138,12 @@ func (m *model) done(k byte, now time.Time) {
 	}
 }
 
-// get returns the key the queue must hand out; ok is false if none.
-func (m *model) get() (k byte, ok bool) {
+// get returns the key the queue must hand out at now; ok is false if none.
+func (m *model) get(now time.Time) (k byte, ok bool) {
 	if len(m.band) == 0 {
 		return 0, false
 	}
+	m.see(now)
 	prio := m.pick()
 	b := m.bands[prio]
 	for {
@@ -261,18 +263,18 @@ func applyOp(t *testing.T, q *Queue[byte], m *model, clk *fakeClock, metrics boo
 		m.add(k, 0, stamp(0))
 		q.Add(k)
 	case 1:
-		stepGet(t, q, m)
+		stepGet(t, q, m, stamp(0))
 	case 2:
+		m.done(k, stamp(0))
 		q.Done(k)
-		m.done(k, doneStamp(clk, metrics))
 	case 3:
 		q.ShutDown()
 		m.shutdown = true
 	case 4:
 		for pk := range byte(8) {
 			if m.processing[pk] {
+				m.done(pk, stamp(0))
 				q.Done(pk)
-				m.done(pk, doneStamp(clk, metrics))
 				break
 			}
 		}
@@ -285,21 +287,13 @@ func applyOp(t *testing.T, q *Queue[byte], m *model, clk *fakeClock, metrics boo
 	}
 }
 
-// doneStamp is the time Done passes: the clock's with metrics on.
-func doneStamp(clk *fakeClock, metrics bool) time.Time {
-	if metrics {
-		return clk.Now()
-	}
-	return time.Time{}
-}
-
-func stepGet(t *testing.T, q *Queue[byte], m *model) {
+func stepGet(t *testing.T, q *Queue[byte], m *model, now time.Time) {
 	t.Helper()
 	if len(m.band) == 0 && !m.shutdown {
 		return // Get would block
 	}
 	got, shutdown := q.Get()
-	want, ok := m.get()
+	want, ok := m.get(now)
 	if !ok {
 		if !shutdown {
 			t.Fatalf("Get() = %d, false; model is shut down and empty", got)

@@ -71,14 +71,18 @@ type AddOpts struct {
 	// Priority orders the keys waiting at once: 0 is Add's, negative is
 	// background work (LowPriority), positive is urgent. Keys of one
 	// priority form a band; within a band, flows (see Options.FlowKey)
-	// take turns, one key each, and each flow is first in, first out.
-	// Across bands the highest goes first, with aging: a band whose
-	// oldest key has waited (p - q) * Options.AgingStep, where p is the
-	// highest waiting priority and q its own, takes turns with band p, one
-	// key each. So under any load of higher-priority adds a band's oldest
-	// key waits at most (p - q) * AgingStep, plus the hand-outs of the
-	// turns (one per band taking part) and its flow's turn in its band
-	// (one per flow of the band). Use a few bands, not many values.
+	// take turns, one key each, and each flow is first in, first out, so
+	// a flow with one key waits for one key of each other flow, not for
+	// all of them.
+	//
+	// Across bands the highest goes first, with aging: once the oldest
+	// key of a band of priority q has waited (p - q) * Options.AgingStep,
+	// where p is the highest priority waiting, that band takes turns with
+	// band p (and with every other band so aged), one key each, until it
+	// has no key that old left. That is the bound: under any load of
+	// higher-priority keys, a band waits at most (p - q) * AgingStep before
+	// it gets at least one of every n hand-outs (n the number of bands
+	// waiting). Use a few bands, not many values.
 	Priority int
 	// After delays the add; an add that is due later changes nothing in
 	// the queue until then. A key waiting for two delayed adds keeps the
@@ -152,10 +156,13 @@ func New[K comparable](opts Options[K]) (*Queue[K], error) {
 	return q, nil
 }
 
-// now returns the time for the bookkeeping, or the zero time when metrics
-// are off and nobody will read it.
+// now returns the time for the bookkeeping, or the zero time when nobody
+// will read it: metrics are off and at most one band is waiting, so no band
+// ages. Aging needs Get and Done to move the core's time forward too, or a
+// burst of higher-priority keys added at once would hold a low band back
+// until it drained, whatever its wait.
 func (q *Queue[K]) now() time.Time {
-	if q.metrics == nil {
+	if q.metrics == nil && !q.core.multi.Load() {
 		return time.Time{}
 	}
 	return q.clock.Now()
@@ -170,8 +177,10 @@ func (q *Queue[K]) Add(k K) { q.add(k, 0) }
 // use the time: metrics, a band other than 0, or two bands waiting.
 func (q *Queue[K]) add(k K, prio int) {
 	var now time.Time
-	if q.metrics != nil || prio != 0 || q.core.multi.Load() {
+	if prio != 0 {
 		now = q.clock.Now()
+	} else {
+		now = q.now()
 	}
 	flow := q.flowKey(k)
 	q.mu.Lock()
@@ -340,6 +349,31 @@ func (q *Queue[K]) AddWithOpts(k K, o AddOpts) {
 	q.delay.after(k, o.Priority, now.Add(d))
 }
 
+// AddWithPriority is AddWithOpts(k, AddOpts{Priority: priority}). Its
+// arguments are plain types, so packages that do not import workqueue can
+// declare it in an interface (handler.PriorityAdder); safe for concurrent
+// use.
+func (q *Queue[K]) AddWithPriority(k K, priority int) { q.add(k, priority) }
+
+// BandState describes the keys waiting at one priority.
+type BandState struct {
+	Priority int
+	// Depth is the number of keys waiting at Priority.
+	Depth int
+	// Oldest is when the oldest of them was queued, or zero if the queue
+	// did not read the clock for it (it does only with metrics on or when
+	// two bands wait at once).
+	Oldest time.Time
+}
+
+// Bands returns the bands that hold keys, highest priority first: a
+// snapshot the caller owns. Safe for concurrent use.
+func (q *Queue[K]) Bands() []BandState {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.core.bandStates()
+}
+
 // Forget makes the rate limiter forget k's failures and free what it held
 // for k; call it when k was processed successfully. It does not remove k
 // from the queue. Safe for concurrent use.
@@ -365,6 +399,14 @@ func (p *queueProgress[K]) depth() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.core.dirty)
+}
+
+func (p *queueProgress[K]) bands() ([]BandState, time.Time) {
+	q := (*Queue[K])(p)
+	now := q.clock.Now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.core.bandStates(), now
 }
 
 func (p *queueProgress[K]) inFlight() (total, longest float64) {
