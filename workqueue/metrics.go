@@ -124,8 +124,9 @@ type bandMetrics struct {
 	depth  *prometheus.Desc
 	oldest *prometheus.Desc
 
-	mu     sync.Mutex // guards labels
+	mu     sync.Mutex // guards labels and other
 	labels []int      // priorities with their own label value, in the order first seen
+	other  bool       // whether "other" has been reported
 }
 
 func newBandMetrics(name string, p progress) *bandMetrics {
@@ -159,6 +160,9 @@ func (b *bandMetrics) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range b.labels {
 		rows[strconv.Itoa(p)] = row{}
 	}
+	if b.other {
+		rows["other"] = row{}
+	}
 	for _, s := range bands {
 		label := b.labelLocked(s.Priority)
 		r := rows[label]
@@ -185,5 +189,6 @@ func (b *bandMetrics) labelLocked(p int) string {
 		b.labels = append(b.labels, p)
 		return strconv.Itoa(p)
 	}
+	b.other = true
 	return "other"
 }
