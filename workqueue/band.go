@@ -9,8 +9,9 @@ import (
 // left behind when the key moved to a higher band (or was handed out and
 // queued again) no longer matches and is skipped when it comes up.
 type element[K comparable] struct {
-	key K
-	seq uint64
+	key    K
+	seq    uint32
+	bucket uint32 // its age bucket, uncounted when the element is popped
 }
 
 // flow is one flow's FIFO within a band: the keys of one namespace (by
@@ -51,8 +52,8 @@ func newBand[K comparable](prio int) *band[K] {
 }
 
 // push appends k to flow name's FIFO as a live element and counts it in the
-// age bucket of at; it returns that bucket's id.
-func (b *band[K]) push(k K, name string, seq uint64, at time.Time, res time.Duration) (bucket uint64) {
+// age bucket of at.
+func (b *band[K]) push(k K, name string, seq uint32, at time.Time, res time.Duration) {
 	f := b.last
 	if f == nil || f.name != name {
 		f = b.flows[name]
@@ -68,32 +69,37 @@ func (b *band[K]) push(k K, name string, seq uint64, at time.Time, res time.Dura
 		b.turns.push(f)
 		b.idle--
 	}
-	f.keys.push(element[K]{key: k, seq: seq})
+	f.keys.push(element[K]{key: k, seq: seq, bucket: b.ages.add(at, res)})
 	f.live++
 	b.live++
-	return b.ages.add(at, res)
 }
 
 // kill accounts for the live element of a key that left the band without
 // being popped (it moved to a higher band); the element itself stays in its
-// flow, dead, until its turn comes or the band is reset. The caller resets
-// the band when nothing live is left.
-func (b *band[K]) kill(name string, bucket uint64) {
+// flow, dead, until its turn comes or the band is reset, and so does its
+// count in the age buckets: the band may look older than its live keys
+// until then, which only makes it take turns sooner. The caller resets the
+// band when nothing live is left.
+func (b *band[K]) kill(name string) {
 	b.flows[name].live--
 	b.live--
-	b.ages.remove(bucket)
 }
 
 // next pops elements of the flow whose turn it is until one is live (its
-// key's entry in dirty has its seq) and returns it with that entry. The
-// flow goes to the back of the turns after a live element, and leaves them
-// once empty. It must only be called when live > 0.
-func (b *band[K]) next(dirty map[K]entry) (element[K], entry) {
+// key's entry in dirty has its seq) and returns it. While a flow holds no
+// dead element (all its elements are live) it skips the lookup. The flow
+// goes to the back of the turns after a live element, and leaves them once
+// empty. It must only be called when live > 0.
+func (b *band[K]) next(dirty map[K]entry) element[K] {
 	for {
 		f := b.turns.front()
+		live := f.keys.len() == f.live
 		el := f.keys.pop()
-		e, live := dirty[el.key]
-		live = live && e.seq == el.seq
+		b.ages.remove(el.bucket)
+		if !live {
+			e, ok := dirty[el.key]
+			live = ok && e.seq == el.seq && int(e.prio) == b.prio
+		}
 		if live {
 			f.live--
 			b.live--
@@ -109,8 +115,7 @@ func (b *band[K]) next(dirty map[K]entry) (element[K], entry) {
 			b.turns.push(f)
 		}
 		if live {
-			b.ages.remove(e.bucket)
-			return el, e
+			return el
 		}
 	}
 }
@@ -145,7 +150,7 @@ func (b *band[K]) reset() {
 	b.sweep()
 }
 
-// ages counts a band's live elements by when they were pushed, in buckets
+// ages counts a band's elements by when they were pushed, in buckets
 // of at most the resolution it is given, so the band's oldest push time is
 // known in O(1) without a heap. Buckets are created in push order and
 // pushes never go back in time (an earlier time joins the last bucket), so
@@ -153,11 +158,12 @@ func (b *band[K]) reset() {
 // means "not known" (the queue reads the clock only when something needs
 // it) and also joins the last bucket; it opens one only in an empty band.
 //
-// Bucket ids are assigned in order and never reused; base is the id of the
-// bucket at the front.
+// Bucket ids are assigned in order; base is the id of the bucket at the
+// front. They wrap around (uint32 arithmetic), which is safe as long as
+// fewer than 2^32 buckets hold live elements at once.
 type ages struct {
 	buckets fifo[bucket]
-	base    uint64
+	base    uint32
 }
 
 type bucket struct {
@@ -166,21 +172,21 @@ type bucket struct {
 }
 
 // add counts one element pushed at at and returns its bucket's id.
-func (a *ages) add(at time.Time, res time.Duration) uint64 {
+func (a *ages) add(at time.Time, res time.Duration) uint32 {
 	if n := a.buckets.len(); n > 0 {
 		last := a.buckets.at(n - 1)
 		if at.IsZero() || at.Sub(last.at) < res {
 			last.live++
-			return a.base + uint64(n-1)
+			return a.base + uint32(n-1)
 		}
 	}
 	a.buckets.push(bucket{at: at, live: 1})
-	return a.base + uint64(a.buckets.len()-1)
+	return a.base + uint32(a.buckets.len()-1)
 }
 
 // remove uncounts one element of bucket id and drops the empty buckets at
 // the front.
-func (a *ages) remove(id uint64) {
+func (a *ages) remove(id uint32) {
 	a.buckets.at(int(id-a.base)).live--
 	for a.buckets.len() > 0 && a.buckets.at(0).live == 0 {
 		a.buckets.pop()
@@ -198,6 +204,6 @@ func (a *ages) oldest() (at time.Time, ok bool) {
 }
 
 func (a *ages) reset() {
-	a.base += uint64(a.buckets.len())
+	a.base += uint32(a.buckets.len())
 	a.buckets.reset()
 }

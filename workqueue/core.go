@@ -23,7 +23,8 @@ import (
 // Invariants (checked by checkInvariants):
 //   - every key in dirty is either queued or re-added, never both;
 //   - a queued key has exactly one live element: in band prio, in its flow,
-//     with its seq, counted in age bucket bucket;
+//     with its seq;
+//   - each band's age buckets count its elements, live and dead;
 //   - active holds exactly the bands with live elements, highest priority
 //     first; queued is the sum of their live counts; multi is
 //     len(active) > 1;
@@ -39,7 +40,7 @@ type core[K comparable] struct {
 	active []*band[K]       // bands with live elements, highest priority first
 	hot    *band[K]         // the band pushed to last: skips the map for runs of one priority
 	queued int              // live elements in all bands
-	seq    uint64           // the last element's seq
+	seq    uint32           // the last element's seq (never 0, which marks re-added keys)
 
 	// Aging. A band's oldest key raises its effective priority by one
 	// every step it waits, up to the highest active band's priority; the
@@ -60,11 +61,17 @@ type core[K comparable] struct {
 	stamps *stamps[K]
 }
 
-// entry is what core knows about a dirty key.
+// entry is what core knows about a dirty key: 8 bytes, as the dirty map
+// holds one per waiting key.
+//
+// seq wraps around after 2^32 pushes. An element left dead by a key that
+// moved up could then, in theory, match the key's entry again; the check in
+// band.next also compares the band, so the worst case is that the key is
+// handed out from its older place in the same flow, which breaks no
+// guarantee.
 type entry struct {
-	prio   int    // its band (queued), or the band it joins at done (re-added)
-	seq    uint64 // its live element's seq; 0 while re-added
-	bucket uint64 // its live element's age bucket
+	seq  uint32 // its live element's seq; 0 while re-added
+	prio int32  // its band (queued), or the band it joins at done (re-added)
 }
 
 // stamps are the times core keeps for metrics.
@@ -89,7 +96,7 @@ func (c *core[K]) init(timed bool, step time.Duration) {
 // into a band (it is not being processed), which is when a waiting worker
 // should be woken. A key already waiting keeps the higher priority.
 // now is zero when the caller did not read the clock.
-func (c *core[K]) add(k K, prio int, flow string, now time.Time) (dirtied, queued bool) {
+func (c *core[K]) add(k K, prio int32, flow string, now time.Time) (dirtied, queued bool) {
 	c.see(now)
 	if e, ok := c.dirty[k]; ok {
 		switch {
@@ -98,8 +105,8 @@ func (c *core[K]) add(k K, prio int, flow string, now time.Time) (dirtied, queue
 			e.prio = prio
 			c.dirty[k] = e
 		default: // queued: moves to the higher band, to the back of its flow
-			b := c.bands[e.prio]
-			b.kill(flow, e.bucket)
+			b := c.bands[int(e.prio)]
+			b.kill(flow)
 			c.queued--
 			c.emptied(b)
 			c.dirty[k] = c.push(k, prio, flow, now)
@@ -119,10 +126,10 @@ func (c *core[K]) add(k K, prio int, flow string, now time.Time) (dirtied, queue
 }
 
 // push appends k to its flow in band prio and returns its entry.
-func (c *core[K]) push(k K, prio int, flow string, at time.Time) entry {
+func (c *core[K]) push(k K, prio int32, flow string, at time.Time) entry {
 	b := c.hot
-	if b == nil || b.prio != prio {
-		b = c.band(prio)
+	if b == nil || b.prio != int(prio) {
+		b = c.band(int(prio))
 	}
 	if b.live == 0 {
 		if at.IsZero() && len(c.active) > 0 {
@@ -131,8 +138,12 @@ func (c *core[K]) push(k K, prio int, flow string, at time.Time) entry {
 		c.activate(b, at)
 	}
 	c.seq++
+	if c.seq == 0 {
+		c.seq = 1
+	}
 	c.queued++
-	return entry{prio: prio, seq: c.seq, bucket: b.push(k, flow, c.seq, at, c.res)}
+	b.push(k, flow, c.seq, at, c.res)
+	return entry{prio: prio, seq: c.seq}
 }
 
 // get hands out the next key and moves it to processing. It returns when
@@ -144,8 +155,7 @@ func (c *core[K]) get(now time.Time) (k K, since time.Time, ok bool) {
 	}
 	c.see(now)
 	b := c.pick()
-	el, _ := b.next(c.dirty)
-	k = el.key
+	k = b.next(c.dirty).key
 	c.queued--
 	c.lastPrio = b.prio
 	c.emptied(b)

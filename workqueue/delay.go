@@ -17,7 +17,7 @@ import (
 // The goroutine swaps intake out under mu and works on its own copy.
 type delayer[K comparable] struct {
 	clock Clock
-	add   func(K, int) // Queue.add; called by loop with no lock held
+	add   func(K, int32) // Queue.add; called by loop with no lock held
 
 	wake chan struct{} // buffer 1: "intake is not empty"
 	quit chan struct{} // closed by stop
@@ -31,7 +31,7 @@ type delayer[K comparable] struct {
 	stopped bool
 }
 
-func newDelayer[K comparable](clock Clock, add func(K, int)) *delayer[K] {
+func newDelayer[K comparable](clock Clock, add func(K, int32)) *delayer[K] {
 	return &delayer[K]{
 		clock: clock,
 		add:   add,
@@ -42,7 +42,7 @@ func newDelayer[K comparable](clock Clock, add func(K, int)) *delayer[K] {
 
 // after schedules k for at, at priority prio. It is ignored once stop has
 // been called. It never blocks on the delay goroutine.
-func (d *delayer[K]) after(k K, prio int, at time.Time) {
+func (d *delayer[K]) after(k K, prio int32, at time.Time) {
 	d.mu.Lock()
 	if d.stopped {
 		d.mu.Unlock()

@@ -178,7 +178,7 @@ func TestDelayer_AfterNeverWaitsForTheGoroutine(t *testing.T) {
 		added = map[int]bool{}
 		all   = make(chan struct{})
 	)
-	d := newDelayer(realClock{}, func(k, _ int) {
+	d := newDelayer(realClock{}, func(k int, _ int32) {
 		<-release // the goroutine is stuck until every after call returned
 		mu.Lock()
 		defer mu.Unlock()
@@ -211,7 +211,7 @@ func TestDelayHeap_MatchesASortedModel(t *testing.T) {
 	now := base
 	for range 5000 {
 		if rnd.IntN(3) > 0 {
-			w := waiting[int]{key: rnd.IntN(50), at: base.Add(time.Duration(rnd.IntN(1000)) * time.Millisecond), prio: rnd.IntN(3)}
+			w := waiting[int]{key: rnd.IntN(50), at: base.Add(time.Duration(rnd.IntN(1000)) * time.Millisecond), prio: int32(rnd.IntN(3))}
 			h.add(w)
 			if old, ok := model[w.key]; ok {
 				w.at, w.prio = minTime(w.at, old.at), max(w.prio, old.prio)

@@ -16,8 +16,8 @@ import (
 // takes turns with it once its oldest key has waited (top - prio) aging
 // steps, measured against the latest time the queue was given; within a
 // band, flows take turns one key each. A key that moves to a higher band
-// leaves a ghost behind that keeps its flow's place in the turns until it
-// comes up (or its band empties).
+// leaves a ghost behind that keeps its flow's place in the turns, and its
+// push time in the band's age, until it comes up (or its band empties).
 type model struct {
 	flowOf     func(byte) string
 	step       time.Duration
@@ -33,16 +33,17 @@ type model struct {
 }
 
 type modelBand struct {
-	elems  []modelElem        // push order
-	turns  []string           // flows with elements, next first
-	at     map[byte]time.Time // when each live key was pushed; zero: not known
-	lastAt time.Time          // the time of the last push
+	elems  []modelElem       // push order
+	turns  []string          // flows with elements, next first
+	live   map[byte]struct{} // the keys queued in the band
+	lastAt time.Time         // the time of the last push
 }
 
 type modelElem struct {
 	key   byte
 	flow  string
 	ghost bool
+	at    time.Time // when it was pushed; zero: not known
 }
 
 func newModel(flowOf func(byte) string, step time.Duration) *model {
@@ -94,9 +95,9 @@ func (m *model) ghost(k byte, prio int) {
 			b.elems[i].ghost = true
 		}
 	}
-	delete(b.at, k)
+	delete(b.live, k)
 	delete(m.band, k)
-	if len(b.at) == 0 {
+	if len(b.live) == 0 {
 		delete(m.bands, prio)
 	}
 }
@@ -108,7 +109,7 @@ func (m *model) push(k byte, prio int, at time.Time) {
 		if at.IsZero() && len(m.bands) > 0 {
 			at = m.latest
 		}
-		b = &modelBand{at: map[byte]time.Time{}}
+		b = &modelBand{live: map[byte]struct{}{}}
 		m.bands[prio] = b
 		if len(m.bands) == 2 {
 			m.multiSince = at
@@ -121,8 +122,8 @@ func (m *model) push(k byte, prio int, at time.Time) {
 	if !slices.ContainsFunc(b.elems, func(e modelElem) bool { return e.flow == flow }) {
 		b.turns = append(b.turns, flow)
 	}
-	b.elems = append(b.elems, modelElem{key: k, flow: flow})
-	b.at[k] = at
+	b.elems = append(b.elems, modelElem{key: k, flow: flow, at: at})
+	b.live[k] = struct{}{}
 	m.band[k] = prio
 }
 
@@ -161,9 +162,9 @@ func (m *model) get(now time.Time) (k byte, ok bool) {
 		if e.ghost {
 			continue
 		}
-		delete(b.at, e.key)
+		delete(b.live, e.key)
 		delete(m.band, e.key)
-		if len(b.at) == 0 {
+		if len(b.live) == 0 {
 			delete(m.bands, prio)
 		}
 		m.processing[e.key] = true
@@ -191,16 +192,16 @@ func (m *model) pick() int {
 	return top
 }
 
-// oldest is when band p's oldest key was pushed, or multiSince if that is
-// not known.
+// oldest is when band p's oldest element (ghosts included) was pushed, or
+// multiSince if that is not known.
 func (m *model) oldest(p int) time.Time {
 	var oldest time.Time
-	for _, at := range m.bands[p].at {
-		if at.IsZero() {
+	for _, e := range m.bands[p].elems {
+		if e.at.IsZero() {
 			return m.multiSince
 		}
-		if oldest.IsZero() || at.Before(oldest) {
-			oldest = at
+		if oldest.IsZero() || e.at.Before(oldest) {
+			oldest = e.at
 		}
 	}
 	return oldest

@@ -9,7 +9,7 @@ import (
 type waiting[K comparable] struct {
 	key  K
 	at   time.Time
-	prio int
+	prio int32
 }
 
 // delayHeap holds delayed keys, earliest first, at most once each: adding a

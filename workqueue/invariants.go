@@ -55,7 +55,7 @@ func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
 		inTurns[f] = true
 	}
 	idle, live := 0, 0
-	buckets := map[uint64]int{}
+	buckets := map[uint32]int{}
 	for name, f := range b.flows {
 		if f.name != name || f.inTurns != inTurns[f] || (f.keys.len() > 0) != f.inTurns {
 			return fmt.Errorf("workqueue: band %d: flow %q filed as %q, in turns %v, marked %v, %d elements",
@@ -66,15 +66,16 @@ func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
 		}
 		n := 0
 		for _, el := range f.keys.items() {
+			buckets[el.bucket]++
 			e, ok := c.dirty[el.key]
 			if !ok || e.seq != el.seq {
 				continue
 			}
-			if e.prio != b.prio || flowOf(el.key) != name {
-				return fmt.Errorf("workqueue: key %v of band %d, flow %q is live in band %d, flow %q", el.key, e.prio, flowOf(el.key), b.prio, name)
+			if int(e.prio) != b.prio || flowOf(el.key) != name {
+				return fmt.Errorf("workqueue: key %v of band %d, flow %q is live in band %d, flow %q",
+					el.key, e.prio, flowOf(el.key), b.prio, name)
 			}
 			n++
-			buckets[e.bucket]++
 		}
 		if n != f.live {
 			return fmt.Errorf("workqueue: band %d, flow %q: %d live elements, counted %d", b.prio, name, n, f.live)
@@ -92,10 +93,10 @@ func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
 
 // check compares the buckets' counts with want (bucket id -> live
 // elements) and checks that their times never go back.
-func (a *ages) check(want map[uint64]int) error {
+func (a *ages) check(want map[uint32]int) error {
 	var prev time.Time
 	for i, bk := range a.buckets.items() {
-		id := a.base + uint64(i)
+		id := a.base + uint32(i)
 		if bk.live != want[id] {
 			return fmt.Errorf("workqueue: age bucket %d counts %d, holds %d", id, bk.live, want[id])
 		}

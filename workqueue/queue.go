@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -173,9 +174,14 @@ func (q *Queue[K]) now() time.Time {
 // ShutDown. It does not block (beyond a short lock); safe for concurrent use.
 func (q *Queue[K]) Add(k K) { q.add(k, 0) }
 
+// clampPriority fits a priority into the 32 bits the queue keeps.
+func clampPriority(p int) int32 {
+	return int32(min(max(p, math.MinInt32), math.MaxInt32))
+}
+
 // add is Add at priority prio. It reads the clock only when something will
 // use the time: metrics, a band other than 0, or two bands waiting.
-func (q *Queue[K]) add(k K, prio int) {
+func (q *Queue[K]) add(k K, prio int32) {
 	var now time.Time
 	if prio != 0 {
 		now = q.clock.Now()
@@ -332,7 +338,7 @@ func (q *Queue[K]) AddRateLimited(k K) {
 func (q *Queue[K]) AddWithOpts(k K, o AddOpts) {
 	d := o.After
 	if !o.RateLimited && d <= 0 {
-		q.add(k, o.Priority)
+		q.add(k, clampPriority(o.Priority))
 		return
 	}
 	now := q.clock.Now()
@@ -343,17 +349,17 @@ func (q *Queue[K]) AddWithOpts(k K, o AddOpts) {
 		q.metrics.retried()
 	}
 	if d <= 0 {
-		q.add(k, o.Priority)
+		q.add(k, clampPriority(o.Priority))
 		return
 	}
-	q.delay.after(k, o.Priority, now.Add(d))
+	q.delay.after(k, clampPriority(o.Priority), now.Add(d))
 }
 
 // AddWithPriority is AddWithOpts(k, AddOpts{Priority: priority}). Its
 // arguments are plain types, so packages that do not import workqueue can
 // declare it in an interface (handler.PriorityAdder); safe for concurrent
 // use.
-func (q *Queue[K]) AddWithPriority(k K, priority int) { q.add(k, priority) }
+func (q *Queue[K]) AddWithPriority(k K, priority int) { q.add(k, clampPriority(priority)) }
 
 // BandState describes the keys waiting at one priority.
 type BandState struct {
