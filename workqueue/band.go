@@ -45,7 +45,7 @@ type band[K comparable] struct {
 // sweepIdle is how many idle flows a band keeps before it drops them, as
 // long as they are also at least half of its flows: namespaces come and go,
 // and a long-lived queue must not remember each one forever.
-const sweepIdle = 64
+const sweepIdle = 1024
 
 func newBand[K comparable](prio int) *band[K] {
 	return &band[K]{prio: prio, flows: map[string]*flow[K]{}}
