@@ -28,11 +28,17 @@ type ReconcileFunc[K comparable] func(ctx context.Context, key K) (Result, error
 // Reconcile calls f.
 func (f ReconcileFunc[K]) Reconcile(ctx context.Context, key K) (Result, error) { return f(ctx, key) }
 
-// Result tells the controller what to do after a successful reconcile.
+// Result tells the controller what to do after a reconcile.
 type Result struct {
 	// RequeueAfter, if positive, reconciles the key again after this long
 	// (for example, to poll something that sends no events).
 	RequeueAfter time.Duration
+	// Priority is the queue priority of the key's next reconcile when this
+	// one asks for it: RequeueAfter, or the retry after an error (see
+	// workqueue.AddOpts.Priority; workqueue.LowPriority for background
+	// work). A key queued meanwhile at a higher priority keeps it.
+	// Default: 0, as Add.
+	Priority int
 }
 
 // Options configure a Controller. The zero value means the defaults.
@@ -68,6 +74,11 @@ type Options[K comparable] struct {
 	Gate Gate[K]
 	// Clock drives the queue's delays. Default: the real clock.
 	Clock workqueue.Clock
+	// Queue holds the queue's fairness and aging options: FlowKey (default:
+	// the key's namespace) and AgingStep. Its Name, Metrics, RateLimiter
+	// and Clock are ignored: the fields above set them. Default: the zero
+	// workqueue.Options.
+	Queue workqueue.Options[K]
 	// Logger receives errors, drops and panics. Default: discard.
 	Logger *slog.Logger
 	// Registerer receives the controller's and its queue's metrics.
@@ -134,9 +145,9 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 	if rec == nil {
 		return nil, fmt.Errorf("controller %s: %w", opts.Name, ErrNilReconciler)
 	}
-	q, err := workqueue.New(workqueue.Options[K]{
-		Name: opts.Name, Metrics: opts.Registerer, RateLimiter: opts.RateLimiter, Clock: opts.Clock,
-	})
+	qopts := opts.Queue
+	qopts.Name, qopts.Metrics, qopts.RateLimiter, qopts.Clock = opts.Name, opts.Registerer, opts.RateLimiter, opts.Clock
+	q, err := workqueue.New(qopts)
 	if err != nil {
 		return nil, fmt.Errorf("controller %s: %w", opts.Name, err)
 	}
@@ -151,6 +162,12 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 // Add queues key for reconciliation. Event handlers call it (it satisfies
 // handler.Adder). It never blocks; safe for concurrent use.
 func (c *Controller[K]) Add(key K) { c.queue.Add(key) }
+
+// AddWithPriority queues key at priority (see workqueue.AddOpts.Priority).
+// It satisfies handler.PriorityAdder, so the enqueue helpers queue the
+// initial list and resyncs at handler.LowPriority. It never blocks; safe for
+// concurrent use.
+func (c *Controller[K]) AddWithPriority(key K, priority int) { c.queue.AddWithPriority(key, priority) }
 
 // Queue returns the controller's work queue, for AddAfter and inspection.
 func (c *Controller[K]) Queue() *workqueue.Queue[K] { return c.queue }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
 // calls records when each reconcile of a key started (in the bubble's time).
@@ -405,5 +406,45 @@ func TestController_neverReconcilesOneKeyOnTwoWorkersAtOnce(t *testing.T) {
 	}
 	if total.Load() < 10 {
 		t.Errorf("%d reconciles, want at least one per key", total.Load())
+	}
+}
+
+func TestController_resultPriorityQueuesTheNextReconcileAtThatPriority(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  Result
+		err  error
+	}{
+		{"a requeue after a while", Result{RequeueAfter: time.Minute, Priority: workqueue.LowPriority}, nil},
+		{"a retry after an error", Result{Priority: 5}, errors.New("flaky")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				release := make(chan struct{})
+				var first atomic.Bool
+				c := newController(t, func(_ context.Context, key string) (Result, error) {
+					if key == "ns/block" {
+						<-release
+						return Result{}, nil
+					}
+					if first.CompareAndSwap(false, true) {
+						return tc.res, tc.err
+					}
+					return Result{}, nil
+				}, Options[string]{})
+				stop := runInBubble(t, c)
+				c.Add("ns/a")
+				synctest.Wait()
+				c.Add("ns/block") // holds the only worker
+				time.Sleep(time.Hour)
+				synctest.Wait()
+				bands := c.Queue().Bands()
+				if len(bands) != 1 || bands[0].Priority != tc.res.Priority || bands[0].Depth != 1 {
+					t.Errorf("queue bands = %+v, want ns/a alone at priority %d", bands, tc.res.Priority)
+				}
+				close(release)
+				stop()
+			})
+		})
 	}
 }

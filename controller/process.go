@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"time"
+
+	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
 // terminalError marks an error that retrying cannot fix.
@@ -59,7 +61,7 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 		c.queue.Forget(key)
 		if res.RequeueAfter > 0 {
 			c.metrics.result("requeue_after")
-			c.queue.AddAfter(key, res.RequeueAfter)
+			c.queue.AddWithOpts(key, workqueue.AddOpts{After: res.RequeueAfter, Priority: res.Priority})
 			return
 		}
 		c.metrics.result("success")
@@ -75,7 +77,7 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 	default:
 		c.metrics.result("error")
 		c.opts.Logger.Warn("controller: reconcile failed; retrying with backoff", "name", c.opts.Name, "key", key, "err", err)
-		c.queue.AddRateLimited(key)
+		c.queue.AddWithOpts(key, workqueue.AddOpts{RateLimited: true, Priority: res.Priority})
 	}
 }
 

@@ -10,9 +10,11 @@ import (
 // EnqueueObject returns a Handler that adds the typed name of every changed
 // object to q, so a reconciler gets an object.ObjectName and never splits a
 // string. A tombstone is named by its key when it has one (the entry that
-// was deleted), otherwise by its object.
+// was deleted), otherwise by its object. If q is a PriorityAdder, the
+// initial list and resyncs are queued at LowPriority (as by every helper of
+// this file).
 func EnqueueObject[T object.Object](q Adder[object.ObjectName]) Handler[T] {
-	return &enqueueMapped[T]{q: q, byKey: true,
+	return &enqueueMapped[T]{q: newAdder(q), byKey: true,
 		fn: func(obj T) []object.ObjectName { return []object.ObjectName{object.NameOf(obj)} }}
 }
 
@@ -22,38 +24,42 @@ func EnqueueObject[T object.Object](q Adder[object.ObjectName]) Handler[T] {
 // queues both ends; a delete maps the last known object (a tombstone without
 // one maps nothing). fn runs on the handler's goroutine and must not block.
 func EnqueueMapped[T object.Object](q Adder[object.ObjectName], fn func(obj T) []object.ObjectName) Handler[T] {
-	return &enqueueMapped[T]{q: q, fn: fn}
+	return &enqueueMapped[T]{q: newAdder(q), fn: fn}
 }
 
 type enqueueMapped[T object.Object] struct {
-	q     Adder[object.ObjectName]
+	q     adder[object.ObjectName]
 	fn    func(T) []object.ObjectName
 	byKey bool // a tombstone's key names the object to queue (EnqueueObject)
 }
 
-func (e *enqueueMapped[T]) OnAdd(obj T, _ bool) { e.add(obj) }
+func (e *enqueueMapped[T]) OnAdd(obj T, isInInitialList bool) { e.add(obj, isInInitialList) }
 
 func (e *enqueueMapped[T]) OnUpdate(old, new T) {
-	e.add(old)
-	e.add(new)
+	if isResync(old, new) { // one object: map it once
+		e.add(new, true)
+		return
+	}
+	e.add(old, false)
+	e.add(new, false)
 }
 
 func (e *enqueueMapped[T]) OnDelete(d object.Deleted[T]) {
 	if e.byKey && d.Key != "" {
 		if n, err := object.ParseObjectName(d.Key); err == nil {
-			e.q.Add(n)
+			e.q.add(n, false)
 		}
 		return
 	}
 	if d.HasObj {
-		e.add(d.Obj)
+		e.add(d.Obj, false)
 	}
 }
 
-func (e *enqueueMapped[T]) add(obj T) {
+func (e *enqueueMapped[T]) add(obj T, background bool) {
 	for _, n := range e.fn(obj) {
 		if n.Validate() == nil {
-			e.q.Add(n)
+			e.q.add(n, background)
 		}
 	}
 }

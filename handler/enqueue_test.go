@@ -70,3 +70,45 @@ func TestEnqueueMapped_mapsOldAndNewAndSkipsInvalidNames(t *testing.T) {
 		t.Errorf("queued %v, want %s", got, want)
 	}
 }
+
+// prioritized records each key with the priority it was added at ("" for
+// Add).
+type prioritized []string
+
+func (p *prioritized) Add(k object.ObjectName) { *p = append(*p, k.String()) }
+
+func (p *prioritized) AddWithPriority(k object.ObjectName, prio int) {
+	*p = append(*p, fmt.Sprintf("%s@%d", k, prio))
+}
+
+func TestEnqueueHelpers_queueTheInitialListAndResyncsAtLowPriority(t *testing.T) {
+	var got prioritized
+	h := handler.EnqueueObject[*corev1.ConfigMap](&got)
+	h.OnAdd(cm("ns", "listed", "1", nil), true)                                // initial list: low
+	h.OnAdd(cm("ns", "new", "2", nil), false)                                  // a fresh add
+	h.OnUpdate(cm("ns", "resynced", "3", nil), cm("ns", "resynced", "3", nil)) // resync: low
+	h.OnUpdate(cm("ns", "changed", "3", nil), cm("ns", "changed", "4", nil))   // a real change
+	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Key: "ns/gone"})
+	want := "[ns/listed@-100 ns/new ns/resynced@-100 ns/changed ns/changed ns/gone]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("queued %v, want %s", got, want)
+	}
+
+	var keys []string
+	k := handler.EnqueueKey[*corev1.ConfigMap](keyAdder{&keys}, nil)
+	k.OnAdd(cm("ns", "listed", "1", nil), true)
+	k.OnAdd(cm("ns", "new", "2", nil), false)
+	k.OnUpdate(cm("ns", "resynced", "3", nil), cm("ns", "resynced", "3", nil))
+	if want := "[ns/listed@-100 ns/new ns/resynced@-100]"; fmt.Sprint(keys) != want {
+		t.Errorf("EnqueueKey queued %v, want %s", keys, want)
+	}
+}
+
+// keyAdder is a PriorityAdder of string keys.
+type keyAdder struct{ keys *[]string }
+
+func (a keyAdder) Add(k string) { *a.keys = append(*a.keys, k) }
+
+func (a keyAdder) AddWithPriority(k string, prio int) {
+	*a.keys = append(*a.keys, fmt.Sprintf("%s@%d", k, prio))
+}

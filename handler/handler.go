@@ -69,8 +69,55 @@ type Adder[K comparable] interface {
 	Add(k K)
 }
 
+// PriorityAdder is an Adder that also takes a priority: a
+// workqueue.Queue[K] and a controller.Controller[K] satisfy it. Higher
+// priorities are handed out first; see workqueue.AddOpts.Priority.
+type PriorityAdder[K comparable] interface {
+	Adder[K]
+	// AddWithPriority queues k at priority. It must not block for long.
+	AddWithPriority(k K, priority int)
+}
+
+// LowPriority is the priority the enqueue helpers give background work when
+// their Adder is a PriorityAdder: the objects of the initial list (OnAdd with
+// isInInitialList) and resyncs (OnUpdate with old and new at the same
+// resource version). So at start-up, or when a handler is added late, a
+// user's fresh change is not queued behind every cached object. It equals
+// workqueue.LowPriority.
+const LowPriority = -100
+
+// adder adds keys to q, at LowPriority for background work when q takes
+// priorities.
+type adder[K comparable] struct {
+	q  Adder[K]
+	pq PriorityAdder[K] // q, if it takes priorities; else nil
+}
+
+func newAdder[K comparable](q Adder[K]) adder[K] {
+	pq, _ := q.(PriorityAdder[K])
+	return adder[K]{q: q, pq: pq}
+}
+
+// add queues k; background says it comes from the initial list or a resync.
+func (a adder[K]) add(k K, background bool) {
+	if background && a.pq != nil {
+		a.pq.AddWithPriority(k, LowPriority)
+		return
+	}
+	a.q.Add(k)
+}
+
+// isResync reports whether an update is a resync: the same, known, resource
+// version on both sides.
+func isResync[T object.Object](old, new T) bool {
+	rv := new.GetResourceVersion()
+	return rv != "" && rv == old.GetResourceVersion()
+}
+
 // EnqueueKey returns a Handler that adds the key of every changed object,
 // "namespace/name" (or "name"), to q: the usual first half of a controller.
+// If q is a PriorityAdder, the initial list and resyncs are queued at
+// LowPriority.
 // A tombstone is keyed by object.DeletionHandlingMetaNamespaceKeyFunc. An
 // object without a valid key is logged to logger (nil: discard) and
 // ignored; the reflector never delivers one, so this is a safety net.
@@ -78,29 +125,37 @@ func EnqueueKey[T object.Object](q Adder[string], logger *slog.Logger) Handler[T
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &enqueueKey[T]{q: q, log: logger}
+	return &enqueueKey[T]{q: newAdder(q), log: logger}
 }
 
 type enqueueKey[T object.Object] struct {
-	q   Adder[string]
+	q   adder[string]
 	log *slog.Logger
 }
 
-// OnKey adds key: the informer's way in, the key computed once.
-func (e *enqueueKey[T]) OnKey(key string, _ bool) { e.q.Add(key) }
+// OnKey adds key: the informer's way in, the key computed once; background
+// work goes in at LowPriority as in OnAdd and OnUpdate.
+func (e *enqueueKey[T]) OnKey(key string, background bool) { e.q.add(key, background) }
 
-func (e *enqueueKey[T]) OnAdd(obj T, _ bool) { e.add(object.MetaNamespaceKeyFunc(obj)) }
-
-func (e *enqueueKey[T]) OnUpdate(_, new T) { e.add(object.MetaNamespaceKeyFunc(new)) }
-
-func (e *enqueueKey[T]) OnDelete(d object.Deleted[T]) {
-	e.add(object.DeletionHandlingMetaNamespaceKeyFunc(d))
+func (e *enqueueKey[T]) OnAdd(obj T, isInInitialList bool) {
+	key, err := object.MetaNamespaceKeyFunc(obj)
+	e.add(key, err, isInInitialList)
 }
 
-func (e *enqueueKey[T]) add(key string, err error) {
+func (e *enqueueKey[T]) OnUpdate(old, new T) {
+	key, err := object.MetaNamespaceKeyFunc(new)
+	e.add(key, err, isResync(old, new))
+}
+
+func (e *enqueueKey[T]) OnDelete(d object.Deleted[T]) {
+	key, err := object.DeletionHandlingMetaNamespaceKeyFunc(d)
+	e.add(key, err, false)
+}
+
+func (e *enqueueKey[T]) add(key string, err error, background bool) {
 	if err != nil {
 		e.log.Error("handler: cannot enqueue an object without a valid key", "err", err)
 		return
 	}
-	e.q.Add(key)
+	e.q.add(key, background)
 }

@@ -1,37 +1,77 @@
 package workqueue
 
 import (
-	"fmt"
+	"cmp"
+	"math"
+	"slices"
+	"sync/atomic"
 	"time"
 )
 
 // core is the queue's bookkeeping with no lock, no clock and no goroutine:
-// which keys wait, in which order, and which are being processed. Queue wraps
-// it with a mutex and passes the time in when it measures durations.
+// which keys wait, in which band and flow, which are being processed, and
+// which band's turn is next. Queue wraps it with a mutex and passes the time
+// and each key's flow in.
 //
 // A key is in one of four states:
 //
-//	idle        in neither set
-//	queued      in dirty and in order, not in processing
+//	idle        in neither dirty nor processing
+//	queued      in dirty with seq != 0 (one live element in band prio), not in processing
 //	processing  in processing, not in dirty
-//	re-added    in processing and in dirty, not in order (queued again at done)
+//	re-added    in processing and in dirty with seq == 0, its flow in readded (queued again at done)
 //
 // Invariants (checked by checkInvariants):
-//   - order holds no key twice, and every key in order is in dirty and not in
-//     processing;
-//   - every key in dirty is either in order or in processing, never both;
+//   - every key in dirty is either queued or re-added, never both;
+//   - a queued key has exactly one live element: in band prio, in its flow,
+//     with its seq;
+//   - each band's age buckets count its elements, live and dead;
+//   - active holds exactly the bands with live elements, highest priority
+//     first; queued is the sum of their live counts; multi is
+//     len(active) > 1;
+//   - readded has exactly the re-added keys;
 //   - when stamps is set, its maps have exactly the keys of dirty and of
 //     processing.
 type core[K comparable] struct {
-	// order is the FIFO of keys ready to be handed out.
-	order fifo[K]
-	// dirty holds the keys that need processing.
-	dirty map[K]struct{}
-	// processing holds the keys handed out by get and not yet done.
+	dirty      map[K]entry
 	processing map[K]struct{}
-	// stamps records times for the metrics; nil when metrics are off, so
-	// the hot path then touches two small sets and nothing else.
+	readded    map[K]string // the flow of each re-added key
+
+	bands  map[int]*band[K] // every band, empty ones until swept
+	active []*band[K]       // bands with live elements, highest priority first
+	hot    *band[K]         // the band pushed to last: skips the map for runs of one priority
+	queued int              // live elements in all bands
+	seq    uint32           // the last element's seq (never 0, which marks re-added keys)
+
+	// Aging. A band's oldest key raises its effective priority by one
+	// every step it waits, up to the highest active band's priority; the
+	// bands at that priority take turns (lastPrio is the band served last).
+	// Ages are measured against latest, the latest time core was given, so
+	// core never reads a clock.
+	step       time.Duration
+	res        time.Duration // age buckets' width
+	latest     time.Time
+	multiSince time.Time // when active last grew to two bands: the age of keys pushed at an unknown time
+	lastPrio   int
+
+	// multi is len(active) > 1, written under the queue's lock and read
+	// without it by Queue.Add to decide whether to read the clock.
+	multi atomic.Bool
+
+	// stamps records times for the metrics; nil when metrics are off.
 	stamps *stamps[K]
+}
+
+// entry is what core knows about a dirty key: 8 bytes, as the dirty map
+// holds one per waiting key.
+//
+// seq wraps around after 2^32 pushes. An element left dead by a key that
+// moved up could then, in theory, match the key's entry again; the check in
+// band.next also compares the band, so the worst case is that the key is
+// handed out from its older place in the same flow, which breaks no
+// guarantee.
+type entry struct {
+	seq  uint32 // its live element's seq; 0 while re-added
+	prio int32  // its band (queued), or the band it joins at done (re-added)
 }
 
 // stamps are the times core keeps for metrics.
@@ -40,41 +80,85 @@ type stamps[K comparable] struct {
 	started map[K]time.Time // when each processing key was handed out
 }
 
-// newCore returns an empty core; with timed set it keeps stamps.
-func newCore[K comparable](timed bool) core[K] {
-	c := core[K]{dirty: map[K]struct{}{}, processing: map[K]struct{}{}}
+// init readies an empty core; with timed set it keeps stamps. step is the
+// aging step (> 0).
+func (c *core[K]) init(timed bool, step time.Duration) {
+	c.dirty, c.processing, c.readded = map[K]entry{}, map[K]struct{}{}, map[K]string{}
+	c.bands = map[int]*band[K]{}
+	c.step, c.res = step, max(step/16, 1)
 	if timed {
 		c.stamps = &stamps[K]{dirtied: map[K]time.Time{}, started: map[K]time.Time{}}
 	}
-	return c
 }
 
-// add marks k as needing processing. It reports whether k became dirty (it
-// was not already waiting) and whether it went into order (it is not being
-// processed), which is when a waiting worker should be woken.
-func (c *core[K]) add(k K, now time.Time) (dirtied, queued bool) {
-	if _, ok := c.dirty[k]; ok {
+// add marks k, of flow, as needing processing at priority prio. It reports
+// whether k became dirty (it was not already waiting) and whether it went
+// into a band (it is not being processed), which is when a waiting worker
+// should be woken. A key already waiting keeps the higher priority.
+// now is zero when the caller did not read the clock.
+func (c *core[K]) add(k K, prio int32, flow string, now time.Time) (dirtied, queued bool) {
+	c.see(now)
+	if e, ok := c.dirty[k]; ok {
+		switch {
+		case prio <= e.prio:
+		case e.seq == 0: // re-added: joins the higher band at done
+			e.prio = prio
+			c.dirty[k] = e
+		default: // queued: moves to the higher band, to the back of its flow
+			b := c.bands[int(e.prio)]
+			b.kill(flow)
+			c.queued--
+			c.emptied(b)
+			c.dirty[k] = c.push(k, prio, flow, now)
+		}
 		return false, false
 	}
-	c.dirty[k] = struct{}{}
 	if c.stamps != nil {
 		c.stamps.dirtied[k] = now
 	}
 	if _, ok := c.processing[k]; ok {
+		c.dirty[k] = entry{prio: prio}
+		c.readded[k] = flow
 		return true, false
 	}
-	c.order.push(k)
+	c.dirty[k] = c.push(k, prio, flow, now)
 	return true, true
 }
 
-// get hands out the oldest queued key and moves it to processing. It returns
-// when the key became dirty (zero without stamps) and ok=false when nothing
-// is queued.
+// push appends k to its flow in band prio and returns its entry.
+func (c *core[K]) push(k K, prio int32, flow string, at time.Time) entry {
+	b := c.hot
+	if b == nil || b.prio != int(prio) {
+		b = c.band(int(prio))
+	}
+	if b.live == 0 {
+		if at.IsZero() && len(c.active) > 0 {
+			at = c.latest // another band is waiting, so this band's age will matter
+		}
+		c.activate(b, at)
+	}
+	c.seq++
+	if c.seq == 0 {
+		c.seq = 1
+	}
+	c.queued++
+	b.push(k, flow, c.seq, at, c.res)
+	return entry{prio: prio, seq: c.seq}
+}
+
+// get hands out the next key and moves it to processing. It returns when
+// the key became dirty (zero without stamps) and ok=false when nothing is
+// queued.
 func (c *core[K]) get(now time.Time) (k K, since time.Time, ok bool) {
-	if c.order.len() == 0 {
+	if c.queued == 0 {
 		return k, since, false
 	}
-	k = c.order.pop()
+	c.see(now)
+	b := c.pick()
+	k = b.next(c.dirty).key
+	c.queued--
+	c.lastPrio = b.prio
+	c.emptied(b)
 	delete(c.dirty, k)
 	c.processing[k] = struct{}{}
 	if c.stamps != nil {
@@ -86,107 +170,131 @@ func (c *core[K]) get(now time.Time) (k K, since time.Time, ok bool) {
 }
 
 // done ends the processing of k. A key that was re-added meanwhile goes back
-// into order (requeued). ok is false, and nothing changes, when k was not
+// into its band (requeued). ok is false, and nothing changes, when k was not
 // being processed. started is when get handed k out (zero without stamps).
-func (c *core[K]) done(k K) (started time.Time, requeued, ok bool) {
+func (c *core[K]) done(k K, now time.Time) (started time.Time, requeued, ok bool) {
 	n := len(c.processing)
 	delete(c.processing, k)
 	if len(c.processing) == n {
 		return started, false, false
 	}
+	c.see(now)
 	if c.stamps != nil {
 		started = c.stamps.started[k]
 		delete(c.stamps.started, k)
 	}
-	if _, ok := c.dirty[k]; ok {
-		c.order.push(k)
-		return started, true, true
+	e, ok := c.dirty[k]
+	if !ok {
+		return started, false, true
 	}
-	return started, false, true
+	flow := c.readded[k]
+	delete(c.readded, k)
+	c.dirty[k] = c.push(k, e.prio, flow, now)
+	return started, true, true
 }
 
-// queued is the number of keys get can hand out.
-func (c *core[K]) queued() int { return c.order.len() }
+// pick returns the band whose turn it is. The highest active band always
+// takes part in the turns; a lower band takes part once its oldest key has
+// waited the aging step times the difference in priority. The bands taking
+// part are served one key each, highest first, then round again.
+func (c *core[K]) pick() *band[K] {
+	top := c.active[0]
+	if len(c.active) == 1 || top.prio < c.lastPrio {
+		return top
+	}
+	for _, b := range c.active[1:] {
+		if b.prio < c.lastPrio && c.overdue(b, top.prio) {
+			return b
+		}
+	}
+	return top
+}
+
+// overdue reports whether b's oldest key has aged up to priority top.
+func (c *core[K]) overdue(b *band[K], top int) bool {
+	at, _ := b.ages.oldest()
+	if at.IsZero() {
+		at = c.multiSince
+	}
+	return c.latest.Sub(at) >= c.agingWait(top, b.prio)
+}
+
+// agingWait is how long a key of priority low waits to age up to high, with
+// no overflow whatever the priorities.
+func (c *core[K]) agingWait(high, low int) time.Duration {
+	d := uint64(high) - uint64(low) // exact: high > low
+	if d > uint64(math.MaxInt64/c.step) {
+		return math.MaxInt64
+	}
+	return time.Duration(d) * c.step
+}
+
+// see moves latest forward to now.
+func (c *core[K]) see(now time.Time) {
+	if now.After(c.latest) {
+		c.latest = now
+	}
+}
+
+// band returns band prio, creating it if need be.
+func (c *core[K]) band(prio int) *band[K] {
+	b := c.bands[prio]
+	if b == nil {
+		c.sweepBands()
+		b = newBand[K](prio)
+		c.bands[prio] = b
+	}
+	c.hot = b
+	return b
+}
+
+// sweepBands drops the empty bands once there are many: priorities are
+// meant to be a few bands, but a caller may use many values.
+func (c *core[K]) sweepBands() {
+	if len(c.bands)-len(c.active) <= sweepIdle || len(c.bands)-len(c.active) < len(c.bands)/2 {
+		return
+	}
+	for p, b := range c.bands {
+		if b.live == 0 {
+			delete(c.bands, p)
+		}
+	}
+	c.hot = nil
+}
+
+// activate adds b, which is about to receive its first live element (at
+// time at), to active.
+func (c *core[K]) activate(b *band[K], at time.Time) {
+	i, _ := slices.BinarySearchFunc(c.active, b.prio, func(a *band[K], p int) int { return cmp.Compare(p, a.prio) })
+	c.active = slices.Insert(c.active, i, b)
+	if len(c.active) == 2 {
+		c.multiSince = at
+		c.multi.Store(true)
+	}
+}
+
+// emptied resets b and removes it from active if it has no live element
+// left.
+func (c *core[K]) emptied(b *band[K]) {
+	if b.live > 0 {
+		return
+	}
+	b.reset()
+	c.active = slices.DeleteFunc(c.active, func(a *band[K]) bool { return a == b })
+	if len(c.active) == 1 {
+		c.multi.Store(false)
+	}
+}
 
 // idle reports whether nothing is queued, re-added or being processed.
 func (c *core[K]) idle() bool { return len(c.dirty) == 0 && len(c.processing) == 0 }
 
-// checkInvariants returns an error describing the first broken invariant.
-func (c *core[K]) checkInvariants() error {
-	seen := make(map[K]bool, c.order.len())
-	for _, k := range c.order.items() {
-		if seen[k] {
-			return fmt.Errorf("workqueue: key %v is in order twice", k)
-		}
-		seen[k] = true
-		if _, ok := c.dirty[k]; !ok {
-			return fmt.Errorf("workqueue: queued key %v is not dirty", k)
-		}
-		if _, ok := c.processing[k]; ok {
-			return fmt.Errorf("workqueue: queued key %v is also processing", k)
-		}
+// bandStates describes the bands holding keys, highest priority first.
+func (c *core[K]) bandStates() []BandState {
+	states := make([]BandState, 0, len(c.active))
+	for _, b := range c.active {
+		at, _ := b.ages.oldest()
+		states = append(states, BandState{Priority: b.prio, Depth: b.live, Oldest: at})
 	}
-	for k := range c.dirty {
-		_, proc := c.processing[k]
-		if seen[k] == proc {
-			return fmt.Errorf("workqueue: dirty key %v: in order %v, processing %v", k, seen[k], proc)
-		}
-	}
-	return c.checkStamps()
+	return states
 }
-
-// checkStamps checks that stamps has exactly the keys of dirty and processing.
-func (c *core[K]) checkStamps() error {
-	if c.stamps == nil {
-		return nil
-	}
-	if !sameKeys(c.stamps.dirtied, c.dirty) || !sameKeys(c.stamps.started, c.processing) {
-		return fmt.Errorf("workqueue: stamps cover %d dirty and %d processing keys, want %d and %d",
-			len(c.stamps.dirtied), len(c.stamps.started), len(c.dirty), len(c.processing))
-	}
-	return nil
-}
-
-func sameKeys[K comparable](times map[K]time.Time, set map[K]struct{}) bool {
-	if len(times) != len(set) {
-		return false
-	}
-	for k := range set {
-		if _, ok := times[k]; !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// fifo is a slice-backed FIFO that reuses its array: pop advances head, and
-// the live part is moved to the front once half the array is dead.
-type fifo[K comparable] struct {
-	buf  []K
-	head int
-}
-
-func (f *fifo[K]) len() int { return len(f.buf) - f.head }
-
-func (f *fifo[K]) push(k K) {
-	if f.head > 0 && f.head >= len(f.buf)/2 && len(f.buf) == cap(f.buf) {
-		n := copy(f.buf, f.buf[f.head:])
-		clear(f.buf[n:])
-		f.buf, f.head = f.buf[:n], 0
-	}
-	f.buf = append(f.buf, k)
-}
-
-func (f *fifo[K]) pop() K {
-	var zero K
-	k := f.buf[f.head]
-	f.buf[f.head] = zero // let the garbage collector have what k points to
-	f.head++
-	if f.head == len(f.buf) {
-		f.buf, f.head = f.buf[:0], 0
-	}
-	return k
-}
-
-// items returns the live part, oldest first. The caller must not keep it.
-func (f *fifo[K]) items() []K { return f.buf[f.head:] }

@@ -17,7 +17,7 @@ import (
 // The goroutine swaps intake out under mu and works on its own copy.
 type delayer[K comparable] struct {
 	clock Clock
-	add   func(K) // Queue.Add; called by loop with no lock held
+	add   func(K, int32) // Queue.add; called by loop with no lock held
 
 	wake chan struct{} // buffer 1: "intake is not empty"
 	quit chan struct{} // closed by stop
@@ -31,7 +31,7 @@ type delayer[K comparable] struct {
 	stopped bool
 }
 
-func newDelayer[K comparable](clock Clock, add func(K)) *delayer[K] {
+func newDelayer[K comparable](clock Clock, add func(K, int32)) *delayer[K] {
 	return &delayer[K]{
 		clock: clock,
 		add:   add,
@@ -40,15 +40,15 @@ func newDelayer[K comparable](clock Clock, add func(K)) *delayer[K] {
 	}
 }
 
-// after schedules k for at. It is ignored once stop has been called. It never
-// blocks on the delay goroutine.
-func (d *delayer[K]) after(k K, at time.Time) {
+// after schedules k for at, at priority prio. It is ignored once stop has
+// been called. It never blocks on the delay goroutine.
+func (d *delayer[K]) after(k K, prio int32, at time.Time) {
 	d.mu.Lock()
 	if d.stopped {
 		d.mu.Unlock()
 		return
 	}
-	d.intake = append(d.intake, waiting[K]{key: k, at: at})
+	d.intake = append(d.intake, waiting[K]{key: k, at: at, prio: prio})
 	if !d.started {
 		d.started = true
 		d.wg.Go(d.loop)
@@ -88,7 +88,7 @@ type loopState[K comparable] struct {
 	timer Timer        // nil until the first key must wait
 	armed time.Time    // when timer fires; zero while disarmed
 	spare []waiting[K] // the intake slice to hand back, reused
-	ready []K          // keys popped from heap, reused
+	ready []waiting[K] // keys popped from heap, reused
 }
 
 // loop is the delay goroutine. The timer is armed only while the heap holds
@@ -126,8 +126,8 @@ func (d *delayer[K]) step(s *loopState[K]) {
 	clear(in)
 	s.spare = in
 	s.ready = s.heap.popReady(d.clock.Now(), s.ready[:0])
-	for _, k := range s.ready {
-		d.add(k)
+	for _, w := range s.ready {
+		d.add(w.key, w.prio)
 	}
 	clear(s.ready)
 	d.arm(s)

@@ -178,7 +178,7 @@ func TestDelayer_AfterNeverWaitsForTheGoroutine(t *testing.T) {
 		added = map[int]bool{}
 		all   = make(chan struct{})
 	)
-	d := newDelayer(realClock{}, func(k int) {
+	d := newDelayer(realClock{}, func(k int, _ int32) {
 		<-release // the goroutine is stuck until every after call returned
 		mu.Lock()
 		defer mu.Unlock()
@@ -189,7 +189,7 @@ func TestDelayer_AfterNeverWaitsForTheGoroutine(t *testing.T) {
 	})
 	past := time.Now().Add(-time.Second)
 	for k := range keys {
-		d.after(k, past)
+		d.after(k, 0, past)
 	}
 	close(release)
 	<-all
@@ -206,16 +206,17 @@ func TestDelayHeap_MatchesASortedModel(t *testing.T) {
 	t.Logf("seed %d (rerun with -heapseed=%d)", seed, seed)
 	rnd := rand.New(rand.NewPCG(seed, 0))
 	h := newDelayHeap[int]()
-	model := map[int]time.Time{}
+	model := map[int]waiting[int]{}
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := base
 	for range 5000 {
 		if rnd.IntN(3) > 0 {
-			k, at := rnd.IntN(50), base.Add(time.Duration(rnd.IntN(1000))*time.Millisecond)
-			h.add(waiting[int]{key: k, at: at})
-			if old, ok := model[k]; !ok || at.Before(old) {
-				model[k] = at
+			w := waiting[int]{key: rnd.IntN(50), at: base.Add(time.Duration(rnd.IntN(1000)) * time.Millisecond), prio: int32(rnd.IntN(3))}
+			h.add(w)
+			if old, ok := model[w.key]; ok {
+				w.at, w.prio = minTime(w.at, old.at), max(w.prio, old.prio)
 			}
+			model[w.key] = w
 		} else {
 			now = now.Add(time.Duration(rnd.IntN(50)) * time.Millisecond)
 			checkPopReady(t, &h, model, now)
@@ -226,22 +227,30 @@ func TestDelayHeap_MatchesASortedModel(t *testing.T) {
 	}
 }
 
-// checkPopReady pops the ready keys and compares them with the model.
-func checkPopReady(t *testing.T, h *delayHeap[int], model map[int]time.Time, now time.Time) {
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// checkPopReady pops the ready keys and compares them with the model: the
+// earliest time and the highest priority of each key's adds.
+func checkPopReady(t *testing.T, h *delayHeap[int], model map[int]waiting[int], now time.Time) {
 	t.Helper()
 	got := h.popReady(now, nil)
 	var last time.Time
-	for _, k := range got {
-		at, ok := model[k]
-		if !ok || at.After(now) || at.Before(last) {
-			t.Fatalf("popReady(%v) returned %d (model: %v, %v), out of order or not ready", now, k, at, ok)
+	for _, w := range got {
+		m, ok := model[w.key]
+		if !ok || m.at.After(now) || m.at.Before(last) || w != m {
+			t.Fatalf("popReady(%v) returned %+v (model: %+v, %v), out of order, not ready or not merged", now, w, m, ok)
 		}
-		last = at
-		delete(model, k)
+		last = m.at
+		delete(model, w.key)
 	}
-	for k, at := range model {
-		if !at.After(now) {
-			t.Fatalf("popReady(%v) left ready key %d (at %v)", now, k, at)
+	for k, m := range model {
+		if !m.at.After(now) {
+			t.Fatalf("popReady(%v) left ready key %d (at %v)", now, k, m.at)
 		}
 	}
 }

@@ -2,7 +2,7 @@
 // between resource event handlers, which enqueue keys, and the workers that
 // process them.
 //
-//	handlers ──Add / AddAfter / AddRateLimited(key)──> Queue ──Get──> worker ──Done(key)
+//	handlers ──Add / AddAfter / AddRateLimited / AddWithOpts(key)──> Queue ──Get──> worker ──Done(key)
 //
 // Input: keys (any comparable type, usually "namespace/name" strings).
 // Output: the same keys, handed to workers one at a time.
@@ -13,10 +13,30 @@
 //   - A key is never held by two workers at once.
 //   - A key added while a worker holds it is queued again when the worker
 //     calls Done, so no change is missed.
-//   - Keys are handed out in the order they were first queued.
+//   - Keys are handed out highest priority first; within a priority, flows
+//     (namespaces by default) take turns, one key each; within a flow, in
+//     the order they were first queued. With only Add, one namespace, that
+//     is plain first in, first out.
+//   - No priority starves: a band whose oldest key has waited its aging
+//     bound takes turns with the highest band (see AddOpts.Priority).
 //   - After ShutDown, adds are ignored, the keys still queued are handed
 //     out, and then Get reports shutdown. ShutDownWithDrain also waits,
 //     bounded by a context, until every key has been handed out and is Done.
+//
+// # Priorities, fairness and aging
+//
+// AddWithOpts adds a key at a priority (AddOpts.Priority; Add is 0,
+// LowPriority is for an informer's initial list and resyncs), after a
+// delay, or rate limited. A key already waiting keeps the higher priority
+// and the earlier time. Within a priority, Options.FlowKey names each key's
+// flow (default: its namespace) and the flows take turns, so a namespace
+// with 100,000 queued keys delays another namespace's key by one key, not
+// 100,000. Across priorities the highest band goes first, but a lower band
+// q takes turns with the highest band p once its oldest key has waited
+// (p - q) * Options.AgingStep (100ms by default: 10s for LowPriority under
+// a priority-0 load). Bands reports the bands waiting; with metrics on,
+// workqueue_band_depth and workqueue_band_oldest_seconds report them by
+// priority (at most 8 label values; the rest as "other").
 //
 // # Delays and rate limiting
 //

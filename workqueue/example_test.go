@@ -62,3 +62,40 @@ func ExampleQueue_AddRateLimited() {
 	// attempt 3 of default/web succeeded after 2 retries
 	// retries after Forget: 0
 }
+
+// Keys of the initial list go in at LowPriority, a user's change at the
+// default priority 0 and an urgent key above it: the highest priority is
+// handed out first, and within a priority each namespace takes its turn, so
+// the one key of "team-b" does not wait behind every key of "team-a".
+func ExampleQueue_AddWithOpts() {
+	q, err := workqueue.New(workqueue.Options[string]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, k := range []string{"team-a/1", "team-a/2", "team-a/3"} {
+		q.AddWithOpts(k, workqueue.AddOpts{Priority: workqueue.LowPriority})
+	}
+	q.Add("team-a/4")
+	q.Add("team-a/5")
+	q.Add("team-b/1")
+	q.AddWithOpts("team-a/2", workqueue.AddOpts{Priority: 10})     // already queued: moves up
+	q.AddWithOpts("team-c/1", workqueue.AddOpts{After: time.Hour}) // delayed: dropped by ShutDown
+	q.ShutDown()
+
+	for {
+		key, shutdown := q.Get()
+		if shutdown {
+			break
+		}
+		fmt.Println(key)
+		q.Done(key)
+	}
+	// Output:
+	// team-a/2
+	// team-a/4
+	// team-b/1
+	// team-a/5
+	// team-a/1
+	// team-a/3
+}

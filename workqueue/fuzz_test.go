@@ -3,112 +3,304 @@ package workqueue
 import (
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// model is the naive reference for FuzzQueue: a slice scanned linearly and
-// two sets, written for obviousness rather than speed.
+// model is the naive reference for FuzzQueue, written for obviousness
+// rather than speed: each band is a slice in push order scanned linearly,
+// with its flows' turn order as a slice of names.
+//
+// It follows the documented rules: the highest band first; a lower band
+// takes turns with it once its oldest key has waited (top - prio) aging
+// steps, measured against the latest time the queue was given; within a
+// band, flows take turns one key each. A key that moves to a higher band
+// leaves a ghost behind that keeps its flow's place in the turns, and its
+// push time in the band's age, until it comes up (or its band empties).
 type model struct {
-	queued     []byte        // in hand-out order
-	processing map[byte]bool // handed out, not done
-	readded    map[byte]bool // added while processing
+	flowOf     func(byte) string
+	step       time.Duration
+	bands      map[int]*modelBand // bands with live keys
+	band       map[byte]int       // the band of each queued key
+	processing map[byte]bool      // handed out, not done
+	readded    map[byte]int       // added while processing, with the priority to queue it at
+	latest     time.Time          // the latest time passed to the queue
+	multiSince time.Time          // when two bands last became active
+	lastPrio   int                // the band served last
 	shutdown   bool
+	seq        int
 }
 
-func (m *model) add(k byte) {
-	switch {
-	case m.shutdown, slices.Contains(m.queued, k), m.readded[k]:
-	case m.processing[k]:
-		m.readded[k] = true
-	default:
-		m.queued = append(m.queued, k)
+type modelBand struct {
+	elems  []modelElem       // push order
+	turns  []string          // flows with elements, next first
+	live   map[byte]struct{} // the keys queued in the band
+	lastAt time.Time         // the time of the last push
+}
+
+type modelElem struct {
+	key   byte
+	flow  string
+	ghost bool
+	at    time.Time // when it was pushed; zero: not known
+}
+
+func newModel(flowOf func(byte) string, step time.Duration) *model {
+	return &model{flowOf: flowOf, step: step, bands: map[int]*modelBand{}, band: map[byte]int{},
+		processing: map[byte]bool{}, readded: map[byte]int{}}
+}
+
+// stamp returns the time the queue passes with an add (and, at priority 0,
+// with Get and Done): the clock's, when metrics are on, the priority is not
+// 0 or two bands are active.
+func (m *model) stamp(now time.Time, metrics bool, prio int) time.Time {
+	if metrics || prio != 0 || len(m.bands) > 1 {
+		return now
+	}
+	return time.Time{}
+}
+
+func (m *model) see(now time.Time) {
+	if now.After(m.latest) {
+		m.latest = now
 	}
 }
 
-func (m *model) done(k byte) {
+func (m *model) add(k byte, prio int, now time.Time) {
+	if m.shutdown {
+		return
+	}
+	m.see(now)
+	if p, ok := m.band[k]; ok {
+		if prio > p {
+			m.ghost(k, p)
+			m.push(k, prio, now)
+		}
+		return
+	}
+	if m.processing[k] {
+		if p, ok := m.readded[k]; !ok || prio > p {
+			m.readded[k] = prio
+		}
+		return
+	}
+	m.push(k, prio, now)
+}
+
+func (m *model) ghost(k byte, prio int) {
+	b := m.bands[prio]
+	for i, e := range b.elems {
+		if e.key == k && !e.ghost {
+			b.elems[i].ghost = true
+		}
+	}
+	delete(b.live, k)
+	delete(m.band, k)
+	if len(b.live) == 0 {
+		delete(m.bands, prio)
+	}
+}
+
+func (m *model) push(k byte, prio int, at time.Time) {
+	b := m.bands[prio]
+	switch {
+	case b == nil:
+		if at.IsZero() && len(m.bands) > 0 {
+			at = m.latest
+		}
+		b = &modelBand{live: map[byte]struct{}{}}
+		m.bands[prio] = b
+		if len(m.bands) == 2 {
+			m.multiSince = at
+		}
+	case at.IsZero():
+		at = b.lastAt
+	}
+	b.lastAt = at
+	flow := m.flowOf(k)
+	if !slices.ContainsFunc(b.elems, func(e modelElem) bool { return e.flow == flow }) {
+		b.turns = append(b.turns, flow)
+	}
+	b.elems = append(b.elems, modelElem{key: k, flow: flow, at: at})
+	b.live[k] = struct{}{}
+	m.band[k] = prio
+}
+
+func (m *model) done(k byte, now time.Time) {
 	if !m.processing[k] {
 		return
 	}
 	delete(m.processing, k)
-	if m.readded[k] {
+	m.see(now)
+	if p, ok := m.readded[k]; ok {
 		delete(m.readded, k)
-		m.queued = append(m.queued, k)
+		m.push(k, p, now)
 	}
 }
 
+// get returns the key the queue must hand out at now; ok is false if none.
+func (m *model) get(now time.Time) (k byte, ok bool) {
+	if len(m.band) == 0 {
+		return 0, false
+	}
+	m.see(now)
+	prio := m.pick()
+	b := m.bands[prio]
+	for {
+		flow := b.turns[0]
+		i := slices.IndexFunc(b.elems, func(e modelElem) bool { return e.flow == flow })
+		e := b.elems[i]
+		b.elems = slices.Delete(b.elems, i, i+1)
+		left := slices.ContainsFunc(b.elems, func(e modelElem) bool { return e.flow == flow })
+		switch {
+		case !left:
+			b.turns = b.turns[1:]
+		case !e.ghost:
+			b.turns = append(b.turns[1:], flow)
+		}
+		if e.ghost {
+			continue
+		}
+		delete(b.live, e.key)
+		delete(m.band, e.key)
+		if len(b.live) == 0 {
+			delete(m.bands, prio)
+		}
+		m.processing[e.key] = true
+		m.lastPrio = prio
+		return e.key, true
+	}
+}
+
+func (m *model) pick() int {
+	var prios []int
+	for p := range m.bands {
+		prios = append(prios, p)
+	}
+	slices.Sort(prios)
+	slices.Reverse(prios)
+	top := prios[0]
+	if top < m.lastPrio {
+		return top
+	}
+	for _, p := range prios[1:] {
+		if p < m.lastPrio && m.latest.Sub(m.oldest(p)) >= time.Duration(top-p)*m.step {
+			return p
+		}
+	}
+	return top
+}
+
+// oldest is when band p's oldest element (ghosts included) was pushed, or
+// multiSince if that is not known.
+func (m *model) oldest(p int) time.Time {
+	var oldest time.Time
+	for _, e := range m.bands[p].elems {
+		if e.at.IsZero() {
+			return m.multiSince
+		}
+		if oldest.IsZero() || e.at.Before(oldest) {
+			oldest = e.at
+		}
+	}
+	return oldest
+}
+
+// fuzzPriorities are the priorities FuzzQueue adds at.
+var fuzzPriorities = []int{0, -1, 1, -3}
+
 // FuzzQueue decodes each pair of bytes into an operation on a Queue and on
-// the model, and fails when they disagree or an invariant breaks. Get is
-// only called when it cannot block.
+// the model, and fails when they disagree or an invariant breaks. Keys are
+// 0-7 in three flows; priorities are 0, -1, 1 and -3; the clock is fake and
+// the aging step is a second. Get is only called when it cannot block. Odd
+// lengths run with metrics on, so the queue reads the clock on every add.
 func FuzzQueue(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 1, 0, 2, 1, 0, 2, 1, 0, 1, 2, 1})
 	f.Add([]byte{0, 1, 1, 0, 0, 1, 2, 1, 1, 0, 2, 1})
 	f.Add([]byte{0, 3, 0, 4, 3, 0, 1, 0, 1, 0, 1, 0})
-	f.Fuzz(func(t *testing.T, ops []byte) {
-		q, err := New(Options[byte]{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer q.ShutDown()
-		if len(ops)%2 == 1 { // odd lengths also check the metrics' time stamps
-			q.core = newCore[byte](true)
-		}
-		m := &model{processing: map[byte]bool{}, readded: map[byte]bool{}}
-		for i := 0; i+1 < len(ops); i += 2 {
-			applyOp(t, q, m, ops[i]%5, ops[i+1]%8)
-			if err := q.core.checkInvariants(); err != nil {
-				t.Fatalf("op %d: %v", i/2, err)
-			}
-			if got, want := q.Len(), len(m.queued); got != want {
-				t.Fatalf("op %d: Len() = %d, model has %d", i/2, got, want)
-			}
-			if got := q.ShuttingDown(); got != m.shutdown {
-				t.Fatalf("op %d: ShuttingDown() = %v, model %v", i/2, got, m.shutdown)
-			}
-		}
-	})
+	f.Add([]byte{5, 25, 0, 1, 0, 2, 5, 26, 6, 7, 6, 7, 1, 0, 1, 0, 1, 0})
+	f.Fuzz(fuzzQueue)
 }
 
-// applyOp applies op (0 add, 1 get, 2 done, 3 shut down, 4 done of the
-// smallest key being processed) with key k to both.
-func applyOp(t *testing.T, q *Queue[byte], m *model, op, k byte) {
+func fuzzQueue(t *testing.T, ops []byte) {
+	clk := newFakeClock()
+	flowOf := func(k byte) string { return string(rune('a' + k%3)) }
+	opts := Options[byte]{Clock: clk, FlowKey: flowOf, AgingStep: time.Second}
+	metrics := len(ops)%2 == 1
+	if metrics {
+		opts.Name, opts.Metrics = "fuzz", prometheus.NewRegistry()
+	}
+	q, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.ShutDown()
+	m := newModel(flowOf, time.Second)
+	for i := 0; i+1 < len(ops); i += 2 {
+		applyOp(t, q, m, clk, metrics, ops[i]%7, ops[i+1])
+		if err := q.core.checkInvariants(q.flowKey); err != nil {
+			t.Fatalf("op %d: %v", i/2, err)
+		}
+		if got, want := q.Len(), len(m.band); got != want {
+			t.Fatalf("op %d: Len() = %d, model has %d", i/2, got, want)
+		}
+		if got := q.ShuttingDown(); got != m.shutdown {
+			t.Fatalf("op %d: ShuttingDown() = %v, model %v", i/2, got, m.shutdown)
+		}
+	}
+}
+
+// applyOp applies op with argument arg to both: 0 add, 1 get, 2 done,
+// 3 shut down, 4 done of the smallest key being processed, 5 add at a
+// priority, 6 move the clock. The key is arg%8; op 5's priority is
+// fuzzPriorities[arg/8%4]; op 6 moves the clock by (arg%8+1)/4 s.
+func applyOp(t *testing.T, q *Queue[byte], m *model, clk *fakeClock, metrics bool, op, arg byte) {
 	t.Helper()
+	k := arg % 8
+	stamp := func(prio int) time.Time { return m.stamp(clk.Now(), metrics, prio) }
 	switch op {
 	case 0:
+		m.add(k, 0, stamp(0))
 		q.Add(k)
-		m.add(k)
 	case 1:
-		stepGet(t, q, m)
+		stepGet(t, q, m, stamp(0))
 	case 2:
+		m.done(k, stamp(0))
 		q.Done(k)
-		m.done(k)
 	case 3:
 		q.ShutDown()
 		m.shutdown = true
 	case 4:
 		for pk := range byte(8) {
 			if m.processing[pk] {
+				m.done(pk, stamp(0))
 				q.Done(pk)
-				m.done(pk)
 				break
 			}
 		}
+	case 5:
+		prio := fuzzPriorities[arg/8%4]
+		m.add(k, prio, stamp(prio))
+		q.AddWithOpts(k, AddOpts{Priority: prio})
+	case 6:
+		clk.step(time.Duration(k+1) * time.Second / 4)
 	}
 }
 
-func stepGet(t *testing.T, q *Queue[byte], m *model) {
+func stepGet(t *testing.T, q *Queue[byte], m *model, now time.Time) {
 	t.Helper()
-	if len(m.queued) == 0 && !m.shutdown {
+	if len(m.band) == 0 && !m.shutdown {
 		return // Get would block
 	}
 	got, shutdown := q.Get()
-	if len(m.queued) == 0 {
+	want, ok := m.get(now)
+	if !ok {
 		if !shutdown {
 			t.Fatalf("Get() = %d, false; model is shut down and empty", got)
 		}
 		return
 	}
-	want := m.queued[0]
-	m.queued = m.queued[1:]
-	m.processing[want] = true
 	if got != want || shutdown {
 		t.Fatalf("Get() = %d, %v; model hands out %d", got, shutdown, want)
 	}

@@ -5,14 +5,16 @@ import (
 	"time"
 )
 
-// waiting is a key and the time it becomes ready.
+// waiting is a key, the time it becomes ready and its priority.
 type waiting[K comparable] struct {
-	key K
-	at  time.Time
+	key  K
+	at   time.Time
+	prio int32
 }
 
 // delayHeap holds delayed keys, earliest first, at most once each: adding a
-// key that is already waiting keeps the earlier of the two times. It is a
+// key that is already waiting keeps the earlier of the two times and the
+// higher of the two priorities. It is a
 // plain type with no lock and no clock; the delay goroutine owns it and
 // passes the time in.
 //
@@ -30,9 +32,11 @@ func newDelayHeap[K comparable]() delayHeap[K] {
 func (h *delayHeap[K]) len() int { return len(h.items) }
 
 // add schedules w.key at w.at, or moves it earlier if it already waits for a
-// later time. A later time for a waiting key is ignored.
+// later time. A later time for a waiting key is ignored; a higher priority
+// is kept.
 func (h *delayHeap[K]) add(w waiting[K]) {
 	if i, ok := h.index[w.key]; ok {
+		h.items[i].prio = max(h.items[i].prio, w.prio)
 		if w.at.Before(h.items[i].at) {
 			h.items[i].at = w.at
 			h.up(i)
@@ -54,9 +58,9 @@ func (h *delayHeap[K]) next() (at time.Time, ok bool) {
 
 // popReady removes and appends to dst every key whose time is not after now,
 // earliest first, and returns dst.
-func (h *delayHeap[K]) popReady(now time.Time, dst []K) []K {
+func (h *delayHeap[K]) popReady(now time.Time, dst []waiting[K]) []waiting[K] {
 	for len(h.items) > 0 && !h.items[0].at.After(now) {
-		dst = append(dst, h.items[0].key)
+		dst = append(dst, h.items[0])
 		h.removeTop()
 	}
 	return dst

@@ -1,6 +1,9 @@
 package workqueue
 
 import (
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +21,7 @@ type metrics struct {
 	depth      prometheus.GaugeFunc
 	unfinished prometheus.GaugeFunc
 	longest    prometheus.GaugeFunc
+	bands      *bandMetrics
 }
 
 // progress is what the scrape-time gauges read from the queue.
@@ -26,6 +30,8 @@ type progress interface {
 	// inFlight returns the total and the longest time keys handed out and
 	// not yet done have been processed, in seconds.
 	inFlight() (total, longest float64)
+	// bands returns the bands holding keys, and the time now.
+	bands() ([]BandState, time.Time)
 }
 
 // durationBuckets spans 1 ns to 10 s, ten buckets, a factor of 10 apart.
@@ -55,11 +61,12 @@ func newMetrics(name string, p progress) *metrics {
 		longest: prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("longest_running_processor_seconds",
 			"Seconds the longest-running worker has been processing its key.")),
 			func() float64 { _, longest := p.inFlight(); return longest }),
+		bands: newBandMetrics(name, p),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.adds, m.retries, m.queueWait, m.work, m.depth, m.unfinished, m.longest}
+	return []prometheus.Collector{m.adds, m.retries, m.queueWait, m.work, m.depth, m.unfinished, m.longest, m.bands}
 }
 
 // Describe implements prometheus.Collector.
@@ -100,4 +107,88 @@ func (m *metrics) finished(took time.Duration) {
 	if m != nil {
 		m.work.Observe(took.Seconds())
 	}
+}
+
+// maxBandLabels caps the values of the band metrics' "priority" label: the
+// first maxBandLabels-1 priorities a scrape sees get their own value, and
+// every later one is reported under "other", so a caller that uses many
+// priorities cannot grow the series without bound.
+const maxBandLabels = 8
+
+// bandMetrics reports, per priority band, workqueue_band_depth (keys
+// waiting) and workqueue_band_oldest_seconds (how long the band's oldest
+// key has waited), computed when scraped. A band that once had its own
+// label keeps reporting it, as 0 when empty.
+type bandMetrics struct {
+	p      progress
+	depth  *prometheus.Desc
+	oldest *prometheus.Desc
+
+	mu     sync.Mutex // guards labels and other
+	labels []int      // priorities with their own label value, in the order first seen
+	other  bool       // whether "other" has been reported
+}
+
+func newBandMetrics(name string, p progress) *bandMetrics {
+	labels := prometheus.Labels{"name": name}
+	return &bandMetrics{
+		p: p,
+		depth: prometheus.NewDesc("workqueue_band_depth",
+			"Current number of keys waiting in the work queue at one priority (label \"other\": the priorities beyond the label cap).",
+			[]string{"priority"}, labels),
+		oldest: prometheus.NewDesc("workqueue_band_oldest_seconds",
+			"How long in seconds the oldest key waiting at one priority has waited.",
+			[]string{"priority"}, labels),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (b *bandMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- b.depth
+	ch <- b.oldest
+}
+
+// Collect implements prometheus.Collector.
+func (b *bandMetrics) Collect(ch chan<- prometheus.Metric) {
+	bands, now := b.p.bands()
+	type row struct {
+		depth  int
+		oldest float64
+	}
+	rows := map[string]row{}
+	b.mu.Lock()
+	for _, p := range b.labels {
+		rows[strconv.Itoa(p)] = row{}
+	}
+	if b.other {
+		rows["other"] = row{}
+	}
+	for _, s := range bands {
+		label := b.labelLocked(s.Priority)
+		r := rows[label]
+		r.depth += s.Depth
+		if !s.Oldest.IsZero() {
+			r.oldest = max(r.oldest, now.Sub(s.Oldest).Seconds())
+		}
+		rows[label] = r
+	}
+	b.mu.Unlock()
+	for label, r := range rows {
+		ch <- prometheus.MustNewConstMetric(b.depth, prometheus.GaugeValue, float64(r.depth), label)
+		ch <- prometheus.MustNewConstMetric(b.oldest, prometheus.GaugeValue, r.oldest, label)
+	}
+}
+
+// labelLocked returns the label value of priority p, giving it one of its
+// own while fewer than maxBandLabels-1 priorities have one.
+func (b *bandMetrics) labelLocked(p int) string {
+	if slices.Contains(b.labels, p) {
+		return strconv.Itoa(p)
+	}
+	if len(b.labels) < maxBandLabels-1 {
+		b.labels = append(b.labels, p)
+		return strconv.Itoa(p)
+	}
+	b.other = true
+	return "other"
 }

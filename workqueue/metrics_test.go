@@ -1,6 +1,7 @@
 package workqueue
 
 import (
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -164,4 +165,63 @@ func TestQueue_NoMetricsReadsNoClock(t *testing.T) {
 	if n := clk.nowCalls(); n != 0 {
 		t.Fatalf("Add, Get and Done read the clock %d times with metrics off, want 0", n)
 	}
+}
+
+// bandSamples gathers the band metric family and returns value by priority
+// label for queue.
+func bandSamples(t *testing.T, reg *prometheus.Registry, family, queue string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != family {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["name"] == queue {
+				out[labels["priority"]] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+func TestQueue_BandMetricsReportDepthAndOldestAgeWithCappedLabels(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		q := newTestQueue(t, Options[string]{Name: "q", Metrics: reg})
+		q.AddWithOpts("ns/low", AddOpts{Priority: LowPriority})
+		time.Sleep(3 * time.Second)
+		q.Add("ns/a")
+		q.Add("ns/b")
+		time.Sleep(time.Second)
+		if got, want := fmt.Sprint(bandSamples(t, reg, "workqueue_band_depth", "q")), "map[-100:1 0:2]"; got != want {
+			t.Errorf("band depth = %s, want %s", got, want)
+		}
+		if got, want := fmt.Sprint(bandSamples(t, reg, "workqueue_band_oldest_seconds", "q")), "map[-100:4 0:1]"; got != want {
+			t.Errorf("band oldest = %s, want %s", got, want)
+		}
+		for p := 1; p <= 10; p++ { // more priorities than labels
+			q.AddWithOpts(fmt.Sprintf("ns/p%d", p), AddOpts{Priority: p})
+		}
+		depth := bandSamples(t, reg, "workqueue_band_depth", "q")
+		if len(depth) != maxBandLabels || depth["other"] != 5 {
+			t.Errorf("band depth = %v, want %d labels, 5 keys under \"other\"", depth, maxBandLabels)
+		}
+		for range 13 {
+			k, _ := q.Get()
+			q.Done(k)
+		}
+		depth = bandSamples(t, reg, "workqueue_band_depth", "q")
+		if len(depth) != maxBandLabels || depth["0"] != 0 || depth["other"] != 0 {
+			t.Errorf("band depth of an empty queue = %v, want every label kept at 0", depth)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -25,10 +26,25 @@ type Options[K comparable] struct {
 	// calls, so it need not be safe for concurrent use, but it must not be
 	// shared with another queue. Default: DefaultControllerRateLimiter[K]().
 	RateLimiter RateLimiter[K]
-	// Clock is the source of time for delays and metrics. Default: the
-	// system clock.
+	// Clock is the source of time for delays, aging and metrics. Default:
+	// the system clock.
 	Clock Clock
+	// FlowKey names the flow of a key: within a priority band, flows take
+	// turns, one key each. It is called without the queue's lock on every
+	// add, so it must be cheap, and it must always give a key the same
+	// flow. Default: the namespace of "namespace/name" string keys and of
+	// struct keys with a string Namespace field (object.ObjectName); keys
+	// of other types share one flow.
+	FlowKey func(K) string
+	// AgingStep is how long a key must wait for its effective priority to
+	// rise by one; see AddOpts.Priority. Values <= 0 mean the default.
+	// Default: 100ms, so a LowPriority key takes turns with priority-0
+	// keys once it has waited 10s.
+	AgingStep time.Duration
 }
+
+// DefaultAgingStep is Options.AgingStep's default.
+const DefaultAgingStep = 100 * time.Millisecond
 
 func (o Options[K]) withDefaults() Options[K] {
 	if o.RateLimiter == nil {
@@ -37,7 +53,45 @@ func (o Options[K]) withDefaults() Options[K] {
 	if o.Clock == nil {
 		o.Clock = realClock{}
 	}
+	if o.FlowKey == nil {
+		o.FlowKey = defaultFlowKey[K]()
+	}
+	if o.AgingStep <= 0 {
+		o.AgingStep = DefaultAgingStep
+	}
 	return o
+}
+
+// LowPriority is the priority for background work, such as the keys of an
+// informer's initial list and of resyncs: below Add's 0, and aged up to it
+// after 100 aging steps (10s by default). See AddOpts.Priority.
+const LowPriority = -100
+
+// AddOpts are the options of AddWithOpts. The zero value is a plain Add.
+type AddOpts struct {
+	// Priority orders the keys waiting at once: 0 is Add's, negative is
+	// background work (LowPriority), positive is urgent. Keys of one
+	// priority form a band; within a band, flows (see Options.FlowKey)
+	// take turns, one key each, and each flow is first in, first out, so
+	// a flow with one key waits for one key of each other flow, not for
+	// all of them.
+	//
+	// Across bands the highest goes first, with aging: once the oldest
+	// key of a band of priority q has waited (p - q) * Options.AgingStep,
+	// where p is the highest priority waiting, that band takes turns with
+	// band p (and with every other band so aged), one key each, until it
+	// has no key that old left. That is the bound: under any load of
+	// higher-priority keys, a band waits at most (p - q) * AgingStep before
+	// it gets at least one of every n hand-outs (n the number of bands
+	// waiting). Use a few bands, not many values.
+	Priority int
+	// After delays the add; an add that is due later changes nothing in
+	// the queue until then. A key waiting for two delayed adds keeps the
+	// earlier time and the higher priority. After <= 0 adds now.
+	After time.Duration
+	// RateLimited delays the add by what the queue's RateLimiter gives the
+	// key (at least After) and counts a retry, as AddRateLimited does.
+	RateLimited bool
 }
 
 // Queue is a work queue of keys for controllers: producers Add keys that
@@ -57,6 +111,7 @@ type Queue[K comparable] struct {
 	metrics *metrics // nil when metrics are off
 	reg     prometheus.Registerer
 	delay   *delayer[K]
+	flowKey func(K) string
 
 	// mu guards core, shuttingDown and drainedClosed; cond (on mu) wakes
 	// workers blocked in Get. Invariant: drained is closed exactly when
@@ -82,12 +137,13 @@ func New[K comparable](opts Options[K]) (*Queue[K], error) {
 	opts = opts.withDefaults()
 	q := &Queue[K]{
 		clock:   opts.Clock,
-		core:    newCore[K](opts.Metrics != nil),
 		drained: make(chan struct{}),
 		limiter: opts.RateLimiter,
+		flowKey: opts.FlowKey,
 	}
+	q.core.init(opts.Metrics != nil, opts.AgingStep)
 	q.cond.L = &q.mu
-	q.delay = newDelayer(opts.Clock, q.Add)
+	q.delay = newDelayer(opts.Clock, q.add)
 	if opts.Metrics != nil {
 		if opts.Name == "" {
 			return nil, errors.New("workqueue: Options.Metrics needs Options.Name")
@@ -101,10 +157,13 @@ func New[K comparable](opts Options[K]) (*Queue[K], error) {
 	return q, nil
 }
 
-// now returns the time for the bookkeeping, or the zero time when metrics
-// are off and nobody will read it.
+// now returns the time for the bookkeeping, or the zero time when nobody
+// will read it: metrics are off and at most one band is waiting, so no band
+// ages. Aging needs Get and Done to move the core's time forward too, or a
+// burst of higher-priority keys added at once would hold a low band back
+// until it drained, whatever its wait.
 func (q *Queue[K]) now() time.Time {
-	if q.metrics == nil {
+	if q.metrics == nil && !q.core.multi.Load() {
 		return time.Time{}
 	}
 	return q.clock.Now()
@@ -113,14 +172,29 @@ func (q *Queue[K]) now() time.Time {
 // Add queues k unless it is already waiting. If a worker holds k, k is
 // handed out again after that worker calls Done. Add is ignored after
 // ShutDown. It does not block (beyond a short lock); safe for concurrent use.
-func (q *Queue[K]) Add(k K) {
-	now := q.now()
+func (q *Queue[K]) Add(k K) { q.add(k, 0) }
+
+// clampPriority fits a priority into the 32 bits the queue keeps.
+func clampPriority(p int) int32 {
+	return int32(min(max(p, math.MinInt32), math.MaxInt32))
+}
+
+// add is Add at priority prio. It reads the clock only when something will
+// use the time: metrics, a band other than 0, or two bands waiting.
+func (q *Queue[K]) add(k K, prio int32) {
+	var now time.Time
+	if prio != 0 {
+		now = q.clock.Now()
+	} else {
+		now = q.now()
+	}
+	flow := q.flowKey(k)
 	q.mu.Lock()
 	if q.shuttingDown {
 		q.mu.Unlock()
 		return
 	}
-	dirtied, queued := q.core.add(k, now)
+	dirtied, queued := q.core.add(k, prio, flow, now)
 	q.mu.Unlock()
 	if queued {
 		q.cond.Signal()
@@ -136,7 +210,7 @@ func (q *Queue[K]) Add(k K) {
 // only once none is left. Safe for concurrent use.
 func (q *Queue[K]) Get() (k K, shutdown bool) {
 	q.mu.Lock()
-	for q.core.queued() == 0 && !q.shuttingDown {
+	for q.core.queued == 0 && !q.shuttingDown {
 		q.cond.Wait()
 	}
 	now := q.now() // after waiting: the key is handed out now
@@ -158,7 +232,7 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 func (q *Queue[K]) Done(k K) {
 	now := q.now()
 	q.mu.Lock()
-	started, requeued, ok := q.core.done(k)
+	started, requeued, ok := q.core.done(k, now)
 	q.closeIfDrainedLocked()
 	q.mu.Unlock()
 	if requeued {
@@ -174,7 +248,7 @@ func (q *Queue[K]) Done(k K) {
 func (q *Queue[K]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.core.queued()
+	return q.core.queued
 }
 
 // ShuttingDown reports whether ShutDown or ShutDownWithDrain has been
@@ -248,22 +322,62 @@ func (q *Queue[K]) closeIfDrainedLocked() {
 // by ShutDown. AddAfter never blocks on the delay goroutine (its intake is
 // unbounded); safe for concurrent use.
 func (q *Queue[K]) AddAfter(k K, d time.Duration) {
-	if d <= 0 {
-		q.Add(k)
-		return
-	}
-	q.delay.after(k, q.clock.Now().Add(d))
+	q.AddWithOpts(k, AddOpts{After: d})
 }
 
 // AddRateLimited adds k after the delay the rate limiter gives it now, and
 // counts a retry. It does not block; safe for concurrent use.
 func (q *Queue[K]) AddRateLimited(k K) {
+	q.AddWithOpts(k, AddOpts{RateLimited: true})
+}
+
+// AddWithOpts adds k at a priority, after a delay or rate limited; see
+// AddOpts. A key already waiting keeps the higher priority (moving to the
+// back of its flow in the higher band) and the earlier time. It does not
+// block; safe for concurrent use.
+func (q *Queue[K]) AddWithOpts(k K, o AddOpts) {
+	d := o.After
+	if !o.RateLimited && d <= 0 {
+		q.add(k, clampPriority(o.Priority))
+		return
+	}
 	now := q.clock.Now()
-	q.limitMu.Lock()
-	d := q.limiter.When(k, now)
-	q.limitMu.Unlock()
-	q.metrics.retried()
-	q.AddAfter(k, d)
+	if o.RateLimited {
+		q.limitMu.Lock()
+		d = max(d, q.limiter.When(k, now))
+		q.limitMu.Unlock()
+		q.metrics.retried()
+	}
+	if d <= 0 {
+		q.add(k, clampPriority(o.Priority))
+		return
+	}
+	q.delay.after(k, clampPriority(o.Priority), now.Add(d))
+}
+
+// AddWithPriority is AddWithOpts(k, AddOpts{Priority: priority}). Its
+// arguments are plain types, so packages that do not import workqueue can
+// declare it in an interface (handler.PriorityAdder); safe for concurrent
+// use.
+func (q *Queue[K]) AddWithPriority(k K, priority int) { q.add(k, clampPriority(priority)) }
+
+// BandState describes the keys waiting at one priority.
+type BandState struct {
+	Priority int
+	// Depth is the number of keys waiting at Priority.
+	Depth int
+	// Oldest is when the oldest of them was queued, or zero if the queue
+	// did not read the clock for it (it does only with metrics on or when
+	// two bands wait at once).
+	Oldest time.Time
+}
+
+// Bands returns the bands that hold keys, highest priority first: a
+// snapshot the caller owns. Safe for concurrent use.
+func (q *Queue[K]) Bands() []BandState {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.core.bandStates()
 }
 
 // Forget makes the rate limiter forget k's failures and free what it held
@@ -291,6 +405,14 @@ func (p *queueProgress[K]) depth() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.core.dirty)
+}
+
+func (p *queueProgress[K]) bands() ([]BandState, time.Time) {
+	q := (*Queue[K])(p)
+	now := q.clock.Now()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.core.bandStates(), now
 }
 
 func (p *queueProgress[K]) inFlight() (total, longest float64) {

@@ -106,7 +106,7 @@ func TestQueue_Guarantees(t *testing.T) {
 			q := newTestQueue(t, Options[string]{})
 			for _, s := range tc.steps {
 				s(t, q)
-				if err := q.core.checkInvariants(); err != nil {
+				if err := q.core.checkInvariants(q.flowKey); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -39,10 +39,17 @@ type Scenario struct {
 	Name    string
 	Doc     string // what is measured, on which input, by which code path
 	Metrics []Metric
-	// Run runs the scenario once for side (Ctrlkit or ClientGo) and
-	// returns its measurements, or an error if the result was wrong.
+	// Run runs the scenario once for side (Ctrlkit, ClientGo or one of
+	// Extra) and returns its measurements, or an error if the result was
+	// wrong.
 	Run func(ctx context.Context, side string) (Result, error)
+	// Extra names more sides to compare ctrlkit with (ControllerRuntime):
+	// each runs every round, and Markdown adds a row per metric for it.
+	Extra []string
 }
+
+// ControllerRuntime is an extra side: sigs.k8s.io/controller-runtime.
+const ControllerRuntime = "controller-runtime"
 
 // Summary is the outcome of all rounds of one scenario.
 type Summary struct {
@@ -53,16 +60,17 @@ type Summary struct {
 	Median   map[string]map[string]float64    `json:"median"` // side -> metric -> median
 	Spread   map[string]map[string][2]float64 `json:"spread"` // side -> metric -> [min, max]
 	Metrics  []Metric                         `json:"metrics"`
+	Extra    []string                         `json:"extra,omitempty"`
 }
 
 // Run runs every round of s, alternating the order of the sides, and
 // summarises. It stops at the first failed run.
 func Run(ctx context.Context, s Scenario, rounds int, progress io.Writer) (Summary, error) {
-	sum := Summary{Scenario: s.Name, Doc: s.Doc, Rounds: rounds, Metrics: s.Metrics, Runs: map[string][]Result{}}
+	sum := Summary{Scenario: s.Name, Doc: s.Doc, Rounds: rounds, Metrics: s.Metrics, Extra: s.Extra, Runs: map[string][]Result{}}
 	for round := range rounds {
-		order := []string{Ctrlkit, ClientGo, AA}
+		order := append([]string{Ctrlkit, ClientGo, AA}, s.Extra...)
 		if round%2 == 1 {
-			order = []string{AA, ClientGo, Ctrlkit}
+			slices.Reverse(order)
 		}
 		for _, side := range order {
 			impl := side
@@ -129,6 +137,16 @@ func Markdown(w io.Writer, sums []Summary) error {
 				num(s.Median[ClientGo][m.Name]), num(s.Spread[ClientGo][m.Name][0]), num(s.Spread[ClientGo][m.Name][1]),
 				ratio(r), ratio(aa))
 		}
+		for _, side := range s.Extra {
+			for _, m := range s.Metrics {
+				_, aa := s.Ratio(m.Name)
+				fmt.Fprintf(&b, "| %s, vs %s | %s (%s, %s is better) | %s (%s–%s) | %s (%s–%s) | %s | %s |\n",
+					s.Scenario, side, m.Name, m.Unit, m.Better,
+					num(s.Median[Ctrlkit][m.Name]), num(s.Spread[Ctrlkit][m.Name][0]), num(s.Spread[Ctrlkit][m.Name][1]),
+					num(s.Median[side][m.Name]), num(s.Spread[side][m.Name][0]), num(s.Spread[side][m.Name][1]),
+					ratio(s.Median[Ctrlkit][m.Name]/s.Median[side][m.Name]), ratio(aa))
+			}
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -145,6 +163,9 @@ func JSON(w io.Writer, sums []Summary) error {
 func ratio(r float64) string {
 	if math.IsNaN(r) || math.IsInf(r, 0) {
 		return "n/a"
+	}
+	if r < 0.1 {
+		return fmt.Sprintf("%.4f", r)
 	}
 	return fmt.Sprintf("%.2f", r)
 }

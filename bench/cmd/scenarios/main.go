@@ -29,7 +29,7 @@ func main() {
 
 func run() error {
 	rounds := flag.Int("rounds", 3, "rounds per scenario; each round runs ctrlkit, client-go and client-go again (A/A)")
-	only := flag.String("only", "S1,S2,S3,S4,S5", "comma-separated scenarios to run")
+	only := flag.String("only", "S1,S2,S3,S4,S5,S6,S7", "comma-separated scenarios to run")
 	out := flag.String("json", "scenarios.json", "where to write every run as JSON")
 	s1Objects := flag.Int("s1-objects", 100000, "S1: ConfigMaps in the initial list")
 	s1Events := flag.Int("s1-events", 500000, "S1: watch events after the list")
@@ -38,6 +38,7 @@ func run() error {
 	keys := flag.Int("keys", 10000, "S3: distinct keys")
 	adds := flag.Int("adds", 2000000, "S3: adds")
 	objects := flag.Int("objects", 20000, "S5: objects in the API server")
+	backlog := flag.Int("backlog", 100000, "S6, S7: keys added at once (namespace A's, the initial list's)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -54,6 +55,12 @@ func run() error {
 	}
 	if strings.Contains(*only, "S4") {
 		scenarios = append(scenarios, scenario.Relist(scenario.RelistConfig{Objects: *s4Objects, Namespaces: 100}))
+	}
+	if strings.Contains(*only, "S6") {
+		scenarios = append(scenarios, scenario.NoisyNeighbour(scenario.FairConfig{Backlog: *backlog}))
+	}
+	if strings.Contains(*only, "S7") {
+		scenarios = append(scenarios, scenario.Startup(scenario.FairConfig{Backlog: *backlog}))
 	}
 	if strings.Contains(*only, "S5") {
 		s, cleanup, err := serverScenario(ctx, *objects)

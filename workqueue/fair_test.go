@@ -1,0 +1,233 @@
+package workqueue
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var fairSeed = flag.Uint64("fairseed", 0, "run TestQueue_RandomPrioritiesDelaysAndShutDownsLoseNoKey with this seed only")
+
+func TestQueue_FlowsOfABandTakeTurns(t *testing.T) {
+	q := newTestQueue(t, Options[string]{})
+	for i := range 1000 {
+		q.Add(fmt.Sprintf("noisy/k%d", i))
+	}
+	q.Add("quiet/a")
+	q.Add("other/b")
+	var got []string
+	for range 4 {
+		k, _ := q.Get()
+		got = append(got, k)
+		q.Done(k)
+	}
+	if want := "[noisy/k0 quiet/a other/b noisy/k1]"; fmt.Sprint(got) != want {
+		t.Fatalf("handed out %v, want %s: each flow gets one turn in a round", got, want)
+	}
+}
+
+func TestQueue_AQueuedKeyKeepsTheHigherPriorityAndTheEarlierTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newTestQueue(t, Options[string]{})
+		q.AddWithOpts("ns/a", AddOpts{Priority: LowPriority})
+		q.AddWithOpts("ns/b", AddOpts{Priority: LowPriority})
+		q.AddWithOpts("ns/b", AddOpts{Priority: 5}) // moves up
+		q.AddWithOpts("ns/a", AddOpts{Priority: LowPriority - 1})
+		q.AddWithOpts("ns/c", AddOpts{After: time.Minute, Priority: 1})
+		q.AddWithOpts("ns/c", AddOpts{After: time.Second, Priority: -1}) // earlier time, lower priority
+		time.Sleep(time.Second)
+		synctest.Wait()
+		want := []BandState{{Priority: 5, Depth: 1}, {Priority: 1, Depth: 1}, {Priority: LowPriority, Depth: 1}}
+		got := q.Bands()
+		for i := range got {
+			got[i].Oldest = time.Time{}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("bands after 1s = %v, want %v", got, want)
+		}
+		for _, k := range []string{"ns/b", "ns/c", "ns/a"} {
+			get(k)(t, q)
+		}
+	})
+}
+
+// TestQueue_AgingBoundsTheWaitOfLowerBands keeps two workers busy (50µs a
+// key) with a flood of keys at priority top, far more than they can handle,
+// and checks that a key added meanwhile at each lower priority p is handed
+// out once it has waited (top - p) * AgingStep, not before, and at most one
+// hand-out (one key's work) later.
+func TestQueue_AgingBoundsTheWaitOfLowerBands(t *testing.T) {
+	const step, work = 10 * time.Millisecond, 50 * time.Microsecond
+	for _, tc := range []struct {
+		name    string
+		top     int
+		watched []int // priorities of the keys watched
+	}{
+		{"a low key under a load of priority 0", 0, []int{LowPriority}},
+		{"two lower bands under a load of priority 10", 10, []int{0, LowPriority}},
+		{"a band one step below", 1, []int{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				q := newTestQueue(t, Options[int]{AgingStep: step})
+				handed := map[int]time.Time{}
+				var mu sync.Mutex
+				wait := runWorkers(q, 2, func(k int) {
+					if k < 0 {
+						mu.Lock()
+						handed[k] = time.Now()
+						mu.Unlock()
+					}
+					time.Sleep(work)
+				})
+				start := time.Now()
+				for i, p := range tc.watched {
+					q.AddWithOpts(-1-i, AddOpts{Priority: p})
+				}
+				longest := time.Duration(tc.top-tc.watched[len(tc.watched)-1]) * step
+				// The flood: 8 keys every 100µs (the workers take 4), in 4 flows.
+				for n := 0; time.Since(start) < longest+10*time.Millisecond; n++ {
+					for j := range 8 {
+						q.AddWithOpts(8*n+j, AddOpts{Priority: tc.top})
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+				if q.Len() < 500 {
+					t.Errorf("the flood left %d keys queued; it must outpace the workers", q.Len())
+				}
+				q.ShutDown()
+				for q.Len() > 0 { // drain the flood without the workers' pace
+					k, _ := q.Get()
+					q.Done(k)
+				}
+				wait()
+				for i, p := range tc.watched {
+					bound := time.Duration(tc.top-p) * step
+					at, ok := handed[-1-i]
+					if !ok {
+						t.Errorf("the key at priority %d was never handed out (bound %v)", p, bound)
+						continue
+					}
+					if waited := at.Sub(start); waited < bound || waited > bound+work {
+						t.Errorf("the key at priority %d waited %v under load, want between %v and %v", p, waited, bound, bound+work)
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestQueue_RandomPrioritiesDelaysAndShutDownsLoseNoKey(t *testing.T) {
+	seeds := []uint64{*fairSeed}
+	if *fairSeed == 0 {
+		seeds = nil
+		for s := range uint64(40) {
+			seeds = append(seeds, s+1)
+		}
+	}
+	for _, seed := range seeds {
+		for _, early := range []bool{false, true} {
+			t.Run(fmt.Sprintf("seed %d, shut down early %v", seed, early), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { randomRun(t, seed, early) })
+			})
+		}
+	}
+}
+
+// randomRun has 3 producers add 32 keys in 4 flows at random priorities,
+// some delayed, some rate limited, while 3 workers (which re-add some keys
+// while holding them) process them. With early set, the queue is shut down
+// while producers run: every plain add that returned before ShutDown must
+// still be processed after it. Otherwise the queue is drained once every
+// delay has passed: every add must be processed after it. No key may be
+// held by two workers at once, and nothing may be left running.
+func randomRun(t *testing.T, seed uint64, early bool) {
+	t.Logf("seed %d (rerun with -fairseed %d)", seed, seed)
+	const keys = 32
+	q := newTestQueue(t, Options[int]{
+		AgingStep:   time.Millisecond,
+		FlowKey:     func(k int) string { return fmt.Sprint(k % 4) },
+		RateLimiter: NewItemExponential[int](time.Millisecond, 20*time.Millisecond),
+	})
+	tr := newTracker(t, keys)
+	var returned [keys]atomic.Int64 // plain adds that returned, per key
+	prios := []int{LowPriority, -1, 0, 3}
+	add := func(rnd *rand.Rand, k int) {
+		o := AddOpts{Priority: prios[rnd.IntN(len(prios))]}
+		switch rnd.IntN(4) {
+		case 0:
+			o.After = time.Duration(rnd.IntN(5000)) * time.Microsecond
+		case 1:
+			o.RateLimited = true
+		}
+		tr.adds[k].Add(1)
+		q.AddWithOpts(k, o)
+		if !o.RateLimited && o.After == 0 {
+			returned[k].Add(1)
+		}
+	}
+	var producing atomic.Bool
+	producing.Store(true)
+	var rndMu sync.Mutex
+	workRnd := rand.New(rand.NewPCG(seed, 1000))
+	wait := runWorkers(q, 3, func(k int) {
+		tr.work(k)
+		rndMu.Lock()
+		if producing.Load() && workRnd.IntN(4) == 0 {
+			add(workRnd, k) // re-added while held: queued again at Done
+		}
+		d := time.Duration(workRnd.IntN(200)) * time.Microsecond
+		rndMu.Unlock()
+		time.Sleep(d)
+	})
+	var producers sync.WaitGroup
+	for p := range 3 {
+		producers.Go(func() {
+			rnd := rand.New(rand.NewPCG(seed, 100+uint64(p)))
+			for range 300 {
+				add(rnd, rnd.IntN(keys))
+				time.Sleep(time.Duration(rnd.IntN(100)) * time.Microsecond)
+			}
+		})
+	}
+	var must [keys]int64
+	if early {
+		time.Sleep(time.Duration(rand.New(rand.NewPCG(seed, 0)).IntN(20000)) * time.Microsecond)
+		for k := range must {
+			must[k] = returned[k].Load()
+		}
+		q.ShutDown()
+	} else {
+		producers.Wait()
+		producing.Store(false)
+		time.Sleep(time.Second) // every delay and backoff has passed
+		synctest.Wait()
+	}
+	if err := q.ShutDownWithDrain(t.Context()); err != nil {
+		t.Fatalf("ShutDownWithDrain: %v", err)
+	}
+	producers.Wait()
+	wait()
+	q.mu.Lock()
+	err := q.core.checkInvariants(q.flowKey)
+	q.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys {
+		want := tr.adds[k].Load()
+		if early {
+			want = must[k]
+		}
+		// covered counts the adds begun before the processing started, so
+		// it may exceed the adds that returned.
+		if got := tr.covered[k]; got < want {
+			t.Errorf("key %d: its last processing started after %d adds, want at least %d: an add was lost", k, got, want)
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package workqueue
+
+import (
+	"fmt"
+	"time"
+)
+
+// checkInvariants returns an error describing the first broken invariant
+// of core (see its doc); flowOf gives each key's flow.
+func (c *core[K]) checkInvariants(flowOf func(K) string) error {
+	queued := 0
+	for k, e := range c.dirty {
+		_, proc := c.processing[k]
+		_, re := c.readded[k]
+		if (e.seq == 0) != proc || proc != re {
+			return fmt.Errorf("workqueue: dirty key %v: seq %d, processing %v, in readded %v", k, e.seq, proc, re)
+		}
+		if e.seq != 0 {
+			queued++
+		}
+	}
+	if len(c.readded) != len(c.dirty)-queued {
+		return fmt.Errorf("workqueue: %d keys in readded, want %d", len(c.readded), len(c.dirty)-queued)
+	}
+	if queued != c.queued {
+		return fmt.Errorf("workqueue: %d queued keys, counted %d", queued, c.queued)
+	}
+	live := 0
+	for p, b := range c.bands {
+		if b.prio != p {
+			return fmt.Errorf("workqueue: band %d filed under %d", b.prio, p)
+		}
+		if err := c.checkBand(b, flowOf); err != nil {
+			return err
+		}
+		live += b.live
+	}
+	if live != c.queued {
+		return fmt.Errorf("workqueue: bands hold %d live keys, want %d", live, c.queued)
+	}
+	if err := c.checkActive(); err != nil {
+		return err
+	}
+	return c.checkStamps()
+}
+
+// checkBand checks b's flows, turns, live counts and age buckets against
+// dirty.
+func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
+	inTurns := map[*flow[K]]bool{}
+	for _, f := range b.turns.items() {
+		if inTurns[f] || !f.inTurns || f.keys.len() == 0 || b.flows[f.name] != f {
+			return fmt.Errorf("workqueue: band %d: flow %q in turns twice, not marked, empty or not filed", b.prio, f.name)
+		}
+		inTurns[f] = true
+	}
+	idle, live := 0, 0
+	buckets := map[uint32]int{}
+	for name, f := range b.flows {
+		if f.name != name || f.inTurns != inTurns[f] || (f.keys.len() > 0) != f.inTurns {
+			return fmt.Errorf("workqueue: band %d: flow %q filed as %q, in turns %v, marked %v, %d elements",
+				b.prio, f.name, name, inTurns[f], f.inTurns, f.keys.len())
+		}
+		if !f.inTurns {
+			idle++
+		}
+		n := 0
+		for _, el := range f.keys.items() {
+			buckets[el.bucket]++
+			e, ok := c.dirty[el.key]
+			if !ok || e.seq != el.seq {
+				continue
+			}
+			if int(e.prio) != b.prio || flowOf(el.key) != name {
+				return fmt.Errorf("workqueue: key %v of band %d, flow %q is live in band %d, flow %q",
+					el.key, e.prio, flowOf(el.key), b.prio, name)
+			}
+			n++
+		}
+		if n != f.live {
+			return fmt.Errorf("workqueue: band %d, flow %q: %d live elements, counted %d", b.prio, name, n, f.live)
+		}
+		live += n
+	}
+	if idle != b.idle || live != b.live {
+		return fmt.Errorf("workqueue: band %d: %d idle flows and %d live keys, counted %d and %d", b.prio, idle, live, b.idle, b.live)
+	}
+	if b.live == 0 && (b.turns.len() > 0 || b.ages.buckets.len() > 0) {
+		return fmt.Errorf("workqueue: band %d holds no live key but %d flows in turns, %d age buckets", b.prio, b.turns.len(), b.ages.buckets.len())
+	}
+	return b.ages.check(buckets)
+}
+
+// check compares the buckets' counts with want (bucket id -> live
+// elements) and checks that their times never go back.
+func (a *ages) check(want map[uint32]int) error {
+	var prev time.Time
+	for i, bk := range a.buckets.items() {
+		id := a.base + uint32(i)
+		if bk.live != want[id] {
+			return fmt.Errorf("workqueue: age bucket %d counts %d, holds %d", id, bk.live, want[id])
+		}
+		delete(want, id)
+		if bk.at.Before(prev) || (i > 0 && bk.at.IsZero()) {
+			return fmt.Errorf("workqueue: age bucket %d at %v after %v", id, bk.at, prev)
+		}
+		prev = bk.at
+	}
+	if a.buckets.len() > 0 && a.buckets.at(0).live == 0 {
+		return fmt.Errorf("workqueue: the front age bucket is empty")
+	}
+	if len(want) > 0 {
+		return fmt.Errorf("workqueue: live elements in %d age buckets that do not exist", len(want))
+	}
+	return nil
+}
+
+// checkActive checks that active holds the bands with live keys, in order.
+func (c *core[K]) checkActive() error {
+	n := 0
+	for _, b := range c.bands {
+		if b.live > 0 {
+			n++
+		}
+	}
+	for i, b := range c.active {
+		if b.live == 0 || c.bands[b.prio] != b || (i > 0 && c.active[i-1].prio <= b.prio) {
+			return fmt.Errorf("workqueue: active band %d: %d live, filed %v, out of order", b.prio, b.live, c.bands[b.prio] == b)
+		}
+	}
+	if n != len(c.active) || c.multi.Load() != (len(c.active) > 1) {
+		return fmt.Errorf("workqueue: %d active bands, %d with live keys, multi %v", len(c.active), n, c.multi.Load())
+	}
+	if c.hot != nil && c.bands[c.hot.prio] != c.hot {
+		return fmt.Errorf("workqueue: the hot band %d is not filed", c.hot.prio)
+	}
+	return nil
+}
+
+// checkStamps checks that stamps has exactly the keys of dirty and processing.
+func (c *core[K]) checkStamps() error {
+	if c.stamps == nil {
+		return nil
+	}
+	if !sameKeys(c.stamps.dirtied, c.dirty) || !sameKeys(c.stamps.started, c.processing) {
+		return fmt.Errorf("workqueue: stamps cover %d dirty and %d processing keys, want %d and %d",
+			len(c.stamps.dirtied), len(c.stamps.started), len(c.dirty), len(c.processing))
+	}
+	return nil
+}
+
+func sameKeys[K comparable, V any](times map[K]time.Time, set map[K]V) bool {
+	if len(times) != len(set) {
+		return false
+	}
+	for k := range set {
+		if _, ok := times[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
