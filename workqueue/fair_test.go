@@ -77,6 +77,16 @@ func TestQueue_AgingBoundsTheWaitOfLowerBands(t *testing.T) {
 				q := newTestQueue(t, Options[int]{AgingStep: step})
 				handed := map[int]time.Time{}
 				var mu sync.Mutex
+				flood := func(n int) {
+					for j := range 8 {
+						q.AddWithOpts(8*n+j, AddOpts{Priority: tc.top})
+					}
+				}
+				flood(0) // before the watched keys, so no idle worker takes them at once
+				start := time.Now()
+				for i, p := range tc.watched {
+					q.AddWithOpts(-1-i, AddOpts{Priority: p})
+				}
 				wait := runWorkers(q, 2, func(k int) {
 					if k < 0 {
 						mu.Lock()
@@ -85,17 +95,11 @@ func TestQueue_AgingBoundsTheWaitOfLowerBands(t *testing.T) {
 					}
 					time.Sleep(work)
 				})
-				start := time.Now()
-				for i, p := range tc.watched {
-					q.AddWithOpts(-1-i, AddOpts{Priority: p})
-				}
 				longest := time.Duration(tc.top-tc.watched[len(tc.watched)-1]) * step
-				// The flood: 8 keys every 100µs (the workers take 4), in 4 flows.
-				for n := 0; time.Since(start) < longest+10*time.Millisecond; n++ {
-					for j := range 8 {
-						q.AddWithOpts(8*n+j, AddOpts{Priority: tc.top})
-					}
+				// The flood: 8 keys every 100µs (the workers take 4), one flow (int keys).
+				for n := 1; time.Since(start) < longest+10*time.Millisecond; n++ {
 					time.Sleep(100 * time.Microsecond)
+					flood(n)
 				}
 				if q.Len() < 500 {
 					t.Errorf("the flood left %d keys queued; it must outpace the workers", q.Len())

@@ -100,7 +100,9 @@ type AddOpts struct {
 // It guarantees that a key waits at most once (adding a queued key again
 // does nothing), that no two workers hold the same key at once, and that a
 // key added while a worker holds it is handed out again after Done. Keys are
-// handed out in the order they were first added. AddAfter and
+// handed out highest priority first (with aging, so no priority starves),
+// flows (namespaces) taking turns within a priority, and in the order they
+// were first added within a flow; see AddOpts.Priority. AddAfter and
 // AddRateLimited add a key later; Forget and NumRequeues manage the rate
 // limiter's memory of a key's failures.
 //

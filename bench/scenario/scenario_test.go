@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -186,5 +187,38 @@ func profileEvents(b *testing.B, prefix string) func() {
 			b.Error(err)
 		}
 		writeHeap(".heap.end")
+	}
+}
+
+func TestFair_everySideHandsOutEveryKeyOnce(t *testing.T) {
+	cfg := FairConfig{Backlog: 2000, Stream: 20 * time.Millisecond, Work: time.Microsecond}
+	for _, s := range []Scenario{NoisyNeighbour(cfg), Startup(cfg)} {
+		for _, side := range []string{Ctrlkit, ClientGo, ControllerRuntime} {
+			res, err := s.Run(t.Context(), side)
+			if err != nil {
+				t.Fatalf("%s, %s: %v", s.Name, side, err)
+			}
+			if m := s.Metrics; res[m[1].Name] < res[m[0].Name] {
+				t.Errorf("%s, %s: p99 below p50: %v", s.Name, side, res)
+			}
+		}
+	}
+}
+
+func TestMarkdown_addsARowPerExtraSide(t *testing.T) {
+	s := Scenario{Name: "fake", Metrics: []Metric{{Name: "t", Unit: "ms", Better: "lower"}}, Extra: []string{ControllerRuntime},
+		Run: func(_ context.Context, side string) (Result, error) {
+			return Result{"t": map[string]float64{Ctrlkit: 1, ClientGo: 40, ControllerRuntime: 20}[side]}, nil
+		}}
+	sum, err := Run(t.Context(), s, 1, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := Markdown(&b, []Summary{sum}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| fake, vs controller-runtime | t (ms, lower is better) | 1.00 (1.00–1.00) | 20.00 (20.00–20.00) | 0.0500 |") {
+		t.Errorf("table:\n%s", b.String())
 	}
 }
