@@ -49,17 +49,19 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 	c.mu.Lock()
 	c.inFlight[key] = start
 	c.mu.Unlock()
+	c.track.started(key)
 	res, err := c.reconcile(ctx, key)
 	c.mu.Lock()
 	delete(c.inFlight, key)
 	c.mu.Unlock()
 	c.metrics.duration(time.Since(start))
+	c.recordResult(key, err)
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
 		if res.RequeueAfter > 0 {
 			c.metrics.result("requeue_after")
-			c.queue.AddAfter(key, res.RequeueAfter)
+			c.requeue(key, "requeue after", res.RequeueAfter)
 			return
 		}
 		c.metrics.result("success")
@@ -75,8 +77,19 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 	default:
 		c.metrics.result("error")
 		c.opts.Logger.Warn("controller: reconcile failed; retrying with backoff", "name", c.opts.Name, "key", key, "err", err)
+		c.track.retries.Add(1)
+		c.track.note(key, Reason{Event: "retry after error", At: time.Now()})
 		c.queue.AddRateLimited(key)
 	}
+}
+
+// recordResult tells the tracker how a reconcile of key ended.
+func (c *Controller[K]) recordResult(key K, err error) {
+	attempt := 0
+	if err != nil {
+		attempt = c.queue.NumRequeues(key) + 1
+	}
+	c.track.finished(key, err, attempt, time.Now())
 }
 
 // reconcile calls the Reconciler with the key's own context and turns a
@@ -95,6 +108,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) (res Result, err e
 		if v := recover(); v != nil {
 			p := errPanic{value: v, stack: debug.Stack()}
 			c.metrics.panicked()
+			c.track.panics.Add(1)
 			c.opts.Logger.Error("controller: reconcile panicked", "name", c.opts.Name, "key", key, "panic", v, "stack", string(p.stack))
 			res, err = Result{}, p
 		}
