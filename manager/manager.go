@@ -166,8 +166,9 @@ func (f RunnableFunc) Run(ctx context.Context) error { return f(ctx) }
 
 // Manager runs controllers in one process over shared informers, with one
 // Prometheus registry, one logger and one HTTP listener (/metrics, /healthz,
-// /readyz). Build it with New, get informers with Informer, add controllers
-// with NewController, then Run it. Its methods are safe for concurrent use.
+// /readyz, /debug/ctrlkit). Build it with New, get informers with Informer,
+// add controllers with NewController, then Run it. Its methods are safe for
+// concurrent use.
 type Manager struct {
 	cfg      *rest.Config
 	http     *http.Client // shared by every client of the manager
