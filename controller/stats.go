@@ -14,7 +14,8 @@ import (
 type Reason struct {
 	// Event is what happened: "add", "update", "delete", "initial list",
 	// "resync" for an event of Source; "retry after error", "requeue after"
-	// or "held for read-your-writes" for the controller's own requeues.
+	// or "held for read-your-writes" for the controller's own requeues; a
+	// manager adds "its writes are visible (read-your-writes)".
 	Event string
 	// Source names where the event came from (an informer), if anywhere.
 	Source string

@@ -144,7 +144,8 @@ type KeyError struct {
 type Reason struct {
 	// Event is "add", "update", "delete", "initial list", "resync" (of
 	// Source), or the controller's own "retry after error", "requeue
-	// after", "held for read-your-writes".
+	// after", "held for read-your-writes", or the manager's "its writes are
+	// visible (read-your-writes)".
 	Event  string     `json:"event"`
 	Source string     `json:"source,omitempty"`
 	At     time.Time  `json:"at"`

@@ -159,7 +159,9 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	if ryw {
-		m.ledger.OnRelease(func(owner object.ObjectName) { c.Add(owner) })
+		m.ledger.OnRelease(func(owner object.ObjectName) {
+			c.AddBecause(owner, controller.Reason{Event: "its writes are visible (read-your-writes)"})
+		})
 	}
 	var regs []*informer.Registration
 	undo := func() {
