@@ -1,6 +1,6 @@
 # ctrlkit: the two commands a new user needs are "make demo" and "make test".
 GO      ?= go
-MODULES := . testenv bench
+MODULES := . testenv bench e2e
 
 .PHONY: demo test bench apiserver vet fuzz chaos election
 
@@ -8,7 +8,7 @@ MODULES := . testenv bench
 demo:
 	$(GO) run ./cmd/ctrlkit demo
 
-## test: build the API server binary if this machine has none, then go test -race in every module
+## test: build the API server binary if this machine has none, then go test -race in every module (e2e drives Debian's chromium)
 test: apiserver
 	@set -e; for m in $(MODULES); do \
 		echo "== go test -race -shuffle=on ./... in $$m"; \

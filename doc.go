@@ -10,7 +10,8 @@
 //
 // Most users start with package manager, which wires the stages below into a
 // runtime: shared informers by type, controllers built from For, Owns and
-// Watches, /metrics, /healthz and /readyz, one lifecycle.
+// Watches, /metrics, /healthz, /readyz and the live /debug/ctrlkit page, one
+// lifecycle.
 //
 // Packages, one per stage (see ARCHITECTURE.md for what is built today):
 //
@@ -18,6 +19,7 @@
 //   - apply: owner references and create-or-update, the writes controllers make
 //   - election: leader election on a Lease, so one replica of several reconciles
 //   - ledger: read-your-writes, the writes made for each key and the gate that waits for them
+//   - debug: the live /debug/ctrlkit page and its JSON, composed from each stage's Stats snapshot
 //   - listwatch: step 1, the ListerWatcher interface and adapters over client-go's clients
 //   - shard: a replica's share of a resource as hash ranges, filtered by the API server (sharded list and watch)
 //   - reflector: step 1, list and watch forever, recovering from every failure; feeds a Sink
@@ -44,6 +46,7 @@
 //
 //   - testenv: the ctrlkit-apiserver command (kube-apiserver and etcd in one binary) that package apiserver runs
 //   - bench: side-by-side benchmarks with client-go
+//   - e2e: browser tests: the debug page in headless Chromium against the real API server
 //
 // The root package itself holds no code; it documents the layout.
 package ctrlkit

@@ -123,6 +123,7 @@ type Controller[K comparable] struct {
 	opts    Options[K]
 	queue   *workqueue.Queue[K]
 	metrics *metrics
+	track   tracker[K] // for Stats and KeyStats
 
 	mu       sync.Mutex // guards sources, running, synced and inFlight
 	sources  []source
@@ -365,7 +366,7 @@ func (c *Controller[K]) worker(ctx, work context.Context) {
 		if c.opts.Gate != nil {
 			if wait, atMost := c.opts.Gate.Wait(key); wait {
 				c.queue.Done(key)
-				c.queue.AddAfter(key, atMost)
+				c.requeue(key, "held for read-your-writes", atMost, 0)
 				c.metrics.gated()
 				continue
 			}

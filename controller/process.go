@@ -51,17 +51,19 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 	c.mu.Lock()
 	c.inFlight[key] = start
 	c.mu.Unlock()
+	c.track.started(key)
 	res, err := c.reconcile(ctx, key)
 	c.mu.Lock()
 	delete(c.inFlight, key)
 	c.mu.Unlock()
 	c.metrics.duration(time.Since(start))
+	c.recordResult(key, err)
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
 		if res.RequeueAfter > 0 {
 			c.metrics.result("requeue_after")
-			c.queue.AddWithOpts(key, workqueue.AddOpts{After: res.RequeueAfter, Priority: res.Priority})
+			c.requeue(key, "requeue after", res.RequeueAfter, res.Priority)
 			return
 		}
 		c.metrics.result("success")
@@ -77,8 +79,19 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 	default:
 		c.metrics.result("error")
 		c.opts.Logger.Warn("controller: reconcile failed; retrying with backoff", "name", c.opts.Name, "key", key, "err", err)
+		c.track.retries.Add(1)
+		c.track.note(key, Reason{Event: "retry after error", At: time.Now()})
 		c.queue.AddWithOpts(key, workqueue.AddOpts{RateLimited: true, Priority: res.Priority})
 	}
+}
+
+// recordResult tells the tracker how a reconcile of key ended.
+func (c *Controller[K]) recordResult(key K, err error) {
+	attempt := 0
+	if err != nil {
+		attempt = c.queue.NumRequeues(key) + 1
+	}
+	c.track.finished(key, err, attempt, time.Now())
 }
 
 // reconcile calls the Reconciler with the key's own context and turns a
@@ -97,6 +110,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) (res Result, err e
 		if v := recover(); v != nil {
 			p := errPanic{value: v, stack: debug.Stack()}
 			c.metrics.panicked()
+			c.track.panics.Add(1)
 			c.opts.Logger.Error("controller: reconcile panicked", "name", c.opts.Name, "key", key, "panic", v, "stack", string(p.stack))
 			res, err = Result{}, p
 		}

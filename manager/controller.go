@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/debug"
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/object"
@@ -20,8 +21,9 @@ type Controller = controller.Controller[object.ObjectName]
 
 // controllerEntry is a controller the manager runs.
 type controllerEntry struct {
-	c   *Controller
-	run func(context.Context) error
+	c       *Controller
+	run     func(context.Context) error
+	primary debug.Cache // the For source's informer, for /debug/ctrlkit/explain
 }
 
 // Source is where a controller's keys come from: an informer and how its
@@ -33,6 +35,7 @@ type Source interface {
 	register(m *Manager, c *Controller, primary schema.GroupVersionKind) (*informer.Registration, error)
 	isFor() bool
 	kind(m *Manager) (schema.GroupVersionKind, error)
+	cache() debug.Cache
 }
 
 // source is the one implementation of Source.
@@ -77,6 +80,13 @@ func Watches[T Object](inf *informer.SharedIndexInformer[T], mapFn func(T) []obj
 
 func (s *source[T]) isFor() bool { return s.primary }
 
+func (s *source[T]) cache() debug.Cache {
+	if s.inf == nil {
+		return nil
+	}
+	return s.inf
+}
+
 func (s *source[T]) kind(m *Manager) (schema.GroupVersionKind, error) {
 	return m.kindOf(newObject[T]())
 }
@@ -85,10 +95,12 @@ func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVers
 	if s.inf == nil {
 		return nil, errors.New("nil informer")
 	}
-	h := s.toNames(c, primary)
+	a := &reasonAdder{c: c, source: s.inf.Name()}
+	h := s.toNames(a, primary)
 	if len(s.filters) > 0 {
 		h = handler.Filtering[T]{Filter: s.accept, Handler: h}
 	}
+	h = &noting[T]{next: h, a: a}
 	if slices.Contains(m.opts.ReadYourWrites, c.Name()) {
 		h = &observing[T]{next: h, m: m, inf: s.inf.Name()}
 	}
@@ -121,7 +133,7 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 	if err := m.checkController(name, rec, sources); err != nil {
 		return nil, err
 	}
-	primary, err := primaryKind(m, sources)
+	primary, cache, err := primaryKind(m, sources)
 	if err != nil {
 		return nil, fmt.Errorf("manager: controller %s: %w", name, err)
 	}
@@ -147,7 +159,9 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	if ryw {
-		m.ledger.OnRelease(func(owner object.ObjectName) { c.Add(owner) })
+		m.ledger.OnRelease(func(owner object.ObjectName) {
+			c.AddBecause(owner, controller.Reason{Event: "its writes are visible (read-your-writes)"})
+		})
 	}
 	var regs []*informer.Registration
 	undo := func() {
@@ -170,7 +184,7 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 		undo()
 		return nil, fmt.Errorf("manager: controller %s: %w", name, ErrStarted)
 	}
-	m.controllers = append(m.controllers, controllerEntry{c: c, run: c.Run})
+	m.controllers = append(m.controllers, controllerEntry{c: c, run: c.Run, primary: cache})
 	return c, nil
 }
 
@@ -195,21 +209,22 @@ func (m *Manager) checkController(name string, rec controller.Reconciler[object.
 	return nil
 }
 
-// primaryKind returns the kind of the one For source.
-func primaryKind(m *Manager, sources []Source) (schema.GroupVersionKind, error) {
+// primaryKind returns the kind and the informer of the one For source.
+func primaryKind(m *Manager, sources []Source) (schema.GroupVersionKind, debug.Cache, error) {
 	var fors []Source
 	for _, s := range sources {
 		if s == nil {
-			return schema.GroupVersionKind{}, errors.New("nil source")
+			return schema.GroupVersionKind{}, nil, errors.New("nil source")
 		}
 		if s.isFor() {
 			fors = append(fors, s)
 		}
 	}
 	if len(fors) != 1 {
-		return schema.GroupVersionKind{}, fmt.Errorf("want exactly one For source, got %d", len(fors))
+		return schema.GroupVersionKind{}, nil, fmt.Errorf("want exactly one For source, got %d", len(fors))
 	}
-	return fors[0].kind(m)
+	gvk, err := fors[0].kind(m)
+	return gvk, fors[0].cache(), err
 }
 
 // observing tells the manager's ledger about every event of its informer
@@ -246,4 +261,45 @@ func (o *observing[T]) observe(n object.ObjectName) {
 	if gr, ok := o.m.resourceOf(o.inf); ok {
 		o.m.ledger.Observe(gr, n)
 	}
+}
+
+// reasonAdder queues a source's keys in its controller with the event being
+// delivered as the reason (see controller.KeyStats and /debug/ctrlkit).
+// event is set by noting; both are used by the one goroutine that delivers
+// the source's events, so event needs no lock.
+type reasonAdder struct {
+	c      *Controller
+	source string // the informer's name
+	event  string
+}
+
+func (a *reasonAdder) Add(k object.ObjectName) {
+	a.c.AddBecause(k, controller.Reason{Event: a.event, Source: a.source})
+}
+
+// noting records which event it passes on, for its reasonAdder.
+type noting[T Object] struct {
+	next handler.Handler[T]
+	a    *reasonAdder
+}
+
+func (n *noting[T]) OnAdd(obj T, initial bool) {
+	n.a.event = "add"
+	if initial {
+		n.a.event = "initial list"
+	}
+	n.next.OnAdd(obj, initial)
+}
+
+func (n *noting[T]) OnUpdate(old, new T) {
+	n.a.event = "update"
+	if any(old) == any(new) {
+		n.a.event = "resync"
+	}
+	n.next.OnUpdate(old, new)
+}
+
+func (n *noting[T]) OnDelete(d object.Deleted[T]) {
+	n.a.event = "delete"
+	n.next.OnDelete(d)
 }

@@ -7,7 +7,8 @@
 //	manager.NewController(m, "name", rec, controller.Options[object.ObjectName]{}, manager.For(cms))
 //	m.Run(ctx)                                                     // until ctx ends
 //
-// Run binds the listener (/metrics, /healthz, /readyz; pprof if asked),
+// Run binds the listener (/metrics, /healthz, /readyz, the live page of the
+// pipeline /debug/ctrlkit (package debug); pprof if asked),
 // checks that the API server answers, logs each missing RBAC permission,
 // starts the informers, then each controller, whose workers start once its
 // own caches synced. /readyz answers 200 once every informer and controller
@@ -16,6 +17,10 @@
 // taking keys and in-flight reconciles finish within ShutdownTimeout (then
 // are cancelled), then the informers and the listener stop; Run returns once
 // every goroutine has exited.
+//
+// /debug/ctrlkit answers loopback clients only unless Options.DebugToken is
+// set; Run refuses to start on a listener beyond loopback without a token
+// (or DisableDebug), with ErrDebugExposed.
 //
 // Reconcilers receive an object.ObjectName and read the typed, read-only
 // store.Reader of the informers they were given; they write through

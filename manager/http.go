@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ctrlkit/ctrlkit/debug"
 )
 
 // check is a named health or readiness check.
@@ -32,12 +34,18 @@ func (m *Manager) AddReadyCheck(name string, fn func(*http.Request) error) {
 	m.checks = append(m.checks, check{name: name, ready: true, fn: fn})
 }
 
-// handler serves /metrics, the probes if withProbes, and, if enabled, pprof.
+// handler serves /metrics, the probes if withProbes, /debug/ctrlkit unless
+// disabled, and, if enabled, pprof.
 func (m *Manager) handler(withProbes bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.opts.Registry, promhttp.HandlerOpts{Registry: m.opts.Registry}))
 	if withProbes {
 		m.probes(mux)
+	}
+	if !m.opts.DisableDebug {
+		dh := m.debugHandler()
+		mux.Handle(debug.Path, dh)
+		mux.Handle(debug.Path+"/", dh)
 	}
 	if m.opts.EnablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

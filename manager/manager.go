@@ -60,8 +60,8 @@ type Options struct {
 	// and controllers, and is served on /metrics. Default: a new registry
 	// with the Go runtime and process collectors.
 	Registry *prometheus.Registry
-	// HTTPAddr is where /metrics, /healthz and /readyz are served (and
-	// /debug/pprof/ with EnablePprof). "0" serves nothing. Default:
+	// HTTPAddr is where /metrics, /healthz, /readyz and /debug/ctrlkit are
+	// served (and /debug/pprof/ with EnablePprof). "0" serves nothing. Default:
 	// "127.0.0.1:8080", loopback only; ":8080" listens on every interface.
 	HTTPAddr string
 	// HealthAddr, when set, serves /healthz and /readyz on a listener of
@@ -70,6 +70,15 @@ type Options struct {
 	HealthAddr string
 	// EnablePprof serves net/http/pprof under /debug/pprof/. Default: off.
 	EnablePprof bool
+	// DebugToken is the bearer token that clients other than loopback ones
+	// must send to read /debug/ctrlkit's data (see package debug). Run
+	// refuses to start when HTTPAddr is not a loopback address and neither
+	// DebugToken nor DisableDebug is set. Default: "", loopback clients only.
+	DebugToken string
+	// DisableDebug stops serving /debug/ctrlkit, the live page of the
+	// pipeline (informers, handlers, queues, "explain a key"). Default:
+	// served on HTTPAddr.
+	DisableDebug bool
 	// Informers configure every informer the manager creates. Its Logger
 	// and Registerer are the manager's.
 	Informers informer.FactoryOptions
@@ -157,8 +166,9 @@ func (f RunnableFunc) Run(ctx context.Context) error { return f(ctx) }
 
 // Manager runs controllers in one process over shared informers, with one
 // Prometheus registry, one logger and one HTTP listener (/metrics, /healthz,
-// /readyz). Build it with New, get informers with Informer, add controllers
-// with NewController, then Run it. Its methods are safe for concurrent use.
+// /readyz, /debug/ctrlkit). Build it with New, get informers with Informer,
+// add controllers with NewController, then Run it. Its methods are safe for
+// concurrent use.
 type Manager struct {
 	cfg      *rest.Config
 	http     *http.Client // shared by every client of the manager
@@ -301,7 +311,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.running = true
 	ctrls, runnables := slices.Clone(m.controllers), slices.Clone(m.runnables)
-	errs := errors.Join(m.errs...)
+	errs := errors.Join(append(slices.Clone(m.errs), m.checkDebug())...)
 	m.mu.Unlock()
 	defer m.closeConnections()
 	if errs != nil {

@@ -140,9 +140,10 @@ type Reflector[T object.Object] struct {
 	m       *machine[T]
 	streaks streaks
 
-	mu     sync.Mutex // guards lastRV and err
+	mu     sync.Mutex // guards lastRV, err and stats
 	lastRV string
 	err    error
+	stats  Stats // ResourceVersion unused: lastRV is the one
 }
 
 // New returns a Reflector; it starts nothing. It fails only if its metrics
@@ -201,6 +202,9 @@ func (r *Reflector[T]) setRV(rv string) {
 func (r *Reflector[T]) setErr(err error) {
 	r.mu.Lock()
 	r.err = err
+	if err != nil {
+		r.noteErrLocked(err)
+	}
 	r.mu.Unlock()
 	if err != nil {
 		r.opts.OnError(err)

@@ -37,8 +37,9 @@ func (r *Reflector[T]) ListAndWatch(ctx context.Context) error {
 
 // driver is one run's IO state, owned by the goroutine that runs it.
 type driver[T object.Object] struct {
-	w     watch.Interface
-	quiet <-chan time.Time // armed while a watch-list stream has sent nothing
+	w      watch.Interface
+	quiet  <-chan time.Time // armed while a watch-list stream has sent nothing
+	closed func()           // called when w is stopped
 	// relist gathers a relist's parts for a sink that takes it whole
 	// (not a RelistSink).
 	relist snapshot[T]
@@ -46,7 +47,7 @@ type driver[T object.Object] struct {
 
 func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error, err error) {
 	m := r.m
-	d := &driver[T]{}
+	d := &driver[T]{closed: func() { r.noteWatch(time.Time{}) }}
 	defer d.stopWatch()
 	pending := m.next(start{})
 	for ctx.Err() == nil {
@@ -56,6 +57,7 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 			a := pending[0]
 			pending[0] = nil // the slot would keep a relist's items alive
 			pending = pending[1:]
+			r.noteAction(a)
 			if c := resyncCause(a); c != nil && m.synced {
 				r.metrics.relist()
 				r.opts.Logger.Info("reflector: resynchronising", "name", r.opts.Name, "cause", c)
@@ -120,6 +122,7 @@ func (d *driver[T]) stopWatch() {
 	if d.w != nil {
 		d.w.Stop()
 		d.w, d.quiet = nil, nil
+		d.closed()
 	}
 }
 
@@ -221,6 +224,7 @@ func (r *Reflector[T]) watch(ctx context.Context, d *driver[T], a watchReq) inpu
 	}
 	r.setErr(nil)
 	d.w = w
+	r.noteWatch(now)
 	if a.sendInitial {
 		d.quiet = r.opts.Clock.After(r.cfg.silence)
 	}

@@ -40,8 +40,9 @@ type demo struct {
 	kube             kubernetes.Interface
 	fooAPI           *v1alpha1.Foos
 	reg              *prometheus.Registry
-	status           func() string          // the controller's state for the progress line
-	procs            map[string]*os.Process // with --replicas, by identity
+	status           func() string                              // the controller's state for the progress line
+	stats            func() controller.Stats[object.ObjectName] // nil with --replicas
+	procs            map[string]*os.Process                     // with --replicas, by identity
 	created, updated atomic.Int64
 	deleted          atomic.Int64
 }
@@ -96,6 +97,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
+		d.stats = ctrl.Stats
 		d.status = func() string {
 			if ctrl.HasSynced() {
 				return "caches synced"
@@ -124,7 +126,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *keep && converged {
 		fmt.Fprintf(stdout, "\nstill running; try: kubectl --kubeconfig %s -n %s get foos,deployments\n", srv.Kubeconfig(), demoNamespace)
 		if m != nil {
-			fmt.Fprintf(stdout, "the controller's metrics and probes: http://%s/metrics /healthz /readyz\n", m.Addr(ctx))
+			fmt.Fprintf(stdout, "the controller's live pipeline page: http://%s/debug/ctrlkit\n", m.Addr(ctx))
+			fmt.Fprintf(stdout, "its metrics and probes: http://%s/metrics /healthz /readyz\n", m.Addr(ctx))
 		}
 		fmt.Fprintln(stdout, "Ctrl-C stops.")
 		<-ctx.Done()

@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
-	"github.com/ctrlkit/ctrlkit/internal/metrics"
 )
 
 // standIn plays the one part of kube-controller-manager the demo needs: it
@@ -50,39 +49,29 @@ func markAvailable(ctx context.Context, kube kubernetes.Interface, d *appsv1.Dep
 }
 
 // showProgress prints one line a second: cache sync, the workload, queue
-// depth, reconciles per second and errors, read from the metrics registry.
+// depth, reconciles per second and errors, read from the controller's
+// Stats snapshot (the one /debug/ctrlkit shows).
 func (d *demo) showProgress(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	last := 0.0
+	var last uint64
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		rec := d.metric("ctrlkit_controller_reconciles_total", "")
 		sync := d.status()
-		if d.procs != nil { // the metrics are in the replicas' processes
+		if d.stats == nil { // the controller runs in the replicas' processes
 			fmt.Fprintf(d.out, "  %s | foos created %d, scaled %d, deleted %d\n", sync, d.created.Load(), d.updated.Load(), d.deleted.Load())
 			continue
 		}
-		fmt.Fprintf(d.out, "  %s | foos created %d, scaled %d, deleted %d | queue depth %.0f | reconciles %.0f (%.0f/s) | errors %.0f\n",
+		st := d.stats()
+		fmt.Fprintf(d.out, "  %s | foos created %d, scaled %d, deleted %d | queue depth %d | reconciles %d (%d/s) | errors %d\n",
 			sync, d.created.Load(), d.updated.Load(), d.deleted.Load(),
-			d.metric("workqueue_depth", ""), rec, rec-last, d.metric("ctrlkit_controller_reconciles_total", "error"))
-		last = rec
+			st.Queue.Depth, st.Reconciles, st.Reconciles-last, st.Errors)
+		last = st.Reconciles
 	}
-}
-
-// metric sums a metric's series; with result set, only those with that
-// "result" label. The progress line shows 0 if the registry cannot be read.
-func (d *demo) metric(name, result string) float64 {
-	var match map[string]string
-	if result != "" {
-		match = map[string]string{"result": result}
-	}
-	v, _ := metrics.Sum(d.reg, name, match)
-	return v
 }
 
 // waitConverged polls until every Foo has its own Deployment at the right
@@ -158,9 +147,9 @@ func (d *demo) summary(start time.Time, converged bool, detail string) {
 	fmt.Fprintf(d.out, "\n%s after %s\n", verdict, time.Since(start).Round(100*time.Millisecond))
 	fmt.Fprintf(d.out, "  Foos: %d created, %d scaled, %d deleted, %d remain\n",
 		d.created.Load(), d.updated.Load(), d.deleted.Load(), d.created.Load()-d.deleted.Load())
-	if d.procs != nil {
-		return // the replicas' metrics are on their own /metrics
+	if d.stats == nil {
+		return // the replicas' state is on their own listeners
 	}
-	fmt.Fprintf(d.out, "  reconciles: %.0f (errors %.0f, retried with backoff)\n",
-		d.metric("ctrlkit_controller_reconciles_total", ""), d.metric("ctrlkit_controller_reconciles_total", "error"))
+	st := d.stats()
+	fmt.Fprintf(d.out, "  reconciles: %d (errors %d, of which %d retried with backoff)\n", st.Reconciles, st.Errors, st.Retries)
 }

@@ -126,6 +126,8 @@ func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	metricsAddr := fs.String("metrics-addr", "127.0.0.1:8080", "serve /metrics (and the probes, unless --health-addr) here; 0 turns it off")
 	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on their own address (default: with /metrics)")
 	pprof := fs.Bool("pprof", false, "serve net/http/pprof under /debug/pprof/ beside /metrics")
+	debugToken := fs.String("debug-token", "",
+		"bearer token that clients other than loopback ones must send to read /debug/ctrlkit; required when --metrics-addr is not loopback (default: $CTRLKIT_DEBUG_TOKEN)")
 	leaderElect := fs.Bool("leader-elect", false, "reconcile only while holding the Lease foo-controller (informers stay warm on every replica)")
 	leaseNS := fs.String("lease-namespace", "default", "namespace of the leader-election Lease")
 	identity := fs.String("identity", "", "this replica's name in the Lease (default: host name and a random suffix)")
@@ -136,10 +138,13 @@ func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if *debugToken == "" {
+		*debugToken = os.Getenv("CTRLKIT_DEBUG_TOKEN")
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	log.Info("foo controller starting", "server", cfg.Host, "namespace", *ns)
 	opts := manager.Options{Logger: log, HTTPAddr: *metricsAddr, HealthAddr: *healthAddr,
-		EnablePprof: *pprof, RequireServedKinds: true}
+		EnablePprof: *pprof, RequireServedKinds: true, DebugToken: *debugToken}
 	if *leaderElect {
 		opts.LeaderElection = election.Options{Name: "foo-controller", Namespace: *leaseNS, Identity: *identity}
 	}

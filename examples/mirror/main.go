@@ -67,7 +67,7 @@ func main() {
 	defer stop()
 	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 	if err == nil {
-		err = run(ctx, cfg, manager.Options{HTTPAddr: ":8080"})
+		err = run(ctx, cfg, manager.Options{HTTPAddr: ":8080", DisableDebug: true})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mirror:", err)

@@ -1,0 +1,221 @@
+package controller
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctrlkit/ctrlkit/workqueue"
+)
+
+// Reason says why a key was queued: an event of a source, or the
+// controller's own requeue.
+type Reason struct {
+	// Event is what happened: "add", "update", "delete", "initial list",
+	// "resync" for an event of Source; "retry after error", "requeue after"
+	// or "held for read-your-writes" for the controller's own requeues; a
+	// manager adds "its writes are visible (read-your-writes)".
+	Event string
+	// Source names where the event came from (an informer), if anywhere.
+	Source string
+	// At is when the key was added for this reason; Due, for a delayed
+	// add, when it is handed to the queue.
+	At, Due time.Time
+}
+
+// String reads as a sentence fragment: "update of deployments.apps/v1".
+func (r Reason) String() string {
+	s := r.Event
+	if r.Source != "" {
+		s += " of " + r.Source
+	}
+	if !r.Due.IsZero() {
+		s += fmt.Sprintf(" (due %s after)", r.Due.Sub(r.At).Round(time.Millisecond))
+	}
+	return s
+}
+
+// KeyError is a failed reconcile.
+type KeyError[K comparable] struct {
+	Key K
+	Err string
+	At  time.Time
+	// Attempt is the number of failures of the key in a row, this one
+	// included.
+	Attempt int
+}
+
+// Stats is a snapshot of a controller's state.
+type Stats[K comparable] struct {
+	Name    string
+	Workers int
+	// Running reports that Run was called; Synced that its caches synced
+	// and its workers started.
+	Running, Synced bool
+	// Queue is the work queue's state.
+	Queue workqueue.Stats[K]
+	// Reconciles counts finished reconciles; Errors those that returned
+	// an error (terminal ones included) or panicked; Panics those that
+	// panicked; Retries the keys queued again after an error.
+	Reconciles, Errors, Panics, Retries uint64
+	// LastErrors are the most recent failed reconciles, newest first, at
+	// most RecentErrors of them.
+	LastErrors []KeyError[K]
+}
+
+// KeyStats is what the controller knows of one key.
+type KeyStats[K comparable] struct {
+	// Queue is where the key is in the work queue.
+	Queue workqueue.KeyState
+	// First and Last are the first and the latest reason the key was added
+	// for since its last reconcile started (equal when there was one), and
+	// Adds how many adds there were; zero when the key was added without
+	// a reason (Add) or not at all.
+	First, Last Reason
+	Adds        int
+	// Attempts is the number of failures of the key in a row (the rate
+	// limiter's count).
+	Attempts int
+	// LastError is the key's last error while it is failing: nil after a
+	// success.
+	LastError *KeyError[K]
+}
+
+// RecentErrors is how many failed reconciles Stats remembers.
+const RecentErrors = 16
+
+// tracker keeps what Stats and KeyStats report beyond the queue's own
+// state: counters, the reasons of queued keys, the errors of failing keys.
+// Its zero value is ready.
+type tracker[K comparable] struct {
+	reconciles, errors, panics, retries atomic.Uint64
+
+	// mu guards the fields below. Invariant: recent[(next-1) mod len] is
+	// the newest of the n entries of recent.
+	mu      sync.Mutex
+	why     map[K]why         // keys added with a reason since their last reconcile started
+	running map[K]why         // the reasons of keys being reconciled
+	failing map[K]KeyError[K] // keys whose last reconcile failed
+	recent  [RecentErrors]KeyError[K]
+	next, n int
+}
+
+// why are the reasons a key was added for.
+type why struct {
+	first, last Reason
+	adds        int
+}
+
+func (t *tracker[K]) note(key K, r Reason) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.why == nil {
+		t.why = map[K]why{}
+	}
+	w, ok := t.why[key]
+	if !ok {
+		w.first = r
+	}
+	w.last = r
+	w.adds++
+	t.why[key] = w
+}
+
+// started moves key's reasons to the running set.
+func (t *tracker[K]) started(key K) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w, ok := t.why[key]
+	if !ok {
+		return
+	}
+	delete(t.why, key)
+	if t.running == nil {
+		t.running = map[K]why{}
+	}
+	t.running[key] = w
+}
+
+// finished records a reconcile's outcome; err is nil after a success.
+// attempt is the key's failures in a row, this one included.
+func (t *tracker[K]) finished(key K, err error, attempt int, now time.Time) {
+	t.reconciles.Add(1)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.running, key)
+	if err == nil {
+		delete(t.failing, key)
+		return
+	}
+	t.errors.Add(1)
+	e := KeyError[K]{Key: key, Err: err.Error(), At: now, Attempt: attempt}
+	if t.failing == nil {
+		t.failing = map[K]KeyError[K]{}
+	}
+	t.failing[key] = e
+	t.recent[t.next] = e
+	t.next = (t.next + 1) % len(t.recent)
+	t.n = min(t.n+1, len(t.recent))
+}
+
+// lastErrors returns the recent errors, newest first.
+func (t *tracker[K]) lastErrors() []KeyError[K] {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]KeyError[K], 0, t.n)
+	for k := 1; k <= t.n; k++ {
+		out = append(out, t.recent[(t.next-k+len(t.recent))%len(t.recent)])
+	}
+	return out
+}
+
+// AddBecause queues key as Add does and remembers why, for KeyStats (a
+// manager's sources say which event of which informer). It costs one more
+// short lock than Add; safe for concurrent use.
+func (c *Controller[K]) AddBecause(key K, r Reason) {
+	if r.At.IsZero() {
+		r.At = time.Now()
+	}
+	c.track.note(key, r)
+	c.queue.Add(key)
+}
+
+// requeue adds key after d (now when d <= 0), remembering why.
+func (c *Controller[K]) requeue(key K, event string, d time.Duration, priority int) {
+	now := time.Now()
+	c.track.note(key, Reason{Event: event, At: now, Due: now.Add(d)})
+	c.queue.AddWithOpts(key, workqueue.AddOpts{After: d, Priority: priority})
+}
+
+// Stats returns a snapshot of the controller's state. Its cost grows with
+// the number of workers, not with the queue's depth; safe for concurrent
+// use.
+func (c *Controller[K]) Stats() Stats[K] {
+	c.mu.Lock()
+	st := Stats[K]{Name: c.opts.Name, Workers: c.opts.Workers, Running: c.running, Synced: c.synced}
+	c.mu.Unlock()
+	st.Queue = c.queue.Stats()
+	st.Reconciles, st.Errors = c.track.reconciles.Load(), c.track.errors.Load()
+	st.Panics, st.Retries = c.track.panics.Load(), c.track.retries.Load()
+	st.LastErrors = c.track.lastErrors()
+	return st
+}
+
+// KeyStats returns what the controller knows of key: where it is in the
+// queue, why it was added, its failures. It scans the queue to find the
+// key's place: meant for inspecting one key. Safe for concurrent use.
+func (c *Controller[K]) KeyStats(key K) KeyStats[K] {
+	ks := KeyStats[K]{Queue: c.queue.State(key), Attempts: c.queue.NumRequeues(key)}
+	c.track.mu.Lock()
+	defer c.track.mu.Unlock()
+	w, ok := c.track.why[key]
+	if !ok {
+		w = c.track.running[key]
+	}
+	ks.First, ks.Last, ks.Adds = w.first, w.last, w.adds
+	if e, ok := c.track.failing[key]; ok {
+		ks.LastError = &e
+	}
+	return ks
+}

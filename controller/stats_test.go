@@ -1,0 +1,126 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestController_statsCountReconcilesErrorsRetriesAndKeepTheLastErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cs calls
+		c := newController(t, func(_ context.Context, key string) (Result, error) {
+			switch {
+			case key == "ns/panics":
+				panic("boom")
+			case key == "ns/bad" && cs.add() <= 3:
+				return Result{}, fmt.Errorf("attempt %d failed", cs.count())
+			}
+			return Result{}, nil
+		}, Options[string]{Registerer: prometheus.NewRegistry(), MaxRetries: 4})
+		stop := runInBubble(t, c)
+		c.Add("ns/bad")
+		c.Add("ns/good")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		st := c.Stats()
+		if st.Reconciles != 5 || st.Errors != 3 || st.Retries != 3 || st.Panics != 0 || st.Queue.Depth != 0 || !st.Synced {
+			t.Errorf("stats = %+v, want 5 reconciles, 3 errors, 3 retries", st)
+		}
+		if len(st.LastErrors) != 3 || st.LastErrors[0].Err != "attempt 3 failed" || st.LastErrors[0].Attempt != 3 ||
+			st.LastErrors[2].Attempt != 1 || st.LastErrors[0].Key != "ns/bad" {
+			t.Errorf("last errors = %+v, want attempts 3, 2, 1, newest first", st.LastErrors)
+		}
+		if ks := c.KeyStats("ns/bad"); ks.LastError != nil || ks.Attempts != 0 {
+			t.Errorf("KeyStats after success = %+v, want no error and no attempts", ks)
+		}
+		c.Add("ns/panics") // MaxRetries 4: retried 4 times, then dropped
+		time.Sleep(time.Second)
+		synctest.Wait()
+		st = c.Stats()
+		if st.Panics != 5 || st.Errors != 8 || st.Retries != 7 {
+			t.Errorf("after a panicking key: %d panics, %d errors, %d retries; want 5, 8, 7", st.Panics, st.Errors, st.Retries)
+		}
+		if ks := c.KeyStats("ns/panics"); ks.LastError == nil || ks.LastError.Attempt != 5 {
+			t.Errorf("KeyStats of the dropped key = %+v, want its last error kept", ks)
+		}
+		stop()
+	})
+}
+
+func TestController_keyStatsSayWhereAKeyIsAndWhy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		requeued := false
+		c := newController(t, func(_ context.Context, key string) (Result, error) {
+			if key == "ns/block" {
+				<-release
+			}
+			if key == "ns/x" && !requeued {
+				requeued = true
+				return Result{RequeueAfter: time.Minute}, nil
+			}
+			return Result{}, nil
+		}, Options[string]{Registerer: prometheus.NewRegistry()})
+		stop := runInBubble(t, c)
+		start := time.Now()
+		c.AddBecause("ns/block", Reason{Event: "add", Source: "cms"})
+		synctest.Wait() // the only worker holds ns/block
+		c.AddBecause("ns/x", Reason{Event: "update", Source: "cms"})
+		time.Sleep(time.Second)
+		c.AddBecause("ns/x", Reason{Event: "delete", Source: "cms"})
+
+		ks := c.KeyStats("ns/x")
+		if !ks.Queue.Queued || ks.Queue.Position != 0 || !ks.Queue.Since.Equal(start) || ks.Adds != 2 ||
+			ks.First.Event != "update" || ks.Last.Event != "delete" || ks.Last.Source != "cms" || !ks.Last.At.Equal(start.Add(time.Second)) {
+			t.Errorf("KeyStats(ns/x) = %+v, want queued first in line since the update, then a delete", ks)
+		}
+		if ks := c.KeyStats("ns/block"); !ks.Queue.Processing || ks.First.Event != "add" || ks.Adds != 1 {
+			t.Errorf("KeyStats(ns/block) = %+v, want processing, added by an add event", ks)
+		}
+		st := c.Stats()
+		if st.Queue.Oldest == nil || st.Queue.Oldest.Key != "ns/x" || len(st.Queue.Processing) != 1 ||
+			st.Queue.Processing[0].Key != "ns/block" || !st.Queue.Processing[0].Since.Equal(start) {
+			t.Errorf("queue stats = %+v", st.Queue)
+		}
+		if got := fmt.Sprint(ks.Last); got != "delete of cms" {
+			t.Errorf("Reason.String = %q", got)
+		}
+
+		close(release)
+		synctest.Wait() // ns/x reconciled once: requeued after a minute
+		ks = c.KeyStats("ns/x")
+		if ks.Queue.Queued || ks.Last.Event != "requeue after" || !ks.Last.Due.Equal(ks.Last.At.Add(time.Minute)) {
+			t.Errorf("KeyStats(ns/x) after RequeueAfter = %+v", ks)
+		}
+		if got := fmt.Sprint(ks.Last); got != "requeue after (due 1m0s after)" {
+			t.Errorf("Reason.String = %q", got)
+		}
+		if ks := c.KeyStats("ns/nobody"); ks != (KeyStats[string]{}) {
+			t.Errorf("KeyStats of an unknown key = %+v, want zero", ks)
+		}
+		stop()
+	})
+}
+
+func TestTracker_keepsTheLastErrorsNewestFirst(t *testing.T) {
+	var tr tracker[int]
+	now := time.Now()
+	for i := range RecentErrors + 5 {
+		tr.finished(i, errors.New("e"), 1, now.Add(time.Duration(i)))
+	}
+	got := tr.lastErrors()
+	if len(got) != RecentErrors || got[0].Key != RecentErrors+4 || got[RecentErrors-1].Key != 5 {
+		t.Fatalf("last errors: %d, first %d, last %d; want %d, newest %d, oldest 5",
+			len(got), got[0].Key, got[len(got)-1].Key, RecentErrors, RecentErrors+4)
+	}
+	tr.finished(7, nil, 0, now)
+	if _, failing := tr.failing[7]; failing {
+		t.Error("a success did not clear the key's error")
+	}
+}

@@ -1,0 +1,20 @@
+// Package debug serves a live view of a ctrlkit pipeline: one HTML page
+// (/debug/ctrlkit) that polls a JSON document (/debug/ctrlkit/state.json)
+// and explains single keys (/debug/ctrlkit/explain). The manager mounts it
+// on its HTTP listener; any program can mount New(its own Source).
+//
+//	informer.Stats ─┐
+//	controller.Stats ┼─> Source.State() ──> state.json ──> page (polls every second)
+//	controller.KeyStats ─> Source.Explain() ──> explain
+//
+// The JSON types are public API: their field names are stable, and the
+// page reads nothing else. Nothing is computed in the background: each
+// request composes the stages' Stats snapshots, whose cost does not grow
+// with the size of the caches or the depth of the queues.
+//
+// Access: requests from loopback addresses are served; others must carry
+// "Authorization: Bearer <Options.Token>" (401 without it, 403 with a wrong
+// one, 403 when no token is configured). The page itself holds no data and
+// is served to anyone; in a browser, give it the token after a '#' in its
+// address (/debug/ctrlkit#token=...), which the browser never sends.
+package debug

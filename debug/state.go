@@ -1,0 +1,188 @@
+package debug
+
+import "time"
+
+// State is the document /debug/ctrlkit/state.json serves: the pipeline's
+// state at Time.
+type State struct {
+	Time time.Time `json:"time"`
+	// Leader is the leader election's state; nil without leader election.
+	Leader      *Leader      `json:"leader,omitempty"`
+	Informers   []Informer   `json:"informers"`
+	Controllers []Controller `json:"controllers"`
+}
+
+// Leader is this replica's view of its leader election.
+type Leader struct {
+	// Lease is the Lease's namespace/name.
+	Lease string `json:"lease"`
+	// Identity is this replica's; Holder the one last seen holding the
+	// lease; Leading reports that this replica leads.
+	Identity string `json:"identity"`
+	Holder   string `json:"holder"`
+	Leading  bool   `json:"leading"`
+}
+
+// Informer is one informer: what it lists and watches, its cache, its
+// list and watch, and its handlers.
+type Informer struct {
+	Name string `json:"name"`
+	// Kind is the Go type's group, version and kind ("apps/v1 Deployment");
+	// Resource the resource the server serves it as, once known.
+	Kind          string `json:"kind,omitempty"`
+	Resource      string `json:"resource,omitempty"`
+	Namespace     string `json:"namespace,omitempty"`
+	LabelSelector string `json:"labelSelector,omitempty"`
+	FieldSelector string `json:"fieldSelector,omitempty"`
+	// Synced reports that the first list was applied to the cache.
+	Synced bool `json:"synced"`
+	// Objects is the number of cached objects; ApproxBytes an estimate of
+	// their encoded size (see informer.Stats).
+	Objects     int   `json:"objects"`
+	ApproxBytes int64 `json:"approxBytes"`
+	// ResourceVersion is the resource version the cache reflects.
+	ResourceVersion string `json:"resourceVersion"`
+	// Queued is the number of changes received and not yet cached.
+	Queued int `json:"queued"`
+	// Mode is how it last synchronised: "watch-list" or "paginated".
+	Mode string `json:"mode"`
+	// Syncs counts full synchronisations (the first included); LastSync is
+	// when the last one started and LastSyncCause why ("" for the first).
+	Syncs         uint64     `json:"syncs"`
+	LastSync      *time.Time `json:"lastSync,omitempty"`
+	LastSyncCause string     `json:"lastSyncCause,omitempty"`
+	// WatchAgeSeconds is how long the open watch has been open; absent
+	// while none is.
+	WatchAgeSeconds *float64 `json:"watchAgeSeconds,omitempty"`
+	ListErrors      uint64   `json:"listErrors"`
+	WatchErrors     uint64   `json:"watchErrors"`
+	// LastError is the last list or watch error, even if it recovered
+	// since; Failing reports that it has not.
+	LastError   string     `json:"lastError,omitempty"`
+	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
+	Failing     bool       `json:"failing"`
+	Handlers    []Handler  `json:"handlers"`
+}
+
+// Handler is one event handler of an informer (for a manager: one per
+// controller that uses the informer, named after it).
+type Handler struct {
+	Name   string `json:"name"`
+	Synced bool   `json:"synced"`
+	// PendingKeys is the number of keys with events the handler has not
+	// received; OldestPendingSeconds the age of the oldest.
+	PendingKeys          int     `json:"pendingKeys"`
+	OldestPendingSeconds float64 `json:"oldestPendingSeconds"`
+	Panics               uint64  `json:"panics"`
+}
+
+// Controller is one controller: its queue, its workers, its errors.
+type Controller struct {
+	Name    string `json:"name"`
+	Workers int    `json:"workers"`
+	// Running reports that it was started; Synced that its caches synced
+	// and its workers run.
+	Running bool `json:"running"`
+	Synced  bool `json:"synced"`
+	// Leader is "leading" or "standby" under leader election, "every
+	// replica" for a controller that runs regardless, "" without election.
+	Leader     string       `json:"leader,omitempty"`
+	Queue      Queue        `json:"queue"`
+	Processing []Processing `json:"processing"`
+	// Reconciles counts finished reconciles; Errors the failed ones
+	// (panics included); Panics the panics; Retries the keys queued again
+	// after an error.
+	Reconciles uint64     `json:"reconciles"`
+	Errors     uint64     `json:"errors"`
+	Panics     uint64     `json:"panics"`
+	Retries    uint64     `json:"retries"`
+	LastErrors []KeyError `json:"lastErrors"`
+}
+
+// Queue is a controller's work queue.
+type Queue struct {
+	// Depth is the number of keys waiting for a worker.
+	Depth int `json:"depth"`
+	// Bands splits Depth by priority band (named by priority, e.g. "0",
+	// "-100"), highest first.
+	Bands []Band `json:"bands"`
+	// Oldest is the key that has waited longest; absent when none waits.
+	Oldest *QueuedKey `json:"oldest,omitempty"`
+	// Redirtied is the number of keys changed while being reconciled: they
+	// are reconciled again afterwards.
+	Redirtied int `json:"redirtied"`
+}
+
+// Band is one priority band of a queue.
+type Band struct {
+	Name  string `json:"name"`
+	Depth int    `json:"depth"`
+}
+
+// QueuedKey is a key waiting in a queue.
+type QueuedKey struct {
+	Key        string     `json:"key"`
+	Since      *time.Time `json:"since,omitempty"`
+	AgeSeconds float64    `json:"ageSeconds"`
+}
+
+// Processing is a key a worker is reconciling.
+type Processing struct {
+	Key     string  `json:"key"`
+	Seconds float64 `json:"seconds"`
+}
+
+// KeyError is a failed reconcile.
+type KeyError struct {
+	Key   string    `json:"key"`
+	Error string    `json:"error"`
+	At    time.Time `json:"at"`
+	// Attempt is the key's failures in a row, this one included.
+	Attempt int `json:"attempt"`
+}
+
+// Reason is why a key was queued.
+type Reason struct {
+	// Event is "add", "update", "delete", "initial list", "resync" (of
+	// Source), or the controller's own "retry after error", "requeue
+	// after", "held for read-your-writes", or the manager's "its writes are
+	// visible (read-your-writes)".
+	Event  string     `json:"event"`
+	Source string     `json:"source,omitempty"`
+	At     time.Time  `json:"at"`
+	Due    *time.Time `json:"due,omitempty"`
+}
+
+// Explanation is what /debug/ctrlkit/explain answers for one key of one
+// controller.
+type Explanation struct {
+	Controller string `json:"controller"`
+	Key        string `json:"key"`
+	// Known reports that the key is cached, queued, being reconciled,
+	// failing, or has a recorded reason: anything below.
+	Known bool `json:"known"`
+	// Summary says it all in one sentence.
+	Summary string `json:"summary"`
+	// Cached reports that the controller's primary informer (Informer)
+	// holds the object, at ResourceVersion.
+	Informer        string `json:"informer"`
+	Cached          bool   `json:"cached"`
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+	// Queued reports that the key waits for a worker, at Position (0:
+	// next), since QueuedSince.
+	Queued      bool       `json:"queued"`
+	Position    int        `json:"position"`
+	QueuedSince *time.Time `json:"queuedSince,omitempty"`
+	// Processing reports that a worker is reconciling it, for
+	// ProcessingSeconds.
+	Processing        bool    `json:"processing"`
+	ProcessingSeconds float64 `json:"processingSeconds"`
+	// FirstReason and LastReason are why the key was added since its last
+	// reconcile started, Adds how many times.
+	FirstReason *Reason `json:"firstReason,omitempty"`
+	LastReason  *Reason `json:"lastReason,omitempty"`
+	Adds        int     `json:"adds"`
+	// Attempts is the key's failures in a row; LastError the last of them.
+	Attempts  int       `json:"attempts"`
+	LastError *KeyError `json:"lastError,omitempty"`
+}

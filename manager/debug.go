@@ -1,0 +1,114 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ctrlkit/ctrlkit/debug"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// ErrDebugExposed reports, at start, an HTTP listener on an address other
+// than loopback that would serve /debug/ctrlkit without a token.
+var ErrDebugExposed = errors.New("manager: the debug page would be served beyond loopback without a token")
+
+// checkDebug refuses to expose the debug page beyond loopback without a
+// token: the page names every object the controllers touch.
+func (m *Manager) checkDebug() error {
+	o := m.opts
+	if o.HTTPAddr == "0" || o.DisableDebug || o.DebugToken != "" || debug.IsLoopbackAddr(o.HTTPAddr) {
+		return nil
+	}
+	return fmt.Errorf("%w: Options.HTTPAddr %q is not a loopback address; set Options.DebugToken (clients "+
+		"other than loopback ones then send it as a bearer token), or Options.DisableDebug, or bind to 127.0.0.1",
+		ErrDebugExposed, o.HTTPAddr)
+}
+
+// debugHandler serves /debug/ctrlkit for the manager.
+func (m *Manager) debugHandler() http.Handler {
+	return debug.New(debugSource{m}, debug.Options{Token: m.opts.DebugToken})
+}
+
+// debugSource is the manager seen by the debug page.
+type debugSource struct{ m *Manager }
+
+// State composes the stages' snapshots; nothing is kept between calls.
+func (s debugSource) State() debug.State {
+	m := s.m
+	now := time.Now()
+	m.mu.Lock()
+	entries := slices.Clone(m.informers)
+	ctrls := slices.Clone(m.controllers)
+	m.mu.Unlock()
+	st := debug.State{Time: now, Informers: []debug.Informer{}, Controllers: []debug.Controller{}}
+	byName := map[string]informerEntry{}
+	for _, e := range entries {
+		byName[e.name] = e
+	}
+	failing := map[string]error{}
+	for _, fs := range m.factory.Statuses() {
+		failing[fs.Name] = fs.Err
+	}
+	for _, is := range m.factory.Stats() {
+		e := byName[is.Name]
+		out := debug.FromInformer(is, failing[is.Name], now)
+		if e.name != "" {
+			out.Kind = strings.TrimPrefix(e.gvk.GroupVersion().String()+" "+e.gvk.Kind, "/")
+			out.Namespace, out.LabelSelector, out.FieldSelector = e.scope.Namespace, e.scope.LabelSelector, e.scope.FieldSelector
+			if gr, ok := m.resourceOf(e.name); ok {
+				out.Resource = strings.TrimSuffix(gr.Resource+"."+gr.Group, ".") + "/" + e.gvk.Version
+			}
+		}
+		st.Informers = append(st.Informers, out)
+	}
+	for _, c := range ctrls {
+		st.Controllers = append(st.Controllers, debug.FromController(c.c.Stats(), m.leaderState(c.c.Name()), now))
+	}
+	if el := m.elector; el != nil {
+		le := m.opts.LeaderElection
+		ns := le.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		st.Leader = &debug.Leader{Lease: ns + "/" + le.Name, Identity: el.Identity(), Holder: el.Leader(),
+			Leading: el.IsLeader()}
+	}
+	return st
+}
+
+// leaderState is debug.Controller.Leader for the controller called name.
+func (m *Manager) leaderState(name string) string {
+	switch {
+	case m.elector == nil:
+		return ""
+	case slices.Contains(m.opts.EveryReplica, name):
+		return "every replica"
+	case m.elector.IsLeader():
+		return "leading"
+	}
+	return "standby"
+}
+
+// Explain explains key for the controller called name, looking it up in
+// the controller's For informer.
+func (s debugSource) Explain(name string, key object.ObjectName) (debug.Explanation, error) {
+	m := s.m
+	m.mu.Lock()
+	var found *controllerEntry
+	var names []string
+	for k := range m.controllers {
+		names = append(names, m.controllers[k].c.Name())
+		if m.controllers[k].c.Name() == name {
+			found = &m.controllers[k]
+		}
+	}
+	m.mu.Unlock()
+	if found == nil {
+		return debug.Explanation{}, fmt.Errorf("%w %q; the controllers are %q", debug.ErrUnknownController, name, names)
+	}
+	return debug.Explain(name, key, found.c.KeyStats(key), found.primary, time.Now()), nil
+}

@@ -1,0 +1,163 @@
+package workqueue
+
+import (
+	"strconv"
+	"time"
+)
+
+// Stats is a snapshot of a queue. Times come from the bookkeeping the
+// queue keeps for its metrics: without Options.Metrics they are zero.
+type Stats[K comparable] struct {
+	// Depth is the number of keys waiting for a worker (Len).
+	Depth int
+	// Bands splits Depth by priority band, highest priority first: the
+	// bands that hold keys.
+	Bands []BandStats
+	// Oldest is the key that has waited longest, when Depth > 0.
+	Oldest *KeyTime[K]
+	// Processing are the keys handed out and not yet Done, each with when
+	// it was handed out, in no particular order.
+	Processing []KeyTime[K]
+	// Redirtied is the number of keys added again while being processed:
+	// they wait for Done, then for a worker.
+	Redirtied int
+	// ShuttingDown reports ShutDown.
+	ShuttingDown bool
+}
+
+// BandStats is one priority band: its priority (also as Name), its depth
+// and when its oldest key was queued (zero when the queue did not read the
+// clock for it; see BandState).
+type BandStats struct {
+	Name     string
+	Priority int
+	Depth    int
+	Oldest   time.Time
+}
+
+// KeyTime is a key and a moment: when it was queued, or handed out.
+type KeyTime[K comparable] struct {
+	Key   K
+	Since time.Time
+}
+
+// KeyState is where one key is in a queue.
+type KeyState struct {
+	// Queued reports that the key waits for a worker; Since is then when it
+	// was queued and Position its place in line (0: next): every key of the
+	// higher bands, then the keys its band's flows hand out, taking turns,
+	// before it. Aging may let it overtake higher bands, so it is a guide,
+	// not a promise.
+	Queued   bool
+	Position int
+	// Processing reports that a worker holds the key; Since is then when
+	// it was handed out. Redirtied reports that it was added again
+	// meanwhile (it is queued again at Done).
+	Processing bool
+	Redirtied  bool
+	Since      time.Time
+}
+
+// Stats returns a snapshot of the queue. It holds the queue's lock for a
+// time that grows with the number of keys being processed (the workers),
+// not with the depth. Safe for concurrent use.
+func (q *Queue[K]) Stats() Stats[K] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c := &q.core
+	st := Stats[K]{Depth: c.queued, ShuttingDown: q.shuttingDown,
+		Redirtied: len(c.readded), Processing: make([]KeyTime[K], 0, len(c.processing))}
+	for _, b := range c.bandStates() {
+		st.Bands = append(st.Bands, BandStats{Name: strconv.Itoa(b.Priority), Priority: b.Priority, Depth: b.Depth, Oldest: b.Oldest})
+	}
+	// The oldest key is at the head of one of the flows: look at those only.
+	for _, b := range c.active {
+		for _, f := range b.turns.items() {
+			if k, ok := c.head(f); ok {
+				since := c.stampOf(k, false)
+				if st.Oldest == nil || since.Before(st.Oldest.Since) {
+					st.Oldest = &KeyTime[K]{Key: k, Since: since}
+				}
+			}
+		}
+	}
+	for k := range c.processing {
+		st.Processing = append(st.Processing, KeyTime[K]{Key: k, Since: c.stampOf(k, true)})
+	}
+	return st
+}
+
+// head returns the first live key of f.
+func (c *core[K]) head(f *flow[K]) (K, bool) {
+	for _, el := range f.keys.items() {
+		if e, ok := c.dirty[el.key]; ok && e.seq == el.seq {
+			return el.key, true
+		}
+	}
+	var zero K
+	return zero, false
+}
+
+// State returns where k is in the queue. It scans the queued keys of k's
+// band: meant for inspecting one key, not for a hot path. Safe for
+// concurrent use.
+func (q *Queue[K]) State(k K) KeyState {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c := &q.core
+	e, dirty := c.dirty[k]
+	if _, ok := c.processing[k]; ok {
+		return KeyState{Processing: true, Redirtied: dirty, Since: c.stampOf(k, true)}
+	}
+	if !dirty {
+		return KeyState{}
+	}
+	ahead := 0
+	for _, b := range c.active {
+		if b.prio > int(e.prio) {
+			ahead += b.live
+			continue
+		}
+		if b.prio != int(e.prio) {
+			continue
+		}
+		turns := b.turns.items()
+		for j, f := range turns {
+			i := 0 // k's place among the live keys of its flow
+			for _, el := range f.keys.items() {
+				if x, ok := c.dirty[el.key]; !ok || x.seq != el.seq {
+					continue // dead: the key moved or was handed out
+				}
+				if el.key != k {
+					i++
+					continue
+				}
+				// Flows take turns, one key each, from the front of turns:
+				// the flows before k's give up to i+1 keys first, the ones
+				// after it up to i.
+				for jj, g := range turns {
+					switch {
+					case jj < j:
+						ahead += min(g.live, i+1)
+					case jj > j:
+						ahead += min(g.live, i)
+					}
+				}
+				return KeyState{Queued: true, Position: ahead + i, Since: c.stampOf(k, false)}
+			}
+		}
+	}
+	return KeyState{} // unreachable while the invariants hold
+}
+
+// stampOf returns when k started processing (started) or became dirty; zero
+// without stamps.
+func (c *core[K]) stampOf(k K, started bool) time.Time {
+	if c.stamps == nil {
+		return time.Time{}
+	}
+	if started {
+		return c.stamps.started[k]
+	}
+	return c.stamps.dirtied[k]
+}

@@ -1,0 +1,90 @@
+package workqueue
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestQueue_statsShowDepthOldestProcessingAndRedirtied(t *testing.T) {
+	clock := newFakeClock()
+	q, err := New[string](Options[string]{Name: "q", Metrics: prometheus.NewRegistry(), Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.ShutDown()
+	t0 := clock.Now()
+	q.Add("a")
+	clock.step(time.Second)
+	q.Add("b")
+	q.Add("c")
+	if k, _ := q.Get(); k != "a" {
+		t.Fatalf("Get = %s, want a", k)
+	}
+	clock.step(time.Second)
+	q.Add("a") // while processing: queued again at Done
+
+	st := q.Stats()
+	if st.Depth != 2 || len(st.Bands) != 1 || st.Bands[0].Name != "0" || st.Bands[0].Depth != 2 || st.Redirtied != 1 {
+		t.Errorf("stats = %+v, want depth 2 in one band and one key re-added", st)
+	}
+	if st.Oldest == nil || st.Oldest.Key != "b" || !st.Oldest.Since.Equal(t0.Add(time.Second)) {
+		t.Errorf("oldest = %+v, want b since t0+1s", st.Oldest)
+	}
+	if len(st.Processing) != 1 || st.Processing[0].Key != "a" || !st.Processing[0].Since.Equal(t0.Add(time.Second)) {
+		t.Errorf("processing = %+v, want a since t0+1s", st.Processing)
+	}
+
+	for _, tc := range []struct {
+		key  string
+		want KeyState
+	}{
+		{"a", KeyState{Processing: true, Redirtied: true, Since: t0.Add(time.Second)}},
+		{"b", KeyState{Queued: true, Position: 0, Since: t0.Add(time.Second)}},
+		{"c", KeyState{Queued: true, Position: 1, Since: t0.Add(time.Second)}},
+		{"nobody", KeyState{}},
+	} {
+		if got := q.State(tc.key); got != tc.want {
+			t.Errorf("State(%s) = %+v, want %+v", tc.key, got, tc.want)
+		}
+	}
+	q.Done("a")
+	if got := q.State("a"); !got.Queued || got.Position != 2 {
+		t.Errorf("State(a) after Done = %+v, want queued last", got)
+	}
+	q.AddWithPriority("urgent", 10)
+	st = q.Stats()
+	if len(st.Bands) != 2 || st.Bands[0].Priority != 10 || st.Bands[0].Depth != 1 || st.Bands[1].Depth != 3 {
+		t.Errorf("bands = %+v, want priority 10 with one key, then 0 with three", st.Bands)
+	}
+	if got := q.State("urgent"); !got.Queued || got.Position != 0 {
+		t.Errorf("State(urgent) = %+v, want first in line", got)
+	}
+	if got := q.State("b"); !got.Queued || got.Position != 1 {
+		t.Errorf("State(b) = %+v, want behind the urgent key", got)
+	}
+	q.mu.Lock()
+	err = q.core.checkInvariants(q.flowKey)
+	q.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestQueue_statsWithoutMetricsHaveNoTimes(t *testing.T) {
+	q, err := New[string](Options[string]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.ShutDown()
+	q.Add("a")
+	st := q.Stats()
+	if st.Depth != 1 || st.Oldest == nil || !st.Oldest.Since.IsZero() {
+		t.Errorf("stats = %+v, want a with no time", st)
+	}
+	q.ShutDown()
+	if !q.Stats().ShuttingDown {
+		t.Error("stats after ShutDown do not say so")
+	}
+}
