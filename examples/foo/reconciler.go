@@ -72,9 +72,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, name object.ObjectName) (con
 func (r *Reconciler) create(ctx context.Context, foo *v1alpha1.Foo) error {
 	_, err := r.Kube.AppsV1().Deployments(foo.Namespace).Create(ctx, NewDeployment(foo), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		// Our cache has not seen it yet (our own earlier create, or someone
-		// else's): the Deployment's event will queue this Foo again.
-		return nil
+		// Our cache has not seen it yet: our own earlier create (its event
+		// will queue this Foo again) or someone else's, whose event will
+		// not (it has no owner to map to), so retry until the cache has it.
+		return fmt.Errorf("deployment %s/%s exists but is not cached yet: %w", foo.Namespace, foo.Spec.DeploymentName, err)
 	}
 	if err != nil {
 		return fmt.Errorf("create deployment %s/%s: %w", foo.Namespace, foo.Spec.DeploymentName, err)
