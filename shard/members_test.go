@@ -1,0 +1,120 @@
+package shard_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/shard"
+)
+
+var env apiserver.Shared
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+// running is a member started in the test, with what Run returned.
+type running struct {
+	m      *shard.Membership
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(t *testing.T, kube kubernetes.Interface, ns, id string) *running {
+	t.Helper()
+	m, err := shard.NewMembership(shard.MembershipOptions{Kube: kube, Namespace: ns, Ring: "ring", Identity: id,
+		LeaseDuration: 2 * time.Second, RenewPeriod: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &running{m: m, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- m.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-r.done })
+	return r
+}
+
+// waitMembers waits until every member in rs sees want.
+func waitMembers(t *testing.T, within time.Duration, want []string, rs ...*running) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok := true
+		for _, r := range rs {
+			if !slices.Equal(r.m.Members(), want) {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			var got []string
+			for _, r := range rs {
+				got = append(got, strings.Join(r.m.Members(), ","))
+			}
+			t.Fatalf("members see %q after %s, want %v", got, within, want)
+		}
+		time.Sleep(20 * time.Millisecond) // polling an observable state against a deadline
+	}
+}
+
+func TestMembership_seesJoinsGracefulLeavesAndSilentDeaths(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	kube := kubernetes.NewForConfigOrDie(srv.Config())
+	proxy, err := srv.NewProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+
+	a := start(t, kube, ns, "a")
+	b := start(t, kube, ns, "b")
+	c := start(t, kubernetes.NewForConfigOrDie(proxy.Config()), ns, "c") // reaches the server through the proxy
+	waitMembers(t, 10*time.Second, []string{"a", "b", "c"}, a, b, c)
+
+	b.cancel() // a graceful leave deletes b's lease: seen within a renew period or two
+	if err := <-b.done; err != nil {
+		t.Fatalf("b's Run after a graceful leave: %v", err)
+	}
+	b.done <- nil // for the cleanup
+	waitMembers(t, time.Second, []string{"a", "c"}, a, c)
+
+	proxy.Stall() // c can no longer renew: a counts it dead after the lease duration
+	stalled := time.Now()
+	waitMembers(t, 5*time.Second, []string{"a"}, a)
+	if d := time.Since(stalled); d < 2*time.Second {
+		t.Errorf("c was counted dead %s after it stopped renewing, before its lease duration", d)
+	}
+	select { // and c, unable to renew for the lease duration, stops
+	case err := <-c.done:
+		if err == nil {
+			t.Error("c's Run returned nil after losing its lease")
+		}
+		c.done <- nil
+	case <-time.After(10 * time.Second):
+		t.Fatal("c's Run kept going without renewing")
+	}
+	proxy.Resume()
+}
+
+func TestNewMembership_rejectsBadInput(t *testing.T) {
+	for _, o := range []shard.MembershipOptions{
+		{Namespace: "ns", Ring: "r", Identity: "a"},
+		{Kube: kubernetes.NewForConfigOrDie(env.Get(t).Config()), Ring: "r", Identity: "a"},
+		{Kube: kubernetes.NewForConfigOrDie(env.Get(t).Config()), Namespace: "ns", Ring: "r", Identity: "a",
+			LeaseDuration: time.Second, RenewPeriod: 2 * time.Second},
+	} {
+		if _, err := shard.NewMembership(o); err == nil {
+			t.Errorf("NewMembership(%+v) accepted", o)
+		}
+	}
+}
