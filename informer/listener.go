@@ -131,33 +131,33 @@ func (l *listener[T]) run(stopping <-chan struct{}) {
 	}
 }
 
-// call delivers n, recovering and counting a panic so that the handler
-// keeps receiving events, then accounts for an initial-list add.
+// call delivers n.
 func (l *listener[T]) call(n notification[T]) {
-	defer func() {
-		if n.initial {
-			l.mu.Lock()
-			l.initial--
-			l.mu.Unlock()
-		}
-	}()
-	defer func() {
-		if r := recover(); r != nil {
-			l.panics.Add(1)
-			l.inf.log.Error("informer: handler panicked", "informer", l.inf.name, "handler", l.name,
-				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-		}
-	}()
-	n.deliver(l.h)
+	initial := 0
+	if n.initial {
+		initial = 1
+	}
+	l.guarded(initial, func() { n.deliver(l.h) })
 }
 
 // callKeyed tells a handler that wants only keys about key, once for all
-// of its notifications, recovering a panic as call does.
+// of its notifications.
 func (l *listener[T]) callKeyed(h handler.KeyHandler, key string, ns []notification[T]) {
+	l.guarded(countInitial(ns), func() {
+		if len(ns) > 0 {
+			h.OnKey(key, background(ns))
+		}
+	})
+}
+
+// guarded runs fn, which calls the handler, recovering and counting a panic
+// so that the handler keeps receiving events; then it accounts for the
+// initial-list adds fn delivered.
+func (l *listener[T]) guarded(initial int, fn func()) {
 	defer func() {
-		if n := countInitial(ns); n > 0 {
+		if initial > 0 {
 			l.mu.Lock()
-			l.initial -= n
+			l.initial -= initial
 			l.mu.Unlock()
 		}
 	}()
@@ -168,9 +168,7 @@ func (l *listener[T]) callKeyed(h handler.KeyHandler, key string, ns []notificat
 				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 		}
 	}()
-	if len(ns) > 0 {
-		h.OnKey(key, background(ns))
-	}
+	fn()
 }
 
 // background reports whether every one of ns is background work: an

@@ -19,8 +19,9 @@ func (i *SharedIndexInformer[T]) processLoop(ctx context.Context) {
 			return
 		}
 		switch {
-		case it.Replace != nil:
-			i.replace(it.Replace.Items, it.Replace.ResourceVersion)
+		case it.Replace != nil: // a relist given whole: one part that is all of it
+			i.relistPart(&deltafifo.RelistPart[T]{Begin: true, Items: it.Replace.Items, End: true,
+				ResourceVersion: it.Replace.ResourceVersion})
 		case it.Relist != nil:
 			i.relistPart(it.Relist)
 		case it.Key != "":
@@ -131,57 +132,6 @@ func (i *SharedIndexInformer[T]) markSyncedLocked() {
 	close(i.syncedC)
 }
 
-// replace swaps the cache for items in one step, then notifies: deletes
-// (final state unknown, carrying the last cached object) for keys that
-// vanished, updates for keys kept whose resource version changed, adds for
-// new keys. An object the relist found unchanged notifies nobody: a 410 on
-// a big cache must not re-enqueue every object of it. The first replace
-// marks the informer synced once every handler has been handed its
-// notifications.
-func (i *SharedIndexInformer[T]) replace(items []T, rv string) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	before := i.idx.List()
-	if err := i.idx.Replace(items, rv); err != nil {
-		i.log.Error("informer: relist could not be cached", "informer", i.name, "err", err)
-		return
-	}
-	old := make(map[string]T, len(before))
-	for _, o := range before {
-		old[object.NameOf(o).String()] = o
-	}
-	i.notifyReplaceLocked(old, items, !i.synced)
-	i.markSyncedLocked()
-}
-
-// notifyReplaceLocked queues the notifications of a relist from the cached
-// objects old (by key) to items, in the order the package promises.
-func (i *SharedIndexInformer[T]) notifyReplaceLocked(old map[string]T, items []T, initial bool) {
-	keys := make([]string, len(items))
-	kept := make(map[string]bool, len(items))
-	for k, o := range items {
-		keys[k] = object.NameOf(o).String()
-		kept[keys[k]] = true
-	}
-	now := time.Now()
-	for key, o := range old {
-		if !kept[key] {
-			i.dispatchLocked(key, notification[T]{kind: deleteKind,
-				del: object.Deleted[T]{Key: key, Obj: o, HasObj: true, FinalStateUnknown: true}}, now)
-		}
-	}
-	for k, o := range items {
-		if prev, ok := old[keys[k]]; ok && changed(prev, o) {
-			i.dispatchLocked(keys[k], notification[T]{kind: updateKind, old: prev, obj: o}, now)
-		}
-	}
-	for k, o := range items {
-		if _, ok := old[keys[k]]; !ok {
-			i.dispatchLocked(keys[k], notification[T]{kind: addKind, obj: o, initial: initial}, now)
-		}
-	}
-}
-
 // changed reports that a relist found a new state of a cached object: its
 // resource version moved, or there is none to compare (a source without
 // resource versions).
@@ -209,15 +159,16 @@ func (s *transformSink[T]) transform(obj T) (T, error) {
 	return out, nil
 }
 
+// Replace is a relist in one part (the reflector gives relists in parts;
+// Replace completes the Sink interface).
 func (s *transformSink[T]) Replace(items []T, rv string) error {
-	out := make([]T, len(items))
-	for k, obj := range items {
-		var err error
-		if out[k], err = s.transform(obj); err != nil {
-			return err
-		}
+	if err := s.BeginRelist(); err != nil {
+		return err
 	}
-	return s.next.Replace(out, rv)
+	if err := s.RelistItems(items); err != nil {
+		return err
+	}
+	return s.EndRelist(rv)
 }
 
 func (s *transformSink[T]) Add(obj T) error    { return s.upsert(obj, s.next.Add) }
