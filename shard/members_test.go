@@ -44,6 +44,8 @@ func start(t *testing.T, kube kubernetes.Interface, ns, id string) *running {
 func waitMembers(t *testing.T, within time.Duration, want []string, rs ...*running) {
 	t.Helper()
 	deadline := time.Now().Add(within)
+	tick := time.NewTicker(20 * time.Millisecond) // members change state on their own clocks: poll what they show
+	defer tick.Stop()
 	for {
 		ok := true
 		for _, r := range rs {
@@ -61,7 +63,7 @@ func waitMembers(t *testing.T, within time.Duration, want []string, rs ...*runni
 			}
 			t.Fatalf("members see %q after %s, want %v", got, within, want)
 		}
-		time.Sleep(20 * time.Millisecond) // polling an observable state against a deadline
+		<-tick.C
 	}
 }
 

@@ -12,7 +12,6 @@ package shard
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -79,11 +78,15 @@ func (s Selector) String() string {
 	return strings.Join(parts, " || ")
 }
 
-// Hash is the 64-bit FNV-1a hash of value, as the server computes it.
+// Hash is the 64-bit FNV-1a hash of value, as the server computes it. It
+// allocates nothing: Matches runs on every watch event.
 func Hash(value string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(value))
-	return h.Sum64()
+	h := uint64(14695981039346656037) // FNV-1a 64 offset basis
+	for i := 0; i < len(value); i++ {
+		h ^= uint64(value[i])
+		h *= 1099511628211 // FNV-1a 64 prime
+	}
+	return h
 }
 
 // Object is what Matches reads of an object; every API object has it.

@@ -84,3 +84,11 @@ func ExampleAssign() {
 	fmt.Println(len(shares["replica-a"].Ranges)+len(shares["replica-b"].Ranges) <= 4)
 	// Output: true
 }
+
+func TestSelector_matchesWithoutAllocating(t *testing.T) {
+	s := shard.Selector{Key: shard.UID, Ranges: []shard.Range{{Start: 0, End: 1 << 63}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "4f3c2b1a-0000-4000-8000-000000000001"}}
+	if n := testing.AllocsPerRun(100, func() { s.Matches(pod) }); n != 0 {
+		t.Errorf("Matches allocates %v times per call", n)
+	}
+}
