@@ -6,8 +6,10 @@
 // and of each image name.
 //
 // A Table is a small, fixed-size, lossy interner: a string is looked up by
-// its hash in one slot; a hit returns the slot's copy, a miss takes the slot.
-// It costs a hash and a comparison per string, allocates nothing, and pins
+// its hash in two slots; a hit returns the slot's copy, a miss takes the
+// first slot and moves what it held to the second (so the string least
+// recently taken in is the one evicted).
+// It costs a hash and at most two comparisons per string, allocates nothing, and pins
 // at most its size in strings, however many objects pass through; strings
 // that do not repeat only take slots from ones that do. It is not safe for
 // concurrent use: the informer keeps one per informer, used by its
@@ -27,7 +29,6 @@
 package intern
 
 import (
-	"hash/maphash"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,7 +55,6 @@ const DefaultTableSize = 1 << 13
 // Table is a lossy interner of fixed size; see the package documentation.
 // The zero value is not usable: use NewTable.
 type Table struct {
-	seed  maphash.Seed
 	slots []string
 	mask  uint64
 	// lists holds resource lists (container requests and limits) to share
@@ -73,21 +73,36 @@ func NewTable(size int) *Table {
 	for n < size {
 		n <<= 1
 	}
-	return &Table{seed: maphash.MakeSeed(), slots: make([]string, n), mask: uint64(n - 1),
+	return &Table{slots: make([]string, n), mask: uint64(n - 1),
 		lists: make([]corev1.ResourceList, max(n/8, 1))}
 }
 
-// String returns the table's copy of s, taking s's slot on a miss.
+// String returns the table's copy of s, taking a slot on a miss.
 func (t *Table) String(s string) string {
 	if s == "" {
 		return ""
 	}
-	slot := &t.slots[maphash.String(t.seed, s)&t.mask]
-	if *slot == s {
-		return *slot
+	h := hash(s)
+	first, second := &t.slots[h&t.mask], &t.slots[(h>>32)&t.mask]
+	switch s {
+	case *first:
+		return *first
+	case *second:
+		return *second
 	}
-	*slot = s
+	*second, *first = *first, s
 	return s
+}
+
+// hash is 64-bit FNV-1a: a fixed function, so which strings share a slot
+// does not change from run to run.
+func hash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 // of interns a string-kinded value (a typed constant like corev1.Protocol).
@@ -161,7 +176,7 @@ func (t *Table) resourceList(l corev1.ResourceList) corev1.ResourceList {
 	}
 	var h uint64
 	for k, q := range l { // order-independent: the sum of the entries' hashes
-		h += maphash.String(t.seed, string(k)) ^ uint64(q.MilliValue())*0x9e3779b97f4a7c15
+		h += hash(string(k)) ^ uint64(q.MilliValue())*0x9e3779b97f4a7c15
 	}
 	slot := &t.lists[h%uint64(len(t.lists))]
 	if sameResources(*slot, l) {
