@@ -72,6 +72,12 @@ type Options[K comparable] struct {
 	// (read-your-writes: see package ledger), and gives each reconcile its
 	// context. Default: none.
 	Gate Gate[K]
+	// Partition, if set, decides which keys this replica reconciles, when
+	// replicas share the work (see package shard, and the manager's
+	// Options.Sharding): a key it does not own when a worker takes it is
+	// dropped (its owner reconciles it), and an owned key's reconcile runs
+	// with the context Partition.Enter returns. Default: every key.
+	Partition Partition[K]
 	// Clock drives the queue's delays. Default: the real clock.
 	Clock workqueue.Clock
 	// Queue holds the queue's fairness and aging options: FlowKey (default:
@@ -115,6 +121,14 @@ type Gate[K comparable] interface {
 	Wait(key K) (wait bool, atMost time.Duration)
 	// Context returns the context a reconcile of key runs with.
 	Context(ctx context.Context, key K) context.Context
+}
+
+// Partition tells which keys this replica reconciles now.
+type Partition[K comparable] interface {
+	// Enter reports whether this replica may reconcile key now. If it may,
+	// the reconcile runs with rctx (derived from ctx; it ends early when
+	// the replica must stop at once) and done is called when it returns.
+	Enter(ctx context.Context, key K) (rctx context.Context, done func(), ok bool)
 }
 
 // Controller runs a Reconciler over the keys added to its queue.
@@ -371,8 +385,19 @@ func (c *Controller[K]) worker(ctx, work context.Context) {
 				continue
 			}
 		}
+		rctx, done := work, func() {}
+		if c.opts.Partition != nil {
+			var ok bool
+			if rctx, done, ok = c.opts.Partition.Enter(work, key); !ok {
+				c.queue.Forget(key)
+				c.queue.Done(key)
+				c.metrics.notOwned()
+				continue
+			}
+		}
 		c.metrics.workerBusy(1)
-		c.process(work, key)
+		c.process(rctx, key)
 		c.metrics.workerBusy(-1)
+		done()
 	}
 }

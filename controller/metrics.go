@@ -24,7 +24,7 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 	m := &metrics{
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "controller",
 			Name: "reconciles_total", ConstLabels: l,
-			Help: "Reconciles by result: success, requeue_after, error, terminal_error, dropped."}, []string{"result"}),
+			Help: "Reconciles by result: success, requeue_after, error, terminal_error, dropped; not_owned counts keys dropped unreconciled because another replica owns them (sharding)."}, []string{"result"}),
 		panics: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "controller",
 			Name: "reconcile_panics_total", Help: "Reconciles that panicked (recovered).", ConstLabels: l}),
 		holds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "controller",
@@ -42,6 +42,9 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 	}
 	return m, nil
 }
+
+// notOwned counts a key dropped because another replica owns it.
+func (m *metrics) notOwned() { m.result("not_owned") }
 
 func (m *metrics) result(r string) {
 	if m != nil {

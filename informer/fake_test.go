@@ -31,6 +31,9 @@ type fakeServer struct {
 	listErr  error
 	watchers []*fakeWatch
 	lists    int
+	// only, when set, selects the objects lists and watches give, like
+	// a label or shard selector; it is read at each List and Watch.
+	only func(name string) bool
 }
 
 func newFakeServer(names ...string) *fakeServer {
@@ -113,6 +116,9 @@ func (s *fakeServer) List(_ context.Context, _ metav1.ListOptions) (listwatch.Li
 	}
 	l := listwatch.List[*corev1.ConfigMap]{ResourceVersion: strconv.Itoa(s.rv)}
 	for _, n := range slices.Sorted(maps.Keys(s.objs)) {
+		if s.only != nil && !s.only(n) {
+			continue
+		}
 		l.Items = append(l.Items, s.objs[n].DeepCopy()) // each list decodes fresh objects, as from the API
 	}
 	return l, nil
@@ -128,7 +134,7 @@ func (s *fakeServer) Watch(_ context.Context, opts metav1.ListOptions) (watch.In
 	if from+1 < s.compact {
 		return nil, apierrors.NewResourceExpired("too old resource version")
 	}
-	w := &fakeWatch{ch: make(chan watch.Event, 100_000)}
+	w := &fakeWatch{ch: make(chan watch.Event, 100_000), only: s.only}
 	if !s.stalled {
 		for _, ev := range s.history[from:] {
 			w.send(ev)
@@ -140,6 +146,7 @@ func (s *fakeServer) Watch(_ context.Context, opts metav1.ListOptions) (watch.In
 
 // fakeWatch is a watch with a large buffer; the server sends under its lock.
 type fakeWatch struct {
+	only    func(name string) bool
 	mu      sync.Mutex
 	ch      chan watch.Event
 	stopped bool
@@ -150,6 +157,9 @@ type fakeWatch struct {
 func (w *fakeWatch) send(ev watch.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.only != nil && ev.Object != nil && !w.only(ev.Object.(*corev1.ConfigMap).Name) {
+		return
+	}
 	if !w.stopped {
 		if ev.Object != nil {
 			ev.Object = ev.Object.DeepCopyObject()

@@ -102,8 +102,12 @@ type SharedIndexInformer[T object.Object] struct {
 	stopped   bool
 	synced    bool
 	syncedC   chan struct{}
-	stopping  chan struct{} // closed when Run's context ends
-	wg        sync.WaitGroup
+	// relists counts relists applied to the cache whole; relisted is
+	// closed and replaced at each (see Relist).
+	relists  uint64
+	relisted chan struct{}
+	stopping chan struct{} // closed when Run's context ends
+	wg       sync.WaitGroup
 }
 
 // New returns an informer over lw; it starts nothing. It fails on invalid
@@ -123,7 +127,7 @@ func New[T object.Object](lw listwatch.ListerWatcher[T], opts Options[T]) (*Shar
 	}
 	i := &SharedIndexInformer[T]{
 		name: opts.Name, log: opts.Logger, idx: idx, fifo: deltafifo.New[T](),
-		syncedC: make(chan struct{}), stopping: make(chan struct{}),
+		syncedC: make(chan struct{}), stopping: make(chan struct{}), relisted: make(chan struct{}),
 	}
 	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts)}
 	i.refl, err = reflector.New(lw, reflector.Sink[T](sink), reflectorOptions(opts))
@@ -271,6 +275,49 @@ func (i *SharedIndexInformer[T]) HasSynced() bool {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return i.synced
+}
+
+// Relist makes the running informer list its resource again from scratch
+// and returns once the cache reflects that list: objects the list no longer
+// gives are deleted (handlers get OnDelete), new ones added, changed ones
+// updated; unchanged ones notify nobody. Call it after changing what the
+// ListerWatcher selects (e.g. the shard ranges a replica owns). A sync under
+// way finishes first. It fails only when ctx ends first, or the informer
+// stopped.
+func (i *SharedIndexInformer[T]) Relist(ctx context.Context, cause error) error {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-i.stopping:
+			cancel()
+		case <-rctx.Done():
+		}
+	}()
+	n, err := i.refl.Relist(rctx, cause)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("informer %s: relist: %w", i.name, ErrStopped)
+	}
+	if err != nil {
+		return err
+	}
+	for {
+		i.mu.Lock()
+		done, wait, stopped := i.relists >= n, i.relisted, i.stopped
+		i.mu.Unlock()
+		switch {
+		case done:
+			return nil
+		case stopped:
+			return fmt.Errorf("informer %s: relist: %w", i.name, ErrStopped)
+		}
+		select {
+		case <-wait:
+		case <-i.stopping:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
 }
 
 // Synced returns a channel closed once HasSynced is true.

@@ -118,6 +118,9 @@ func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 			del: object.Deleted[T]{Key: gone.Key, Obj: gone.Object, HasObj: true, FinalStateUnknown: true}}, now)
 	}
 	i.markSyncedLocked()
+	i.relists++
+	close(i.relisted)
+	i.relisted = make(chan struct{})
 }
 
 // markSyncedLocked marks the informer synced after its first relist.

@@ -2,9 +2,11 @@ package informer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,5 +118,57 @@ func TestInformer_aKeyHandlerGetsTheKeyAndWhetherTheChangeIsBackgroundWork(t *te
 	want := []string{"ns/a background=true", "ns/a background=false"}
 	if got := k.calls(); !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestInformer_relistOnRequestReflectsANewSelectionBeforeReturning(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("a1", "a2", "b1", "b2")
+	srv.only = func(n string) bool { return strings.HasPrefix(n, "a") }
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{})
+	m := newMirror()
+	register(t, inf, m, "h", 0)
+	run(t, inf)
+	waitFor(t, wait, "sync", inf.HasSynced)
+
+	srv.mu.Lock()
+	srv.only = func(n string) bool { return n != "a2" }
+	srv.mu.Unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	if err := inf.Relist(ctx, errors.New("selection changed")); err != nil {
+		t.Fatalf("Relist: %v", err)
+	}
+	keys := inf.Indexer().ListKeys() // read at once: Relist returned only after the cache changed
+	slices.Sort(keys)
+	if want := []string{"ns/a1", "ns/b1", "ns/b2"}; !slices.Equal(keys, want) {
+		t.Fatalf("cache right after Relist = %q, want %q", keys, want)
+	}
+	srv.create("b3", nil)
+	srv.create("a2x", nil)
+	waitFor(t, wait, "events under the new selection", func() bool {
+		_, ok := inf.Indexer().GetByKey("ns/b3")
+		_, ok2 := inf.Indexer().GetByKey("ns/a2x")
+		return ok && ok2
+	})
+	calls := strings.Join(m.callList(), "\n")
+	for _, want := range []string{"add b1@", "add b2@", "delete ns/a2@2 unknown=true"} {
+		if !strings.Contains(calls, want) {
+			t.Errorf("handler calls lack %q:\n%s", want, calls)
+		}
+	}
+	if strings.Count(calls, "add a1@") != 1 {
+		t.Errorf("a1, unchanged, was notified again by the relist:\n%s", calls)
+	}
+}
+
+func TestInformer_relistFailsWhenItsContextEndsOrTheInformerStopped(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("a")
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := inf.Relist(ctx, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Relist with an ended context (informer not running) = %v, want context.Canceled", err)
 	}
 }

@@ -3,6 +3,10 @@ package listwatch
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,11 +62,51 @@ type Options struct {
 	// result is the same on a server without the feature (only the bytes
 	// received differ; see List.ShardApplied). Default: everything.
 	Shard *shard.Selector
+	// ShardFunc, when set, takes Shard's place and may change what it
+	// returns while the adapter is in use (a replica whose share changed):
+	// it is called at every List and Watch and for every watch event. After
+	// a change, make the informer list again (SharedIndexInformer.Relist).
+	// A nil result selects everything.
+	ShardFunc func() *shard.Selector
+	// ShardByController matches the selector against the UID of each
+	// object's controller (its owner reference with controller: true)
+	// instead of the object's own UID or namespace: objects owned by
+	// primaries of a shard follow their owner. The server cannot apply
+	// that, so nothing is sent and the adapter filters alone; objects
+	// without a controller are left out.
+	ShardByController bool
+	// OnShardNotApplied, when set, is called for each list page that the
+	// server sent unfiltered (no metadata.shardInfo in the answer, or it
+	// refused the field, after which the adapter stops sending it), with
+	// the reason; the adapter filtered the page itself.
+	OnShardNotApplied func(reason string)
 }
 
-func (o Options) apply(opts metav1.ListOptions) metav1.ListOptions {
-	if o.Shard != nil {
-		opts.ShardSelector = o.Shard.String()
+// selector returns the shard selection in force, or nil.
+func (o *Options) selector() *shard.Selector {
+	if o.ShardFunc != nil {
+		return o.ShardFunc()
+	}
+	return o.Shard
+}
+
+// matches reports whether obj is in sel, by its own key or its controller's.
+func (o *Options) matches(sel *shard.Selector, obj any) bool {
+	if !o.ShardByController {
+		so, ok := obj.(shard.Object)
+		return !ok || sel.Matches(so)
+	}
+	mo, ok := obj.(metav1.Object)
+	if !ok {
+		return true
+	}
+	ref := metav1.GetControllerOfNoCopy(mo)
+	return ref != nil && sel.MatchesValue(string(ref.UID))
+}
+
+func (o *Options) apply(opts metav1.ListOptions, sel *shard.Selector, send bool) metav1.ListOptions {
+	if sel != nil && send && !o.ShardByController {
+		opts.ShardSelector = sel.String()
 	}
 	if o.LabelSelector != "" {
 		opts.LabelSelector = o.LabelSelector
@@ -100,21 +144,33 @@ type typed[T object.Object, L runtime.Object] struct {
 	list  ListFunc[L]
 	watch WatchFunc
 	opts  Options
+	// refused is set once the server answered an error naming the
+	// shardSelector field: it is not sent again.
+	refused atomic.Bool
 }
 
 func (c *typed[T, L]) List(ctx context.Context, opts metav1.ListOptions) (List[T], error) {
-	l, err := c.list(ctx, c.opts.apply(opts))
+	sel := c.opts.selector()
+	l, err := c.list(ctx, c.opts.apply(opts, sel, !c.refused.Load()))
+	if err != nil && sel != nil && !c.refused.Load() && refusesShards(err) {
+		c.refused.Store(true)
+		c.notApplied(fmt.Sprintf("the server refused the shard selector: %v", err))
+		l, err = c.list(ctx, c.opts.apply(opts, sel, false))
+	}
 	if err != nil {
 		return List[T]{}, err
 	}
 	out, err := fromListObject[T](l)
-	if err != nil || c.opts.Shard == nil {
+	if err != nil || sel == nil {
 		return out, err
 	}
-	out.ShardApplied = shardInfoOf(l) != nil
+	out.ShardApplied = !c.opts.ShardByController && !c.refused.Load() && shardInfoOf(l) != nil
+	if !out.ShardApplied && !c.opts.ShardByController && !c.refused.Load() {
+		c.notApplied("the server sent the list without metadata.shardInfo (is the ShardedListAndWatch feature gate off?)")
+	}
 	kept := out.Items[:0]
 	for _, it := range out.Items {
-		if o, ok := any(it).(shard.Object); !ok || c.opts.Shard.Matches(o) {
+		if c.opts.matches(sel, it) {
 			kept = append(kept, it)
 		}
 	}
@@ -123,18 +179,34 @@ func (c *typed[T, L]) List(ctx context.Context, opts metav1.ListOptions) (List[T
 	return out, nil
 }
 
+func (c *typed[T, L]) notApplied(reason string) {
+	if c.opts.OnShardNotApplied != nil {
+		c.opts.OnShardNotApplied(reason)
+	}
+}
+
+// refusesShards reports an error of a server that does not know or does not
+// allow the shardSelector field.
+func refusesShards(err error) bool {
+	return (apierrors.IsBadRequest(err) || apierrors.IsInvalid(err)) && strings.Contains(strings.ToLower(err.Error()), "shardselector")
+}
+
 func (c *typed[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	w, err := c.watch(ctx, c.opts.apply(opts))
-	if err != nil || c.opts.Shard == nil {
+	sel := c.opts.selector()
+	w, err := c.watch(ctx, c.opts.apply(opts, sel, !c.refused.Load()))
+	if err != nil && sel != nil && !c.refused.Load() && refusesShards(err) {
+		c.refused.Store(true)
+		w, err = c.watch(ctx, c.opts.apply(opts, sel, false))
+	}
+	if err != nil || (c.opts.Shard == nil && c.opts.ShardFunc == nil) {
 		return w, err
 	}
-	sel := c.opts.Shard
 	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
-		o, ok := e.Object.(shard.Object)
-		if !ok || e.Type == watch.Error || e.Type == watch.Bookmark {
+		if e.Type == watch.Error || e.Type == watch.Bookmark {
 			return e, true
 		}
-		return e, sel.Matches(o)
+		sel := c.opts.selector()
+		return e, sel == nil || c.opts.matches(sel, e.Object)
 	}), nil
 }
 

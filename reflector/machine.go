@@ -43,16 +43,19 @@ type (
 		now time.Time
 	}
 	silent struct{ now time.Time } // a watch-list stream sent nothing for config.silence
+	// relistRequested: the user asked for a full sync while watching.
+	relistRequested struct{ cause error }
 )
 
-func (start) isInput()        {}
-func (listed[T]) isInput()    {}
-func (listFailed) isInput()   {}
-func (watchStarted) isInput() {}
-func (watchFailed) isInput()  {}
-func (event[T]) isInput()     {}
-func (watchEnded) isInput()   {}
-func (silent) isInput()       {}
+func (start) isInput()           {}
+func (listed[T]) isInput()       {}
+func (listFailed) isInput()      {}
+func (watchStarted) isInput()    {}
+func (watchFailed) isInput()     {}
+func (event[T]) isInput()        {}
+func (watchEnded) isInput()      {}
+func (silent) isInput()          {}
+func (relistRequested) isInput() {}
 
 // action is something to do. list and watchReq replace any open watch.
 type action interface{ isAction() }
@@ -180,6 +183,11 @@ func (m *machine[T]) next(in input) []action {
 		return m.onEvent(in)
 	case watchEnded:
 		return m.onWatchEnded(in)
+	case relistRequested:
+		if m.phase != watching {
+			return nil
+		}
+		return m.sync(in.cause)
 	case silent:
 		if m.phase != streaming {
 			return nil

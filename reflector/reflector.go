@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,6 +141,11 @@ type Reflector[T object.Object] struct {
 	m       *machine[T]
 	streaks streaks
 
+	// relistC carries Relist's requests to the goroutine running Run;
+	// ended counts relists handed whole to the sink (EndRelist or Replace).
+	relistC chan relistReq
+	ended   atomic.Uint64
+
 	mu     sync.Mutex // guards lastRV, err and stats
 	lastRV string
 	err    error
@@ -167,6 +173,7 @@ func New[T object.Object](lw listwatch.ListerWatcher[T], sink Sink[T], opts Opti
 			backoffInitial:   800 * time.Millisecond, backoffMax: 30 * time.Second, backoffReset: 2 * time.Minute,
 		},
 	}
+	r.relistC = make(chan relistReq)
 	r.relistSink, _ = sink.(RelistSink[T])
 	r.m = newMachine[T](r.cfg, opts.Rand)
 	return r, nil

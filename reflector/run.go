@@ -74,7 +74,11 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 			}
 			in = r.do(ctx, d, a)
 		case d.w != nil:
-			ev, other := r.readEvent(ctx, d)
+			var relist chan relistReq // Relist is served while watching, after a sync
+			if m.phase == watching {
+				relist = r.relistC
+			}
+			ev, other := r.readEvent(ctx, d, relist)
 			switch {
 			case other != nil:
 				in = other
@@ -164,6 +168,7 @@ func (r *Reflector[T]) do(ctx context.Context, d *driver[T], a action) input {
 		}
 	case relistEnd:
 		r.setRV(a.rv)
+		defer r.ended.Add(1)
 		if r.relistSink != nil {
 			r.sinkDo(r.relistSink.EndRelist(a.rv))
 		} else {
@@ -234,10 +239,15 @@ func (r *Reflector[T]) watch(ctx context.Context, d *driver[T], a watchReq) inpu
 // readEvent waits for the next event. It returns a usable event (typ set),
 // or another input (the stream ended, went silent, or sent an error), or
 // neither when the event was skipped or ctx ended.
-func (r *Reflector[T]) readEvent(ctx context.Context, d *driver[T]) (event[T], input) {
+func (r *Reflector[T]) readEvent(ctx context.Context, d *driver[T], relist <-chan relistReq) (event[T], input) {
 	select {
 	case <-ctx.Done():
 		return event[T]{}, nil
+	case req := <-relist:
+		// This relist's end is the next one handed to the sink: no other
+		// sync is under way while watching.
+		req.reply <- r.ended.Load() + 1
+		return event[T]{}, relistRequested{cause: req.cause}
 	case <-d.quiet:
 		d.quiet = nil
 		return event[T]{}, silent{now: r.opts.Clock.Now()}
@@ -323,3 +333,30 @@ func (r *Reflector[T]) skip(what, reason string, n int) {
 	r.metrics.skip(reason, n)
 	r.opts.Logger.Warn("reflector: skipped unusable object", "name", r.opts.Name, "object", what, "count", n)
 }
+
+// relistReq is one call of Relist: the goroutine running Run answers with
+// the number of the relist end that will reflect it.
+type relistReq struct {
+	cause error
+	reply chan uint64
+}
+
+// Relist makes the running reflector synchronise again from scratch (a
+// watch-list stream or a paginated list, as for any resync), e.g. because
+// its ListerWatcher now selects other objects. It waits until the
+// reflector is watching (a sync under way finishes first) and returns n:
+// the sync that reflects the call is the n-th one handed whole to the sink
+// (see Ended). It fails only when ctx ends first.
+func (r *Reflector[T]) Relist(ctx context.Context, cause error) (n uint64, err error) {
+	req := relistReq{cause: cause, reply: make(chan uint64, 1)}
+	select {
+	case r.relistC <- req:
+		return <-req.reply, nil
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	}
+}
+
+// Ended returns how many full synchronisations the reflector has handed to
+// its sink so far (each ends with EndRelist, or is one Replace).
+func (r *Reflector[T]) Ended() uint64 { return r.ended.Load() }

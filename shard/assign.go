@@ -19,11 +19,25 @@ const DefaultVirtualShards = 64
 // them). It returns each member's selector on key, adjacent ranges merged.
 // virtual must be a power of two; members must be non-empty and distinct.
 func Assign(key Key, members []string, virtual int) (map[string]Selector, error) {
-	if virtual <= 0 || bits.OnesCount(uint(virtual)) != 1 {
-		return nil, fmt.Errorf("%w: %d virtual shards, want a power of two", ErrInvalid, virtual)
+	owners, err := Owners(members, virtual)
+	if err != nil {
+		return nil, err
 	}
-	if virtual > 1<<16 {
-		return nil, fmt.Errorf("%w: %d virtual shards, want at most 65536", ErrInvalid, virtual)
+	out := make(map[string]Selector, len(members))
+	for v, owner := range owners {
+		s := out[owner]
+		s.Key = key
+		s.Ranges = appendRange(s.Ranges, v, virtual)
+		out[owner] = s
+	}
+	return out, nil
+}
+
+// Owners returns the owner of each of virtual ranges by Assign's rule:
+// owners[v] owns range v, [v·2⁶⁴/virtual, (v+1)·2⁶⁴/virtual).
+func Owners(members []string, virtual int) ([]string, error) {
+	if err := checkVirtual(virtual); err != nil {
+		return nil, err
 	}
 	if len(members) == 0 {
 		return nil, fmt.Errorf("%w: no member", ErrInvalid)
@@ -36,12 +50,11 @@ func Assign(key Key, members []string, virtual int) (map[string]Selector, error)
 	if len(slices.Compact(slices.Clone(sorted))) != len(sorted) {
 		return nil, fmt.Errorf("%w: a member is listed twice", ErrInvalid)
 	}
-	out := make(map[string]Selector, len(sorted))
-	width := uint64(1) << (64 - bits.TrailingZeros(uint(virtual))) // 2^64 / virtual; 0 when virtual is 1
 	ids := make([]uint64, len(sorted))
 	for i, m := range sorted {
 		ids[i] = Hash(m)
 	}
+	owners := make([]string, virtual)
 	for v := range virtual {
 		owner, best := "", uint64(0)
 		for i, m := range sorted {
@@ -49,22 +62,55 @@ func Assign(key Key, members []string, virtual int) (map[string]Selector, error)
 				owner, best = m, h
 			}
 		}
-		start := uint64(v) * width
-		end := start + width // wraps to 0, the end of the space, for the last range
-		s := out[owner]
-		s.Key = key
-		if n := len(s.Ranges); n > 0 && s.Ranges[n-1].End == start {
-			s.Ranges[n-1].End = end
-		} else {
-			s.Ranges = append(s.Ranges, Range{Start: start, End: end})
-		}
-		out[owner] = s
+		owners[v] = owner
 	}
-	return out, nil
+	return owners, nil
 }
 
-// mix is splitmix64's finalizer: every input bit affects every output bit,
-// which FNV-1a alone does not give for names that differ in one byte.
+func checkVirtual(virtual int) error {
+	if virtual <= 0 || bits.OnesCount(uint(virtual)) != 1 {
+		return fmt.Errorf("%w: %d virtual shards, want a power of two", ErrInvalid, virtual)
+	}
+	if virtual > 1<<16 {
+		return fmt.Errorf("%w: %d virtual shards, want at most 65536", ErrInvalid, virtual)
+	}
+	return nil
+}
+
+// VirtualOf returns the virtual range (of virtual, a power of two) that
+// hash h falls in.
+func VirtualOf(h uint64, virtual int) int {
+	return int(h >> (64 - bits.TrailingZeros(uint(virtual)))) // h >> 64 is 0 in Go: one range holds all
+}
+
+// SelectorOf returns the selector on key of the virtual ranges vs (sorted,
+// of virtual), adjacent ranges merged. With no range it selects nothing
+// but the hash 0 (a selector needs a range; see Sharder.Selector).
+func SelectorOf(key Key, vs []int, virtual int) Selector {
+	s := Selector{Key: key}
+	for _, v := range vs {
+		s.Ranges = appendRange(s.Ranges, v, virtual)
+	}
+	if len(s.Ranges) == 0 {
+		s.Ranges = []Range{{Start: 0, End: 1}}
+	}
+	return s
+}
+
+// appendRange appends virtual range v to rs, merging it with the last
+// range when adjacent.
+func appendRange(rs []Range, v, virtual int) []Range {
+	width := uint64(1) << (64 - bits.TrailingZeros(uint(virtual))) // 2^64 / virtual; 0 when virtual is 1
+	start := uint64(v) * width
+	end := start + width // wraps to 0, the end of the space, for the last range
+	if n := len(rs); n > 0 && rs[n-1].End == start && start != 0 {
+		rs[n-1].End = end
+		return rs
+	}
+	return append(rs, Range{Start: start, End: end})
+}
+
+// mix is splitmix64's finalizer: it spreads the bits of x.
 func mix(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9

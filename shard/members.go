@@ -2,9 +2,12 @@ package shard
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +20,9 @@ import (
 // RingLabel labels every member's Lease with its ring.
 const RingLabel = "ctrlkit.io/ring"
 
+// tagAnnotation holds MembershipOptions.Tag on a member's Lease.
+const tagAnnotation = "ctrlkit.io/member-tag"
+
 // MembershipOptions configure a Membership. Kube, Namespace, Ring and
 // Identity are required.
 type MembershipOptions struct {
@@ -24,12 +30,22 @@ type MembershipOptions struct {
 	Namespace string // where the ring's Leases live
 	Ring      string // the group of replicas sharing the work
 	Identity  string // this replica, unique within the ring
-	// LeaseDuration is how long a member that stops renewing is still
-	// counted. Default: 15s.
+	// LeaseDuration is how long the others keep counting a member that
+	// stopped renewing. Default: 15s.
 	LeaseDuration time.Duration
+	// RenewDeadline is how long a member keeps going without a successful
+	// renewal, counted from the start of its last successful one: then
+	// Run fails, so that the replica stops its share before the others
+	// count it dead. It must be shorter than LeaseDuration; the difference
+	// is the time the replica has to stop. Default: LeaseDuration × 2/3.
+	RenewDeadline time.Duration
 	// RenewPeriod is how often the member renews its Lease and reads the
-	// ring's. Default: LeaseDuration / 3.
+	// ring's. Default: RenewDeadline / 5, at most 2s.
 	RenewPeriod time.Duration
+	// Tag, when set, is written on the member's Lease; members whose Tag
+	// differs are not counted (a replica configured differently, e.g.
+	// with another number of virtual shards, must not take a share).
+	Tag string
 	// OnChange is called, from Run's goroutine, with the live members
 	// (sorted) whenever they change, first once this member's Lease exists.
 	OnChange func(members []string)
@@ -39,11 +55,23 @@ type MembershipOptions struct {
 // are alive: a member is alive while its Lease's renew time keeps changing,
 // as observed by this replica's own clock (so clock skew between replicas
 // does not matter), and for LeaseDuration after the last change observed.
+//
+// Each Run is a new incarnation of the member: its Lease names the holder
+// Identity#incarnation (see Holder), so what an earlier incarnation claimed
+// (a replica restarted under the same name, or one that lost its Lease and
+// joined again) is never mistaken for what this one holds.
 type Membership struct {
 	opts MembershipOptions
 
 	mu      sync.Mutex
 	members []string
+	holder  string // this incarnation; "" outside Run
+	joined  bool   // this incarnation's Lease was written
+	// seen holds, per holder, its last renew time and when this member saw
+	// it change; kept a while after the Lease is gone (see Expired).
+	seen      map[string]observed
+	firstList time.Time // the first successful read of the ring
+	lastList  time.Time // the last one
 }
 
 // NewMembership checks opts and returns a Membership; Run starts it.
@@ -51,60 +79,141 @@ func NewMembership(opts MembershipOptions) (*Membership, error) {
 	if opts.Kube == nil || opts.Namespace == "" || opts.Ring == "" || opts.Identity == "" {
 		return nil, errors.New("shard: MembershipOptions needs Kube, Namespace, Ring and Identity")
 	}
+	if strings.Contains(opts.Identity, "#") {
+		return nil, fmt.Errorf("shard: identity %q contains '#'", opts.Identity)
+	}
 	if opts.LeaseDuration <= 0 {
 		opts.LeaseDuration = 15 * time.Second
 	}
+	if opts.RenewDeadline <= 0 {
+		opts.RenewDeadline = opts.LeaseDuration * 2 / 3
+	}
 	if opts.RenewPeriod <= 0 {
-		opts.RenewPeriod = opts.LeaseDuration / 3
+		opts.RenewPeriod = min(opts.RenewDeadline/5, 2*time.Second)
 	}
-	if opts.RenewPeriod >= opts.LeaseDuration {
-		return nil, fmt.Errorf("shard: RenewPeriod %s must be shorter than LeaseDuration %s", opts.RenewPeriod, opts.LeaseDuration)
+	if opts.RenewDeadline >= opts.LeaseDuration {
+		return nil, fmt.Errorf("shard: RenewDeadline %s must be shorter than LeaseDuration %s", opts.RenewDeadline, opts.LeaseDuration)
 	}
-	return &Membership{opts: opts}, nil
+	if opts.RenewPeriod >= opts.RenewDeadline {
+		return nil, fmt.Errorf("shard: RenewPeriod %s must be shorter than RenewDeadline %s", opts.RenewPeriod, opts.RenewDeadline)
+	}
+	return &Membership{opts: opts, seen: map[string]observed{}}, nil
 }
 
-// Members returns the live members as last seen (sorted).
+// Members returns the identities of the live members as last seen (sorted).
 func (m *Membership) Members() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.members)
 }
 
+// Holder returns this incarnation's holder name, Identity#incarnation, and
+// whether it has joined: its Lease was written and the ring's read once;
+// "" outside Run.
+func (m *Membership) Holder() (holder string, joined bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.holder, m.joined
+}
+
+// Expired reports that holder (an Identity#incarnation, as Holder returns)
+// is dead for certain: a successful read of the ring, made at least
+// LeaseDuration after this member last saw holder's renew time change,
+// found it unchanged or its Lease gone; or, for a holder never seen, this
+// member has read the ring for LeaseDuration without seeing it. Reads that
+// failed prove nothing, so a member cut off from the server expires nobody.
+func (m *Membership) Expired(holder string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o, ok := m.seen[holder]; ok {
+		return m.lastList.Sub(o.at) >= m.opts.LeaseDuration
+	}
+	return !m.firstList.IsZero() && m.lastList.Sub(m.firstList) >= m.opts.LeaseDuration
+}
+
 func (m *Membership) leaseName() string { return m.opts.Ring + "-" + m.opts.Identity }
 
-// Run renews this member's Lease and watches the ring's until ctx ends,
-// then deletes its Lease (a graceful leave: the others see it at once) and
-// returns nil. A member that cannot renew for LeaseDuration is counted dead
-// by the others; Run then returns an error so that the replica stops
-// working on its share.
+// renewal is what one round of renewing and reading the ring found.
+type renewal struct {
+	start time.Time // when the renewal was sent
+	err   error     // renewing
+	items []coordinationv1.Lease
+	read  bool // the ring was read
+}
+
+// Run renews this member's Lease and reads the ring's until ctx ends, then
+// deletes its Lease (a graceful leave: the others see it at once) and
+// returns nil. When it cannot renew for RenewDeadline it returns an error
+// at once (not at its next round), so that the replica stops working on
+// its share before the others count it dead (LeaseDuration).
 func (m *Membership) Run(ctx context.Context) error {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	holder := m.opts.Identity + "#" + hex.EncodeToString(b[:])
+	m.mu.Lock()
+	m.holder, m.joined = holder, false
+	m.mu.Unlock()
 	leases := m.opts.Kube.CoordinationV1().Leases(m.opts.Namespace)
+	rctx, cancel := context.WithCancel(ctx)
+	results := make(chan renewal, 1)
+	inFlight := false
+	round := func() {
+		inFlight = true
+		go func() {
+			r := renewal{start: time.Now()}
+			r.err = m.renew(rctx, r.start, holder)
+			lctx, cancel := context.WithTimeout(rctx, m.opts.RenewPeriod)
+			list, err := leases.List(lctx, metav1.ListOptions{LabelSelector: RingLabel + "=" + m.opts.Ring})
+			cancel()
+			if err == nil {
+				r.items, r.read = list.Items, true
+			}
+			results <- r
+		}()
+	}
 	defer func() {
-		del, cancel := context.WithTimeout(context.Background(), m.opts.RenewPeriod)
-		defer cancel()
+		cancel()
+		if inFlight {
+			<-results
+		}
+		m.mu.Lock()
+		m.holder, m.joined = "", false
+		m.mu.Unlock()
+		del, dcancel := context.WithTimeout(context.Background(), m.opts.RenewPeriod)
+		defer dcancel()
 		_ = leases.Delete(del, m.leaseName(), metav1.DeleteOptions{})
 	}()
-	seen := map[string]observed{} // lease name -> its renew time and when we saw it change
-	lastRenew := time.Now()
+	deadline := time.NewTimer(m.opts.RenewDeadline)
+	defer deadline.Stop()
 	tick := time.NewTicker(m.opts.RenewPeriod)
 	defer tick.Stop()
+	var lastErr error
+	round()
 	for {
-		now := time.Now()
-		if err := m.renew(ctx, now); err == nil {
-			lastRenew = now
-		} else if ctx.Err() == nil && now.Sub(lastRenew) >= m.opts.LeaseDuration {
-			return fmt.Errorf("shard: member %s could not renew its lease for %s: %w", m.opts.Identity, m.opts.LeaseDuration, err)
-		}
-		lctx, cancel := context.WithTimeout(ctx, m.opts.RenewPeriod)
-		list, err := leases.List(lctx, metav1.ListOptions{LabelSelector: RingLabel + "=" + m.opts.Ring})
-		cancel()
-		if err == nil {
-			m.observe(list.Items, seen, time.Now())
-		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-deadline.C:
+			return fmt.Errorf("shard: member %s could not renew its lease for %s (last error: %v)", holder, m.opts.RenewDeadline, lastErr)
+		case r := <-results:
+			inFlight = false
+			if r.err == nil {
+				deadline.Reset(time.Until(r.start.Add(m.opts.RenewDeadline)))
+			} else {
+				lastErr = r.err
+			}
+			if r.read {
+				m.observe(r.items, time.Now())
+			}
+			if r.err == nil && r.read { // joined: renewed, and seen the others
+				m.mu.Lock()
+				m.joined = true
+				m.mu.Unlock()
+			}
 		case <-tick.C:
+			if !inFlight {
+				round()
+			}
 		}
 	}
 }
@@ -114,33 +223,40 @@ type observed struct {
 	at    time.Time
 }
 
-// observe updates seen from the ring's leases and publishes the live
-// members.
-func (m *Membership) observe(items []coordinationv1.Lease, seen map[string]observed, now time.Time) {
+// observe records a successful read of the ring's Leases made at now.
+func (m *Membership) observe(items []coordinationv1.Lease, now time.Time) {
 	var live []string
-	present := map[string]bool{}
+	m.mu.Lock()
+	if m.firstList.IsZero() {
+		m.firstList = now
+	}
+	m.lastList = now
 	for _, l := range items {
 		if l.Spec.HolderIdentity == nil || l.Spec.RenewTime == nil {
 			continue
 		}
-		present[l.Name] = true
+		holder := *l.Spec.HolderIdentity
+		if l.Annotations[tagAnnotation] != m.opts.Tag {
+			continue
+		}
 		renew := l.Spec.RenewTime.String()
-		o, ok := seen[l.Name]
+		o, ok := m.seen[holder]
 		if !ok || o.renew != renew {
 			o = observed{renew: renew, at: now}
-			seen[l.Name] = o
+			m.seen[holder] = o
 		}
 		if now.Sub(o.at) < m.opts.LeaseDuration {
-			live = append(live, *l.Spec.HolderIdentity)
+			id, _, _ := strings.Cut(holder, "#")
+			live = append(live, id)
 		}
 	}
-	for name := range seen {
-		if !present[name] {
-			delete(seen, name)
+	for h, o := range m.seen { // forget holders long gone
+		if now.Sub(o.at) > 10*m.opts.LeaseDuration {
+			delete(m.seen, h)
 		}
 	}
 	slices.Sort(live)
-	m.mu.Lock()
+	live = slices.Compact(live)
 	changed := !slices.Equal(live, m.members)
 	m.members = live
 	m.mu.Unlock()
@@ -149,8 +265,7 @@ func (m *Membership) observe(items []coordinationv1.Lease, seen map[string]obser
 	}
 }
 
-// renew creates or renews this member's Lease.
-func (m *Membership) renew(ctx context.Context, now time.Time) error {
+func (m *Membership) renew(ctx context.Context, now time.Time, holder string) error {
 	leases := m.opts.Kube.CoordinationV1().Leases(m.opts.Namespace)
 	ctx, cancel := context.WithTimeout(ctx, m.opts.RenewPeriod)
 	defer cancel()
@@ -159,8 +274,9 @@ func (m *Membership) renew(ctx context.Context, now time.Time) error {
 	l, err := leases.Get(ctx, m.leaseName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		l = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: m.leaseName(), Namespace: m.opts.Namespace, Labels: map[string]string{RingLabel: m.opts.Ring}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &m.opts.Identity, LeaseDurationSeconds: &secs,
+			ObjectMeta: metav1.ObjectMeta{Name: m.leaseName(), Namespace: m.opts.Namespace, Labels: map[string]string{RingLabel: m.opts.Ring},
+				Annotations: map[string]string{tagAnnotation: m.opts.Tag}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs,
 				AcquireTime: &renewTime, RenewTime: &renewTime},
 		}
 		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
@@ -170,6 +286,15 @@ func (m *Membership) renew(ctx context.Context, now time.Time) error {
 		return err
 	}
 	l = l.DeepCopy()
+	if l.Annotations[tagAnnotation] != m.opts.Tag {
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[tagAnnotation] = m.opts.Tag
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != holder {
+		l.Spec.HolderIdentity, l.Spec.AcquireTime = &holder, &renewTime
+	}
 	l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = &renewTime, &secs
 	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 	return err

@@ -102,7 +102,17 @@ func (s Selector) Matches(obj Object) bool {
 	if s.Key == Namespace {
 		v = obj.GetNamespace()
 	}
-	h := Hash(v)
+	return s.MatchesValue(v)
+}
+
+// MatchesValue reports whether the hash of value (a UID or a namespace, as
+// the selector's Key says) falls in one of the selector's ranges.
+func (s Selector) MatchesValue(value string) bool {
+	return s.MatchesHash(Hash(value))
+}
+
+// MatchesHash reports whether h falls in one of the selector's ranges.
+func (s Selector) MatchesHash(h uint64) bool {
 	for _, r := range s.Ranges {
 		if r.contains(h) {
 			return true
