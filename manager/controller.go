@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/debug"
@@ -24,7 +25,18 @@ type controllerEntry struct {
 	c       *Controller
 	run     func(context.Context) error
 	primary debug.Cache // the For source's informer, for /debug/ctrlkit/explain
+	sources []Source
+	every   bool // in Options.EveryReplica: not sharded
+	// primaries calls fn with every cached primary object (for sharding).
+	primaries func(fn func(object.ObjectName, types.UID))
 }
+
+// Roles of a source.
+const (
+	roleFor = iota
+	roleOwns
+	roleWatches
+)
 
 // Source is where a controller's keys come from: an informer and how its
 // events map to names of the controller's primary objects. Build one with
@@ -32,8 +44,12 @@ type controllerEntry struct {
 type Source interface {
 	// register adds the source's handler to its informer and makes c wait
 	// for it. primary is the kind of the controller's For source.
-	register(m *Manager, c *Controller, primary schema.GroupVersionKind) (*informer.Registration, error)
+	register(m *Manager, c *Controller, primary schema.GroupVersionKind, p *partition) (*informer.Registration, error)
 	isFor() bool
+	role() int
+	informerName() string
+	// each calls fn with every cached object's name and UID.
+	each(fn func(object.ObjectName, types.UID))
 	kind(m *Manager) (schema.GroupVersionKind, error)
 	cache() debug.Cache
 }
@@ -43,6 +59,7 @@ type source[T Object] struct {
 	inf     *informer.SharedIndexInformer[T]
 	filters []func(T) bool
 	primary bool
+	watches bool // a Watches source
 	toNames func(q handler.Adder[object.ObjectName], primary schema.GroupVersionKind) handler.Handler[T]
 }
 
@@ -72,13 +89,48 @@ func Owns[T Object](inf *informer.SharedIndexInformer[T], filters ...func(T) boo
 // (see handler.EnqueueMapped), e.g. every primary object that refers to a
 // changed ConfigMap.
 func Watches[T Object](inf *informer.SharedIndexInformer[T], mapFn func(T) []object.ObjectName, filters ...func(T) bool) Source {
-	return &source[T]{inf: inf, filters: filters,
+	return &source[T]{inf: inf, filters: filters, watches: true,
 		toNames: func(q handler.Adder[object.ObjectName], _ schema.GroupVersionKind) handler.Handler[T] {
 			return handler.EnqueueMapped(q, mapFn)
 		}}
 }
 
 func (s *source[T]) isFor() bool { return s.primary }
+
+func (s *source[T]) role() int {
+	switch {
+	case s.primary:
+		return roleFor
+	case s.watches:
+		return roleWatches
+	}
+	return roleOwns
+}
+
+func (s *source[T]) informerName() string {
+	if s.inf == nil {
+		return ""
+	}
+	return s.inf.Name()
+}
+
+func (s *source[T]) each(fn func(object.ObjectName, types.UID)) {
+	if s.inf == nil {
+		return
+	}
+	for _, obj := range s.inf.Indexer().List() {
+		fn(object.NameOf(obj), obj.GetUID())
+	}
+}
+
+// uidOf returns the UID of the cached object called n.
+func (s *source[T]) uidOf(n object.ObjectName) (types.UID, bool) {
+	obj, ok := s.inf.Indexer().GetByKey(n.String())
+	if !ok {
+		return "", false
+	}
+	return obj.GetUID(), true
+}
 
 func (s *source[T]) cache() debug.Cache {
 	if s.inf == nil {
@@ -91,12 +143,16 @@ func (s *source[T]) kind(m *Manager) (schema.GroupVersionKind, error) {
 	return m.kindOf(newObject[T]())
 }
 
-func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVersionKind) (*informer.Registration, error) {
+func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVersionKind, p *partition) (*informer.Registration, error) {
 	if s.inf == nil {
 		return nil, errors.New("nil informer")
 	}
 	a := &reasonAdder{c: c, source: s.inf.Name()}
 	h := s.toNames(a, primary)
+	if p != nil && s.primary {
+		p.uidOf = s.uidOf
+		h = &forgetting[T]{next: h, p: p}
+	}
 	if len(s.filters) > 0 {
 		h = handler.Filtering[T]{Filter: s.accept, Handler: h}
 	}
@@ -150,6 +206,12 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 	if opts.CacheSyncTimeout == 0 {
 		opts.CacheSyncTimeout = m.opts.CacheSyncTimeout
 	}
+	every := slices.Contains(m.opts.EveryReplica, name)
+	var part *partition
+	if m.sharder != nil && !every && opts.Partition == nil {
+		part = &partition{m: m}
+		opts.Partition = part
+	}
 	ryw := slices.Contains(m.opts.ReadYourWrites, name)
 	if ryw && opts.Gate == nil {
 		opts.Gate = m.ledger.Gate()
@@ -171,7 +233,7 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 		c.Queue().ShutDown() // unregisters its metrics
 	}
 	for _, s := range sources {
-		reg, err := s.register(m, c, primary)
+		reg, err := s.register(m, c, primary, part)
 		if err != nil {
 			undo()
 			return nil, fmt.Errorf("manager: controller %s: %w", name, err)
@@ -184,7 +246,13 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 		undo()
 		return nil, fmt.Errorf("manager: controller %s: %w", name, ErrStarted)
 	}
-	m.controllers = append(m.controllers, controllerEntry{c: c, run: c.Run, primary: cache})
+	e := controllerEntry{c: c, run: c.Run, primary: cache, sources: sources, every: every}
+	for _, s := range sources {
+		if s.isFor() {
+			e.primaries = s.each
+		}
+	}
+	m.controllers = append(m.controllers, e)
 	return c, nil
 }
 
@@ -225,6 +293,24 @@ func primaryKind(m *Manager, sources []Source) (schema.GroupVersionKind, debug.C
 	}
 	gvk, err := fors[0].kind(m)
 	return gvk, fors[0].cache(), err
+}
+
+// forgetting remembers, for the partition, the UIDs of deleted primary
+// objects whose keys may still be queued (the cache no longer has them).
+type forgetting[T Object] struct {
+	next handler.Handler[T]
+	p    *partition
+}
+
+func (f *forgetting[T]) OnAdd(obj T, initial bool) { f.next.OnAdd(obj, initial) }
+func (f *forgetting[T]) OnUpdate(old, new T)       { f.next.OnUpdate(old, new) }
+func (f *forgetting[T]) OnDelete(d object.Deleted[T]) {
+	if d.HasObj {
+		if n, err := object.ParseObjectName(d.Key); err == nil {
+			f.p.deleted(n, d.Obj.GetUID())
+		}
+	}
+	f.next.OnDelete(d)
 }
 
 // observing tells the manager's ledger about every event of its informer

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -49,6 +50,10 @@ type informerEntry struct {
 		mapping() (*meta.RESTMapping, error)
 	}
 	scope Scope
+	// cut is how the informer is cut by shard (cutNone, ...), decided by
+	// Run before the informer first lists; relist is its Relist.
+	cut    *atomic.Int32
+	relist func(context.Context, error) error
 }
 
 // Informer returns the shared informer of T in scope, creating it on first
@@ -87,17 +92,21 @@ func sharedInformer[T Object](m *Manager, gvk schema.GroupVersionKind, scope Sco
 	key := informer.Scope{Resource: plural, Namespace: scope.Namespace, LabelSelector: scope.LabelSelector,
 		FieldSelector: scope.FieldSelector}
 	var lw *restLW[T]
+	cut := new(atomic.Int32)
+	name := key.String() // the informer's name, as the factory gives it
 	inf, err := informer.For(m.factory, key, func() listwatch.ListerWatcher[T] {
-		lw = &restLW[T]{m: m, gvk: gvk, scope: scope}
-		return listwatch.New[T](lw.list, lw.watch, listwatch.Options{LabelSelector: scope.LabelSelector,
-			FieldSelector: scope.FieldSelector})
+		lw = &restLW[T]{m: m, gvk: gvk, scope: scope, name: name}
+		base := listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}
+		return &lazyLW[T]{build: func() listwatch.ListerWatcher[T] {
+			return listwatch.New[T](lw.list, lw.watch, m.cutOptions(base, cut.Load(), name))
+		}}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: informer of %s: %w", gvk.Kind, err)
 	}
 	if lw != nil { // created now
 		m.mu.Lock()
-		m.informers = append(m.informers, informerEntry{name: inf.Name(), gvk: gvk, lw: lw, scope: scope})
+		m.informers = append(m.informers, informerEntry{name: inf.Name(), gvk: gvk, lw: lw, scope: scope, cut: cut, relist: inf.Relist})
 		m.mu.Unlock()
 		if err := trackWrites(m, inf, lw, scope); err != nil {
 			return nil, err
@@ -186,6 +195,7 @@ type restLW[T Object] struct {
 	m     *Manager
 	gvk   schema.GroupVersionKind
 	scope Scope
+	name  string // the informer's, for the bytes it receives
 
 	mu       sync.Mutex // guards rc, mapped and onMapped
 	rc       rest.Interface
@@ -267,7 +277,9 @@ func (l *restLW[T]) client() (rest.Interface, error) {
 		cfg.APIPath = "/api"
 	}
 	cfg.NegotiatedSerializer = l.m.codecs.WithoutConversion()
-	rc, err := rest.RESTClientForConfigAndClient(cfg, l.m.http)
+	hc := *l.m.http
+	hc.Transport = counting{next: l.m.http.Transport, n: l.m.received.bytes.WithLabelValues(l.name)}
+	rc, err := rest.RESTClientForConfigAndClient(cfg, &hc)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/ledger"
+	"github.com/ctrlkit/ctrlkit/shard"
 )
 
 // Errors of New and Run; classify them with errors.Is.
@@ -119,6 +120,10 @@ type Options struct {
 	// EveryReplica names controllers that run on every replica even with
 	// LeaderElection (e.g. one that only reads, or only writes metrics).
 	EveryReplica []string
+	// Sharding, when its Ring is set, spreads the controllers' keys over
+	// every replica running with the same Ring, each caching only its
+	// share (see Sharding). Exclusive with LeaderElection. Default: off.
+	Sharding Sharding
 	// StartTimeout bounds the start-up check that the API server answers.
 	// Default: 30s.
 	StartTimeout time.Duration
@@ -180,6 +185,8 @@ type Manager struct {
 	factory  *informer.Factory
 	recorder *recorders
 	elector  *election.Elector // nil without leader election
+	sharder  *shard.Sharder    // nil without sharding
+	received *received         // bytes per informer, shard fallbacks
 	ledger   *ledger.Ledger    // the writes made for keys, for ReadYourWrites
 
 	// mu guards the fields below. Invariant: once running, controllers and
@@ -232,6 +239,15 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		listening: make(chan struct{}),
 	}
 	m.recorder = &recorders{m: m}
+	if m.received, err = newReceived(opts.Registry); err != nil {
+		return nil, err
+	}
+	if opts.Sharding.Ring != "" {
+		if m.sharder, err = m.newSharder(); err != nil {
+			return nil, err
+		}
+		m.checks = append(m.checks, check{name: "sharding", ready: true, fn: func(*http.Request) error { return m.sharder.Ready() }})
+	}
 	if opts.LeaderElection.Name != "" {
 		if m.elector, err = election.New(cfg, opts.LeaderElection); err != nil {
 			return nil, fmt.Errorf("manager: %w", err)
@@ -332,6 +348,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.opts.Logger.Info("manager: starting", "controllers", len(ctrls), "http", m.Addr(ctx))
 
+	m.planSharding(ctrls)
 	infCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopInformers()
 	var bg sync.WaitGroup
@@ -385,6 +402,9 @@ func (m *Manager) runWork(ctx context.Context, ctrls []controllerEntry, runnable
 	}
 	if m.elector != nil {
 		g.Go(func() error { return m.elector.Run(gctx, fenced(leaderOnly)) })
+	}
+	if m.sharder != nil {
+		g.Go(func() error { return m.sharder.Run(gctx) })
 	}
 	return g.Wait()
 }
