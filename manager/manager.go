@@ -203,7 +203,9 @@ type Manager struct {
 }
 
 // New returns a manager for the API server of cfg; it starts nothing and
-// makes no request. It fails on an invalid cfg or AddToScheme error.
+// makes no request. It fails on an invalid cfg or AddToScheme error. A cfg
+// without client-side rate limits set (QPS and Burst zero) gets 20 and 30,
+// as in controller-runtime, rather than client-go's 5 and 10.
 func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if cfg == nil {
 		return nil, errors.New("manager: nil rest.Config")
@@ -216,6 +218,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
+		cfg.QPS, cfg.Burst = 20, 30
+	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}

@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envReplica) != "" {
 		os.Exit(replicaMain())
 	}
+	if os.Getenv(envShardReplica) != "" {
+		os.Exit(shardReplicaMain())
+	}
 	os.Exit(env.Run(m))
 }
 

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/listwatch"
@@ -80,7 +82,15 @@ func (m *Manager) newSharder() (*shard.Sharder, error) {
 		}
 		o.Identity = h
 	}
-	return shard.NewSharder(shard.SharderOptions{Kube: m.kube, Namespace: o.Namespace, Ring: o.Ring, Identity: o.Identity,
+	// Its own client, without client-side rate limiting: renewals must not
+	// queue behind the reconcilers' writes (a lapse stops every shard).
+	cfg := rest.CopyConfig(m.cfg)
+	cfg.QPS = -1
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("manager: sharding client: %w", err)
+	}
+	return shard.NewSharder(shard.SharderOptions{Kube: kube, Namespace: o.Namespace, Ring: o.Ring, Identity: o.Identity,
 		Key: o.Key, VirtualShards: o.VirtualShards, LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline,
 		RenewPeriod: o.RenewPeriod, DrainTimeout: m.opts.ShutdownTimeout, Relist: m.relistSharded,
 		Acquired: m.queueAcquired, Logger: m.opts.Logger, Registerer: m.opts.Registry})

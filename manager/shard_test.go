@@ -1,0 +1,481 @@
+package manager_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/apply"
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/shard"
+)
+
+// The replicas of TestSharding_* are this test binary run again with these
+// variables set (and envKubeconfig, envNamespace, envLog); TestMain hands
+// such a process to shardReplicaMain.
+const (
+	envShardReplica = "CTRLKIT_TEST_SHARD_REPLICA" // the replica's identity
+	envShardKey     = "CTRLKIT_TEST_SHARD_KEY"     // "uid" or "namespace"
+	envShardOwns    = "CTRLKIT_TEST_SHARD_OWNS"    // "1": the controller owns a Secret per ConfigMap
+)
+
+// Short membership timings so the test takes seconds.
+const (
+	shardLease = 3 * time.Second
+	shardRenew = 250 * time.Millisecond
+	shardDrain = 2 * time.Second
+)
+
+// shardReplicaMain runs a sharded manager whose controller copies each
+// ConfigMap's data["i"] into its annotation "seen" (and, with envShardOwns,
+// creates a Secret it owns), recording in its log file when each reconcile
+// starts and ends, its listener's address, and at exit what it cached,
+// received and reconciled.
+func shardReplicaMain() int {
+	id := os.Getenv(envShardReplica)
+	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv(envKubeconfig))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg.QPS, cfg.Burst = 200, 400 // the test's writer is fast; the replicas must keep up
+	f, err := os.OpenFile(os.Getenv(envLog), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer f.Close()
+	var logMu sync.Mutex
+	logf := func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		fmt.Fprintf(f, format+"\n", args...)
+	}
+	ctx, stop := signal(context.Background())
+	defer stop()
+	ns := os.Getenv(envNamespace)
+	key := shard.UID
+	if os.Getenv(envShardKey) == "namespace" {
+		key = shard.Namespace
+	}
+	m, err := manager.New(cfg, manager.Options{HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		ShutdownTimeout: shardDrain,
+		Sharding: manager.Sharding{Ring: "ring", Namespace: ns, Identity: id, Key: key, VirtualShards: 16,
+			LeaseDuration: shardLease, RenewDeadline: shardLease * 2 / 3, RenewPeriod: shardRenew}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
+	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns})
+	owns := os.Getenv(envShardOwns) == "1"
+	var reconciles int
+	var recMu sync.Mutex
+	rec := controller.ReconcileFunc[object.ObjectName](func(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+		logf("start %d %s", time.Now().UnixNano(), name.Name)
+		defer func() { logf("end %d %s", time.Now().UnixNano(), name.Name) }()
+		recMu.Lock()
+		reconciles++
+		recMu.Unlock()
+		cm, ok := cms.Indexer().GetByKey(name.String())
+		if !ok {
+			return controller.Result{}, nil
+		}
+		if owns {
+			if _, ok := secrets.Indexer().GetByKey(name.String()); !ok {
+				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: name.Namespace, Name: name.Name}}
+				if err := apply.SetControllerReference(cm, s, corev1.SchemeGroupVersion.WithKind("ConfigMap")); err != nil {
+					return controller.Result{}, err
+				}
+				if _, err := m.Kube().CoreV1().Secrets(name.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+					return controller.Result{}, err
+				}
+			}
+		}
+		if cm.Annotations["seen"] != cm.Data["i"] {
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{"seen":%q,"by":%q}}}`, cm.Data["i"], id)
+			if _, err := m.Kube().CoreV1().ConfigMaps(name.Namespace).Patch(ctx, name.Name, types.MergePatchType, []byte(patch),
+				metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return controller.Result{}, err
+			}
+		}
+		select {
+		case <-time.After(10 * time.Millisecond): // work that honours its context
+		case <-ctx.Done():
+		}
+		return controller.Result{}, nil
+	})
+	sources := []manager.Source{manager.For(cms)}
+	if owns {
+		sources = append(sources, manager.Owns(secrets))
+	}
+	if _, err := manager.NewController(m, "copier", rec, controller.Options[object.ObjectName]{Workers: 2}, sources...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() {
+		if addr := m.Addr(ctx); addr != "" {
+			logf("addr %s", addr)
+		}
+	}()
+	err = m.Run(ctx)
+	recMu.Lock()
+	logf("stats cached=%d secrets=%d reconciles=%d", len(cms.Indexer().ListKeys()), len(secrets.Indexer().ListKeys()), reconciles)
+	recMu.Unlock()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// ring is the replicas of one sharding test.
+type ring struct {
+	t          *testing.T
+	kubeconfig string
+	ns, dir    string
+	env        []string
+	replicas   map[string]*replica
+	live       []string // in start order
+	next       int
+}
+
+func newRing(t *testing.T, srv *apiserver.Server, ns string, env ...string) *ring {
+	t.Helper()
+	dir := t.TempDir()
+	return &ring{t: t, kubeconfig: writeKubeconfig(t, srv.Config(), dir, "ring"), ns: ns, dir: dir, env: env,
+		replicas: map[string]*replica{}}
+}
+
+// add starts a replica with a new identity.
+func (r *ring) add() *replica {
+	r.t.Helper()
+	id := fmt.Sprintf("s%02d", r.next)
+	r.next++
+	rep := startShardReplica(r.t, id, r.kubeconfig, r.ns, r.dir, r.env)
+	r.replicas[id] = rep
+	r.live = append(r.live, id)
+	return rep
+}
+
+func startShardReplica(t *testing.T, id, kubeconfig, ns, dir string, env []string) *replica {
+	t.Helper()
+	r := &replica{id: id, log: filepath.Join(dir, id+".log"), exited: make(chan struct{})}
+	r.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	r.cmd.Env = append(append(os.Environ(), envShardReplica+"="+id, envKubeconfig+"="+kubeconfig, envNamespace+"="+ns,
+		envLog+"="+r.log), env...)
+	out, err := os.Create(filepath.Join(dir, id+".out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cmd.Stdout, r.cmd.Stderr = out, out
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		r.err = r.cmd.Wait()
+		out.Close()
+		close(r.exited)
+	}()
+	t.Cleanup(func() {
+		r.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-r.exited:
+		case <-time.After(30 * time.Second):
+			r.cmd.Process.Kill()
+			<-r.exited
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(out.Name())
+			t.Logf("replica %s output (last 4 KiB):\n%s", id, b[max(0, len(b)-4096):])
+		}
+	})
+	return r
+}
+
+// logLines returns the lines of r's log starting with prefix.
+func logLines(t *testing.T, r *replica, prefix string) []string {
+	t.Helper()
+	b, err := os.ReadFile(r.log)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), prefix) {
+			out = append(out, sc.Text())
+		}
+	}
+	return out
+}
+
+// lastStart returns, per ConfigMap, the last reconcile start by any of rs
+// and who made it.
+func lastStarts(t *testing.T, rs map[string]*replica) map[string]interval {
+	out := map[string]interval{}
+	for _, r := range rs {
+		for _, iv := range readIntervals(t, r) {
+			if iv.start > out[iv.name].start {
+				out[iv.name] = iv
+			}
+		}
+	}
+	return out
+}
+
+// converged reports whether every ConfigMap's annotation "seen" equals its
+// data["i"].
+func converged(t *testing.T, kube kubernetes.Interface, ns string, n int) (bool, string) {
+	t.Helper()
+	list, err := kube.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	count := 0
+	for _, cm := range list.Items {
+		if !strings.HasPrefix(cm.Name, "cm-") {
+			continue
+		}
+		count++
+		if cm.Annotations["seen"] != cm.Data["i"] {
+			return false, fmt.Sprintf("%s: seen %q, data %q", cm.Name, cm.Annotations["seen"], cm.Data["i"])
+		}
+	}
+	return count == n, fmt.Sprintf("%d of %d ConfigMaps", count, n)
+}
+
+var shardChanges = flag.Int("shard.changes", 20, "membership changes in TestSharding_membershipChanges")
+
+func TestSharding_membershipChangesNeverLetTwoReplicasReconcileAKeyAtOnce(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	kube := client(t, srv.Config())
+	const n = 60
+	for i := range n {
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"i": "0"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newRing(t, srv, ns, envShardOwns+"=1")
+	for range 3 {
+		r.add()
+	}
+	eventually(t, 60*time.Second, "the first three replicas converging", func() bool { ok, _ := converged(t, kube, ns, n); return ok })
+
+	// A client writing the whole time: a new data["i"] on one ConfigMap every 20ms.
+	ctx, stopWriting := context.WithCancel(t.Context())
+	var writes sync.WaitGroup
+	var last sync.Map // name -> last i written
+	writes.Go(func() {
+		for i := 1; ctx.Err() == nil; i++ {
+			name := fmt.Sprintf("cm-%02d", i%n)
+			patch := fmt.Sprintf(`{"data":{"i":"%d"}}`, i)
+			if _, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
+				last.Store(name, i)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+	defer func() { stopWriting(); writes.Wait() }()
+
+	killedAt := map[string]time.Time{}
+	kinds := []failover{crash, "join", terminate, "join"}
+	var takeovers []time.Duration
+	for round := range *shardChanges {
+		kind := kinds[round%len(kinds)]
+		begin := time.Now()
+		before := lastStarts(t, r.replicas)
+		var gone string
+		switch kind {
+		case "join":
+			r.add()
+		case crash, terminate:
+			gone = r.live[0]
+			r.live = r.live[1:]
+			rep := r.replicas[gone]
+			if kind == crash {
+				rep.cmd.Process.Kill()
+				<-rep.exited
+				killedAt[gone] = time.Now()
+			} else {
+				rep.cmd.Process.Signal(syscall.SIGTERM)
+			}
+		}
+		// Every ConfigMap is reconciled again after the change, by a live replica.
+		var mine []string // the keys the replica that went reconciled last
+		for name, iv := range before {
+			if iv.replica == gone {
+				mine = append(mine, name)
+			}
+		}
+		eventually(t, 30*time.Second, fmt.Sprintf("round %d (%s %s): every ConfigMap reconciled again", round, kind, gone), func() bool {
+			now := lastStarts(t, r.replicas)
+			for i := range n {
+				iv := now[fmt.Sprintf("cm-%02d", i)]
+				if iv.start < begin.UnixNano() || iv.replica == gone {
+					return false
+				}
+			}
+			return true
+		})
+		if gone != "" && len(mine) > 0 {
+			// How long the keys of the replica that went waited for another.
+			worst := time.Duration(0)
+			firsts := map[string]int64{}
+			for _, rep := range r.replicas {
+				if rep.id == gone {
+					continue
+				}
+				for _, iv := range readIntervals(t, rep) {
+					if iv.start > begin.UnixNano() && slices.Contains(mine, iv.name) && (firsts[iv.name] == 0 || iv.start < firsts[iv.name]) {
+						firsts[iv.name] = iv.start
+					}
+				}
+			}
+			for _, at := range firsts {
+				worst = max(worst, time.Duration(at-begin.UnixNano()))
+			}
+			if kind == crash {
+				takeovers = append(takeovers, worst)
+			}
+			t.Logf("round %d: %s of %s; its %d keys reconciled by others within %s", round, kind, gone, len(mine), worst.Round(time.Millisecond))
+		} else {
+			t.Logf("round %d: %s; every key reconciled again within %s", round, kind, time.Since(begin).Round(time.Millisecond))
+		}
+		if kind == terminate {
+			rep := r.replicas[gone]
+			select {
+			case <-rep.exited:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s did not exit within 30s of SIGTERM", gone)
+			}
+			if code := exitCode(rep.err); code != 0 {
+				t.Errorf("%s exited with %d after SIGTERM, want 0", gone, code)
+			}
+		}
+	}
+	stopWriting()
+	writes.Wait()
+	eventually(t, 60*time.Second, "every ConfigMap converging after the writes stopped", func() bool { ok, _ := converged(t, kube, ns, n); return ok })
+	for _, d := range takeovers {
+		if d > shardLease+2*shardRenew+1500*time.Millisecond {
+			t.Errorf("a dead replica's keys waited %s for another; want about the lease duration %s plus a renew period", d, shardLease)
+		}
+	}
+	slices.Sort(takeovers)
+	if len(takeovers) > 0 {
+		t.Logf("after SIGKILL, the dead replica's keys were reconciled by others within: min %s, median %s, max %s (lease %s, renew period %s)",
+			takeovers[0].Round(time.Millisecond), takeovers[len(takeovers)/2].Round(time.Millisecond),
+			takeovers[len(takeovers)-1].Round(time.Millisecond), shardLease, shardRenew)
+	}
+	checkNoOverlapPerKey(t, r.replicas, killedAt)
+	secrets, err := kube.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(secrets.Items) != n {
+		t.Errorf("%d Secrets, want one per ConfigMap (%d)", len(secrets.Items), n)
+	}
+}
+
+// checkNoOverlapPerKey fails t if two replicas reconciled one key at
+// overlapping times. A killed replica's unfinished reconcile ends when it
+// died.
+func checkNoOverlapPerKey(t *testing.T, replicas map[string]*replica, killedAt map[string]time.Time) {
+	t.Helper()
+	byKey := map[string][]interval{}
+	total := 0
+	for _, r := range replicas {
+		for _, iv := range readIntervals(t, r) {
+			if iv.end == 0 {
+				if at, ok := killedAt[r.id]; ok {
+					iv.end = at.UnixNano()
+				} else {
+					iv.end = time.Now().UnixNano() // still running
+				}
+			}
+			byKey[iv.name] = append(byKey[iv.name], iv)
+			total++
+		}
+	}
+	overlaps := 0
+	for name, ivs := range byKey {
+		slices.SortFunc(ivs, func(a, b interval) int { return int(a.start - b.start) })
+		for i := range ivs {
+			for j := i + 1; j < len(ivs) && ivs[j].start < ivs[i].end; j++ {
+				if ivs[j].replica != ivs[i].replica {
+					overlaps++
+					if overlaps <= 5 {
+						t.Errorf("%s reconciled by %s and %s at once", name, ivs[i].replica, ivs[j].replica)
+					}
+				}
+			}
+		}
+	}
+	if overlaps > 0 {
+		t.Errorf("%d overlapping reconciles of one key by two replicas", overlaps)
+	}
+	t.Logf("%d reconciles of %d keys by %d processes, %d overlapping", total, len(byKey), len(replicas), overlaps)
+}
+
+// scrape returns the sum of the samples of metric at r's /metrics.
+func scrape(t *testing.T, r *replica, metric string) float64 {
+	t.Helper()
+	addrs := logLines(t, r, "addr ")
+	if len(addrs) == 0 {
+		t.Fatalf("replica %s wrote no address", r.id)
+	}
+	resp, err := http.Get("http://" + strings.TrimPrefix(addrs[0], "addr ") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, metric+"{") || strings.HasPrefix(line, metric+" ") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			sum += v
+		}
+	}
+	return sum
+}
