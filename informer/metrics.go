@@ -13,6 +13,7 @@ import (
 // event path updates nothing but an atomic counter.
 type metrics struct {
 	pendingKeys, oldestAge, panics *prometheus.Desc
+	cached                         *prometheus.Desc
 	collect                        func(ch chan<- prometheus.Metric, m *metrics)
 }
 
@@ -29,6 +30,8 @@ func newMetrics[T object.Object](reg prometheus.Registerer, i *SharedIndexInform
 			"Age of a handler's oldest pending notification.", labels, constant),
 		panics: prometheus.NewDesc("ctrlkit_informer_handler_panics_total",
 			"Panics recovered from a handler.", labels, constant),
+		cached: prometheus.NewDesc("ctrlkit_informer_cached_objects",
+			"Objects in the informer's cache.", nil, constant),
 		collect: func(ch chan<- prometheus.Metric, m *metrics) { i.collect(ch, m) },
 	}
 	return m, reg.Register(m)
@@ -39,6 +42,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.pendingKeys
 	ch <- m.oldestAge
 	ch <- m.panics
+	ch <- m.cached
 }
 
 // Collect implements prometheus.Collector.
@@ -48,6 +52,7 @@ func (i *SharedIndexInformer[T]) collect(ch chan<- prometheus.Metric, m *metrics
 	i.mu.Lock()
 	ls := append([]*listener[T](nil), i.listeners...)
 	i.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(m.cached, prometheus.GaugeValue, float64(i.idx.Len()))
 	now := time.Now()
 	for _, l := range ls {
 		keys, age := l.lag(now)

@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -40,9 +41,11 @@ import (
 // variables set (and envKubeconfig, envNamespace, envLog); TestMain hands
 // such a process to shardReplicaMain.
 const (
-	envShardReplica = "CTRLKIT_TEST_SHARD_REPLICA" // the replica's identity
-	envShardKey     = "CTRLKIT_TEST_SHARD_KEY"     // "uid" or "namespace"
-	envShardOwns    = "CTRLKIT_TEST_SHARD_OWNS"    // "1": the controller owns a Secret per ConfigMap
+	envShardReplica = "CTRLKIT_TEST_SHARD_REPLICA"  // the replica's identity
+	envShardKey     = "CTRLKIT_TEST_SHARD_KEY"      // "uid" or "namespace"
+	envShardOwns    = "CTRLKIT_TEST_SHARD_OWNS"     // "1": the controller owns a Secret per ConfigMap
+	envShardRing    = "CTRLKIT_TEST_SHARD_RING"     // the ring's name; default "ring"
+	envShardRead    = "CTRLKIT_TEST_SHARD_READONLY" // "1": reconciles only record themselves
 )
 
 // Short membership timings so the test takes seconds.
@@ -84,9 +87,11 @@ func shardReplicaMain() int {
 	if os.Getenv(envShardKey) == "namespace" {
 		key = shard.Namespace
 	}
+	ringName := cmp.Or(os.Getenv(envShardRing), "ring")
+	readOnly := os.Getenv(envShardRead) == "1"
 	m, err := manager.New(cfg, manager.Options{HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		ShutdownTimeout: shardDrain,
-		Sharding: manager.Sharding{Ring: "ring", Namespace: ns, Identity: id, Key: key, VirtualShards: 16,
+		Sharding: manager.Sharding{Ring: ringName, Namespace: ns, Identity: id, Key: key, VirtualShards: 16,
 			LeaseDuration: shardLease, RenewDeadline: shardLease * 2 / 3, RenewPeriod: shardRenew}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -104,7 +109,7 @@ func shardReplicaMain() int {
 		reconciles++
 		recMu.Unlock()
 		cm, ok := cms.Indexer().GetByKey(name.String())
-		if !ok {
+		if !ok || readOnly {
 			return controller.Result{}, nil
 		}
 		if owns {
@@ -456,6 +461,12 @@ func checkNoOverlapPerKey(t *testing.T, replicas map[string]*replica, killedAt m
 // scrape returns the sum of the samples of metric at r's /metrics.
 func scrape(t *testing.T, r *replica, metric string) float64 {
 	t.Helper()
+	return scrapeMatching(t, r, metric, func(string) bool { return true })
+}
+
+// scrapeMatching sums the samples of metric whose line passes keep.
+func scrapeMatching(t *testing.T, r *replica, metric string, keep func(string) bool) float64 {
+	t.Helper()
 	addrs := logLines(t, r, "addr ")
 	if len(addrs) == 0 {
 		t.Fatalf("replica %s wrote no address", r.id)
@@ -471,11 +482,167 @@ func scrape(t *testing.T, r *replica, metric string) float64 {
 	}
 	sum := 0.0
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, metric+"{") || strings.HasPrefix(line, metric+" ") {
+		if (strings.HasPrefix(line, metric+"{") || strings.HasPrefix(line, metric+" ")) && keep(line) {
 			f := strings.Fields(line)
 			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
 			sum += v
 		}
 	}
 	return sum
+}
+
+var shardObjects = flag.Int("shard.objects", 2000, "ConfigMaps in TestSharding_eachReplica (the note's figures: 20000)")
+
+// share is what one replica cached, received and reconciled.
+type share struct {
+	cached, bytes, reconciles float64
+}
+
+func TestSharding_eachReplicaCachesReceivesAndReconcilesItsShare(t *testing.T) {
+	srv := env.Get(t)
+	leakcheck.Check(t)
+	off, err := apiserver.Start(t.Context(), apiserver.Options{DisableShardedListAndWatch: true})
+	if err != nil {
+		t.Fatalf("a second API server, without ShardedListAndWatch: %v", err)
+	}
+	defer off.Stop()
+	n := *shardObjects
+	for _, mode := range []struct {
+		name string
+		srv  *apiserver.Server
+	}{{"server-side", srv}, {"client-side fallback", off}} {
+		ns := mode.srv.Namespace(t)
+		kube := client(t, mode.srv.Config())
+		value := strings.Repeat("x", 400) // a ConfigMap of about 700 bytes on the wire
+		if err := parallel(8, n, func(i int) error {
+			_, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Labels: map[string]string{"app": "shard-test"}},
+				Data:       map[string]string{"i": "0", "payload": value}}, metav1.CreateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var one share
+		for _, replicas := range []int{1, 2, 4} {
+			shares := measureShares(t, mode.srv, ns, fmt.Sprintf("m%d", replicas), replicas, n)
+			if replicas == 1 {
+				one = shares[0]
+			}
+			var worst share
+			for _, s := range shares {
+				worst.cached, worst.bytes, worst.reconciles = max(worst.cached, s.cached), max(worst.bytes, s.bytes), max(worst.reconciles, s.reconciles)
+			}
+			t.Logf("%s, %d objects, N=%d: per replica cached %v, received KiB %v, reconciles %v; worst/one-replica: cached %.3f, bytes %.3f, reconciles %.3f (goal %.3f)",
+				mode.name, n, replicas, column(shares, func(s share) float64 { return s.cached }),
+				column(shares, func(s share) float64 { return s.bytes / 1024 }),
+				column(shares, func(s share) float64 { return s.reconciles }),
+				worst.cached/one.cached, worst.bytes/one.bytes, worst.reconciles/one.reconciles, 1.15/float64(replicas))
+			if worst.cached > 1.15*one.cached/float64(replicas) {
+				t.Errorf("%s, N=%d: a replica cached %.0f of %.0f objects, more than 1.15/N", mode.name, replicas, worst.cached, one.cached)
+			}
+			if mode.srv == srv && worst.bytes > 1.15*one.bytes/float64(replicas) {
+				t.Errorf("%s, N=%d: a replica received %.0f bytes, one replica alone %.0f: more than 1.15/N", mode.name, replicas, worst.bytes, one.bytes)
+			}
+		}
+	}
+}
+
+func column(shares []share, f func(share) float64) []int {
+	var out []int
+	for _, s := range shares {
+		out = append(out, int(f(s)+0.5))
+	}
+	return out
+}
+
+// measureShares runs a ring of n read-only replicas over ns's objects
+// ConfigMaps until every object is cached by exactly one of them and
+// reconciled, and returns what each cached, received and reconciled.
+func measureShares(t *testing.T, srv *apiserver.Server, ns, ringName string, n, objects int) []share {
+	t.Helper()
+	r := newRing(t, srv, ns, envShardRing+"="+ringName, envShardRead+"=1")
+	for range n {
+		r.add()
+	}
+	var shares []share
+	eventually(t, 120*time.Second, fmt.Sprintf("%d replicas caching and reconciling %d objects once", n, objects), func() bool {
+		shares = shares[:0]
+		total, reconciled := 0.0, map[string]bool{}
+		for _, id := range r.live {
+			rep := r.replicas[id]
+			if len(logLines(t, rep, "addr ")) == 0 {
+				return false
+			}
+			s := share{cached: scrapeInformer(t, rep, "ctrlkit_informer_cached_objects", "configmaps"),
+				bytes:      scrapeInformer(t, rep, "ctrlkit_informer_received_bytes_total", "configmaps"),
+				reconciles: scrapeMatching(t, rep, "ctrlkit_controller_reconciles_total", func(l string) bool { return strings.Contains(l, `result="success"`) })}
+			shares = append(shares, s)
+			total += s.cached
+			for _, iv := range readIntervals(t, rep) {
+				reconciled[iv.name] = true
+			}
+			if !ready(rep) {
+				return false
+			}
+		}
+		return total == float64(objects) && len(reconciled) == objects
+	})
+	for _, id := range r.live {
+		rep := r.replicas[id]
+		rep.cmd.Process.Signal(syscall.SIGTERM)
+		<-rep.exited
+	}
+	return shares
+}
+
+// ready reports whether r's /readyz answers 200.
+func ready(r *replica) bool {
+	addrs, _ := os.ReadFile(r.log)
+	for _, line := range strings.Split(string(addrs), "\n") {
+		if addr, ok := strings.CutPrefix(line, "addr "); ok {
+			resp, err := http.Get("http://" + addr + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}
+	}
+	return false
+}
+
+// scrapeInformer sums metric's samples whose informer label contains name.
+func scrapeInformer(t *testing.T, r *replica, metric, name string) float64 {
+	t.Helper()
+	return scrapeMatching(t, r, metric, func(line string) bool { return strings.Contains(line, name) })
+}
+
+// parallel runs do(0..n-1) on workers goroutines; the first error wins.
+func parallel(workers, n int, do func(i int) error) error {
+	next := make(chan int)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := do(i); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
 }

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -12,11 +13,13 @@ import (
 const DefaultVirtualShards = 64
 
 // Assign cuts the hash space into virtual equal ranges and gives each to one
-// of members by rendezvous hashing: each range goes to the member whose hash
-// with the range's number is highest. So every member computes the same
-// assignment from the same member list, in any order, and when a member
-// joins or leaves only the ranges it gains or held move (about 1/N of
-// them). It returns each member's selector on key, adjacent ranges merged.
+// of members by rendezvous hashing with bounded load: each range goes to
+// the member whose hash with the range's number is highest among those that
+// do not yet hold their share (V/N ranges, at most one more). So every
+// member computes the same assignment from the same member list, in any
+// order; shares differ by at most one range; and when a member joins or
+// leaves, mostly the ranges it gains or held move (about 1/N of them, plus
+// a few to keep shares even). It returns each member's selector on key, adjacent ranges merged.
 // virtual must be a power of two; members must be non-empty and distinct.
 func Assign(key Key, members []string, virtual int) (map[string]Selector, error) {
 	owners, err := Owners(members, virtual)
@@ -50,19 +53,48 @@ func Owners(members []string, virtual int) ([]string, error) {
 	if len(slices.Compact(slices.Clone(sorted))) != len(sorted) {
 		return nil, fmt.Errorf("%w: a member is listed twice", ErrInvalid)
 	}
-	ids := make([]uint64, len(sorted))
-	for i, m := range sorted {
-		ids[i] = Hash(m)
+	// Every (member, range) pair gets a score; pairs are taken best first,
+	// each range by the first member that still has room. Room is V/N
+	// ranges, rounded down, and V mod N members may take one more: shares
+	// differ by at most one range, and a pair keeps its match as long as
+	// neither side is taken by a better pair, so a join or a leave moves
+	// little beyond the ranges that must move.
+	type pair struct {
+		score uint64
+		m, v  int
 	}
-	owners := make([]string, virtual)
-	for v := range virtual {
-		owner, best := "", uint64(0)
-		for i, m := range sorted {
-			if h := mix(ids[i] ^ (uint64(v)+1)*0x9e3779b97f4a7c15); owner == "" || h > best {
-				owner, best = m, h
-			}
+	pairs := make([]pair, 0, len(sorted)*virtual)
+	for i, m := range sorted {
+		id := Hash(m)
+		for v := range virtual {
+			pairs = append(pairs, pair{score: mix(id ^ (uint64(v)+1)*0x9e3779b97f4a7c15), m: i, v: v})
 		}
-		owners[v] = owner
+	}
+	slices.SortFunc(pairs, func(a, b pair) int {
+		switch {
+		case a.score != b.score:
+			return cmp.Compare(b.score, a.score)
+		case a.m != b.m:
+			return cmp.Compare(a.m, b.m)
+		}
+		return cmp.Compare(a.v, b.v)
+	})
+	floor, bigger := virtual/len(sorted), virtual%len(sorted)
+	held := make([]int, len(sorted))
+	owners := make([]string, virtual)
+	left := virtual
+	for _, p := range pairs {
+		if owners[p.v] != "" || held[p.m] > floor || (held[p.m] == floor && bigger == 0) {
+			continue
+		}
+		if held[p.m] == floor {
+			bigger--
+		}
+		held[p.m]++
+		owners[p.v] = sorted[p.m]
+		if left--; left == 0 {
+			break
+		}
 	}
 	return owners, nil
 }

@@ -118,6 +118,7 @@ type Sharder struct {
 	lastErr  error         // the last failed step, for Ready
 	relisted bool          // the caches reflect Selector
 	holder   string        // the incarnation the states belong to
+	joinedAt time.Time     // when step first saw holder joined
 }
 
 // NewSharder checks opts and returns a Sharder; Run starts it.
@@ -452,9 +453,17 @@ func (s *Sharder) step(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	if s.holder != holder { // a new incarnation starts from nothing
-		s.holder = holder
+		s.holder, s.joinedAt = holder, time.Now()
 	}
+	wait := s.joinedAt.Add(2 * s.mem.opts.RenewPeriod).Sub(time.Now())
 	s.mu.Unlock()
+	if wait > 0 {
+		// Join grace: replicas started together see each other before
+		// any claims a share, rather than one claiming (and listing)
+		// everything first.
+		time.AfterFunc(wait, s.poke)
+		return nil
+	}
 	id, _, _ := strings.Cut(holder, "#")
 	members := s.mem.Members()
 	if !slices.Contains(members, id) {

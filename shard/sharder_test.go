@@ -198,8 +198,11 @@ func TestSharder_handsShardsOverWithoutOverlapOnJoinsLeavesAndDeaths(t *testing.
 	if o := log.overlaps(); len(o) > 0 {
 		t.Fatalf("%d overlapping reconciles, first: %s", len(o), o[0])
 	}
-	if len(log.all) < 1000 {
-		t.Fatalf("only %d reconciles recorded: the test proved little", len(log.all))
+	log.mu.Lock()
+	n := len(log.all)
+	log.mu.Unlock()
+	if n < 1000 {
+		t.Fatalf("only %d reconciles recorded: the test proved little", n)
 	}
 }
 
