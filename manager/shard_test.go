@@ -496,6 +496,7 @@ var shardObjects = flag.Int("shard.objects", 2000, "ConfigMaps in TestSharding_e
 // share is what one replica cached, received and reconciled.
 type share struct {
 	cached, bytes, reconciles float64
+	fallback                  float64 // ctrlkit_informer_shard_fallback of the ConfigMap informer
 }
 
 func TestSharding_eachReplicaCachesReceivesAndReconcilesItsShare(t *testing.T) {
@@ -537,6 +538,11 @@ func TestSharding_eachReplicaCachesReceivesAndReconcilesItsShare(t *testing.T) {
 				column(shares, func(s share) float64 { return s.bytes / 1024 }),
 				column(shares, func(s share) float64 { return s.reconciles }),
 				worst.cached/one.cached, worst.bytes/one.bytes, worst.reconciles/one.reconciles, 1.15/float64(replicas))
+			for i, s := range shares {
+				if want := map[bool]float64{true: 0, false: 1}[mode.srv == srv]; s.fallback != want {
+					t.Errorf("%s, N=%d: replica %d reports ctrlkit_informer_shard_fallback %v, want %v", mode.name, replicas, i, s.fallback, want)
+				}
+			}
 			if worst.cached > 1.15*one.cached/float64(replicas) {
 				t.Errorf("%s, N=%d: a replica cached %.0f of %.0f objects, more than 1.15/N", mode.name, replicas, worst.cached, one.cached)
 			}
@@ -575,7 +581,8 @@ func measureShares(t *testing.T, srv *apiserver.Server, ns, ringName string, n, 
 			}
 			s := share{cached: scrapeInformer(t, rep, "ctrlkit_informer_cached_objects", "configmaps"),
 				bytes:      scrapeInformer(t, rep, "ctrlkit_informer_received_bytes_total", "configmaps"),
-				reconciles: scrapeMatching(t, rep, "ctrlkit_controller_reconciles_total", func(l string) bool { return strings.Contains(l, `result="success"`) })}
+				reconciles: scrapeMatching(t, rep, "ctrlkit_controller_reconciles_total", func(l string) bool { return strings.Contains(l, `result="success"`) }),
+				fallback:   scrapeInformer(t, rep, "ctrlkit_informer_shard_fallback", "configmaps")}
 			shares = append(shares, s)
 			total += s.cached
 			for _, iv := range readIntervals(t, rep) {
@@ -644,5 +651,39 @@ func parallel(workers, n int, do func(i int) error) error {
 		return err
 	default:
 		return nil
+	}
+}
+
+func TestSharding_badInputIsAClearErrorAtNew(t *testing.T) {
+	srv := env.Get(t)
+	for _, tc := range []struct {
+		name string
+		s    manager.Sharding
+		le   string
+		want string
+	}{
+		{"no namespace", manager.Sharding{Ring: "r"}, "", "Namespace is required"},
+		{"virtual shards not a power of two", manager.Sharding{Ring: "r", Namespace: "default", VirtualShards: 48}, "", "power of two"},
+		{"negative virtual shards", manager.Sharding{Ring: "r", Namespace: "default", VirtualShards: -1}, "", "power of two"},
+		{"too many virtual shards", manager.Sharding{Ring: "r", Namespace: "default", VirtualShards: 1 << 13}, "", "at most 4096"},
+		{"a shard key the server cannot hash", manager.Sharding{Ring: "r", Namespace: "default", Key: "object.metadata.name"}, "", "object.metadata.uid"},
+		{"with leader election", manager.Sharding{Ring: "r", Namespace: "default"}, "lease", "exclusive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := quiet(t)
+			opts.Sharding = tc.s
+			if tc.le != "" {
+				opts.LeaderElection.Name, opts.LeaderElection.Namespace = tc.le, "default"
+			}
+			_, err := manager.New(srv.Config(), opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, want an error saying %q", err, tc.want)
+			}
+			if tc.s.VirtualShards != 0 || tc.s.Key != "" {
+				if !errors.Is(err, shard.ErrInvalid) {
+					t.Errorf("%v does not wrap shard.ErrInvalid", err)
+				}
+			}
+		})
 	}
 }
