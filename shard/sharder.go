@@ -118,6 +118,7 @@ type Sharder struct {
 	lastErr  error         // the last failed step, for Ready
 	relisted bool          // the caches reflect Selector
 	holder   string        // the incarnation the states belong to
+	epoch    uint64        // counts closeAll: a step opens nothing when it moved
 	joinedAt time.Time     // when step first saw holder joined
 }
 
@@ -392,6 +393,7 @@ func (s *Sharder) leave(ctx context.Context) {
 // closeAll closes every shard at once and cancels its reconciles.
 func (s *Sharder) closeAll(cause error) {
 	s.mu.Lock()
+	s.epoch++ // a step under way must not open or claim on the closed states' behalf
 	var stopped []int
 	for v, x := range s.states {
 		if x != closed {
@@ -452,9 +454,16 @@ func (s *Sharder) step(ctx context.Context) error {
 		return nil
 	}
 	s.mu.Lock()
-	if s.holder != holder { // a new incarnation starts from nothing
+	newIncarnation := s.holder != holder
+	s.mu.Unlock()
+	if newIncarnation { // starts from nothing, whatever the table says of earlier ones
+		s.closeAll(ErrLost)
+		s.mu.Lock()
 		s.holder, s.joinedAt = holder, time.Now()
+		s.mu.Unlock()
 	}
+	s.mu.Lock()
+	epoch := s.epoch
 	wait := s.joinedAt.Add(2 * s.mem.opts.RenewPeriod).Sub(time.Now())
 	s.mu.Unlock()
 	if wait > 0 {
@@ -489,7 +498,7 @@ func (s *Sharder) step(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	changed, err := s.writeTable(ctx, holder, owners, id)
+	changed, err := s.writeTable(ctx, holder, owners, id, epoch)
 	if err != nil {
 		return err
 	}
@@ -505,7 +514,7 @@ func (s *Sharder) step(ctx context.Context) error {
 		}
 	}
 	s.mu.Lock()
-	if s.holder != holder {
+	if s.epoch != epoch {
 		s.mu.Unlock()
 		return nil
 	}
@@ -543,7 +552,7 @@ func (s *Sharder) step(ctx context.Context) error {
 // held by an expired or earlier incarnation), and gives up those it is
 // releasing (drained) or holds in the table only. It retries on conflicts.
 // It reports whether the selector changed.
-func (s *Sharder) writeTable(ctx context.Context, holder string, owners []string, id string) (bool, error) {
+func (s *Sharder) writeTable(ctx context.Context, holder string, owners []string, id string, epoch uint64) (bool, error) {
 	leases := s.opts.Kube.CoordinationV1().Leases(s.opts.Namespace)
 	for attempt := 0; ; attempt++ {
 		l, holders, err := s.readTable(ctx)
@@ -553,6 +562,10 @@ func (s *Sharder) writeTable(ctx context.Context, holder string, owners []string
 		next := slices.Clone(holders)
 		claim := make([]bool, len(owners))
 		s.mu.Lock()
+		if s.epoch != epoch {
+			s.mu.Unlock()
+			return false, ErrLost
+		}
 		var lost []int
 		for v, x := range s.states {
 			switch {
@@ -592,6 +605,10 @@ func (s *Sharder) writeTable(ctx context.Context, holder string, owners []string
 			}
 		}
 		s.mu.Lock()
+		if s.epoch != epoch { // fenced meanwhile: every state is closed; what the table says expires
+			s.mu.Unlock()
+			return false, ErrLost
+		}
 		released, claimed := 0, 0
 		for v := range s.states {
 			switch {
