@@ -77,8 +77,10 @@ type Options struct {
 	ShardByController bool
 	// OnShardNotApplied, when set, is called for each list page that the
 	// server sent unfiltered (no metadata.shardInfo in the answer, or it
-	// refused the field, after which the adapter stops sending it), with
-	// the reason; the adapter filtered the page itself.
+	// refused the field, after which the adapter stops sending it) and for
+	// each watch whose events show it unfiltered (an object outside the
+	// selector it was opened with), with the reason; the adapter filtered
+	// them itself.
 	OnShardNotApplied func(reason string)
 }
 
@@ -201,12 +203,21 @@ func (c *typed[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch
 	if err != nil || (c.opts.Shard == nil && c.opts.ShardFunc == nil) {
 		return w, err
 	}
+	sent := sel != nil && !c.refused.Load() && !c.opts.ShardByController
+	var reported bool
 	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
 		if e.Type == watch.Error || e.Type == watch.Bookmark {
 			return e, true
 		}
-		sel := c.opts.selector()
-		return e, sel == nil || c.opts.matches(sel, e.Object)
+		if sent && !reported && !c.opts.matches(sel, e.Object) {
+			// An object outside the selector this watch was opened with:
+			// the server did not apply it (a watch-list sync has no list
+			// answer to tell by).
+			reported = true
+			c.notApplied("the server sent a watch event outside the shard selector (is the ShardedListAndWatch feature gate off?)")
+		}
+		cur := c.opts.selector()
+		return e, cur == nil || c.opts.matches(cur, e.Object)
 	}), nil
 }
 

@@ -3,10 +3,13 @@ package listwatch_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -115,5 +118,112 @@ func TestOptions_shardFiltersOnTheClientWhenTheServerDoesNot(t *testing.T) {
 	}
 	if total != 100 {
 		t.Errorf("the halves kept %d of 100", total)
+	}
+}
+
+func TestOptions_shardFallbackIsReportedFromListsWatchesAndRefusals(t *testing.T) {
+	sel := halves[0]
+	in, out := (*corev1.ConfigMap)(nil), (*corev1.ConfigMap)(nil)
+	for i := 0; in == nil || out == nil; i++ {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i), UID: types.UID(fmt.Sprint("uid-", i))}}
+		if sel.Matches(cm) {
+			in = cm
+		} else {
+			out = cm
+		}
+	}
+	var reasons []string
+	var sent []string
+	refuse := true
+	list := func(_ context.Context, o metav1.ListOptions) (*corev1.ConfigMapList, error) {
+		sent = append(sent, o.ShardSelector)
+		if o.ShardSelector != "" && refuse {
+			return nil, apierrors.NewBadRequest(`unknown query parameter "shardSelector"`)
+		}
+		return &corev1.ConfigMapList{Items: []corev1.ConfigMap{*in, *out}}, nil
+	}
+	fw := watch.NewFake()
+	lw := listwatch.New[*corev1.ConfigMap](list, func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
+		listwatch.Options{Shard: sel, OnShardNotApplied: func(r string) { reasons = append(reasons, r) }})
+
+	// A server that refuses the field: retried without it, reported, not sent again.
+	l, err := lw.List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("List against a server refusing shardSelector: %v", err)
+	}
+	if len(l.Items) != 1 || l.Items[0].Name != in.Name {
+		t.Errorf("items %v, want only %s", l.Items, in.Name)
+	}
+	if len(reasons) != 1 || !strings.Contains(reasons[0], "refused") {
+		t.Errorf("reasons %q, want one saying the server refused the selector", reasons)
+	}
+	if _, err := lw.List(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{sel.String(), "", ""}; !slices.Equal(sent, want) {
+		t.Errorf("selectors sent %q, want %q", sent, want)
+	}
+
+	// A server that ignores it silently: a watch event outside the selector
+	// tells, once; the event is filtered out.
+	reasons, refuse = nil, false
+	lw2 := listwatch.New[*corev1.ConfigMap](list, func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
+		listwatch.Options{Shard: sel, OnShardNotApplied: func(r string) { reasons = append(reasons, r) }})
+	w, err := lw2.Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		fw.Add(out.DeepCopy())
+		fw.Add(out.DeepCopy())
+		fw.Add(in.DeepCopy())
+	}()
+	ev := <-w.ResultChan()
+	if ev.Object.(*corev1.ConfigMap).Name != in.Name {
+		t.Errorf("first event passed: %s, want %s (the others are outside the selector)", ev.Object.(*corev1.ConfigMap).Name, in.Name)
+	}
+	if len(reasons) != 1 || !strings.Contains(reasons[0], "watch event outside") {
+		t.Errorf("reasons %q, want one (per watch) saying a watch event was outside the selector", reasons)
+	}
+}
+
+func TestOptions_shardFuncIsReadAtEveryCallAndByControllerFollowsTheOwner(t *testing.T) {
+	owner := types.UID("owner-uid")
+	var ownerHalf *shard.Selector
+	for _, h := range halves {
+		if h.MatchesValue(string(owner)) {
+			ownerHalf = h
+		}
+	}
+	yes := true
+	owned := corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "owned", UID: "x",
+		OwnerReferences: []metav1.OwnerReference{{UID: owner, Controller: &yes, Name: "o", Kind: "Foo", APIVersion: "v1"}}}}
+	orphan := corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "orphan", UID: "y"}}
+	var sent []string
+	list := func(_ context.Context, o metav1.ListOptions) (*corev1.ConfigMapList, error) {
+		sent = append(sent, o.ShardSelector)
+		return &corev1.ConfigMapList{Items: []corev1.ConfigMap{owned, orphan}}, nil
+	}
+	current := ownerHalf
+	lw := listwatch.New[*corev1.ConfigMap](list, nil, listwatch.Options{ShardFunc: func() *shard.Selector { return current },
+		ShardByController: true})
+	l, err := lw.List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 || l.Items[0].Name != "owned" {
+		t.Errorf("by controller, the owner's half kept %d items, want only the owned one", len(l.Items))
+	}
+	for _, h := range halves {
+		if h != ownerHalf {
+			current = h
+		}
+	}
+	if l, _ = lw.List(t.Context(), metav1.ListOptions{}); len(l.Items) != 0 {
+		t.Errorf("the other half kept %d items, want none", len(l.Items))
+	}
+	if want := []string{"", ""}; !slices.Equal(sent, want) {
+		t.Errorf("selectors sent by controller %q, want none (the server cannot cut by owner)", sent)
 	}
 }
