@@ -594,6 +594,14 @@ func measureShares(t *testing.T, srv *apiserver.Server, ns, ringName string, n, 
 		}
 		return total == float64(objects) && len(reconciled) == objects
 	})
+	shares = shares[:0] // once more, now that every reconcile has been counted
+	for _, id := range r.live {
+		rep := r.replicas[id]
+		shares = append(shares, share{cached: scrapeInformer(t, rep, "ctrlkit_informer_cached_objects", "configmaps"),
+			bytes:      scrapeInformer(t, rep, "ctrlkit_informer_received_bytes_total", "configmaps"),
+			reconciles: scrapeMatching(t, rep, "ctrlkit_controller_reconciles_total", func(l string) bool { return strings.Contains(l, `result="success"`) }),
+			fallback:   scrapeInformer(t, rep, "ctrlkit_informer_shard_fallback", "configmaps")})
+	}
 	for _, id := range r.live {
 		rep := r.replicas[id]
 		rep.cmd.Process.Signal(syscall.SIGTERM)

@@ -138,7 +138,8 @@ type renewal struct {
 	start time.Time // when the renewal was sent
 	err   error     // renewing
 	items []coordinationv1.Lease
-	read  bool // the ring was read
+	read  bool      // the ring was read
+	asked time.Time // when the read was sent
 }
 
 // Run renews this member's Lease and reads the ring's until ctx ends, then
@@ -162,7 +163,8 @@ func (m *Membership) Run(ctx context.Context) error {
 		go func() {
 			r := renewal{start: time.Now()}
 			r.err = m.renew(rctx, r.start, holder)
-			lctx, cancel := context.WithTimeout(rctx, m.opts.RenewPeriod)
+			lctx, cancel := context.WithTimeout(rctx, m.opts.RenewDeadline)
+			r.asked = time.Now()
 			list, err := leases.List(lctx, metav1.ListOptions{LabelSelector: RingLabel + "=" + m.opts.Ring})
 			cancel()
 			if err == nil {
@@ -203,7 +205,7 @@ func (m *Membership) Run(ctx context.Context) error {
 				lastErr = r.err
 			}
 			if r.read {
-				m.observe(r.items, time.Now())
+				m.observe(r.items, r.asked, time.Now())
 			}
 			if r.err == nil && r.read { // joined: renewed, and seen the others
 				m.mu.Lock()
@@ -223,14 +225,18 @@ type observed struct {
 	at    time.Time
 }
 
-// observe records a successful read of the ring's Leases made at now.
-func (m *Membership) observe(items []coordinationv1.Lease, now time.Time) {
+// observe records a successful read of the ring's Leases, sent at asked and
+// answered at now. Both ends are used where they are the safe side: a
+// renewal is counted as seen when the answer came (it may have been written
+// just before), and "unchanged since" holds only as of when the read was
+// sent (a renewal under way then may have been written just after).
+func (m *Membership) observe(items []coordinationv1.Lease, asked, now time.Time) {
 	var live []string
 	m.mu.Lock()
 	if m.firstList.IsZero() {
 		m.firstList = now
 	}
-	m.lastList = now
+	m.lastList = asked
 	for _, l := range items {
 		if l.Spec.HolderIdentity == nil || l.Spec.RenewTime == nil {
 			continue
@@ -267,7 +273,7 @@ func (m *Membership) observe(items []coordinationv1.Lease, now time.Time) {
 
 func (m *Membership) renew(ctx context.Context, now time.Time, holder string) error {
 	leases := m.opts.Kube.CoordinationV1().Leases(m.opts.Namespace)
-	ctx, cancel := context.WithTimeout(ctx, m.opts.RenewPeriod)
+	ctx, cancel := context.WithTimeout(ctx, m.opts.RenewDeadline)
 	defer cancel()
 	secs := max(int32(m.opts.LeaseDuration/time.Second), 1)
 	renewTime := metav1.NewMicroTime(now)
