@@ -509,7 +509,13 @@ func (s *Sharder) step(ctx context.Context) error {
 		return nil
 	}
 	if s.opts.Relist != nil {
-		if err := s.opts.Relist(ctx); err != nil {
+		// Bounded, so that a cache that cannot list (a resource not
+		// served) does not stop this replica from releasing what others
+		// should get; the claimed shards stay closed until a relist works.
+		rctx, cancel := context.WithTimeout(ctx, 2*s.mem.opts.LeaseDuration)
+		err := s.opts.Relist(rctx)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("shard: relisting with the new selector: %w", err)
 		}
 	}
