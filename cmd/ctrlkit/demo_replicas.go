@@ -33,12 +33,8 @@ func (d *demo) startReplicas(ctx context.Context, wg *sync.WaitGroup, kubeconfig
 	}
 	mode := []string{"--leader-elect", "--metrics-addr", "0"}
 	if sharded {
-		// A client rate above client-go's default of 5/s: the ring's
-		// membership renews through the manager's client (3 requests per
-		// renew period, 533ms with a 4s lease) and lapses when the
-		// limiter makes it wait past its renew deadline.
 		mode = []string{"--shard-ring", demoRing, "--shard-key", "uid", "--lease-duration", demoShardLease.String(),
-			"--kube-api-qps", "50", "--kube-api-burst", "100", "--metrics-addr", "127.0.0.1:0"}
+			"--metrics-addr", "127.0.0.1:0"}
 	}
 	fmt.Fprintf(d.out, "running %d replicas of \"ctrlkit run foo %s\"; their logs: %s\n", n, strings.Join(mode[:len(mode)-2], " "), logs)
 	var running sync.WaitGroup

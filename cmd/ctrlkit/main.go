@@ -141,13 +141,8 @@ func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	leaseNS := fs.String("lease-namespace", "default", "namespace of the leader-election Lease or of the ring's Leases")
 	leaseDuration := fs.Duration("lease-duration", 15*time.Second, "how long a silent replica keeps the lead or its shards; it stops its own work after 2/3 of it")
 	identity := fs.String("identity", "", "this replica's name in the Lease or the ring (default: host name, with a random suffix under --leader-elect)")
-	qps := fs.Float64("kube-api-qps", 5, "requests per second the client allows itself (client-go's rate limiter, shared by the informers, the reconciles and the ring's membership)")
-	burst := fs.Int("kube-api-burst", 10, "requests the client may send at once above --kube-api-qps")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
-	}
-	if *qps <= 0 || *burst <= 0 {
-		return usageError(fs, fmt.Errorf("--kube-api-qps %g and --kube-api-burst %d must be positive", *qps, *burst))
 	}
 	opts := manager.Options{HTTPAddr: *metricsAddr, HealthAddr: *healthAddr,
 		EnablePprof: *pprof, RequireServedKinds: true, DebugToken: *debugToken}
@@ -160,7 +155,6 @@ func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = float32(*qps), *burst
 	if opts.DebugToken == "" {
 		opts.DebugToken = os.Getenv("CTRLKIT_DEBUG_TOKEN")
 	}

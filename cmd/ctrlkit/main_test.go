@@ -113,7 +113,7 @@ func TestRun_aWrongCommandFlagOrArgumentIsAUsageError(t *testing.T) {
 		{"demo", "--bogus"}, {"apiserver", "run", "stray"}, {"run", "foo", "--workers", "x"},
 		{"demo", "--shards"}, {"demo", "--shards", "--replicas", "1"}, {"demo", "--replicas", "3", "--shards", "--kill-leader"},
 		{"run", "foo", "--shard-ring", "r", "--leader-elect"}, {"run", "foo", "--shard-ring", "r", "--shard-key", "name"},
-		{"run", "foo", "--lease-duration", "0s"}, {"run", "foo", "--kube-api-qps", "0"},
+		{"run", "foo", "--lease-duration", "0s"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var out, errOut bytes.Buffer
