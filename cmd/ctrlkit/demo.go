@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/controller"
@@ -215,14 +216,20 @@ func (d *demo) create(ctx context.Context, i int) error {
 	return err
 }
 
+// scale adds 2 to a Foo's replicas. The controller may write the Foo's
+// status between the read and the update; a conflict reads it again.
 func (d *demo) scale(ctx context.Context, i int) error {
-	f, err := d.fooAPI.Get(ctx, fooName(i))
-	if err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		f, err := d.fooAPI.Get(ctx, fooName(i))
+		if err != nil {
+			return err
+		}
+		r := *f.Spec.Replicas + 2
+		f.Spec.Replicas = &r
+		_, err = d.fooAPI.Update(ctx, f)
 		return err
-	}
-	r := *f.Spec.Replicas + 2
-	f.Spec.Replicas = &r
-	if _, err = d.fooAPI.Update(ctx, f); err == nil {
+	})
+	if err == nil {
 		d.updated.Add(1)
 	}
 	return err
