@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/controller"
@@ -43,6 +44,9 @@ type demo struct {
 	status           func() string                              // the controller's state for the progress line
 	stats            func() controller.Stats[object.ObjectName] // nil with --replicas
 	procs            map[string]*os.Process                     // with --replicas, by identity
+	ring             []*replica                                 // with --shards, in identity order
+	killed           chan struct{}                              // with --shards: closed once the kill and its handoff are over
+	handoff          time.Duration                              // with --shards: from the kill until its shards moved; set before killed closes
 	created, updated atomic.Int64
 	deleted          atomic.Int64
 }
@@ -55,8 +59,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for convergence")
 	replicas := fs.Int("replicas", 1, "run the controller as this many processes (ctrlkit run foo --leader-elect); 1 runs it in this process")
 	killLeader := fs.Bool("kill-leader", false, "with --replicas: SIGKILL the leading replica when half the Foos exist")
+	shards := fs.Bool("shards", false, "with --replicas 2 or more: the replicas share the Foos in a ring of Leases (run foo --shard-ring) instead of electing a leader; the one holding the most shards is SIGKILLed when half the Foos exist")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
+	}
+	switch {
+	case *shards && *replicas < 2:
+		return usageError(fs, errors.New("--shards needs --replicas 2 or more"))
+	case *shards && *killLeader:
+		return usageError(fs, errors.New("--kill-leader is for leader election; with --shards a replica is killed anyway"))
 	}
 	fmt.Fprintln(stdout, "ctrlkit demo: the Foo sample controller on a real, embedded Kubernetes API server")
 	fmt.Fprintln(stdout, "starting the API server (kube-apiserver + etcd on 127.0.0.1)...")
@@ -80,8 +91,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	ctrlErr := make(chan error, 1)
 	var m *manager.Manager
 	if *replicas > 1 {
-		if err := d.startReplicas(ctx, &wg, srv.Kubeconfig(), *replicas, ctrlErr); err != nil {
+		if err := d.startReplicas(ctx, &wg, srv.Kubeconfig(), *replicas, *shards, ctrlErr); err != nil {
 			return err
+		}
+		if *shards {
+			d.status = func() string { return d.ringStatus(ctx) }
+			d.killed = make(chan struct{})
+			wg.Go(func() { d.killReplicaHalfway(ctx) })
 		}
 		if *killLeader {
 			wg.Go(func() { d.killLeaderHalfway(ctx) })
@@ -111,8 +127,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var progress sync.WaitGroup
 	progress.Go(func() { d.showProgress(progressCtx) })
 
+	if d.ring != nil {
+		err = d.waitForRing(ctx, *timeout, ctrlErr)
+	}
 	start := time.Now()
-	err = d.workload(ctx)
+	if err == nil {
+		err = d.workload(ctx)
+	}
+	if err == nil && d.killed != nil {
+		<-d.killed // convergence is checked after the handoff
+	}
 	converged, detail := false, ""
 	if err == nil {
 		converged, detail = d.waitConverged(ctx, *timeout, ctrlErr)
@@ -122,7 +146,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	d.summary(start, converged, detail)
+	d.summary(ctx, start, converged, detail)
 	if *keep && converged {
 		fmt.Fprintf(stdout, "\nstill running; try: kubectl --kubeconfig %s -n %s get foos,deployments\n", srv.Kubeconfig(), demoNamespace)
 		if m != nil {
@@ -192,14 +216,20 @@ func (d *demo) create(ctx context.Context, i int) error {
 	return err
 }
 
+// scale adds 2 to a Foo's replicas. The controller may write the Foo's
+// status between the read and the update; a conflict reads it again.
 func (d *demo) scale(ctx context.Context, i int) error {
-	f, err := d.fooAPI.Get(ctx, fooName(i))
-	if err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		f, err := d.fooAPI.Get(ctx, fooName(i))
+		if err != nil {
+			return err
+		}
+		r := *f.Spec.Replicas + 2
+		f.Spec.Replicas = &r
+		_, err = d.fooAPI.Update(ctx, f)
 		return err
-	}
-	r := *f.Spec.Replicas + 2
-	f.Spec.Replicas = &r
-	if _, err = d.fooAPI.Update(ctx, f); err == nil {
+	})
+	if err == nil {
 		d.updated.Add(1)
 	}
 	return err

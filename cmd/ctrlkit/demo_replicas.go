@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,11 +17,12 @@ import (
 // demoLease is the Lease "ctrlkit run foo --leader-elect" uses.
 const demoLease = "foo-controller"
 
-// startReplicas runs n copies of "ctrlkit run foo --leader-elect" as
-// separate processes; their logs go to files in a temporary folder. It
-// sends on ctrlErr when every replica has exited. The processes get SIGTERM
-// when ctx ends and are waited for through wg.
-func (d *demo) startReplicas(ctx context.Context, wg *sync.WaitGroup, kubeconfig string, n int, ctrlErr chan<- error) error {
+// startReplicas runs n copies of "ctrlkit run foo" as separate processes:
+// with --leader-elect, or in the ring demoRing when sharded. Their logs go
+// to files in a temporary folder. It sends on ctrlErr when every replica
+// has exited. The processes get SIGTERM when ctx ends and are waited for
+// through wg.
+func (d *demo) startReplicas(ctx context.Context, wg *sync.WaitGroup, kubeconfig string, n int, sharded bool, ctrlErr chan<- error) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -29,18 +31,29 @@ func (d *demo) startReplicas(ctx context.Context, wg *sync.WaitGroup, kubeconfig
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(d.out, "running %d replicas of \"ctrlkit run foo --leader-elect\"; their logs: %s\n", n, logs)
+	mode := []string{"--leader-elect", "--metrics-addr", "0"}
+	if sharded {
+		mode = []string{"--shard-ring", demoRing, "--shard-key", "uid", "--lease-duration", demoShardLease.String(),
+			"--metrics-addr", "127.0.0.1:0"}
+	}
+	fmt.Fprintf(d.out, "running %d replicas of \"ctrlkit run foo %s\"; their logs: %s\n", n, strings.Join(mode[:len(mode)-2], " "), logs)
 	var running sync.WaitGroup
 	d.procs = map[string]*os.Process{}
 	for i := range n {
 		id := fmt.Sprintf("replica-%d", i+1)
-		cmd := exec.Command(self, "run", "foo", "--kubeconfig", kubeconfig, "--leader-elect", "--identity", id, "--metrics-addr", "0")
+		args := append([]string{"run", "foo", "--kubeconfig", kubeconfig, "--identity", id}, mode...)
+		cmd := exec.Command(self, args...)
 		cmd.Env = append(os.Environ(), envRunAsCLI+"=1")
 		out, err := os.Create(filepath.Join(logs, id+".log"))
 		if err != nil {
 			return err
 		}
 		cmd.Stdout, cmd.Stderr = out, out
+		if sharded {
+			r := &replica{id: id}
+			d.ring = append(d.ring, r)
+			cmd.Stdout = &lineWriter{w: out, line: r.sawLine}
+		}
 		if err := cmd.Start(); err != nil {
 			out.Close()
 			return err

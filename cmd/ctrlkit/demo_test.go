@@ -3,7 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
-	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -34,12 +34,7 @@ func TestRunFoo_namesAMissingCRD(t *testing.T) {
 }
 
 func TestRunFoo_namesAnUnreachableServer(t *testing.T) {
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
-		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
-	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := unreachableKubeconfig(t)
 	err := run(t.Context(), []string{"run", "foo", "--metrics-addr", "0", "--kubeconfig", kubeconfig}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "cannot reach the API server at https://127.0.0.1:1") {
 		t.Fatalf("run foo = %v, want an error naming the unreachable server", err)
@@ -67,4 +62,30 @@ func TestDemo_threeReplicasConvergeAfterTheLeaderIsKilled(t *testing.T) {
 		}
 	}
 	t.Log(out.String())
+}
+
+func TestDemo_threeShardedReplicasShareTheFoosAndConvergeAfterOneIsKilled(t *testing.T) {
+	leakcheck.Check(t)
+	var out, errOut bytes.Buffer
+	err := runDemo(t.Context(), []string{"--foos", "60", "--replicas", "3", "--shards"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	t.Log(out.String())
+	for _, want := range []string{`running 3 replicas of "ctrlkit run foo --shard-ring foo`, `ring "foo" formed`,
+		"killed replica-", "shards moved to the others", "CONVERGED", "60 created", "54 remain"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	_, summary, _ := strings.Cut(out.String(), "CONVERGED")
+	working := 0
+	for _, m := range regexp.MustCompile(`(?m)^    replica-\d+: .*?(\d+) reconciles`).FindAllStringSubmatch(summary, -1) {
+		if m[1] != "0" {
+			working++
+		}
+	}
+	if working < 2 {
+		t.Errorf("the summary shows reconciles on %d replicas, want at least 2", working)
+	}
 }

@@ -139,7 +139,7 @@ func fooProblem(f *v1alpha1.Foo, deps map[string]appsv1.Deployment) string {
 	return ""
 }
 
-func (d *demo) summary(start time.Time, converged bool, detail string) {
+func (d *demo) summary(ctx context.Context, start time.Time, converged bool, detail string) {
 	verdict := "CONVERGED: every Foo has its own Deployment at the right size, and its status mirrors it,"
 	if !converged {
 		verdict = "NOT CONVERGED: " + detail
@@ -147,6 +147,9 @@ func (d *demo) summary(start time.Time, converged bool, detail string) {
 	fmt.Fprintf(d.out, "\n%s after %s\n", verdict, time.Since(start).Round(100*time.Millisecond))
 	fmt.Fprintf(d.out, "  Foos: %d created, %d scaled, %d deleted, %d remain\n",
 		d.created.Load(), d.updated.Load(), d.deleted.Load(), d.created.Load()-d.deleted.Load())
+	if d.ring != nil {
+		d.ringSummary(ctx)
+	}
 	if d.stats == nil {
 		return // the replicas' state is on their own listeners
 	}

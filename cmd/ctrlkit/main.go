@@ -22,16 +22,22 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/examples/foo"
+	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/examples/podlogger"
 	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/shard"
 )
 
 // commands are ctrlkit's commands, in the order the usage lists them. Each
@@ -129,30 +135,104 @@ func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	debugToken := fs.String("debug-token", "",
 		"bearer token that clients other than loopback ones must send to read /debug/ctrlkit; required when --metrics-addr is not loopback (default: $CTRLKIT_DEBUG_TOKEN)")
 	leaderElect := fs.Bool("leader-elect", false, "reconcile only while holding the Lease foo-controller (informers stay warm on every replica)")
-	leaseNS := fs.String("lease-namespace", "default", "namespace of the leader-election Lease")
-	identity := fs.String("identity", "", "this replica's name in the Lease (default: host name and a random suffix)")
+	ring := fs.String("shard-ring", "", "share the Foos among every replica running with this ring name: each reconciles and caches only its shards (Leases in --lease-namespace); exclusive with --leader-elect")
+	shardKey := fs.String("shard-key", "namespace", "with --shard-ring: hash Foos by namespace (a namespace stays on one replica) or uid (an even spread)")
+	virtual := fs.Int("virtual-shards", shard.DefaultVirtualShards, "with --shard-ring: number of hash ranges handed out; a power of two, the same on every replica")
+	leaseNS := fs.String("lease-namespace", "default", "namespace of the leader-election Lease or of the ring's Leases")
+	leaseDuration := fs.Duration("lease-duration", 15*time.Second, "how long a silent replica keeps the lead or its shards; it stops its own work after 2/3 of it")
+	identity := fs.String("identity", "", "this replica's name in the Lease or the ring (default: host name, with a random suffix under --leader-elect)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
+	}
+	opts := manager.Options{HTTPAddr: *metricsAddr, HealthAddr: *healthAddr,
+		EnablePprof: *pprof, RequireServedKinds: true, DebugToken: *debugToken}
+	err := replication(&opts, replicationFlags{leaderElect: *leaderElect, ring: *ring, key: *shardKey,
+		virtual: *virtual, namespace: *leaseNS, identity: *identity, leaseDuration: *leaseDuration})
+	if err != nil {
+		return usageError(fs, err)
 	}
 	cfg, err := loadKubeconfig(*kubeconfig)
 	if err != nil {
 		return err
 	}
-	if *debugToken == "" {
-		*debugToken = os.Getenv("CTRLKIT_DEBUG_TOKEN")
+	if opts.DebugToken == "" {
+		opts.DebugToken = os.Getenv("CTRLKIT_DEBUG_TOKEN")
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	log.Info("foo controller starting", "server", cfg.Host, "namespace", *ns)
-	opts := manager.Options{Logger: log, HTTPAddr: *metricsAddr, HealthAddr: *healthAddr,
-		EnablePprof: *pprof, RequireServedKinds: true, DebugToken: *debugToken}
-	if *leaderElect {
-		opts.LeaderElection = election.Options{Name: "foo-controller", Namespace: *leaseNS, Identity: *identity}
+	opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	opts.Logger.Info("foo controller starting", "server", cfg.Host, "namespace", *ns, "ring", *ring)
+	opts.AddToScheme = append(opts.AddToScheme, v1alpha1.AddToScheme)
+	opts.Permissions = append(opts.Permissions, foo.Permissions(*ns)...)
+	m, err := manager.New(cfg, opts)
+	if errors.Is(err, shard.ErrInvalid) {
+		return usageError(fs, fmt.Errorf("--virtual-shards %d: %w", *virtual, err))
 	}
-	err = foo.Run(ctx, cfg, *ns, opts)
+	if err != nil {
+		return err
+	}
+	if _, err := foo.Setup(m, *ns, controller.Options[object.ObjectName]{Workers: 2}); err != nil {
+		return err
+	}
+	err = runAndSayWhere(ctx, m, stdout)
 	if errors.Is(err, manager.ErrKindNotServed) {
 		return fmt.Errorf("%w\nthe Foo CRD is not installed; install it with: kubectl apply -f examples/foo/config/crd.yaml", err)
 	}
 	return err
+}
+
+// replicationFlags are the flags of "run foo" that decide how replicas
+// share the work.
+type replicationFlags struct {
+	leaderElect         bool
+	ring, key           string
+	virtual             int
+	namespace, identity string
+	leaseDuration       time.Duration
+}
+
+// replication sets opts.LeaderElection or opts.Sharding from f. Its errors
+// are usage errors; what only manager.New checks (the number of virtual
+// shards) is left to it.
+func replication(opts *manager.Options, f replicationFlags) error {
+	if f.leaseDuration <= 0 {
+		return fmt.Errorf("--lease-duration %s: want a positive duration", f.leaseDuration)
+	}
+	renew := f.leaseDuration * 2 / 3
+	retry := min(renew/5, 2*time.Second)
+	keys := map[string]shard.Key{"namespace": shard.Namespace, "uid": shard.UID}
+	key, ok := keys[f.key]
+	switch {
+	case !ok:
+		return fmt.Errorf("--shard-key %q: want namespace or uid", f.key)
+	case f.ring != "" && f.leaderElect:
+		return errors.New("--shard-ring and --leader-elect are exclusive: a ring already gives each Foo one replica")
+	case f.leaderElect:
+		opts.LeaderElection = election.Options{Name: "foo-controller", Namespace: f.namespace, Identity: f.identity,
+			LeaseDuration: f.leaseDuration, RenewDeadline: renew, RetryPeriod: retry}
+	case f.ring != "":
+		opts.Sharding = manager.Sharding{Ring: f.ring, Namespace: f.namespace, Identity: f.identity, Key: key,
+			VirtualShards: f.virtual, LeaseDuration: f.leaseDuration, RenewDeadline: renew, RenewPeriod: retry}
+	}
+	return nil
+}
+
+// servingPrefix starts the line "run foo" prints once its HTTP listener is
+// bound, so that a port chosen by the system (--metrics-addr 127.0.0.1:0)
+// can be found; the demo's replicas are read this way.
+const servingPrefix = "serving /metrics, /healthz, /readyz and /debug/ctrlkit on http://"
+
+// runAndSayWhere runs m until ctx ends and prints where its HTTP listener
+// is, once it is bound (nothing when it is off).
+func runAndSayWhere(ctx context.Context, m *manager.Manager, stdout io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel: Addr returns when ctx ends
+	defer cancel()
+	wg.Go(func() {
+		if addr := m.Addr(ctx); addr != "" && ctx.Err() == nil {
+			fmt.Fprintf(stdout, "%s%s\n", servingPrefix, addr)
+		}
+	})
+	return m.Run(ctx)
 }
 
 // runPodLogger prints every Pod change of a cluster until ctx ends.

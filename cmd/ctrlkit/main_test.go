@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,10 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/shard"
 )
 
 // flagsOf returns the flag set command c really parses, by asking it for help.
@@ -107,6 +111,9 @@ func TestRun_aWrongCommandFlagOrArgumentIsAUsageError(t *testing.T) {
 	for _, args := range [][]string{
 		{"frobnicate"}, {"apiserver", "frobnicate"}, {"help", "frobnicate"},
 		{"demo", "--bogus"}, {"apiserver", "run", "stray"}, {"run", "foo", "--workers", "x"},
+		{"demo", "--shards"}, {"demo", "--shards", "--replicas", "1"}, {"demo", "--replicas", "3", "--shards", "--kill-leader"},
+		{"run", "foo", "--shard-ring", "r", "--leader-elect"}, {"run", "foo", "--shard-ring", "r", "--shard-key", "name"},
+		{"run", "foo", "--lease-duration", "0s"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var out, errOut bytes.Buffer
@@ -119,6 +126,71 @@ func TestRun_aWrongCommandFlagOrArgumentIsAUsageError(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestRun_runFooRefusesVirtualShardsTheRingCannotUse(t *testing.T) {
+	kubeconfig := unreachableKubeconfig(t) // manager.New checks them before any request
+	for _, tc := range []struct{ virtual, want string }{{"3", "want a power of two"}, {"8192", "want at most 4096"}, {"-4", "want a power of two"}} {
+		t.Run(tc.virtual, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := run(t.Context(), []string{"run", "foo", "--kubeconfig", kubeconfig, "--metrics-addr", "0",
+				"--shard-ring", "r", "--virtual-shards", tc.virtual}, &out, &errOut)
+			if !errors.Is(err, errUsage) {
+				t.Fatalf("err = %v, want errUsage", err)
+			}
+			if !strings.Contains(errOut.String(), "--virtual-shards "+tc.virtual) || !strings.Contains(errOut.String(), tc.want) ||
+				!strings.Contains(errOut.String(), "usage:") {
+				t.Errorf("stderr = %q; want --virtual-shards %s, %q and the usage", errOut.String(), tc.virtual, tc.want)
+			}
+		})
+	}
+}
+
+func TestReplication_setsLeaderElectionOrShardingWithTheLeaseTimings(t *testing.T) {
+	ring := func(key shard.Key, ld, rd, rp time.Duration) manager.Sharding {
+		return manager.Sharding{Ring: "r", Namespace: "ns", Identity: "me", Key: key, VirtualShards: 64,
+			LeaseDuration: ld, RenewDeadline: rd, RenewPeriod: rp}
+	}
+	base := replicationFlags{key: "namespace", virtual: 64, namespace: "ns", identity: "me", leaseDuration: 15 * time.Second}
+	with := func(f func(*replicationFlags)) replicationFlags { c := base; f(&c); return c }
+	for _, tc := range []struct {
+		name     string
+		flags    replicationFlags
+		election election.Options
+		sharding manager.Sharding
+	}{
+		{name: "neither by default", flags: base},
+		{name: "leader election with client-go's timings at 15s", flags: with(func(f *replicationFlags) { f.leaderElect = true }),
+			election: election.Options{Name: "foo-controller", Namespace: "ns", Identity: "me",
+				LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}},
+		{name: "a ring hashed by namespace", flags: with(func(f *replicationFlags) { f.ring = "r" }),
+			sharding: ring(shard.Namespace, 15*time.Second, 10*time.Second, 2*time.Second)},
+		{name: "a ring hashed by uid with a short lease", flags: with(func(f *replicationFlags) {
+			f.ring, f.key, f.leaseDuration = "r", "uid", 3*time.Second
+		}), sharding: ring(shard.UID, 3*time.Second, 2*time.Second, 400*time.Millisecond)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts manager.Options
+			if err := replication(&opts, tc.flags); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(opts.LeaderElection, tc.election) || !reflect.DeepEqual(opts.Sharding, tc.sharding) {
+				t.Errorf("got %+v and %+v, want %+v and %+v", opts.LeaderElection, opts.Sharding, tc.election, tc.sharding)
+			}
+		})
+	}
+}
+
+// unreachableKubeconfig writes a kubeconfig naming a server nobody serves.
+func unreachableKubeconfig(t *testing.T) string {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
 }
 
 func TestRun_withoutAClusterSaysWhatWasTriedAndHowToPointAtOne(t *testing.T) {
@@ -146,12 +218,15 @@ func TestRun_withoutAClusterSaysWhatWasTriedAndHowToPointAtOne(t *testing.T) {
 
 // TestMain_exitCodes runs this test binary as the ctrlkit command (see TestMain).
 func TestMain_exitCodes(t *testing.T) {
+	kubeconfig := unreachableKubeconfig(t)
 	for _, tc := range []struct {
 		args []string
 		code int
 	}{
 		{nil, 0}, {[]string{"--help"}, 0}, {[]string{"apiserver"}, 0}, {[]string{"run", "foo", "--help"}, 0},
-		{[]string{"frobnicate"}, 2}, {[]string{"demo", "--bogus"}, 2},
+		{[]string{"frobnicate"}, 2}, {[]string{"demo", "--bogus"}, 2}, {[]string{"demo", "--shards"}, 2},
+		{[]string{"run", "foo", "--shard-ring", "r", "--leader-elect"}, 2}, {[]string{"run", "foo", "--shard-key", "name"}, 2},
+		{[]string{"run", "foo", "--kubeconfig", kubeconfig, "--shard-ring", "r", "--virtual-shards", "3"}, 2},
 		{[]string{"run", "podlogger"}, 1}, // no cluster
 	} {
 		t.Run(strings.Join(append([]string{"ctrlkit"}, tc.args...), " "), func(t *testing.T) {

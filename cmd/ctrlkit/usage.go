@@ -137,3 +137,13 @@ func hasFlags(fs *flag.FlagSet) bool {
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	return n > 0
 }
+
+// usageError reports flags that parsed but do not make sense together (or
+// a value a library refused): like parseFlags for a wrong flag, it prints
+// what was wrong and the usage to the flag set's output (stderr) and
+// returns errUsage.
+func usageError(fs *flag.FlagSet, err error) error {
+	fmt.Fprintf(fs.Output(), "ctrlkit %s: %v\n\n", fs.Name(), err)
+	commandUsage(fs.Output(), fs)
+	return errUsage
+}
