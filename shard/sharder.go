@@ -764,6 +764,48 @@ func encodeTable(l *coordinationv1.Lease, holders []string, key Key) error {
 	return nil
 }
 
+// Table is a ring's table of holders, as ReadTable returns it.
+type Table struct {
+	Key     Key
+	Virtual int
+	// Holders[v] is the holder (Identity#incarnation) of virtual shard v,
+	// "" for none.
+	Holders []string
+}
+
+// Held counts the virtual shards each identity holds (its incarnations
+// together).
+func (t Table) Held() map[string]int {
+	out := map[string]int{}
+	for _, h := range t.Holders {
+		if h != "" {
+			id, _, _ := strings.Cut(h, "#")
+			out[id]++
+		}
+	}
+	return out
+}
+
+// ReadTable reads the table of the ring named ring in namespace, e.g. for a
+// dashboard. It fails with a NotFound API error before the ring's first
+// member wrote it.
+func ReadTable(ctx context.Context, kube kubernetes.Interface, namespace, ring string) (Table, error) {
+	l, err := kube.CoordinationV1().Leases(namespace).Get(ctx, ring, metav1.GetOptions{})
+	if err != nil {
+		return Table{}, err
+	}
+	virtual, err := strconv.Atoi(l.Annotations[virtualAnnotation])
+	if err != nil || checkVirtual(virtual) != nil {
+		return Table{}, fmt.Errorf("%w: the ring %s's table names %q virtual shards", ErrInvalid, ring, l.Annotations[virtualAnnotation])
+	}
+	key := Key(l.Annotations[keyAnnotation])
+	holders, err := decodeTable(l, virtual, key)
+	if err != nil {
+		return Table{}, err
+	}
+	return Table{Key: key, Virtual: virtual, Holders: holders}, nil
+}
+
 // decodeTable reads the holders of virtual shards from l, checking that
 // the ring was made with the same number of shards and key.
 func decodeTable(l *coordinationv1.Lease, virtual int, key Key) ([]string, error) {

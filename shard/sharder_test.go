@@ -195,6 +195,13 @@ func TestSharder_handsShardsOverWithoutOverlapOnJoinsLeavesAndDeaths(t *testing.
 	proxy.Resume() // c joins again as a new incarnation and gets its share back
 	waitCovered(t, 15*time.Second, a, c)
 
+	tab, err := shard.ReadTable(t.Context(), kube, ns, "ring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held := tab.Held(); len(held) != 2 || held["a"]+held["c"] != virtual || tab.Virtual != virtual || tab.Key != shard.Namespace {
+		t.Errorf("ReadTable: %+v held %v, want a and c holding all %d shards by namespace", tab, held, virtual)
+	}
 	if o := log.overlaps(); len(o) > 0 {
 		t.Fatalf("%d overlapping reconciles, first: %s", len(o), o[0])
 	}

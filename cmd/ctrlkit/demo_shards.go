@@ -8,12 +8,9 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ctrlkit/ctrlkit/debug"
 	"github.com/ctrlkit/ctrlkit/shard"
@@ -27,9 +24,6 @@ const (
 	// demoShardLease is the replicas' --lease-duration: short, so that a
 	// killed replica's shards move within seconds.
 	demoShardLease = 4 * time.Second
-	// The annotations of the ring's table (see shard.Sharder).
-	holdersAnnotation = "ctrlkit.io/shard-holders"
-	virtualAnnotation = "ctrlkit.io/virtual-shards"
 )
 
 // replica is one process of the demo's ring, as the demo sees it.
@@ -110,44 +104,13 @@ var stateClient = &http.Client{Timeout: time.Second, Transport: &http.Transport{
 // holds, by identity (every incarnation counted together), and how many
 // there are (0 before the table exists).
 func (d *demo) ringTable(ctx context.Context) (held map[string]int, virtual int, err error) {
-	l, err := d.kube.CoordinationV1().Leases("default").Get(ctx, demoRing, metav1.GetOptions{})
+	t, err := shard.ReadTable(ctx, d.kube, "default", demoRing)
 	if err != nil {
 		return nil, 0, err
 	}
-	virtual, _ = strconv.Atoi(l.Annotations[virtualAnnotation])
-	var table map[string]string
-	if a := l.Annotations[holdersAnnotation]; a != "" {
-		if err := json.Unmarshal([]byte(a), &table); err != nil {
-			return nil, 0, fmt.Errorf("the ring's table: %w", err)
-		}
-	}
-	held = map[string]int{}
-	for holder, ranges := range table {
-		id, _, _ := strings.Cut(holder, "#")
-		held[id] += countShards(ranges)
-	}
-	return held, virtual, nil
+	return t.Held(), t.Virtual, nil
 }
 
-// countShards counts the shards of a table entry such as "0-3,7" (5).
-func countShards(ranges string) int {
-	n := 0
-	for _, r := range strings.Split(ranges, ",") {
-		lo, hi, isRange := strings.Cut(r, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			continue
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				continue
-			}
-		}
-		n += b - a + 1
-	}
-	return n
-}
 
 // heldBy lists the shards each replica holds: "replica-1 22, replica-3 21".
 func (d *demo) heldBy(held map[string]int) string {
