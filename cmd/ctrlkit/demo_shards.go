@@ -111,7 +111,6 @@ func (d *demo) ringTable(ctx context.Context) (held map[string]int, virtual int,
 	return t.Held(), t.Virtual, nil
 }
 
-
 // heldBy lists the shards each replica holds: "replica-1 22, replica-3 21".
 func (d *demo) heldBy(held map[string]int) string {
 	var parts []string
