@@ -7,7 +7,9 @@ import "time"
 type State struct {
 	Time time.Time `json:"time"`
 	// Leader is the leader election's state; nil without leader election.
-	Leader      *Leader      `json:"leader,omitempty"`
+	Leader *Leader `json:"leader,omitempty"`
+	// Shard is this replica's share of its ring; nil without sharding.
+	Shard       *Shard       `json:"shard,omitempty"`
 	Informers   []Informer   `json:"informers"`
 	Controllers []Controller `json:"controllers"`
 }
@@ -21,6 +23,23 @@ type Leader struct {
 	Identity string `json:"identity"`
 	Holder   string `json:"holder"`
 	Leading  bool   `json:"leading"`
+}
+
+// Shard is this replica's view of its ring (see package shard).
+type Shard struct {
+	// Ring is the ring's table, namespace/name; Holder this replica's
+	// incarnation (identity#incarnation).
+	Ring   string `json:"ring"`
+	Holder string `json:"holder"`
+	// Members are the live members' identities.
+	Members []string `json:"members"`
+	// Open counts the virtual shards reconciled here, Pending those being
+	// acquired or released, of Virtual.
+	Open    int `json:"open"`
+	Pending int `json:"pending"`
+	Virtual int `json:"virtual"`
+	// Ready is "" when the replica's caches reflect its share, else why not.
+	Ready string `json:"ready,omitempty"`
 }
 
 // Informer is one informer: what it lists and watches, its cache, its

@@ -77,6 +77,14 @@ func (s debugSource) State() debug.State {
 		st.Leader = &debug.Leader{Lease: ns + "/" + le.Name, Identity: el.Identity(), Holder: el.Leader(),
 			Leading: el.IsLeader()}
 	}
+	if sh := m.sharder; sh != nil {
+		ss := sh.Stats()
+		st.Shard = &debug.Shard{Ring: m.opts.Sharding.Namespace + "/" + m.opts.Sharding.Ring, Holder: ss.Holder,
+			Members: ss.Members, Open: len(ss.Open), Pending: len(ss.Pending), Virtual: ss.Virtual}
+		if err := sh.Ready(); err != nil {
+			st.Shard.Ready = err.Error()
+		}
+	}
 	return st
 }
 

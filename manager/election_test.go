@@ -133,9 +133,18 @@ type replica struct {
 
 func startReplica(t *testing.T, id, kubeconfig, ns, dir string) *replica {
 	t.Helper()
+	return startProcess(t, id, dir, envReplica+"="+id, envKubeconfig+"="+kubeconfig, envNamespace+"="+ns)
+}
+
+// startProcess runs this test binary again with env added, as replica id;
+// its output goes to dir/id.out (logged if the test fails), its reconcile
+// log is dir/id.log (envLog). The process gets SIGTERM when the test ends,
+// SIGKILL 30s later.
+func startProcess(t *testing.T, id, dir string, env ...string) *replica {
+	t.Helper()
 	r := &replica{id: id, log: filepath.Join(dir, id+".log"), exited: make(chan struct{})}
 	r.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	r.cmd.Env = append(os.Environ(), envReplica+"="+id, envKubeconfig+"="+kubeconfig, envNamespace+"="+ns, envLog+"="+r.log)
+	r.cmd.Env = append(append(os.Environ(), envLog+"="+r.log), env...)
 	out, err := os.Create(filepath.Join(dir, id+".out"))
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +168,7 @@ func startReplica(t *testing.T, id, kubeconfig, ns, dir string) *replica {
 		}
 		if t.Failed() {
 			b, _ := os.ReadFile(out.Name())
-			t.Logf("replica %s output:\n%s", id, b)
+			t.Logf("replica %s output (last 4 KiB):\n%s", id, b[max(0, len(b)-4096):])
 		}
 	})
 	return r

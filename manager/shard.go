@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -44,8 +46,11 @@ type Sharding struct {
 	Ring string
 	// Namespace holds the ring's Leases; required with Ring.
 	Namespace string
-	// Identity names this replica, unique in the ring. Default: the host
-	// name (a Pod's name).
+	// Identity names this replica, unique in the ring: a second process
+	// with the same Identity waits until the first one's membership
+	// expired. The assignment depends on the identities, so a stable one
+	// (a StatefulSet Pod's name) keeps a restarted replica's share.
+	// Default: the host name and a random suffix.
 	Identity string
 	// Key is what objects are hashed by: shard.Namespace (default: a
 	// primary and what it owns in its namespace are cut together by the
@@ -76,11 +81,8 @@ func (m *Manager) newSharder() (*shard.Sharder, error) {
 		return nil, fmt.Errorf("manager: Options.Sharding and Options.LeaderElection are exclusive: a ring already gives each key one replica")
 	}
 	if o.Identity == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return nil, fmt.Errorf("manager: Options.Sharding.Identity unset and no host name: %w", err)
-		}
-		o.Identity = h
+		h, _ := os.Hostname()
+		o.Identity = strings.TrimPrefix(h+"_"+utilrand.String(8), "_")
 	}
 	// Its own client, without client-side rate limiting: renewals must not
 	// queue behind the reconcilers' writes (a lapse stops every shard).

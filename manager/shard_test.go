@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,8 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +30,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/apply"
 	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/debug"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
@@ -46,6 +46,7 @@ const (
 	envShardOwns    = "CTRLKIT_TEST_SHARD_OWNS"     // "1": the controller owns a Secret per ConfigMap
 	envShardRing    = "CTRLKIT_TEST_SHARD_RING"     // the ring's name; default "ring"
 	envShardRead    = "CTRLKIT_TEST_SHARD_READONLY" // "1": reconciles only record themselves
+	envShardVirtual = "CTRLKIT_TEST_SHARD_VIRTUAL"  // virtual shards; default 16
 )
 
 // Short membership timings so the test takes seconds.
@@ -88,10 +89,11 @@ func shardReplicaMain() int {
 		key = shard.Namespace
 	}
 	ringName := cmp.Or(os.Getenv(envShardRing), "ring")
+	virtual, _ := strconv.Atoi(cmp.Or(os.Getenv(envShardVirtual), "16"))
 	readOnly := os.Getenv(envShardRead) == "1"
 	m, err := manager.New(cfg, manager.Options{HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		ShutdownTimeout: shardDrain,
-		Sharding: manager.Sharding{Ring: ringName, Namespace: ns, Identity: id, Key: key, VirtualShards: 16,
+		Sharding: manager.Sharding{Ring: ringName, Namespace: ns, Identity: id, Key: key, VirtualShards: virtual,
 			LeaseDuration: shardLease, RenewDeadline: shardLease * 2 / 3, RenewPeriod: shardRenew}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -191,37 +193,8 @@ func (r *ring) add() *replica {
 
 func startShardReplica(t *testing.T, id, kubeconfig, ns, dir string, env []string) *replica {
 	t.Helper()
-	r := &replica{id: id, log: filepath.Join(dir, id+".log"), exited: make(chan struct{})}
-	r.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	r.cmd.Env = append(append(os.Environ(), envShardReplica+"="+id, envKubeconfig+"="+kubeconfig, envNamespace+"="+ns,
-		envLog+"="+r.log), env...)
-	out, err := os.Create(filepath.Join(dir, id+".out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.cmd.Stdout, r.cmd.Stderr = out, out
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		r.err = r.cmd.Wait()
-		out.Close()
-		close(r.exited)
-	}()
-	t.Cleanup(func() {
-		r.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-r.exited:
-		case <-time.After(30 * time.Second):
-			r.cmd.Process.Kill()
-			<-r.exited
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(out.Name())
-			t.Logf("replica %s output (last 4 KiB):\n%s", id, b[max(0, len(b)-4096):])
-		}
-	})
-	return r
+	return startProcess(t, id, dir, append([]string{envShardReplica + "=" + id, envKubeconfig + "=" + kubeconfig,
+		envNamespace + "=" + ns}, env...)...)
 }
 
 // logLines returns the lines of r's log starting with prefix.
@@ -566,7 +539,7 @@ func column(shares []share, f func(share) float64) []int {
 // reconciled, and returns what each cached, received and reconciled.
 func measureShares(t *testing.T, srv *apiserver.Server, ns, ringName string, n, objects int) []share {
 	t.Helper()
-	r := newRing(t, srv, ns, envShardRing+"="+ringName, envShardRead+"=1")
+	r := newRing(t, srv, ns, envShardRing+"="+ringName, envShardRead+"=1", envShardVirtual+"=64")
 	for range n {
 		r.add()
 	}
@@ -601,6 +574,18 @@ func measureShares(t *testing.T, srv *apiserver.Server, ns, ringName string, n, 
 			bytes:      scrapeInformer(t, rep, "ctrlkit_informer_received_bytes_total", "configmaps"),
 			reconciles: scrapeMatching(t, rep, "ctrlkit_controller_reconciles_total", func(l string) bool { return strings.Contains(l, `result="success"`) }),
 			fallback:   scrapeInformer(t, rep, "ctrlkit_informer_shard_fallback", "configmaps")})
+	}
+	opened := 0 // the debug page's view agrees: every shard open on exactly one replica
+	for _, id := range r.live {
+		st := debugState(t, r.replicas[id])
+		if st.Shard == nil || st.Shard.Virtual != 64 || len(st.Shard.Members) != n || st.Shard.Ready != "" {
+			t.Errorf("replica %s: /debug/ctrlkit/state.json shard = %+v, want 64 virtual shards, %d members, ready", id, st.Shard, n)
+		} else {
+			opened += st.Shard.Open
+		}
+	}
+	if opened != 64 {
+		t.Errorf("the replicas' debug pages show %d open shards in all, want 64", opened)
 	}
 	for _, id := range r.live {
 		rep := r.replicas[id]
@@ -694,4 +679,23 @@ func TestSharding_badInputIsAClearErrorAtNew(t *testing.T) {
 			}
 		})
 	}
+}
+
+// debugState reads r's /debug/ctrlkit/state.json.
+func debugState(t *testing.T, r *replica) debug.State {
+	t.Helper()
+	addrs := logLines(t, r, "addr ")
+	if len(addrs) == 0 {
+		t.Fatalf("replica %s wrote no address", r.id)
+	}
+	resp, err := http.Get("http://" + strings.TrimPrefix(addrs[0], "addr ") + debug.Path + "/state.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st debug.State
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatalf("state.json of %s: %v", r.id, err)
+	}
+	return st
 }

@@ -20,6 +20,10 @@ import (
 // RingLabel labels every member's Lease with its ring.
 const RingLabel = "ctrlkit.io/ring"
 
+// ErrIdentityInUse reports a member Lease held by another incarnation of
+// the same identity that has not expired: Run keeps trying until it does.
+var ErrIdentityInUse = errors.New("shard: identity in use")
+
 // tagAnnotation holds MembershipOptions.Tag on a member's Lease.
 const tagAnnotation = "ctrlkit.io/member-tag"
 
@@ -183,9 +187,18 @@ func (m *Membership) Run(ctx context.Context) error {
 		m.mu.Unlock()
 		del, dcancel := context.WithTimeout(context.Background(), m.opts.RenewPeriod)
 		defer dcancel()
-		_ = leases.Delete(del, m.leaseName(), metav1.DeleteOptions{})
+		// Only this incarnation's Lease: another process may hold the name.
+		if l, err := leases.Get(del, m.leaseName(), metav1.GetOptions{}); err == nil &&
+			l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == holder {
+			rv := l.ResourceVersion
+			_ = leases.Delete(del, m.leaseName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		}
 	}()
-	deadline := time.NewTimer(m.opts.RenewDeadline)
+	// The deadline is armed by the first successful renewal: before it
+	// there is nothing to stop, and joining may wait for an earlier
+	// incarnation's Lease to expire.
+	deadline := time.NewTimer(time.Hour)
+	deadline.Stop()
 	defer deadline.Stop()
 	tick := time.NewTicker(m.opts.RenewPeriod)
 	defer tick.Stop()
@@ -290,6 +303,12 @@ func (m *Membership) renew(ctx context.Context, now time.Time, holder string) er
 	}
 	if err != nil {
 		return err
+	}
+	if other := l.Spec.HolderIdentity; other != nil && *other != holder && !m.Expired(*other) {
+		// Another incarnation holds this identity's Lease and may be alive:
+		// a second process with the same Identity, or this replica before
+		// a restart. Take the Lease only once that one expired.
+		return fmt.Errorf("%w: the Lease %s is held by %s, not yet expired", ErrIdentityInUse, m.leaseName(), *other)
 	}
 	l = l.DeepCopy()
 	if l.Annotations[tagAnnotation] != m.opts.Tag {

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
@@ -18,6 +20,22 @@ import (
 var env apiserver.Shared
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+// newKube returns a clientset with a transport of its own, whose idle
+// connections are closed when the test ends (before its leak check).
+func newKube(t *testing.T, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube
+}
 
 // running is a member started in the test, with what Run returned.
 type running struct {
@@ -71,7 +89,7 @@ func TestMembership_seesJoinsGracefulLeavesAndSilentDeaths(t *testing.T) {
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
 	leakcheck.Check(t)
-	kube := kubernetes.NewForConfigOrDie(srv.Config())
+	kube := newKube(t, srv.Config())
 	proxy, err := srv.NewProxy()
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +98,7 @@ func TestMembership_seesJoinsGracefulLeavesAndSilentDeaths(t *testing.T) {
 
 	a := start(t, kube, ns, "a")
 	b := start(t, kube, ns, "b")
-	c := start(t, kubernetes.NewForConfigOrDie(proxy.Config()), ns, "c") // reaches the server through the proxy
+	c := start(t, newKube(t, proxy.Config()), ns, "c") // reaches the server through the proxy
 	waitMembers(t, 10*time.Second, []string{"a", "b", "c"}, a, b, c)
 
 	b.cancel() // a graceful leave deletes b's lease: seen within a renew period or two
@@ -111,12 +129,49 @@ func TestMembership_seesJoinsGracefulLeavesAndSilentDeaths(t *testing.T) {
 func TestNewMembership_rejectsBadInput(t *testing.T) {
 	for _, o := range []shard.MembershipOptions{
 		{Namespace: "ns", Ring: "r", Identity: "a"},
-		{Kube: kubernetes.NewForConfigOrDie(env.Get(t).Config()), Ring: "r", Identity: "a"},
-		{Kube: kubernetes.NewForConfigOrDie(env.Get(t).Config()), Namespace: "ns", Ring: "r", Identity: "a",
+		{Kube: newKube(t, env.Get(t).Config()), Ring: "r", Identity: "a"},
+		{Kube: newKube(t, env.Get(t).Config()), Namespace: "ns", Ring: "r", Identity: "a",
 			LeaseDuration: time.Second, RenewPeriod: 2 * time.Second},
 	} {
 		if _, err := shard.NewMembership(o); err == nil {
 			t.Errorf("NewMembership(%+v) accepted", o)
 		}
+	}
+}
+
+func TestMembership_aSecondProcessWithTheSameIdentityWaitsForTheFirst(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	kube := newKube(t, srv.Config())
+	first := start(t, kube, ns, "a")
+	waitMembers(t, 10*time.Second, []string{"a"}, first)
+	second := start(t, kube, ns, "a")
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	// For longer than a lease duration (2s), the second does not join:
+	// the first keeps renewing.
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); <-tick.C {
+		if _, joined := second.m.Holder(); joined {
+			t.Fatal("a second member with the same identity joined while the first was alive")
+		}
+		if _, joined := first.m.Holder(); !joined {
+			t.Fatal("the first member lost its place to the second")
+		}
+	}
+	first.cancel() // a graceful leave deletes the first's Lease: the second joins
+	if err := <-first.done; err != nil {
+		t.Fatalf("first's Run: %v", err)
+	}
+	first.done <- nil
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, joined := second.m.Holder(); joined {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second member did not join within 5s of the first leaving")
+		}
+		<-tick.C
 	}
 }

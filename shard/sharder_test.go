@@ -159,7 +159,7 @@ func TestSharder_handsShardsOverWithoutOverlapOnJoinsLeavesAndDeaths(t *testing.
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
 	leakcheck.Check(t)
-	kube := kubernetes.NewForConfigOrDie(srv.Config())
+	kube := newKube(t, srv.Config())
 	proxy, err := srv.NewProxy()
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestSharder_handsShardsOverWithoutOverlapOnJoinsLeavesAndDeaths(t *testing.
 	a := startWorker(t, kube, ns, "a", log)
 	waitCovered(t, 10*time.Second, a)
 	b := startWorker(t, kube, ns, "b", log)
-	c := startWorker(t, kubernetes.NewForConfigOrDie(proxy.Config()), ns, "c", log)
+	c := startWorker(t, newKube(t, proxy.Config()), ns, "c", log)
 	waitCovered(t, 10*time.Second, a, b, c)
 
 	b.cancel() // graceful: b drains, releases, leaves; a and c take its shards at once
@@ -214,7 +214,7 @@ func TestSharder_handsShardsOverWithoutOverlapOnJoinsLeavesAndDeaths(t *testing.
 }
 
 func TestNewSharder_rejectsBadInput(t *testing.T) {
-	kube := kubernetes.NewForConfigOrDie(env.Get(t).Config())
+	kube := newKube(t, env.Get(t).Config())
 	for _, o := range []shard.SharderOptions{
 		{Kube: kube, Namespace: "ns", Ring: "r", Identity: "a", VirtualShards: 3},
 		{Kube: kube, Namespace: "ns", Ring: "r", Identity: "a", VirtualShards: -4},
@@ -237,7 +237,7 @@ func TestSharder_refusesARingMadeWithOtherSettings(t *testing.T) {
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
 	leakcheck.Check(t)
-	kube := kubernetes.NewForConfigOrDie(srv.Config())
+	kube := newKube(t, srv.Config())
 	log := &intervals{}
 	a := startWorker(t, kube, ns, "a", log)
 	waitCovered(t, 10*time.Second, a)
