@@ -287,10 +287,17 @@ func TestManager_aMissingCRDStopsOnlyItsOwnController(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the ConfigMap controller reconciling", func() bool { return cmCalls.Load() > 0 })
-	code, body := get(t, base+"/readyz")
-	missing := strings.Contains(body, "does not serve kind Foo") || // discovery says so, or the list got a 404 first
-		strings.Contains(body, "foos.samplecontroller.ctrlkit.dev/v1alpha1") && strings.Contains(body, "resource not found (404)")
-	if code != 503 || !missing || !strings.Contains(body, "controller foo:") ||
+	var code int
+	var body string
+	missing := func() bool {
+		code, body = get(t, base+"/readyz")
+		return strings.Contains(body, "does not serve kind Foo") || // discovery says so, or the list got a 404 first
+			strings.Contains(body, "foos.samplecontroller.ctrlkit.dev/v1alpha1") && strings.Contains(body, "resource not found (404)")
+	}
+	// The Foo informer's first list may not have failed yet when the
+	// ConfigMap controller already reconciled: until then it is "not synced".
+	eventually(t, 30*time.Second, "/readyz naming the missing kind", missing)
+	if code != 503 || !strings.Contains(body, "controller foo:") ||
 		strings.Contains(body, "controller cm:") {
 		t.Errorf("/readyz = %d:\n%s\nwant 503 naming the missing Foo kind and controller foo only", code, body)
 	}
