@@ -140,7 +140,7 @@ func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	virtual := fs.Int("virtual-shards", shard.DefaultVirtualShards, "with --shard-ring: number of hash ranges handed out; a power of two, the same on every replica")
 	leaseNS := fs.String("lease-namespace", "default", "namespace of the leader-election Lease or of the ring's Leases")
 	leaseDuration := fs.Duration("lease-duration", 15*time.Second, "how long a silent replica keeps the lead or its shards; it stops its own work after 2/3 of it")
-	identity := fs.String("identity", "", "this replica's name in the Lease or the ring (default: host name, with a random suffix under --leader-elect)")
+	identity := fs.String("identity", "", "this replica's name in the Lease or the ring (default: host name and a random suffix)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
