@@ -135,6 +135,22 @@ func (m *Membership) Expired(holder string) bool {
 	return !m.firstList.IsZero() && m.lastList.Sub(m.firstList) >= m.opts.LeaseDuration
 }
 
+// nextExpiry returns the earliest time at which a read could find a member
+// that is not expired yet expired: LeaseDuration after its last change was
+// received.
+func (m *Membership) nextExpiry() (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var next time.Time
+	for _, o := range m.seen {
+		at := o.at.Add(m.opts.LeaseDuration)
+		if m.lastList.Before(at) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	return next, !next.IsZero()
+}
+
 func (m *Membership) leaseName() string { return m.opts.Ring + "-" + m.opts.Identity }
 
 // renewal is what one round of renewing and reading the ring found.
@@ -202,12 +218,24 @@ func (m *Membership) Run(ctx context.Context) error {
 	defer deadline.Stop()
 	tick := time.NewTicker(m.opts.RenewPeriod)
 	defer tick.Stop()
+	// expiry fires when a member not yet expired could be, so that its
+	// death is seen then rather than up to a renew period later.
+	expiry := time.NewTimer(time.Hour)
+	expiry.Stop()
+	defer expiry.Stop()
 	var lastErr error
+	again := false // a round is due as soon as the one in flight ends
 	round()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-expiry.C:
+			if inFlight {
+				again = true
+			} else {
+				round()
+			}
 		case <-deadline.C:
 			return fmt.Errorf("shard: member %s could not renew its lease for %s (last error: %v)", holder, m.opts.RenewDeadline, lastErr)
 		case r := <-results:
@@ -224,6 +252,13 @@ func (m *Membership) Run(ctx context.Context) error {
 				m.mu.Lock()
 				m.joined = true
 				m.mu.Unlock()
+			}
+			if at, ok := m.nextExpiry(); ok {
+				expiry.Reset(time.Until(at))
+			}
+			if again {
+				again = false
+				round()
 			}
 		case <-tick.C:
 			if !inFlight {
