@@ -36,3 +36,30 @@ func ExampleNewController() {
 	}
 	_ = run
 }
+
+// Every replica of a Deployment runs this: the replicas share the Pods'
+// names between them (64 hash ranges of the namespace), each listing,
+// watching and caching only its share, filtered by the API server. (Not
+// run as a test: it needs a cluster; shard_test.go runs the same wiring in
+// real replica processes.)
+func ExampleSharding() {
+	run := func(ctx context.Context, cfg *rest.Config, podName string) error {
+		m, err := manager.New(cfg, manager.Options{Sharding: manager.Sharding{
+			Ring: "pod-printer", Namespace: "kube-system", Identity: podName}})
+		if err != nil {
+			return err
+		}
+		pods := manager.Informer[*corev1.Pod](m, manager.Scope{})
+		rec := controller.ReconcileFunc[object.ObjectName](func(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+			if pod, ok := pods.Reader().Get(name); ok {
+				fmt.Println(name, pod.Status.Phase) // only names of this replica's shards arrive here
+			}
+			return controller.Result{}, nil
+		})
+		if _, err := manager.NewController(m, "pod-printer", rec, controller.Options[object.ObjectName]{}, manager.For(pods)); err != nil {
+			return err
+		}
+		return m.Run(ctx)
+	}
+	_ = run
+}

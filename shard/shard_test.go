@@ -76,15 +76,6 @@ func ExampleSelector() {
 	// Output: shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')
 }
 
-func ExampleAssign() {
-	shares, err := shard.Assign(shard.UID, []string{"replica-a", "replica-b"}, 4)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(len(shares["replica-a"].Ranges)+len(shares["replica-b"].Ranges) <= 4)
-	// Output: true
-}
-
 func TestSelector_matchesWithoutAllocating(t *testing.T) {
 	s := shard.Selector{Key: shard.UID, Ranges: []shard.Range{{Start: 0, End: 1 << 63}}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "4f3c2b1a-0000-4000-8000-000000000001"}}
