@@ -114,12 +114,16 @@ func runReplicaSets(t *testing.T, gate bool, n int64) map[string]int {
 func TestReadYourWrites_withoutTheGateALaggingCacheMakesDuplicates(t *testing.T) {
 	env.Get(t) // started before the leak check
 	leakcheck.Check(t)
+	// The hazard needs a reconcile to meet a lagging cache, which the random
+	// stalls make likely, not certain: up to three rounds of 1,000.
 	extra := 0
-	for _, n := range runReplicaSets(t, false, 1000) {
-		extra += n - childrenPerOwner
+	for round := 0; round < 3 && extra == 0; round++ {
+		for _, n := range runReplicaSets(t, false, 1000) {
+			extra += n - childrenPerOwner
+		}
 	}
 	if extra == 0 {
-		t.Error("no duplicate children without the gate: the test does not reproduce the hazard")
+		t.Error("no duplicate children without the gate in 3 rounds: the test does not reproduce the hazard")
 	}
 }
 

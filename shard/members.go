@@ -193,6 +193,7 @@ func (m *Membership) Run(ctx context.Context) error {
 			results <- r
 		}()
 	}
+	lapsed := false
 	defer func() {
 		cancel()
 		if inFlight {
@@ -201,6 +202,11 @@ func (m *Membership) Run(ctx context.Context) error {
 		m.mu.Lock()
 		m.holder, m.joined = "", false
 		m.mu.Unlock()
+		if lapsed {
+			// Return at once: the replica must stop its share now, and the
+			// server is likely out of reach; the Lease expires by itself.
+			return
+		}
 		del, dcancel := context.WithTimeout(context.Background(), m.opts.RenewPeriod)
 		defer dcancel()
 		// Only this incarnation's Lease: another process may hold the name.
@@ -237,6 +243,7 @@ func (m *Membership) Run(ctx context.Context) error {
 				round()
 			}
 		case <-deadline.C:
+			lapsed = true
 			return fmt.Errorf("shard: member %s could not renew its lease for %s (last error: %v)", holder, m.opts.RenewDeadline, lastErr)
 		case r := <-results:
 			inFlight = false
