@@ -11,7 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // Shared is one server for a whole test package, started by the first test
@@ -136,4 +138,22 @@ func namespaceName(test string) string {
 		name = "test"
 	}
 	return name + "-" + hex.EncodeToString(suffix)
+}
+
+// Client returns a clientset for cfg whose idle connections are closed
+// when t ends: a leak check registered before it (leakcheck.Check, at the
+// start of a test) sees no connection goroutine left. It fails t on an
+// invalid cfg.
+func Client(t testing.TB, cfg *rest.Config) *kubernetes.Clientset {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube
 }

@@ -12,10 +12,9 @@ import (
 	"github.com/chromedp/chromedp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/debug"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
@@ -73,20 +72,6 @@ func startManager(t *testing.T, cfg *rest.Config, ns string) string {
 	return "http://" + addr
 }
 
-func kubeClient(t *testing.T, cfg *rest.Config) kubernetes.Interface {
-	t.Helper()
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
-	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kube
-}
-
 // waitFor polls the page until the JavaScript expression cond is true, or
 // fails the test saying what did not happen.
 func waitFor(t *testing.T, ctx context.Context, d time.Duration, what, cond string) {
@@ -110,7 +95,7 @@ func TestDebugPage_inChromiumOnTheRealServer(t *testing.T) {
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
 	leakcheck.Check(t)
-	kube := kubeClient(t, srv.Config())
+	kube := apiserver.Client(t, srv.Config())
 	create := func(name string) {
 		t.Helper()
 		_, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/debug"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
@@ -90,7 +91,7 @@ func TestManager_debugStateAndExplainOnTheRealServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := start(t, m) + debug.Path
-	kube := client(t, srv.Config())
+	kube := apiserver.Client(t, srv.Config())
 	for _, name := range []string{"good", "bad-1"} {
 		if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {

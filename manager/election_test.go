@@ -294,7 +294,7 @@ func TestLeaderElection_failoversNeverLetTwoReplicasReconcileAtOnce(t *testing.T
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
 	leakcheck.Check(t)
-	kube := client(t, srv.Config())
+	kube := apiserver.Client(t, srv.Config())
 	for i := range 10 {
 		if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}}, metav1.CreateOptions{}); err != nil {

@@ -76,22 +76,6 @@ func (r *mirror) Reconcile(ctx context.Context, name object.ObjectName) (control
 	return controller.Result{}, err
 }
 
-// client returns a clientset whose connections close when the test ends,
-// before the leak check.
-func client(t *testing.T, cfg *rest.Config) kubernetes.Interface {
-	t.Helper()
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
-	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kube
-}
-
 // quiet is the options of a test manager: a random loopback port, logs
 // to the test log.
 func quiet(t *testing.T) manager.Options {
@@ -159,7 +143,7 @@ func TestManager_runsAForAndOwnsControllerAndServesMetricsAndProbes(t *testing.T
 		manager.For(cms), manager.Owns(secrets)); err != nil {
 		t.Fatal(err)
 	}
-	kube := client(t, srv.Config())
+	kube := apiserver.Client(t, srv.Config())
 	for i := range 5 {
 		_, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i), Labels: map[string]string{"mirror": fmt.Sprint(i < 3)}},
@@ -236,7 +220,7 @@ func TestManager_readyzNamesAForbiddenWatchAndTurnsReadyOnceGranted(t *testing.T
 		t.Errorf("/readyz does not name the waiting controller:\n%s", body)
 	}
 
-	admin := client(t, srv.Config())
+	admin := apiserver.Client(t, srv.Config())
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "read-cms"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}}}}
 	if _, err := admin.RbacV1().Roles(ns).Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
@@ -281,7 +265,7 @@ func TestManager_aMissingCRDStopsOnlyItsOwnController(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := start(t, m)
-	kube := client(t, srv.Config())
+	kube := apiserver.Client(t, srv.Config())
 	if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -339,7 +323,7 @@ func TestManager_shutdownBoundHoldsWithAReconcileThatIgnoresItsContext(t *testin
 	ctx, cancel := context.WithCancel(t.Context())
 	ran := make(chan error, 1)
 	go func() { ran <- m.Run(ctx) }()
-	kube := client(t, srv.Config())
+	kube := apiserver.Client(t, srv.Config())
 	if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
 		metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -63,7 +63,7 @@ func (r *replicaSetLike) Reconcile(ctx context.Context, name object.ObjectName) 
 func runReplicaSets(t *testing.T, gate bool, n int64) map[string]int {
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
-	kube := client(t, srv.Config())
+	kube := apiserver.Client(t, srv.Config())
 	const owners = 10
 	for i := range owners {
 		if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
@@ -75,7 +75,7 @@ func runReplicaSets(t *testing.T, gate bool, n int64) map[string]int {
 	p, m := managerBehindProxy(t, srv, gate, "rs")
 	direct := rest.CopyConfig(srv.Config())
 	direct.Wrap(m.Ledger().Transport) // writes go straight to the server, recorded for the key
-	rec := &replicaSetLike{kube: client(t, direct)}
+	rec := &replicaSetLike{kube: apiserver.Client(t, direct)}
 	ownerInf := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns, LabelSelector: "rs=yes"})
 	childInf := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns, LabelSelector: "owner"})
 	rec.owners, rec.children = ownerInf.Reader(), childInf.Reader()
@@ -173,7 +173,7 @@ func TestReadYourWrites_theGateLosesNoUpdateReadBackFromTheCache(t *testing.T) {
 			srv := env.Get(t)
 			ns := srv.Namespace(t)
 			leakcheck.Check(t)
-			kube := client(t, srv.Config())
+			kube := apiserver.Client(t, srv.Config())
 			for i := range 5 {
 				if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
 					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c-%d", i)}, Data: map[string]string{"n": "0"}},
@@ -185,7 +185,7 @@ func TestReadYourWrites_theGateLosesNoUpdateReadBackFromTheCache(t *testing.T) {
 			direct := rest.CopyConfig(srv.Config())
 			direct.Wrap(m.Ledger().Transport)
 			inf := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
-			rec := &counter{cms: inf.Reader(), kube: client(t, direct)}
+			rec := &counter{cms: inf.Reader(), kube: apiserver.Client(t, direct)}
 			if _, err := manager.NewController(m, "counter", rec, controller.Options[object.ObjectName]{Workers: 2},
 				manager.For(inf)); err != nil {
 				t.Fatal(err)

@@ -258,7 +258,7 @@ func TestSharding_membershipChangesNeverLetTwoReplicasReconcileAKeyAtOnce(t *tes
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
 	leakcheck.Check(t)
-	kube := client(t, srv.Config())
+	kube := apiserver.Client(t, srv.Config())
 	const n = 60
 	for i := range n {
 		if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
@@ -486,7 +486,7 @@ func TestSharding_eachReplicaCachesReceivesAndReconcilesItsShare(t *testing.T) {
 		srv  *apiserver.Server
 	}{{"server-side", srv}, {"client-side fallback", off}} {
 		ns := mode.srv.Namespace(t)
-		kube := client(t, mode.srv.Config())
+		kube := apiserver.Client(t, mode.srv.Config())
 		value := strings.Repeat("x", 400) // a ConfigMap of about 700 bytes on the wire
 		if err := parallel(8, n, func(i int) error {
 			_, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{

@@ -2,15 +2,14 @@ package shard_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
@@ -20,22 +19,6 @@ import (
 var env apiserver.Shared
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
-
-// newKube returns a clientset with a transport of its own, whose idle
-// connections are closed when the test ends (before its leak check).
-func newKube(t *testing.T, cfg *rest.Config) kubernetes.Interface {
-	t.Helper()
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
-	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kube
-}
 
 // running is a member started in the test, with what Run returned.
 type running struct {
@@ -61,25 +44,32 @@ func start(t *testing.T, kube kubernetes.Interface, ns, id string) *running {
 // waitMembers waits until every member in rs sees want.
 func waitMembers(t *testing.T, within time.Duration, want []string, rs ...*running) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(20 * time.Millisecond) // members change state on their own clocks: poll what they show
-	defer tick.Stop()
-	for {
+	poll(t, within, func() (bool, string) {
+		var got []string
 		ok := true
 		for _, r := range rs {
-			if !slices.Equal(r.m.Members(), want) {
-				ok = false
-			}
+			m := r.m.Members()
+			ok = ok && slices.Equal(m, want)
+			got = append(got, strings.Join(m, ","))
 		}
+		return ok, fmt.Sprintf("members see %q, want %v", got, want)
+	})
+}
+
+// poll checks cond every 20ms (members and sharders change state on their
+// own clocks) until it holds, or fails t after within with what cond said.
+func poll(t *testing.T, within time.Duration, cond func() (ok bool, what string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, what := cond()
 		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			var got []string
-			for _, r := range rs {
-				got = append(got, strings.Join(r.m.Members(), ","))
-			}
-			t.Fatalf("members see %q after %s, want %v", got, within, want)
+			t.Fatalf("after %s: %s", within, what)
 		}
 		<-tick.C
 	}
@@ -89,7 +79,7 @@ func TestMembership_seesJoinsGracefulLeavesAndSilentDeaths(t *testing.T) {
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
 	leakcheck.Check(t)
-	kube := newKube(t, srv.Config())
+	kube := apiserver.Client(t, srv.Config())
 	proxy, err := srv.NewProxy()
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +88,7 @@ func TestMembership_seesJoinsGracefulLeavesAndSilentDeaths(t *testing.T) {
 
 	a := start(t, kube, ns, "a")
 	b := start(t, kube, ns, "b")
-	c := start(t, newKube(t, proxy.Config()), ns, "c") // reaches the server through the proxy
+	c := start(t, apiserver.Client(t, proxy.Config()), ns, "c") // reaches the server through the proxy
 	waitMembers(t, 10*time.Second, []string{"a", "b", "c"}, a, b, c)
 
 	b.cancel() // a graceful leave deletes b's lease: seen within a renew period or two
@@ -131,8 +121,8 @@ func TestMembership_seesJoinsGracefulLeavesAndSilentDeaths(t *testing.T) {
 func TestNewMembership_rejectsBadInput(t *testing.T) {
 	for _, o := range []shard.MembershipOptions{
 		{Namespace: "ns", Ring: "r", Identity: "a"},
-		{Kube: newKube(t, env.Get(t).Config()), Ring: "r", Identity: "a"},
-		{Kube: newKube(t, env.Get(t).Config()), Namespace: "ns", Ring: "r", Identity: "a",
+		{Kube: apiserver.Client(t, env.Get(t).Config()), Ring: "r", Identity: "a"},
+		{Kube: apiserver.Client(t, env.Get(t).Config()), Namespace: "ns", Ring: "r", Identity: "a",
 			LeaseDuration: time.Second, RenewPeriod: 2 * time.Second},
 	} {
 		if _, err := shard.NewMembership(o); err == nil {
@@ -145,7 +135,7 @@ func TestMembership_aSecondProcessWithTheSameIdentityWaitsForTheFirst(t *testing
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
 	leakcheck.Check(t)
-	kube := newKube(t, srv.Config())
+	kube := apiserver.Client(t, srv.Config())
 	first := start(t, kube, ns, "a")
 	waitMembers(t, 10*time.Second, []string{"a"}, first)
 	second := start(t, kube, ns, "a")
@@ -166,14 +156,8 @@ func TestMembership_aSecondProcessWithTheSameIdentityWaitsForTheFirst(t *testing
 		t.Fatalf("first's Run: %v", err)
 	}
 	first.done <- nil
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, joined := second.m.Holder(); joined {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second member did not join within 5s of the first leaving")
-		}
-		<-tick.C
-	}
+	poll(t, 5*time.Second, func() (bool, string) {
+		_, joined := second.m.Holder()
+		return joined, "the second member has not joined since the first left"
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/shard"
 )
@@ -120,46 +121,30 @@ func (l *intervals) overlaps() []string {
 // once and each has its share.
 func waitCovered(t *testing.T, within time.Duration, ws ...*worker) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	poll(t, within, func() (bool, string) {
 		count := make([]int, virtual)
 		ok := true
+		var got []string
 		for _, w := range ws {
 			st := w.s.Stats()
-			if len(st.Open) == 0 || len(st.Pending) > 0 {
-				ok = false
-			}
+			ok = ok && len(st.Open) > 0 && len(st.Pending) == 0
 			for _, v := range st.Open {
 				count[v]++
 			}
+			got = append(got, fmt.Sprintf("%s open %v pending %v members %v", w.id, st.Open, st.Pending, st.Members))
 		}
 		for _, c := range count {
-			if c != 1 {
-				ok = false
-			}
+			ok = ok && c == 1
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			var got []string
-			for _, w := range ws {
-				st := w.s.Stats()
-				got = append(got, fmt.Sprintf("%s open %v pending %v members %v", w.id, st.Open, st.Pending, st.Members))
-			}
-			t.Fatalf("shards not covered once by %d replicas after %s: %q", len(ws), within, got)
-		}
-		<-tick.C
-	}
+		return ok, fmt.Sprintf("shards not covered once by %d replicas: %q", len(ws), got)
+	})
 }
 
 func TestSharder_handsShardsOverWithoutOverlapOnJoinsLeavesAndDeaths(t *testing.T) {
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
 	leakcheck.Check(t)
-	kube := newKube(t, srv.Config())
+	kube := apiserver.Client(t, srv.Config())
 	proxy, err := srv.NewProxy()
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +155,7 @@ func TestSharder_handsShardsOverWithoutOverlapOnJoinsLeavesAndDeaths(t *testing.
 	a := startWorker(t, kube, ns, "a", log)
 	waitCovered(t, 10*time.Second, a)
 	b := startWorker(t, kube, ns, "b", log)
-	c := startWorker(t, newKube(t, proxy.Config()), ns, "c", log)
+	c := startWorker(t, apiserver.Client(t, proxy.Config()), ns, "c", log)
 	waitCovered(t, 10*time.Second, a, b, c)
 
 	b.cancel() // graceful: b drains, releases, leaves; a and c take its shards at once
@@ -214,7 +199,7 @@ func TestSharder_handsShardsOverWithoutOverlapOnJoinsLeavesAndDeaths(t *testing.
 }
 
 func TestNewSharder_rejectsBadInput(t *testing.T) {
-	kube := newKube(t, env.Get(t).Config())
+	kube := apiserver.Client(t, env.Get(t).Config())
 	for _, o := range []shard.SharderOptions{
 		{Kube: kube, Namespace: "ns", Ring: "r", Identity: "a", VirtualShards: 3},
 		{Kube: kube, Namespace: "ns", Ring: "r", Identity: "a", VirtualShards: -4},
@@ -237,7 +222,7 @@ func TestSharder_refusesARingMadeWithOtherSettings(t *testing.T) {
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
 	leakcheck.Check(t)
-	kube := newKube(t, srv.Config())
+	kube := apiserver.Client(t, srv.Config())
 	log := &intervals{}
 	a := startWorker(t, kube, ns, "a", log)
 	waitCovered(t, 10*time.Second, a)
@@ -250,20 +235,13 @@ func TestSharder_refusesARingMadeWithOtherSettings(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(10 * time.Second)
+	poll(t, 10*time.Second, func() (bool, string) {
+		err := s.Ready()
+		return errors.Is(err, shard.ErrInvalid),
+			fmt.Sprintf("a replica with 32 virtual shards in a ring of 16: Ready = %v, want an error wrapping ErrInvalid", err)
+	})
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for {
-		err := s.Ready()
-		if err != nil && errors.Is(err, shard.ErrInvalid) {
-			t.Logf("Ready: %v", err)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a replica with 32 virtual shards in a ring of 16: Ready = %v, want an error wrapping ErrInvalid", err)
-		}
-		<-tick.C
-	}
 	// For a second (ten of a's rounds), a keeps every shard: it does not
 	// count the misconfigured replica as a member.
 	for end := time.Now().Add(time.Second); time.Now().Before(end); <-tick.C {

@@ -88,18 +88,27 @@ func (d *demo) leader(ctx context.Context) string {
 // killLeaderHalfway sends SIGKILL to the leading replica once half the Foos
 // have been created.
 func (d *demo) killLeaderHalfway(ctx context.Context) {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for d.created.Load() < int64(d.foos/2) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	if !d.waitHalfCreated(ctx) {
+		return
 	}
 	id := d.leader(ctx)
 	if p, ok := d.procs[id]; ok {
 		p.Kill()
 		fmt.Fprintf(d.out, "  killed the leader %s (SIGKILL); a standby takes over when its lease expires\n", id)
 	}
+}
+
+// waitHalfCreated waits until half the Foos exist; false when ctx ended
+// first.
+func (d *demo) waitHalfCreated(ctx context.Context) bool {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for d.created.Load() < int64(d.foos/2) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+	return true
 }

@@ -208,14 +208,8 @@ func (d *demo) ringStatus(ctx context.Context) string {
 // closes d.killed when done.
 func (d *demo) killReplicaHalfway(ctx context.Context) {
 	defer close(d.killed)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for d.created.Load() < int64(d.foos/2) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	if !d.waitHalfCreated(ctx) {
+		return
 	}
 	before, _, err := d.ringTable(ctx)
 	if err != nil {
@@ -237,6 +231,8 @@ func (d *demo) killReplicaHalfway(ctx context.Context) {
 	fmt.Fprintf(d.out, "  killed %s (SIGKILL) holding %d shards; the others take them over once its membership lease (%s) expires\n",
 		victim.id, before[victim.id], demoShardLease)
 	deadline := time.After(10 * demoShardLease)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		now, virtual, err := d.ringTable(ctx)
 		if err == nil && now[victim.id] == 0 && total(now) == virtual {

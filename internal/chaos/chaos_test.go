@@ -11,10 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/controller"
@@ -73,7 +70,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	direct, proxied := configMaps(t, srv.Config(), ns), configMaps(t, p.Config(), ns)
+	direct, proxied := apiserver.Client(t, srv.Config()).CoreV1().ConfigMaps(ns), apiserver.Client(t, p.Config()).CoreV1().ConfigMaps(ns)
 
 	pl := startPipeline(t, proxied, seed)
 
@@ -202,20 +199,4 @@ func background(t *testing.T, name string, f func(context.Context) error) {
 			t.Errorf("%s: Run did not return a minute after cancel", name)
 		}
 	})
-}
-
-// configMaps returns a client of the ConfigMaps of ns whose idle connections
-// are closed at the end of the test (before the leak check).
-func configMaps(t *testing.T, cfg *rest.Config, ns string) typedcorev1.ConfigMapInterface {
-	t.Helper()
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
-	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs.CoreV1().ConfigMaps(ns)
 }
