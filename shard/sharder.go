@@ -103,7 +103,6 @@ const (
 //     others take its shards over only after LeaseDuration.
 type Sharder struct {
 	opts    SharderOptions
-	bits    int
 	mem     *Membership
 	metrics *sharderMetrics
 	sel     atomic.Pointer[Selector]
@@ -111,10 +110,9 @@ type Sharder struct {
 
 	mu       sync.Mutex // guards the fields below
 	states   []state
-	inflight []int
 	running  []map[uint64]context.CancelCauseFunc // per shard: its in-flight reconciles' cancels
 	nextID   uint64
-	idle     chan struct{} // closed and replaced when a count of inflight reaches 0
+	idle     chan struct{} // closed and replaced when a shard's last running reconcile ends
 	lastErr  error         // the last failed step, for Ready
 	relisted bool          // the caches reflect Selector
 	holder   string        // the incarnation the states belong to
@@ -146,11 +144,8 @@ func NewSharder(opts SharderOptions) (*Sharder, error) {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Sharder{opts: opts, kick: make(chan struct{}, 1), idle: make(chan struct{}),
-		states: make([]state, opts.VirtualShards), inflight: make([]int, opts.VirtualShards),
+		states:  make([]state, opts.VirtualShards),
 		running: make([]map[uint64]context.CancelCauseFunc, opts.VirtualShards)}
-	for v := opts.VirtualShards; v > 1; v >>= 1 {
-		s.bits++
-	}
 	mem, err := NewMembership(MembershipOptions{Kube: opts.Kube, Namespace: opts.Namespace, Ring: opts.Ring,
 		Identity: opts.Identity, LeaseDuration: opts.LeaseDuration, RenewDeadline: opts.RenewDeadline,
 		RenewPeriod: opts.RenewPeriod, Tag: fmt.Sprintf("%s/%d", opts.Key, opts.VirtualShards),
@@ -184,33 +179,31 @@ func (s *Sharder) Selector() *Selector { return s.sel.Load() }
 func (s *Sharder) Enter(ctx context.Context, h uint64) (rctx context.Context, done func(), ok bool) {
 	v := VirtualOf(h, s.opts.VirtualShards)
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.states[v] != open {
-		s.mu.Unlock()
 		s.metrics.notOwned.Inc()
 		return nil, nil, false
 	}
-	s.inflight[v]++
-	s.mu.Unlock()
+	// Registered under the lock that checked the state: a release or a
+	// fence that closes v afterwards finds this reconcile to wait for or
+	// to cancel.
 	rctx, cancel := context.WithCancelCause(ctx)
-	unregister := s.register(v, cancel)
+	if s.running[v] == nil {
+		s.running[v] = map[uint64]context.CancelCauseFunc{}
+	}
+	s.nextID++
+	id := s.nextID
+	s.running[v][id] = cancel
 	return rctx, func() {
-		unregister()
 		cancel(nil)
 		s.mu.Lock()
-		s.inflight[v]--
-		if s.inflight[v] == 0 {
+		delete(s.running[v], id)
+		if len(s.running[v]) == 0 {
 			close(s.idle)
 			s.idle = make(chan struct{})
 		}
 		s.mu.Unlock()
 	}, true
-}
-
-// Owns reports whether the shard of hash h is open here.
-func (s *Sharder) Owns(h uint64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.states[VirtualOf(h, s.opts.VirtualShards)] == open
 }
 
 // Ready reports an error while this replica has not joined the ring, or
@@ -255,23 +248,6 @@ func (s *Sharder) Stats() ShardStats {
 		}
 	}
 	return st
-}
-
-// register records cancel as a reconcile of shard v, for stopShard.
-func (s *Sharder) register(v int, cancel context.CancelCauseFunc) func() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.running[v] == nil {
-		s.running[v] = map[uint64]context.CancelCauseFunc{}
-	}
-	s.nextID++
-	id := s.nextID
-	s.running[v][id] = cancel
-	return func() {
-		s.mu.Lock()
-		delete(s.running[v], id)
-		s.mu.Unlock()
-	}
 }
 
 // stopShard cancels the in-flight reconciles of shard v with cause.
@@ -420,8 +396,8 @@ func (s *Sharder) drain(ctx context.Context, timeout time.Duration) {
 	for {
 		s.mu.Lock()
 		var busy []int
-		for v, n := range s.inflight {
-			if n > 0 && s.states[v] != open {
+		for v, rs := range s.running {
+			if len(rs) > 0 && s.states[v] != open {
 				busy = append(busy, v)
 			}
 		}
