@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
@@ -113,7 +112,7 @@ func NewFactory(opts FactoryOptions) *Factory {
 // with another T fails with ErrTypeMismatch. An informer added while the
 // factory runs starts at once; after Run returned, For fails with
 // ErrStopped.
-func For[T object.Object](f *Factory, scope Scope, newLW func() listwatch.ListerWatcher[T]) (*SharedIndexInformer[T], error) {
+func For[T object.Object](f *Factory, scope Scope, newLW func() reflector.ListerWatcher[T]) (*SharedIndexInformer[T], error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s, ok := f.informers[scope]; ok {

@@ -27,7 +27,7 @@ func TestFactory_sharesOneInformerPerResourceAndNamespace(t *testing.T) {
 	f := informer.NewFactory(informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}})
 	srv := newFakeServer("a")
 	var created int
-	newLW := func() listwatch.ListerWatcher[*corev1.ConfigMap] { created++; return srv }
+	newLW := func() reflector.ListerWatcher[*corev1.ConfigMap] { created++; return srv }
 	a, err := informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: "ns"}, newLW)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestFactory_sharesOneInformerPerResourceAndNamespace(t *testing.T) {
 	if a != b || a == other || created != 2 {
 		t.Errorf("same=%v, distinct namespaces=%v, %d ListerWatchers; want true, true, 2", a == b, a != other, created)
 	}
-	_, err = informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: "ns"}, func() listwatch.ListerWatcher[*metav1.PartialObjectMetadata] { return nil })
+	_, err = informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: "ns"}, func() reflector.ListerWatcher[*metav1.PartialObjectMetadata] { return nil })
 	if !errors.Is(err, informer.ErrTypeMismatch) {
 		t.Errorf("For with another type = %v, want ErrTypeMismatch", err)
 	}
@@ -93,7 +93,7 @@ func TestFactory_waitForCacheSyncNamesA403WithItsVerbAndResource(t *testing.T) {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"} // no RBAC grants
 	cms := configMaps(t, cfg, ns)
 	f := informer.NewFactory(informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}})
-	if _, err := informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: ns}, func() listwatch.ListerWatcher[*corev1.ConfigMap] {
+	if _, err := informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: ns}, func() reflector.ListerWatcher[*corev1.ConfigMap] {
 		return listwatch.New[*corev1.ConfigMap](cms.List, cms.Watch, listwatch.Options{})
 	}); err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestFactory_waitForCacheSyncNamesAMissingResource(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := informer.NewFactory(informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}})
-	if _, err := informer.For(f, informer.Scope{Resource: gvr, Namespace: ns}, func() listwatch.ListerWatcher[*unstructured.Unstructured] {
+	if _, err := informer.For(f, informer.Scope{Resource: gvr, Namespace: ns}, func() reflector.ListerWatcher[*unstructured.Unstructured] {
 		return listwatch.Dynamic(dyn.Resource(gvr).Namespace(ns), listwatch.Options{})
 	}); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 // fakeServer is an in-memory ListerWatcher of ConfigMaps in namespace "ns"
@@ -107,14 +107,14 @@ func (s *fakeServer) state() map[string]string {
 	return out
 }
 
-func (s *fakeServer) List(_ context.Context, _ metav1.ListOptions) (listwatch.List[*corev1.ConfigMap], error) {
+func (s *fakeServer) List(_ context.Context, _ metav1.ListOptions) (reflector.List[*corev1.ConfigMap], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lists++
 	if s.listErr != nil {
-		return listwatch.List[*corev1.ConfigMap]{}, s.listErr
+		return reflector.List[*corev1.ConfigMap]{}, s.listErr
 	}
-	l := listwatch.List[*corev1.ConfigMap]{ResourceVersion: strconv.Itoa(s.rv)}
+	l := reflector.List[*corev1.ConfigMap]{ResourceVersion: strconv.Itoa(s.rv)}
 	for _, n := range slices.Sorted(maps.Keys(s.objs)) {
 		if s.only != nil && !s.only(n) {
 			continue

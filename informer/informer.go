@@ -16,7 +16,6 @@ import (
 	"github.com/ctrlkit/ctrlkit/deltafifo"
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/intern"
-	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/store"
@@ -113,7 +112,7 @@ type SharedIndexInformer[T object.Object] struct {
 // New returns an informer over lw; it starts nothing. It fails on invalid
 // Indexers or when its metrics cannot be registered (a second informer with
 // the same Name on the same Registerer).
-func New[T object.Object](lw listwatch.ListerWatcher[T], opts Options[T]) (*SharedIndexInformer[T], error) {
+func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*SharedIndexInformer[T], error) {
 	var zero T
 	if opts.Name == "" {
 		opts.Name = fmt.Sprintf("%T", zero)
@@ -348,7 +347,7 @@ func (i *SharedIndexInformer[T]) Name() string { return i.name }
 // NewIndexerInformer is the seed documents' one-call setup: an informer over
 // lw with h as its only handler, and the cache it keeps. The cache is
 // read-only for the caller; Run the informer to fill it.
-func NewIndexerInformer[T object.Object](lw listwatch.ListerWatcher[T], h handler.Handler[T], opts Options[T]) (*store.Indexer[T], *SharedIndexInformer[T], error) {
+func NewIndexerInformer[T object.Object](lw reflector.ListerWatcher[T], h handler.Handler[T], opts Options[T]) (*store.Indexer[T], *SharedIndexInformer[T], error) {
 	inf, err := New(lw, opts)
 	if err != nil {
 		return nil, nil, err

@@ -18,14 +18,13 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
-	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/store"
 )
 
 const wait = 20 * time.Second
 
-func newInformer(t *testing.T, lw listwatch.ListerWatcher[*corev1.ConfigMap], opts informer.Options[*corev1.ConfigMap]) *informer.SharedIndexInformer[*corev1.ConfigMap] {
+func newInformer(t *testing.T, lw reflector.ListerWatcher[*corev1.ConfigMap], opts informer.Options[*corev1.ConfigMap]) *informer.SharedIndexInformer[*corev1.ConfigMap] {
 	t.Helper()
 	opts.Reflector.DisableWatchList = true
 	inf, err := informer.New(lw, opts)

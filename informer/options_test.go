@@ -18,7 +18,6 @@ import (
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/internal/metrics"
-	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
@@ -99,7 +98,7 @@ func TestFactory_givesEveryReflectorItsOptionsNamedAfterItsInformer(t *testing.T
 			}
 		}}})
 	for _, ns := range []string{"ns", "other"} {
-		if _, err := informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: ns}, func() listwatch.ListerWatcher[*corev1.ConfigMap] { return srv }); err != nil {
+		if _, err := informer.For(f, informer.Scope{Resource: configMapsGVR, Namespace: ns}, func() reflector.ListerWatcher[*corev1.ConfigMap] { return srv }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
-	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
@@ -31,7 +30,7 @@ type pagedLW struct {
 	failed chan string
 }
 
-func (l *pagedLW) List(ctx context.Context, opts metav1.ListOptions) (listwatch.List[*corev1.ConfigMap], error) {
+func (l *pagedLW) List(ctx context.Context, opts metav1.ListOptions) (reflector.List[*corev1.ConfigMap], error) {
 	p := 0
 	if opts.Continue != "" {
 		p, _ = strconv.Atoi(opts.Continue)
@@ -42,16 +41,16 @@ func (l *pagedLW) List(ctx context.Context, opts metav1.ListOptions) (listwatch.
 		for !l.cached(prev) {
 			if time.Now().After(deadline) {
 				l.failed <- fmt.Sprintf("page %d was requested but %s, from page %d, is not cached after %s", p, prev, p-1, wait)
-				return listwatch.List[*corev1.ConfigMap]{}, ctx.Err()
+				return reflector.List[*corev1.ConfigMap]{}, ctx.Err()
 			}
 			select {
 			case <-ctx.Done():
-				return listwatch.List[*corev1.ConfigMap]{}, ctx.Err()
+				return reflector.List[*corev1.ConfigMap]{}, ctx.Err()
 			case <-time.After(time.Millisecond):
 			}
 		}
 	}
-	out := listwatch.List[*corev1.ConfigMap]{ResourceVersion: strconv.Itoa(l.n)}
+	out := reflector.List[*corev1.ConfigMap]{ResourceVersion: strconv.Itoa(l.n)}
 	out.Items = []*corev1.ConfigMap{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("cm-%d", p), ResourceVersion: strconv.Itoa(p + 1)}}}
 	if p+1 < l.n {
 		out.Continue = strconv.Itoa(p + 1)

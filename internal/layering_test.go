@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -102,6 +103,80 @@ func TestLayering_rootModuleDoesNotRequireServerModules(t *testing.T) {
 			if hasPathPrefix(m, f) {
 				t.Errorf("the root module's graph contains %s; users would download it", m)
 			}
+		}
+	}
+}
+
+// module is the root module's path.
+const module = "github.com/ctrlkit/ctrlkit"
+
+// allowed lists, for each package of the root module, the packages of the
+// module it may import (ARCHITECTURE.md shows the same table). The pipeline
+// stages import only the shared vocabulary (object) and the interfaces of
+// the stage they feed or consume; the informer is the one stage that wires
+// others; the runtime (manager) wires everything. A package missing here
+// fails the test: a new package takes its place in the table on purpose.
+var allowed = map[string][]string{
+	"":           nil,
+	"object":     nil,
+	"intern":     nil,
+	"workqueue":  nil,
+	"store":      {"object"},
+	"reflector":  {"object"},
+	"listwatch":  {"object", "reflector"},
+	"deltafifo":  {"object"},
+	"handler":    {"object"},
+	"informer":   {"object", "reflector", "deltafifo", "store", "handler", "intern"},
+	"controller": {"workqueue"},
+
+	"shard":    nil,
+	"election": nil,
+	"ledger":   {"object"},
+	"apply":    nil,
+	"debug":    {"object", "informer", "controller"},
+	"manager": {"object", "reflector", "listwatch", "informer", "handler", "controller", "debug",
+		"election", "ledger", "shard"},
+
+	"apiserver":          nil,
+	"internal":           nil,
+	"internal/chaos":     nil,
+	"internal/leakcheck": nil,
+	"internal/metrics":   nil,
+
+	"examples/foo":              {"object", "store", "controller", "manager", "examples/foo/api/v1alpha1"},
+	"examples/foo/api/v1alpha1": nil,
+	"examples/foo/config":       nil,
+	"examples/guide":            {"object", "store", "controller", "manager"},
+	"examples/mirror":           {"object", "store", "controller", "manager", "apply"},
+	"examples/podlogger":        {"object", "store", "controller", "manager"},
+	"cmd/ctrlkit": {"object", "controller", "debug", "election", "shard", "manager", "apiserver",
+		"examples/foo", "examples/foo/api/v1alpha1", "examples/foo/config", "examples/podlogger"},
+}
+
+func TestLayering_eachPackageImportsOnlyWhatTheTableAllows(t *testing.T) {
+	pkgs := listPackages(t)
+	listed := map[string]bool{}
+	for _, p := range pkgs {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		listed[rel] = true
+		may, ok := allowed[rel]
+		if !ok {
+			t.Errorf("package %s is not in the layering table (internal/layering_test.go and ARCHITECTURE.md): add it with what it may import", p.ImportPath)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !hasPathPrefix(imp, module) {
+				continue
+			}
+			dep := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+			if !slices.Contains(may, dep) {
+				t.Errorf("%s imports %s; the layering table allows only %v", rel, dep, may)
+			}
+		}
+	}
+	for rel := range allowed {
+		if !listed[rel] {
+			t.Errorf("the layering table names %q, which go list does not list: remove it", rel)
 		}
 	}
 }

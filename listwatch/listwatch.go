@@ -18,33 +18,18 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/object"
-	"github.com/ctrlkit/ctrlkit/shard"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
-// ListerWatcher lists and watches one resource. T is the object type the
-// list items and watch events carry, e.g. *corev1.Pod.
-type ListerWatcher[T object.Object] interface {
-	// List returns one page of objects. It blocks on the API server.
-	List(ctx context.Context, opts metav1.ListOptions) (List[T], error)
-	// Watch starts a watch. Events carry T, except Error events (a
-	// *metav1.Status) and objects the server sent that are not a T; the
-	// Reflector skips those with a log line and a metric.
-	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-}
-
-// List is one page of a list.
-type List[T object.Object] struct {
-	Items           []T
-	ResourceVersion string // the list's resource version
-	Continue        string // token for the next page; "" on the last page
-	// Skipped counts items that were not a T and were left out; Skip
-	// describes the first of them.
-	Skipped int
-	Skip    string
-	// ShardApplied reports that the server applied Options.Shard to this
-	// page (it echoed metadata.shardInfo). When it did not, the adapter
-	// filtered the page itself, as it filters every watch event.
-	ShardApplied bool
+// Shard is one part of a resource's objects, e.g. one replica's share of a
+// ring (package shard's Selector and ByController implement it).
+type Shard interface {
+	// ServerSelector is sent to the API server as ListOptions.ShardSelector,
+	// which servers with the ShardedListAndWatch feature apply; "" sends
+	// nothing (the adapter filters alone).
+	ServerSelector() string
+	// Contains reports whether obj is in the shard.
+	Contains(obj metav1.Object) bool
 }
 
 // Options apply to every List and Watch call of an adapter.
@@ -55,60 +40,44 @@ type Options struct {
 	// FieldSelector restricts objects by field, e.g. "spec.nodeName=n1".
 	// Default: everything.
 	FieldSelector string
-	// Shard restricts objects to ranges of the hash of their UID or
-	// namespace. It is sent as ListOptions.ShardSelector, which servers
-	// with the ShardedListAndWatch feature apply to lists and watches; the
-	// adapter also filters every list item and watch event itself, so the
-	// result is the same on a server without the feature (only the bytes
-	// received differ; see List.ShardApplied). Default: everything.
-	Shard *shard.Selector
-	// ShardFunc, when set, takes Shard's place and may change what it
-	// returns while the adapter is in use (a replica whose share changed):
-	// it is called at every List and Watch and for every watch event. After
-	// a change, make the informer list again (SharedIndexInformer.Relist).
-	// A nil result selects everything.
-	ShardFunc func() *shard.Selector
-	// ShardByController matches the selector against the UID of each
-	// object's controller (its owner reference with controller: true)
-	// instead of the object's own UID or namespace: objects owned by
-	// primaries of a shard follow their owner. The server cannot apply
-	// that, so nothing is sent and the adapter filters alone; objects
-	// without a controller are left out.
-	ShardByController bool
+	// Shard, when set, returns the shard in force; a nil result selects
+	// everything. It is called at every List and Watch and for every watch
+	// event, so what it returns may change while the adapter is in use (a
+	// replica whose share changed); after a change, make the informer list
+	// again (SharedIndexInformer.Relist). The adapter sends the shard's
+	// ServerSelector and also filters every list item and watch event
+	// itself, so the result is the same on a server without the feature;
+	// only the bytes received differ. A watch opened while Shard returns nil
+	// is not filtered. Default: everything.
+	Shard func() Shard
 	// OnShardNotApplied, when set, is called for each list page that the
 	// server sent unfiltered (no metadata.shardInfo in the answer, or it
 	// refused the field, after which the adapter stops sending it) and for
 	// each watch whose events show it unfiltered (an object outside the
-	// selector it was opened with), with the reason; the adapter filtered
+	// shard it was opened with), with the reason; the adapter filtered
 	// them itself.
 	OnShardNotApplied func(reason string)
 }
 
-// selector returns the shard selection in force, or nil.
-func (o *Options) selector() *shard.Selector {
-	if o.ShardFunc != nil {
-		return o.ShardFunc()
+// shard returns the shard in force, or nil.
+func (o *Options) shard() Shard {
+	if o.Shard == nil {
+		return nil
 	}
-	return o.Shard
+	return o.Shard()
 }
 
-// matches reports whether obj is in sel, by its own key or its controller's.
-func (o *Options) matches(sel *shard.Selector, obj any) bool {
-	if !o.ShardByController {
-		so, ok := obj.(shard.Object)
-		return !ok || sel.Matches(so)
-	}
+// contains reports whether obj is in sh; objects without metadata are kept.
+func contains(sh Shard, obj any) bool {
 	mo, ok := obj.(metav1.Object)
-	if !ok {
-		return true
-	}
-	ref := metav1.GetControllerOfNoCopy(mo)
-	return ref != nil && sel.MatchesValue(string(ref.UID))
+	return !ok || sh.Contains(mo)
 }
 
-func (o *Options) apply(opts metav1.ListOptions, sel *shard.Selector, send bool) metav1.ListOptions {
-	if sel != nil && send && !o.ShardByController {
-		opts.ShardSelector = sel.String()
+// apply returns opts with the adapter's selectors, and sh's server selector
+// when send.
+func (o *Options) apply(opts metav1.ListOptions, sh Shard, send bool) metav1.ListOptions {
+	if sh != nil && send {
+		opts.ShardSelector = sh.ServerSelector()
 	}
 	if o.LabelSelector != "" {
 		opts.LabelSelector = o.LabelSelector
@@ -131,14 +100,7 @@ type (
 //	pods := clientset.CoreV1().Pods(namespace)
 //	lw := listwatch.New[*corev1.Pod](pods.List, pods.Watch, listwatch.Options{})
 //
-// It panics on an invalid opts.Shard (see shard.Selector.Validate): a
-// programming error, like an invalid regular expression to MustCompile.
-func New[T object.Object, L runtime.Object](list ListFunc[L], watch WatchFunc, opts Options) ListerWatcher[T] {
-	if opts.Shard != nil {
-		if err := opts.Shard.Validate(); err != nil {
-			panic(fmt.Sprintf("listwatch: %v", err))
-		}
-	}
+func New[T object.Object, L runtime.Object](list ListFunc[L], watch WatchFunc, opts Options) reflector.ListerWatcher[T] {
 	return &typed[T, L]{list: list, watch: watch, opts: opts}
 }
 
@@ -151,28 +113,29 @@ type typed[T object.Object, L runtime.Object] struct {
 	refused atomic.Bool
 }
 
-func (c *typed[T, L]) List(ctx context.Context, opts metav1.ListOptions) (List[T], error) {
-	sel := c.opts.selector()
-	l, err := c.list(ctx, c.opts.apply(opts, sel, !c.refused.Load()))
-	if err != nil && sel != nil && !c.refused.Load() && refusesShards(err) {
+func (c *typed[T, L]) List(ctx context.Context, opts metav1.ListOptions) (reflector.List[T], error) {
+	sh := c.opts.shard()
+	send := sh != nil && sh.ServerSelector() != "" && !c.refused.Load()
+	l, err := c.list(ctx, c.opts.apply(opts, sh, send))
+	if err != nil && send && refusesShards(err) {
 		c.refused.Store(true)
 		c.notApplied(fmt.Sprintf("the server refused the shard selector: %v", err))
-		l, err = c.list(ctx, c.opts.apply(opts, sel, false))
+		send = false
+		l, err = c.list(ctx, c.opts.apply(opts, sh, false))
 	}
 	if err != nil {
-		return List[T]{}, err
+		return reflector.List[T]{}, err
 	}
 	out, err := fromListObject[T](l)
-	if err != nil || sel == nil {
+	if err != nil || sh == nil {
 		return out, err
 	}
-	out.ShardApplied = !c.opts.ShardByController && !c.refused.Load() && shardInfoOf(l) != nil
-	if !out.ShardApplied && !c.opts.ShardByController && !c.refused.Load() {
+	if send && shardInfoOf(l) == nil {
 		c.notApplied("the server sent the list without metadata.shardInfo (is the ShardedListAndWatch feature gate off?)")
 	}
 	kept := out.Items[:0]
 	for _, it := range out.Items {
-		if c.opts.matches(sel, it) {
+		if contains(sh, it) {
 			kept = append(kept, it)
 		}
 	}
@@ -194,30 +157,31 @@ func refusesShards(err error) bool {
 }
 
 func (c *typed[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	sel := c.opts.selector()
-	w, err := c.watch(ctx, c.opts.apply(opts, sel, !c.refused.Load()))
-	if err != nil && sel != nil && !c.refused.Load() && refusesShards(err) {
+	sh := c.opts.shard()
+	send := sh != nil && sh.ServerSelector() != "" && !c.refused.Load()
+	w, err := c.watch(ctx, c.opts.apply(opts, sh, send))
+	if err != nil && send && refusesShards(err) {
 		c.refused.Store(true)
-		w, err = c.watch(ctx, c.opts.apply(opts, sel, false))
+		send = false
+		w, err = c.watch(ctx, c.opts.apply(opts, sh, false))
 	}
-	if err != nil || (c.opts.Shard == nil && c.opts.ShardFunc == nil) {
+	if err != nil || sh == nil {
 		return w, err
 	}
-	sent := sel != nil && !c.refused.Load() && !c.opts.ShardByController
 	var reported bool
 	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
 		if e.Type == watch.Error || e.Type == watch.Bookmark {
 			return e, true
 		}
-		if sent && !reported && !c.opts.matches(sel, e.Object) {
-			// An object outside the selector this watch was opened with:
-			// the server did not apply it (a watch-list sync has no list
+		if send && !reported && !contains(sh, e.Object) {
+			// An object outside the shard this watch was opened with: the
+			// server did not apply it (a watch-list sync has no list
 			// answer to tell by).
 			reported = true
 			c.notApplied("the server sent a watch event outside the shard selector (is the ShardedListAndWatch feature gate off?)")
 		}
-		cur := c.opts.selector()
-		return e, cur == nil || c.opts.matches(cur, e.Object)
+		cur := c.opts.shard()
+		return e, cur == nil || contains(cur, e.Object)
 	}), nil
 }
 
@@ -241,16 +205,16 @@ func shardInfoOf(l runtime.Object) *metav1.ShardInfo {
 // Each item is copied out of the list's array of structs: an item pointing
 // into it would keep every object of the page alive for as long as that one
 // object stays cached.
-func fromListObject[T object.Object](l runtime.Object) (List[T], error) {
+func fromListObject[T object.Object](l runtime.Object) (reflector.List[T], error) {
 	lm, err := meta.ListAccessor(l)
 	if err != nil {
-		return List[T]{}, fmt.Errorf("listwatch: %T is not a list: %w", l, err)
+		return reflector.List[T]{}, fmt.Errorf("listwatch: %T is not a list: %w", l, err)
 	}
 	objs, err := meta.ExtractListWithAlloc(l)
 	if err != nil {
-		return List[T]{}, fmt.Errorf("listwatch: items of %T: %w", l, err)
+		return reflector.List[T]{}, fmt.Errorf("listwatch: items of %T: %w", l, err)
 	}
-	out := List[T]{Items: make([]T, 0, len(objs)), ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue()}
+	out := reflector.List[T]{Items: make([]T, 0, len(objs)), ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue()}
 	for _, o := range objs {
 		t, ok := o.(T)
 		if !ok {
@@ -268,7 +232,7 @@ func fromListObject[T object.Object](l runtime.Object) (List[T], error) {
 // Dynamic adapts the dynamic client: any resource, as unstructured objects.
 //
 //	lw := listwatch.Dynamic(dyn.Resource(gvr).Namespace(ns), listwatch.Options{})
-func Dynamic(ri dynamic.ResourceInterface, opts Options) ListerWatcher[*unstructured.Unstructured] {
+func Dynamic(ri dynamic.ResourceInterface, opts Options) reflector.ListerWatcher[*unstructured.Unstructured] {
 	return New[*unstructured.Unstructured](ri.List, ri.Watch, opts)
 }
 
@@ -276,7 +240,7 @@ func Dynamic(ri dynamic.ResourceInterface, opts Options) ListerWatcher[*unstruct
 // references only, as *metav1.PartialObjectMetadata.
 //
 //	lw := listwatch.Metadata(md.Resource(gvr).Namespace(ns), listwatch.Options{})
-func Metadata(ri metadata.ResourceInterface, opts Options) ListerWatcher[*metav1.PartialObjectMetadata] {
+func Metadata(ri metadata.ResourceInterface, opts Options) reflector.ListerWatcher[*metav1.PartialObjectMetadata] {
 	return New[*metav1.PartialObjectMetadata](ri.List, ri.Watch, opts)
 }
 

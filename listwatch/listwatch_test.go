@@ -20,6 +20,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -74,7 +75,7 @@ func firstEvent(t *testing.T, w watch.Interface) watch.Event {
 
 // checkListWatch lists with the adapter's selector, then watches from the
 // list's RV and expects the next matching change and no other.
-func checkListWatch[T object.Object](t *testing.T, lw listwatch.ListerWatcher[T], cs kubernetes.Interface, ns string) {
+func checkListWatch[T object.Object](t *testing.T, lw reflector.ListerWatcher[T], cs kubernetes.Interface, ns string) {
 	t.Helper()
 	l, err := lw.List(t.Context(), metav1.ListOptions{})
 	if err != nil {

@@ -41,13 +41,15 @@ func TestOptions_shardSplitsListsAndWatchesOnTheRealServer(t *testing.T) {
 	owner := map[string]int{} // name -> the half that listed or watched it
 	var watches [2]watch.Interface
 	for h, sel := range halves {
-		lw := listwatch.New[*corev1.ConfigMap](cms.List, cms.Watch, listwatch.Options{Shard: sel})
+		var fallbacks []string
+		lw := listwatch.New[*corev1.ConfigMap](cms.List, cms.Watch, listwatch.Options{Shard: static(sel),
+			OnShardNotApplied: func(r string) { fallbacks = append(fallbacks, r) }})
 		l, err := lw.List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !l.ShardApplied {
-			t.Errorf("half %d: the server did not apply the shard selector", h)
+		if len(fallbacks) != 0 {
+			t.Errorf("half %d: the server did not apply the shard selector: %q", h, fallbacks)
 		}
 		for _, cm := range l.Items {
 			if prev, dup := owner[cm.Name]; dup {
@@ -77,6 +79,11 @@ func TestOptions_shardSplitsListsAndWatchesOnTheRealServer(t *testing.T) {
 	}
 }
 
+// static returns an Options.Shard that always selects sel.
+func static(sel *shard.Selector) func() listwatch.Shard {
+	return func() listwatch.Shard { return sel }
+}
+
 // record notes which half saw an ADDED event and fails on a second one.
 func record(t *testing.T, owner map[string]int, ev watch.Event, h int) int {
 	t.Helper()
@@ -101,13 +108,15 @@ func TestOptions_shardFiltersOnTheClientWhenTheServerDoesNot(t *testing.T) {
 	}
 	total := 0
 	for _, sel := range halves {
-		lw := listwatch.New[*corev1.ConfigMap](list, nil, listwatch.Options{Shard: sel})
+		var fallbacks []string
+		lw := listwatch.New[*corev1.ConfigMap](list, nil, listwatch.Options{Shard: static(sel),
+			OnShardNotApplied: func(r string) { fallbacks = append(fallbacks, r) }})
 		l, err := lw.List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.ShardApplied {
-			t.Error("ShardApplied without shardInfo in the response")
+		if len(fallbacks) != 1 || !strings.Contains(fallbacks[0], "shardInfo") {
+			t.Errorf("fallbacks %q, want one naming the missing shardInfo", fallbacks)
 		}
 		for _, cm := range l.Items {
 			if !sel.Matches(cm) {
@@ -144,7 +153,7 @@ func TestOptions_shardFallbackIsReportedFromListsWatchesAndRefusals(t *testing.T
 	}
 	fw := watch.NewFake()
 	lw := listwatch.New[*corev1.ConfigMap](list, func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
-		listwatch.Options{Shard: sel, OnShardNotApplied: func(r string) { reasons = append(reasons, r) }})
+		listwatch.Options{Shard: static(sel), OnShardNotApplied: func(r string) { reasons = append(reasons, r) }})
 
 	// A server that refuses the field: retried without it, reported, not sent again.
 	l, err := lw.List(t.Context(), metav1.ListOptions{})
@@ -168,7 +177,7 @@ func TestOptions_shardFallbackIsReportedFromListsWatchesAndRefusals(t *testing.T
 	// tells, once; the event is filtered out.
 	reasons, refuse = nil, false
 	lw2 := listwatch.New[*corev1.ConfigMap](list, func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
-		listwatch.Options{Shard: sel, OnShardNotApplied: func(r string) { reasons = append(reasons, r) }})
+		listwatch.Options{Shard: static(sel), OnShardNotApplied: func(r string) { reasons = append(reasons, r) }})
 	w, err := lw2.Watch(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +197,7 @@ func TestOptions_shardFallbackIsReportedFromListsWatchesAndRefusals(t *testing.T
 	}
 }
 
-func TestOptions_shardFuncIsReadAtEveryCallAndByControllerFollowsTheOwner(t *testing.T) {
+func TestOptions_shardIsReadAtEveryCallAndByControllerFollowsTheOwner(t *testing.T) {
 	owner := types.UID("owner-uid")
 	var ownerHalf *shard.Selector
 	for _, h := range halves {
@@ -206,8 +215,9 @@ func TestOptions_shardFuncIsReadAtEveryCallAndByControllerFollowsTheOwner(t *tes
 		return &corev1.ConfigMapList{Items: []corev1.ConfigMap{owned, orphan}}, nil
 	}
 	current := ownerHalf
-	lw := listwatch.New[*corev1.ConfigMap](list, nil, listwatch.Options{ShardFunc: func() *shard.Selector { return current },
-		ShardByController: true})
+	lw := listwatch.New[*corev1.ConfigMap](list, nil, listwatch.Options{Shard: func() listwatch.Shard {
+		return shard.ByController{Selector: *current}
+	}})
 	l, err := lw.List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

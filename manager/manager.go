@@ -28,6 +28,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/ledger"
+	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/shard"
 )
 
@@ -175,19 +176,18 @@ func (f RunnableFunc) Run(ctx context.Context) error { return f(ctx) }
 // add controllers with NewController, then Run it. Its methods are safe for
 // concurrent use.
 type Manager struct {
-	cfg      *rest.Config
-	http     *http.Client // shared by every client of the manager
-	opts     Options
-	scheme   *runtime.Scheme
-	codecs   serializer.CodecFactory
-	kube     *kubernetes.Clientset
-	mapper   *restmapper.DeferredDiscoveryRESTMapper
-	factory  *informer.Factory
-	recorder *recorders
-	elector  *election.Elector // nil without leader election
-	sharder  *shard.Sharder    // nil without sharding
-	received *received         // bytes per informer, shard fallbacks
-	ledger   *ledger.Ledger    // the writes made for keys, for ReadYourWrites
+	cfg       *rest.Config
+	http      *http.Client // shared by every client of the manager
+	opts      Options
+	scheme    *runtime.Scheme
+	kube      *kubernetes.Clientset
+	discovery listwatch.Discovery // how informers reach a kind
+	factory   *informer.Factory
+	recorder  *recorders
+	elector   *election.Elector // nil without leader election
+	sharder   *shard.Sharder    // nil without sharding
+	received  *received         // bytes per informer, shard fallbacks
+	ledger    *ledger.Ledger    // the writes made for keys, for ReadYourWrites
 
 	// mu guards the fields below. Invariant: once running, controllers and
 	// runnables do not change.
@@ -238,8 +238,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
 	m := &Manager{
-		cfg: cfg, http: hc, opts: opts, ledger: led, scheme: scheme, codecs: serializer.NewCodecFactory(scheme), kube: kube,
-		mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
+		cfg: cfg, http: hc, opts: opts, ledger: led, scheme: scheme, kube: kube,
+		discovery: listwatch.Discovery{Config: cfg, HTTPClient: hc, Serializer: serializer.NewCodecFactory(scheme).WithoutConversion(),
+			Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))},
 		factory:   informer.NewFactory(opts.Informers),
 		listening: make(chan struct{}),
 	}

@@ -75,7 +75,7 @@ func (m *Manager) preflight(ctx context.Context) error {
 	infs := append([]informerEntry(nil), m.informers...)
 	m.mu.Unlock()
 	for _, e := range infs {
-		mp, err := e.lw.mapping()
+		mp, err := e.lw.Mapping()
 		if err != nil && m.opts.RequireServedKinds {
 			return fmt.Errorf("%w: informer %s: %v", ErrKindNotServed, e.name, err)
 		}

@@ -4,19 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -271,61 +268,24 @@ func newReceived(reg prometheus.Registerer) (*received, error) {
 	return r, nil
 }
 
-// counting is an http.RoundTripper that counts response body bytes.
-type counting struct {
-	next http.RoundTripper
-	n    prometheus.Counter
-}
-
-func (c counting) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := c.next.RoundTrip(req)
-	if resp != nil && resp.Body != nil {
-		resp.Body = &countingBody{ReadCloser: resp.Body, n: c.n}
-	}
-	return resp, err
-}
-
-type countingBody struct {
-	io.ReadCloser
-	n prometheus.Counter
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if n > 0 {
-		b.n.Add(float64(n))
-	}
-	return n, err
-}
-
-// lazyLW builds an informer's ListerWatcher at its first call, once Run has
-// decided whether the informer is cut (planSharding).
-type lazyLW[T Object] struct {
-	once  sync.Once
-	build func() listwatch.ListerWatcher[T]
-	lw    listwatch.ListerWatcher[T]
-}
-
-func (l *lazyLW[T]) get() listwatch.ListerWatcher[T] {
-	l.once.Do(func() { l.lw = l.build() })
-	return l.lw
-}
-
-func (l *lazyLW[T]) List(ctx context.Context, opts metav1.ListOptions) (listwatch.List[T], error) {
-	return l.get().List(ctx, opts)
-}
-
-func (l *lazyLW[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return l.get().Watch(ctx, opts)
-}
-
-// cutOptions returns the listwatch options of an informer cut in mode.
-func (m *Manager) cutOptions(base listwatch.Options, mode int32, name string) listwatch.Options {
-	if m.sharder == nil || mode <= cutNone {
+// cutOptions returns the listwatch options of an informer, cut as cut
+// says once Run has planned the sharding.
+func (m *Manager) cutOptions(base listwatch.Options, cut *atomic.Int32, name string) listwatch.Options {
+	if m.sharder == nil {
 		return base
 	}
-	base.ShardFunc = m.sharder.Selector
-	base.ShardByController = mode == cutByController
+	base.Shard = func() listwatch.Shard {
+		sel := m.sharder.Selector()
+		switch {
+		case sel == nil:
+			return nil
+		case cut.Load() == cutOwn:
+			return sel
+		case cut.Load() == cutByController:
+			return shard.ByController{Selector: *sel}
+		}
+		return nil
+	}
 	var once sync.Once
 	base.OnShardNotApplied = func(reason string) {
 		once.Do(func() {

@@ -20,19 +20,18 @@ import (
 	restwatch "k8s.io/client-go/rest/watch"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
-	"github.com/ctrlkit/ctrlkit/listwatch"
 )
 
 // streamLW answers List from a page and serves each Watch as a JSON stream
 // decoded by client-go's own watch decoder, from frames the test writes.
 type streamLW struct {
-	page    func() (listwatch.List[*corev1.Pod], error)
+	page    func() (List[*corev1.Pod], error)
 	mu      sync.Mutex
 	lists   int
 	streams chan *io.PipeWriter
 }
 
-func (s *streamLW) List(context.Context, metav1.ListOptions) (listwatch.List[*corev1.Pod], error) {
+func (s *streamLW) List(context.Context, metav1.ListOptions) (List[*corev1.Pod], error) {
 	s.mu.Lock()
 	s.lists++
 	s.mu.Unlock()

@@ -1,5 +1,5 @@
 // Package reflector is step 1 of the pipeline: a Reflector lists and
-// watches one resource through a listwatch.ListerWatcher and feeds what it
+// watches one resource through a ListerWatcher (package listwatch adapts client-go's clients) and feeds what it
 // learns, in server order, to a Sink (the DeltaFIFO).
 //
 // The decisions live in a pure state machine (machine.go: inputs are what

@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
-	"github.com/ctrlkit/ctrlkit/listwatch"
 )
 
 func TestError_isReadWithErrorsAsAndKeepsItsCause(t *testing.T) {
@@ -109,7 +108,7 @@ func (instantClock) After(time.Duration) <-chan time.Time {
 func TestReflector_aRepeatedFailureIsLoggedOnceAtWarnThenCountedUntilItRecovers(t *testing.T) {
 	leakcheck.Check(t)
 	forbidden := apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no RBAC"))
-	var answers []func() (listwatch.List[*corev1.Pod], error)
+	var answers []func() (List[*corev1.Pod], error)
 	for range 5 {
 		answers = append(answers, failing(forbidden))
 	}

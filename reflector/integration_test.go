@@ -33,11 +33,11 @@ func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
 // counting wraps a ListerWatcher and counts its requests.
 type counting[T object.Object] struct {
-	listwatch.ListerWatcher[T]
+	reflector.ListerWatcher[T]
 	lists, watches, watchLists atomic.Int32
 }
 
-func (c *counting[T]) List(ctx context.Context, o metav1.ListOptions) (listwatch.List[T], error) {
+func (c *counting[T]) List(ctx context.Context, o metav1.ListOptions) (reflector.List[T], error) {
 	c.lists.Add(1)
 	return c.ListerWatcher.List(ctx, o)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -128,7 +127,7 @@ func (o Options) withDefaults(name string) Options {
 // Sink, forever, recovering from every failure the API server can produce
 // (step 1 of the pipeline). See the package documentation for the rules.
 type Reflector[T object.Object] struct {
-	lw   listwatch.ListerWatcher[T]
+	lw   ListerWatcher[T]
 	sink Sink[T]
 	// relistSink is sink when it takes relists in parts, else nil.
 	relistSink RelistSink[T]
@@ -155,7 +154,7 @@ type Reflector[T object.Object] struct {
 // New returns a Reflector; it starts nothing. It fails only if its metrics
 // cannot be registered (for example, a second reflector with the same Name
 // on the same Registerer).
-func New[T object.Object](lw listwatch.ListerWatcher[T], sink Sink[T], opts Options) (*Reflector[T], error) {
+func New[T object.Object](lw ListerWatcher[T], sink Sink[T], opts Options) (*Reflector[T], error) {
 	var zero T
 	explicitPageSize := opts.PageSize != 0
 	opts = opts.withDefaults(fmt.Sprintf("%T", zero))

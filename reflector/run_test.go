@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
-	"github.com/ctrlkit/ctrlkit/listwatch"
 )
 
 var errSinkFull = errors.New("sink: full")
@@ -24,27 +23,27 @@ var errSinkFull = errors.New("sink: full")
 // last answer repeats); every Watch opens a fake watcher handed to the test.
 type fakeLW struct {
 	mu       sync.Mutex
-	lists    []func() (listwatch.List[*corev1.Pod], error)
+	lists    []func() (List[*corev1.Pod], error)
 	listOpts []metav1.ListOptions
 	watchErr error
 	watches  chan *watch.RaceFreeFakeWatcher
 }
 
-func newFakeLW(lists ...func() (listwatch.List[*corev1.Pod], error)) *fakeLW {
+func newFakeLW(lists ...func() (List[*corev1.Pod], error)) *fakeLW {
 	return &fakeLW{lists: lists, watches: make(chan *watch.RaceFreeFakeWatcher, 16)}
 }
 
-func page(rv string, items ...*corev1.Pod) func() (listwatch.List[*corev1.Pod], error) {
-	return func() (listwatch.List[*corev1.Pod], error) {
-		return listwatch.List[*corev1.Pod]{Items: items, ResourceVersion: rv}, nil
+func page(rv string, items ...*corev1.Pod) func() (List[*corev1.Pod], error) {
+	return func() (List[*corev1.Pod], error) {
+		return List[*corev1.Pod]{Items: items, ResourceVersion: rv}, nil
 	}
 }
 
-func failing(err error) func() (listwatch.List[*corev1.Pod], error) {
-	return func() (listwatch.List[*corev1.Pod], error) { return listwatch.List[*corev1.Pod]{}, err }
+func failing(err error) func() (List[*corev1.Pod], error) {
+	return func() (List[*corev1.Pod], error) { return List[*corev1.Pod]{}, err }
 }
 
-func (f *fakeLW) List(_ context.Context, opts metav1.ListOptions) (listwatch.List[*corev1.Pod], error) {
+func (f *fakeLW) List(_ context.Context, opts metav1.ListOptions) (List[*corev1.Pod], error) {
 	f.mu.Lock()
 	f.listOpts = append(f.listOpts, opts)
 	answer := f.lists[min(len(f.listOpts), len(f.lists))-1]
@@ -100,7 +99,7 @@ func runReflector(t *testing.T, r *Reflector[*corev1.Pod]) {
 	})
 }
 
-func newTestReflector(t *testing.T, lw listwatch.ListerWatcher[*corev1.Pod], sink Sink[*corev1.Pod], opts Options) *Reflector[*corev1.Pod] {
+func newTestReflector(t *testing.T, lw ListerWatcher[*corev1.Pod], sink Sink[*corev1.Pod], opts Options) *Reflector[*corev1.Pod] {
 	t.Helper()
 	r, err := New(lw, sink, opts)
 	if err != nil {
@@ -112,8 +111,8 @@ func newTestReflector(t *testing.T, lw listwatch.ListerWatcher[*corev1.Pod], sin
 func TestReflector_skipsUnusableObjectsWithAMetricAndGoesOn(t *testing.T) {
 	leakcheck.Check(t)
 	reg := prometheus.NewRegistry()
-	lw := newFakeLW(func() (listwatch.List[*corev1.Pod], error) {
-		return listwatch.List[*corev1.Pod]{Items: []*corev1.Pod{pod("a", "5"), pod("", "6")}, ResourceVersion: "10",
+	lw := newFakeLW(func() (List[*corev1.Pod], error) {
+		return List[*corev1.Pod]{Items: []*corev1.Pod{pod("a", "5"), pod("", "6")}, ResourceVersion: "10",
 			Skipped: 1, Skip: "list item is a *v1.ConfigMap"}, nil
 	})
 	sink := newMemSink[*corev1.Pod]()

@@ -16,6 +16,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 )
@@ -116,11 +117,11 @@ func bareList(ctx context.Context, cms typedcorev1.ConfigMapInterface, want int)
 }
 
 type countingLW struct {
-	listwatch.ListerWatcher[*corev1.ConfigMap]
+	reflector.ListerWatcher[*corev1.ConfigMap]
 	lists atomic.Int32
 }
 
-func (c *countingLW) List(ctx context.Context, o metav1.ListOptions) (listwatch.List[*corev1.ConfigMap], error) {
+func (c *countingLW) List(ctx context.Context, o metav1.ListOptions) (reflector.List[*corev1.ConfigMap], error) {
 	c.lists.Add(1)
 	return c.ListerWatcher.List(ctx, o)
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -98,7 +99,7 @@ func (s *memSource[E, P]) checkPaths(wantLists int) error {
 // newCtrlkitLW is the source as ctrlkit's ListerWatcher, built the way a
 // user builds one over a typed client (listwatch.New): each page is the API
 // list type, from which ctrlkit takes the items as client-go does.
-func newCtrlkitLW[E any, P ptrObject[E]](s *memSource[E, P]) listwatch.ListerWatcher[P] {
+func newCtrlkitLW[E any, P ptrObject[E]](s *memSource[E, P]) reflector.ListerWatcher[P] {
 	list := func(_ context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		items, rv, cont, err := s.list(opts)
 		if err != nil {

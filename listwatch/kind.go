@@ -1,0 +1,219 @@
+package listwatch
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/reflector"
+)
+
+// Discovery is what Kind needs to reach a kind it knows only by group,
+// version and kind.
+type Discovery struct {
+	// Config is what the REST clients are built from; Kind sets the group
+	// version, API path and serializer of each.
+	Config *rest.Config
+	// HTTPClient carries every request (shared by every Kind adapter of a
+	// process, so they share connections).
+	HTTPClient *http.Client
+	// Mapper resolves a kind's resource and scope. Kind resets it when the
+	// kind is not served: its CustomResourceDefinition may have been
+	// installed since the mapper cached discovery.
+	Mapper meta.ResettableRESTMapper
+	// Serializer decodes the kind's objects, e.g. a scheme's
+	// serializer.NewCodecFactory(scheme).WithoutConversion().
+	Serializer runtime.NegotiatedSerializer
+}
+
+// KindOptions configure Kind.
+type KindOptions struct {
+	Options
+	// Namespace limits a namespaced kind to one namespace; ignored for a
+	// cluster-scoped one. Default: all.
+	Namespace string
+	// ReceivedBytes, when set, is called with the size of every piece of
+	// response body read (lists and watches), e.g. to count an informer's
+	// traffic.
+	ReceivedBytes func(n int)
+}
+
+// KindListerWatcher lists and watches one kind through a REST client of its
+// group and version. Build it with Kind.
+type KindListerWatcher[T object.Object] struct {
+	d    Discovery
+	gvk  schema.GroupVersionKind
+	opts KindOptions
+	lw   reflector.ListerWatcher[T] // New over list and watch below
+
+	mu       sync.Mutex // guards rc, mapped and onMapped
+	rc       rest.Interface
+	mapped   *meta.RESTMapping
+	onMapped func(*meta.RESTMapping)
+}
+
+// Kind adapts a kind known by group, version and kind (from a scheme) to
+// the Reflector. The kind's resource and scope come from discovery at the
+// first List or Watch, not here, and again while the server does not serve
+// the kind: a custom resource whose CustomResourceDefinition is installed
+// later is picked up by the reflector's next retry. Until then List and
+// Watch fail with a 404 naming the kind.
+func Kind[T object.Object](d Discovery, gvk schema.GroupVersionKind, opts KindOptions) *KindListerWatcher[T] {
+	k := &KindListerWatcher[T]{d: d, gvk: gvk, opts: opts}
+	k.lw = New[T](k.list, k.watch, opts.Options)
+	return k
+}
+
+// List returns one page of the kind's objects.
+func (k *KindListerWatcher[T]) List(ctx context.Context, opts metav1.ListOptions) (reflector.List[T], error) {
+	return k.lw.List(ctx, opts)
+}
+
+// Watch watches the kind's objects.
+func (k *KindListerWatcher[T]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return k.lw.Watch(ctx, opts)
+}
+
+// Mapping returns the kind's REST mapping, asking discovery again when the
+// server did not serve the kind last time. A kind the server does not
+// serve is a 404 error naming it.
+func (k *KindListerWatcher[T]) Mapping() (*meta.RESTMapping, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.mapped != nil {
+		return k.mapped, nil
+	}
+	mp, err := k.d.Mapper.RESTMapping(k.gvk.GroupKind(), k.gvk.Version)
+	if meta.IsNoMatchError(err) {
+		k.d.Mapper.Reset()
+		mp, err = k.d.Mapper.RESTMapping(k.gvk.GroupKind(), k.gvk.Version)
+	}
+	if meta.IsNoMatchError(err) {
+		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
+			Message: fmt.Sprintf("the server does not serve kind %s in %s (is its CustomResourceDefinition installed?)",
+				k.gvk.Kind, k.gvk.GroupVersion()),
+		}}
+	}
+	if err != nil {
+		return nil, err
+	}
+	k.mapped = mp
+	if fn := k.onMapped; fn != nil {
+		k.onMapped = nil
+		defer fn(mp) // after the unlock: fn may call Mapping
+	}
+	return mp, nil
+}
+
+// OnMapped makes fn run once, when the kind's resource is first known (at
+// once if it is already).
+func (k *KindListerWatcher[T]) OnMapped(fn func(*meta.RESTMapping)) {
+	k.mu.Lock()
+	mp := k.mapped
+	if mp == nil {
+		k.onMapped = fn
+	}
+	k.mu.Unlock()
+	if mp != nil {
+		fn(mp)
+	}
+}
+
+// request starts a GET on the kind's resource in the adapter's namespace.
+func (k *KindListerWatcher[T]) request(opts *metav1.ListOptions) (*rest.Request, error) {
+	mp, err := k.Mapping()
+	if err != nil {
+		return nil, err
+	}
+	rc, err := k.client()
+	if err != nil {
+		return nil, err
+	}
+	return rc.Get().NamespaceIfScoped(k.opts.Namespace, mp.Scope.Name() == meta.RESTScopeNameNamespace).
+		Resource(mp.Resource.Resource).VersionedParams(opts, metav1.ParameterCodec), nil
+}
+
+func (k *KindListerWatcher[T]) client() (rest.Interface, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.rc != nil {
+		return k.rc, nil
+	}
+	cfg := rest.CopyConfig(k.d.Config)
+	gv := k.gvk.GroupVersion()
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	cfg.NegotiatedSerializer = k.d.Serializer
+	hc := k.d.HTTPClient
+	if k.opts.ReceivedBytes != nil {
+		c := *hc
+		c.Transport = counting{next: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), n: k.opts.ReceivedBytes}
+		hc = &c
+	}
+	rc, err := rest.RESTClientForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	k.rc = rc
+	return rc, nil
+}
+
+func (k *KindListerWatcher[T]) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	req, err := k.request(&opts)
+	if err != nil {
+		return nil, err
+	}
+	return req.Do(ctx).Get()
+}
+
+func (k *KindListerWatcher[T]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	req, err := k.request(&opts)
+	if err != nil {
+		return nil, err
+	}
+	return req.Watch(ctx)
+}
+
+// counting is an http.RoundTripper that reports the response body bytes read.
+type counting struct {
+	next http.RoundTripper
+	n    func(int)
+}
+
+func (c counting) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if resp != nil && resp.Body != nil {
+		resp.Body = &countingBody{ReadCloser: resp.Body, n: c.n}
+	}
+	return resp, err
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n func(int)
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.n(n)
+	}
+	return n, err
+}
