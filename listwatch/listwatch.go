@@ -99,7 +99,6 @@ type (
 //
 //	pods := clientset.CoreV1().Pods(namespace)
 //	lw := listwatch.New[*corev1.Pod](pods.List, pods.Watch, listwatch.Options{})
-//
 func New[T object.Object, L runtime.Object](list ListFunc[L], watch WatchFunc, opts Options) reflector.ListerWatcher[T] {
 	return &typed[T, L]{list: list, watch: watch, opts: opts}
 }

@@ -20,8 +20,8 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/listwatch"
-	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 var env apiserver.Shared

@@ -41,9 +41,11 @@ type Scope struct {
 
 // informerEntry is what the manager keeps of each informer it handed out.
 type informerEntry struct {
-	name  string
-	gvk   schema.GroupVersionKind
-	lw    interface{ Mapping() (*meta.RESTMapping, error) }
+	name string
+	gvk  schema.GroupVersionKind
+	lw   interface {
+		Mapping() (*meta.RESTMapping, error)
+	}
 	scope Scope
 	// cut is how the informer is cut by shard (cutNone, ...), decided by
 	// Run before the informer first lists; relist is its Relist.
@@ -143,7 +145,9 @@ func trackWrites[T Object](m *Manager, inf *informer.SharedIndexInformer[T], sco
 // server told it.
 func (m *Manager) resourceOf(name string) (schema.GroupResource, bool) {
 	m.mu.Lock()
-	var lw interface{ Mapping() (*meta.RESTMapping, error) }
+	var lw interface {
+		Mapping() (*meta.RESTMapping, error)
+	}
 	for _, e := range m.informers {
 		if e.name == name {
 			lw = e.lw

@@ -16,9 +16,9 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 // ServerConfig is S5's input: a real API server with Objects ConfigMaps in

@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 // ptrObject is *E for an API type E, e.g. *corev1.ConfigMap.
