@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/ctrlkit/ctrlkit/telemetry"
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
@@ -80,16 +77,12 @@ type Options[K comparable] struct {
 	Partition Partition[K]
 	// Clock drives the queue's delays. Default: the real clock.
 	Clock workqueue.Clock
-	// Queue holds the queue's fairness and aging options: FlowKey (default:
-	// the key's namespace) and AgingStep. Its Name, Metrics, RateLimiter
-	// and Clock are ignored: the fields above set them. Default: the zero
-	// workqueue.Options.
-	Queue workqueue.Options[K]
-	// Logger receives errors, drops and panics. Default: discard.
-	Logger *slog.Logger
-	// Registerer receives the controller's and its queue's metrics.
-	// Default: no metrics.
-	Registerer prometheus.Registerer
+	// Fairness sets how the queue's keys take turns (FlowKey, default: the
+	// key's namespace) and age (AgingStep). Default: the queue's.
+	Fairness workqueue.Fairness[K]
+	// Telemetry: the Logger receives errors, drops and panics, the
+	// Registerer the controller's and its queue's metrics.
+	telemetry.Telemetry
 }
 
 func (o Options[K]) withDefaults() Options[K] {
@@ -105,9 +98,7 @@ func (o Options[K]) withDefaults() Options[K] {
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	o.Logger = o.Log()
 	return o
 }
 
@@ -160,13 +151,12 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 	if rec == nil {
 		return nil, fmt.Errorf("controller %s: %w", opts.Name, ErrNilReconciler)
 	}
-	qopts := opts.Queue
-	qopts.Name, qopts.Metrics, qopts.RateLimiter, qopts.Clock = opts.Name, opts.Registerer, opts.RateLimiter, opts.Clock
-	q, err := workqueue.New(qopts)
+	q, err := workqueue.New(workqueue.Options[K]{Name: opts.Name, Registerer: opts.Registerer, RateLimiter: opts.RateLimiter,
+		Clock: opts.Clock, Fairness: opts.Fairness})
 	if err != nil {
 		return nil, fmt.Errorf("controller %s: %w", opts.Name, err)
 	}
-	m, err := newMetrics(opts.Registerer, opts.Name)
+	m, err := newMetrics(opts.Telemetry, opts.Name)
 	if err != nil {
 		q.ShutDown()
 		return nil, fmt.Errorf("controller %s: %w", opts.Name, err)
@@ -180,7 +170,7 @@ func (c *Controller[K]) Add(key K) { c.queue.Add(key) }
 
 // AddWithPriority queues key at priority (see workqueue.AddOpts.Priority).
 // It satisfies handler.PriorityAdder, so the enqueue helpers queue the
-// initial list and resyncs at handler.LowPriority. It never blocks; safe for
+// initial list and resyncs at workqueue.LowPriority. It never blocks; safe for
 // concurrent use.
 func (c *Controller[K]) AddWithPriority(key K, priority int) { c.queue.AddWithPriority(key, priority) }
 

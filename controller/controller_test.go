@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
@@ -136,7 +137,7 @@ func TestController_terminalErrorsAndTooManyRetriesStopRetrying(t *testing.T) {
 				c := newController(t, func(context.Context, string) (Result, error) {
 					n := cs.add()
 					return Result{}, tc.errs[min(n, len(tc.errs))-1]
-				}, Options[string]{MaxRetries: tc.maxRetries, Registerer: reg, Name: "t"})
+				}, Options[string]{MaxRetries: tc.maxRetries, Telemetry: telemetry.Telemetry{Registerer: reg}, Name: "t"})
 				stop := runInBubble(t, c)
 				c.Add("ns/a")
 				time.Sleep(time.Hour)
@@ -166,7 +167,7 @@ func TestController_aPanicIsRecoveredCountedAndRetried(t *testing.T) {
 				m["boom"]++ // a nil-map write: a real runtime panic
 			}
 			return Result{}, nil
-		}, Options[string]{Registerer: reg, Name: "t"})
+		}, Options[string]{Telemetry: telemetry.Telemetry{Registerer: reg}, Name: "t"})
 		stop := runInBubble(t, c)
 		c.Add("ns/a")
 		time.Sleep(time.Second)
@@ -230,7 +231,7 @@ func TestController_aCacheThatNeverSyncsIsLoggedOnceAndWaitedFor(t *testing.T) {
 		var synced atomic.Bool
 		var cs calls
 		c := newController(t, func(context.Context, string) (Result, error) { cs.add(); return Result{}, nil },
-			Options[string]{CacheSyncTimeout: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, nil))})
+			Options[string]{CacheSyncTimeout: 30 * time.Second, Telemetry: telemetry.Telemetry{Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, nil))}})
 		c.WaitFor("pods", func() bool { return true }, nil)
 		c.WaitFor("deployments", synced.Load, func() error { return errors.New("forbidden (403)") })
 		stop := runInBubble(t, c)

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // metrics are one controller's Prometheus series, labelled with its name.
@@ -16,8 +18,8 @@ type metrics struct {
 	latency    prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
-	if reg == nil {
+func newMetrics(tel telemetry.Telemetry, name string) (*metrics, error) {
+	if tel.Registerer == nil {
 		return nil, nil
 	}
 	l := prometheus.Labels{"name": name}
@@ -35,10 +37,8 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 			Name: "reconcile_duration_seconds", Help: "Duration of reconciles.", ConstLabels: l,
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 	}
-	for _, c := range []prometheus.Collector{m.reconciles, m.panics, m.busy, m.latency, m.holds} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := tel.Register(m.reconciles, m.panics, m.busy, m.latency, m.holds); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

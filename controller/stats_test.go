@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 func TestController_statsCountReconcilesErrorsRetriesAndKeepTheLastErrors(t *testing.T) {
@@ -22,7 +24,7 @@ func TestController_statsCountReconcilesErrorsRetriesAndKeepTheLastErrors(t *tes
 				return Result{}, fmt.Errorf("attempt %d failed", cs.count())
 			}
 			return Result{}, nil
-		}, Options[string]{Registerer: prometheus.NewRegistry(), MaxRetries: 4})
+		}, Options[string]{Telemetry: telemetry.Telemetry{Registerer: prometheus.NewRegistry()}, MaxRetries: 4})
 		stop := runInBubble(t, c)
 		c.Add("ns/bad")
 		c.Add("ns/good")
@@ -66,7 +68,7 @@ func TestController_keyStatsSayWhereAKeyIsAndWhy(t *testing.T) {
 				return Result{RequeueAfter: time.Minute}, nil
 			}
 			return Result{}, nil
-		}, Options[string]{Registerer: prometheus.NewRegistry()})
+		}, Options[string]{Telemetry: telemetry.Telemetry{Registerer: prometheus.NewRegistry()}})
 		stop := runInBubble(t, c)
 		start := time.Now()
 		c.AddBecause("ns/block", Reason{Event: "add", Source: "cms"})

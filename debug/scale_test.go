@@ -24,6 +24,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // bigSource is a pipeline as a manager wires it: an informer over n
@@ -70,13 +71,13 @@ func startBig(tb testing.TB, n int) bigSource {
 		func(context.Context, metav1.ListOptions) (watch.Interface, error) { return watch.NewFake(), nil },
 		listwatch.Options{})
 	inf, err := informer.New(lw, informer.Options[*corev1.ConfigMap]{Name: "configmaps/v1",
-		Reflector: reflector.Options{DisableWatchList: true}})
+		FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}}})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	ctrl, err := controller.New[object.ObjectName](controller.ReconcileFunc[object.ObjectName](
 		func(context.Context, object.ObjectName) (controller.Result, error) { return controller.Result{}, nil }),
-		controller.Options[object.ObjectName]{Name: "big", Registerer: prometheus.NewRegistry()})
+		controller.Options[object.ObjectName]{Name: "big", Telemetry: telemetry.Telemetry{Registerer: prometheus.NewRegistry()}})
 	if err != nil {
 		tb.Fatal(err)
 	}

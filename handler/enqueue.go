@@ -11,7 +11,7 @@ import (
 // object to q, so a reconciler gets an object.ObjectName and never splits a
 // string. A tombstone is named by its key when it has one (the entry that
 // was deleted), otherwise by its object. If q is a PriorityAdder, the
-// initial list and resyncs are queued at LowPriority (as by every helper of
+// initial list and resyncs are queued at workqueue.LowPriority (as by every helper of
 // this file).
 func EnqueueObject[T object.Object](q Adder[object.ObjectName]) Handler[T] {
 	return &enqueueMapped[T]{q: newAdder(q), byKey: true,

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
 // Handler receives the changes an informer sees, after its cache has been
@@ -78,16 +79,11 @@ type PriorityAdder[K comparable] interface {
 	AddWithPriority(k K, priority int)
 }
 
-// LowPriority is the priority the enqueue helpers give background work when
-// their Adder is a PriorityAdder: the objects of the initial list (OnAdd with
+// adder adds keys to q, at workqueue.LowPriority for background work when q
+// takes priorities: the objects of the initial list (OnAdd with
 // isInInitialList) and resyncs (OnUpdate with old and new at the same
 // resource version). So at start-up, or when a handler is added late, a
-// user's fresh change is not queued behind every cached object. It equals
-// workqueue.LowPriority.
-const LowPriority = -100
-
-// adder adds keys to q, at LowPriority for background work when q takes
-// priorities.
+// user's fresh change is not queued behind every cached object.
 type adder[K comparable] struct {
 	q  Adder[K]
 	pq PriorityAdder[K] // q, if it takes priorities; else nil
@@ -101,7 +97,7 @@ func newAdder[K comparable](q Adder[K]) adder[K] {
 // add queues k; background says it comes from the initial list or a resync.
 func (a adder[K]) add(k K, background bool) {
 	if background && a.pq != nil {
-		a.pq.AddWithPriority(k, LowPriority)
+		a.pq.AddWithPriority(k, workqueue.LowPriority)
 		return
 	}
 	a.q.Add(k)
@@ -117,7 +113,7 @@ func isResync[T object.Object](old, new T) bool {
 // EnqueueKey returns a Handler that adds the key of every changed object,
 // "namespace/name" (or "name"), to q: the usual first half of a controller.
 // If q is a PriorityAdder, the initial list and resyncs are queued at
-// LowPriority.
+// workqueue.LowPriority.
 // A tombstone is keyed by object.DeletionHandlingMetaNamespaceKeyFunc. An
 // object without a valid key is logged to logger (nil: discard) and
 // ignored; the reflector never delivers one, so this is a safety net.
@@ -134,7 +130,7 @@ type enqueueKey[T object.Object] struct {
 }
 
 // OnKey adds key: the informer's way in, the key computed once; background
-// work goes in at LowPriority as in OnAdd and OnUpdate.
+// work goes in at workqueue.LowPriority as in OnAdd and OnUpdate.
 func (e *enqueueKey[T]) OnKey(key string, background bool) { e.q.add(key, background) }
 
 func (e *enqueueKey[T]) OnAdd(obj T, isInInitialList bool) {

@@ -27,7 +27,7 @@ func ExampleNewIndexerInformer() {
 		AddFunc: func(c *corev1.ConfigMap, initial bool) {
 			added <- fmt.Sprintf("add %s/%s (initial list: %v)", c.Namespace, c.Name, initial)
 		},
-	}, informer.Options[*corev1.ConfigMap]{Reflector: reflector.Options{DisableWatchList: true}})
+	}, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -4,40 +4,48 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // ErrTypeMismatch reports asking a Factory for an informer it already holds
 // with another object type.
 var ErrTypeMismatch = errors.New("informer: resource already shared with another type")
 
-// FactoryOptions configure a Factory and every informer it creates. The
-// zero value means the defaults of Options.
+// FactoryOptions configure a Factory and every informer it creates; an
+// informer's Options embed them. The zero value means the defaults.
 type FactoryOptions struct {
-	// Reflector configures the reflector of every informer. Its Name is not
-	// used (each reflector is named after its informer); its Logger and
-	// Registerer, when empty, are the factory's. Default: the reflector's
-	// defaults.
+	// Reflector configures the informer's reflector: watch-list or lists,
+	// page size, OnError for every list or watch error, and so on. Its
+	// Name, Logger and Registerer, when empty, are the informer's (a
+	// Factory's informers always name theirs after themselves). Default:
+	// the reflector's defaults.
 	Reflector reflector.Options
-	// KeepManagedFields keeps metadata.managedFields in the caches.
+	// KeepManagedFields keeps metadata.managedFields, which are otherwise
+	// stripped before caching (they are large and rarely read). Stripping
+	// happens in place: objects from the ListerWatcher become the
+	// informer's, so it must hand out objects it neither keeps nor shares
+	// with another informer, as API clients do (each response is decoded
+	// anew).
 	KeepManagedFields bool
-	// DisableInterning keeps the caches' strings as decoded; see
-	// Options.DisableInterning.
+	// DisableInterning keeps every string of every cached object as the
+	// decoder allocated it. By default the informer interns the strings
+	// that repeat across objects (namespaces, labels, owners, images, ...;
+	// see package intern), in place, after Transform: a cache of Pods then
+	// takes about a sixth less memory (see README's benchmarks), for a hash
+	// per repeated string of each object written.
 	DisableInterning bool
-	// Logger receives the informers' log lines. Default: discard.
-	Logger *slog.Logger
-	// Registerer receives every informer's metrics. Default: none.
-	Registerer prometheus.Registerer
+	// Telemetry: the Logger receives handler panics and cache errors, the
+	// Registerer the informer's and its reflector's metrics.
+	telemetry.Telemetry
 }
 
 // Factory shares one informer per resource, namespace and selector between
@@ -127,10 +135,9 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() reflector.Lister
 		return nil, fmt.Errorf("informer %s: %w", scope, ErrStopped)
 	}
 	name := scope.String()
-	ro := f.opts.Reflector
-	ro.Name = ""
-	inf, err := New(newLW(), Options[T]{Name: name, Reflector: ro,
-		KeepManagedFields: f.opts.KeepManagedFields, DisableInterning: f.opts.DisableInterning, Logger: f.opts.Logger, Registerer: f.opts.Registerer})
+	common := f.opts
+	common.Reflector.Name = ""
+	inf, err := New(newLW(), Options[T]{Name: name, FactoryOptions: common})
 	if err != nil {
 		return nil, err
 	}
@@ -176,8 +183,8 @@ func (f *Factory) startPending(ctx context.Context, wg *sync.WaitGroup) {
 		if !s.started {
 			s.started = true
 			wg.Go(func() {
-				if err := s.run(ctx); err != nil && f.opts.Logger != nil {
-					f.opts.Logger.Error("informer: run failed", "informer", s.name, "err", err)
+				if err := s.run(ctx); err != nil {
+					f.opts.Log().Error("informer: run failed", "informer", s.name, "err", err)
 				}
 			})
 		}

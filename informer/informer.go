@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/ctrlkit/ctrlkit/deltafifo"
@@ -43,30 +41,9 @@ type Options[T object.Object] struct {
 	// it drops the add, update or whole relist, while a delete still goes
 	// through with the untransformed object. Default: none.
 	Transform func(T) (T, error)
-	// KeepManagedFields keeps metadata.managedFields, which are otherwise
-	// stripped before caching (they are large and rarely read). Stripping
-	// happens in place: objects from the ListerWatcher become the
-	// informer's, so it must hand out objects it neither keeps nor shares
-	// with another informer, as API clients do (each response is decoded
-	// anew).
-	KeepManagedFields bool
-	// DisableInterning keeps every string of every cached object as the
-	// decoder allocated it. By default the informer interns the strings
-	// that repeat across objects (namespaces, labels, owners, images, ...;
-	// see package intern), in place, after Transform: a cache of Pods then
-	// takes about a sixth less memory (see README's benchmarks), for a hash
-	// per repeated string of each object written.
-	DisableInterning bool
-	// Reflector configures the informer's reflector: watch-list or lists,
-	// page size, OnError for every list or watch error, and so on. Its
-	// Name, Logger and Registerer, when empty, are the informer's.
-	// Default: the reflector's defaults.
-	Reflector reflector.Options
-	// Logger receives handler panics and cache errors. Default: discard.
-	Logger *slog.Logger
-	// Registerer receives the informer's and its reflector's metrics.
-	// Default: no metrics.
-	Registerer prometheus.Registerer
+	// FactoryOptions are what every informer of a Factory shares: the
+	// reflector's options, managed fields, interning and telemetry.
+	FactoryOptions
 }
 
 // HandlerOptions configure one handler registration.
@@ -117,9 +94,7 @@ func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*Shar
 	if opts.Name == "" {
 		opts.Name = fmt.Sprintf("%T", zero)
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	opts.Logger = opts.Log()
 	idx, err := store.New(store.Options[T]{Indexers: opts.Indexers})
 	if err != nil {
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
@@ -133,7 +108,7 @@ func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*Shar
 	if err != nil {
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
 	}
-	if i.metrics, err = newMetrics(opts.Registerer, i); err != nil {
+	if i.metrics, err = newMetrics(opts.Telemetry, i); err != nil {
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
 	}
 	return i, nil
@@ -146,12 +121,7 @@ func reflectorOptions[T object.Object](opts Options[T]) reflector.Options {
 	if ro.Name == "" {
 		ro.Name = opts.Name
 	}
-	if ro.Logger == nil {
-		ro.Logger = opts.Logger
-	}
-	if ro.Registerer == nil {
-		ro.Registerer = opts.Registerer
-	}
+	ro.Telemetry = ro.Telemetry.Or(opts.Telemetry)
 	return ro
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/store"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 const wait = 20 * time.Second
@@ -190,7 +191,7 @@ func TestInformer_slowHandlerBlocksNobodyAndItsBacklogCoalescesPerKey(t *testing
 	leakcheck.Check(t)
 	srv := newFakeServer("hot", "cold")
 	reg := prometheus.NewRegistry()
-	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{Registerer: reg})
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: reg}}})
 	slow, fast := newMirror(), newMirror()
 	release := make(chan struct{})
 	slow.block = release
@@ -226,7 +227,7 @@ func TestInformer_panickingHandlerIsRecoveredCountedAndOthersStillHear(t *testin
 	leakcheck.Check(t)
 	srv := newFakeServer("a")
 	reg := prometheus.NewRegistry()
-	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{Registerer: reg})
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: reg}}})
 	bad, good := newMirror(), newMirror()
 	bad.panicOn = func(call string) bool { return strings.HasPrefix(call, "update") }
 	register(t, inf, bad, "bad", 0)
@@ -261,7 +262,7 @@ func TestInformer_transformRunsBeforeCachingAndStripsManagedFieldsByDefault(t *t
 			srv := newFakeServer()
 			o := srv.create("a", nil)
 			o.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
-			inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{KeepManagedFields: tc.keep,
+			inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{KeepManagedFields: tc.keep},
 				Transform: func(c *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 					c.Labels = map[string]string{"transformed": "yes"}
 					return c, nil
@@ -343,12 +344,12 @@ func TestInformer_reportsWatchErrorsToItsHandler(t *testing.T) {
 	srv := newFakeServer("a")
 	srv.setListErr(apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no RBAC")))
 	errs := make(chan error, 10)
-	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{Reflector: reflector.Options{OnError: func(err error) {
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{OnError: func(err error) {
 		select {
 		case errs <- err:
 		default:
 		}
-	}}})
+	}}}})
 	run(t, inf)
 	select {
 	case err := <-errs:

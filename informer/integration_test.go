@@ -25,6 +25,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 var env apiserver.Shared // watch cache on, as in production
@@ -158,7 +159,7 @@ func TestInformer_threeHandlersSlowPanickingAndLateConvergeToTheServer(t *testin
 	w.do(t, 400, 1)
 
 	reg := prometheus.NewRegistry()
-	inf := realInformer(t, cms, informer.Options[*corev1.ConfigMap]{Registerer: reg})
+	inf := realInformer(t, cms, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: reg}}})
 	slow, panicky, late := newMirror(), newMirror(), newMirror()
 	var calls atomic.Int64
 	slow.onCall = func(string) { time.Sleep(time.Millisecond) } // work, not synchronisation
@@ -192,7 +193,7 @@ func TestInformer_objectsDeletedWhileTheWatchWasDownArriveAsTombstonesAfterAComp
 	}
 	t.Cleanup(func() { _ = p.Close() })
 
-	inf := realInformer(t, configMaps(t, p.Config(), ns), informer.Options[*corev1.ConfigMap]{Reflector: reflector.Options{DisableWatchList: true}})
+	inf := realInformer(t, configMaps(t, p.Config(), ns), informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}}})
 	m := newMirror()
 	register(t, inf, m, "h", 0)
 	run(t, inf)

@@ -58,7 +58,7 @@ func TestInformer_aListsObjectsAreCollectableOnceTheCacheHasReplacedThem(t *test
 				func(context.Context, metav1.ListOptions) (watch.Interface, error) {
 					return watch.NewProxyWatcher(events), nil
 				}, listwatch.Options{})
-			inf, err := informer.New(lw, informer.Options[*corev1.ConfigMap]{Reflector: reflector.Options{DisableWatchList: true}})
+			inf, err := informer.New(lw, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // metrics exports, per handler, its lag (pending keys and the age of the
@@ -17,8 +18,8 @@ type metrics struct {
 	collect                        func(ch chan<- prometheus.Metric, m *metrics)
 }
 
-func newMetrics[T object.Object](reg prometheus.Registerer, i *SharedIndexInformer[T]) (*metrics, error) {
-	if reg == nil {
+func newMetrics[T object.Object](tel telemetry.Telemetry, i *SharedIndexInformer[T]) (*metrics, error) {
+	if tel.Registerer == nil {
 		return nil, nil
 	}
 	labels := []string{"handler"}
@@ -34,7 +35,7 @@ func newMetrics[T object.Object](reg prometheus.Registerer, i *SharedIndexInform
 			"Objects in the informer's cache.", nil, constant),
 		collect: func(ch chan<- prometheus.Metric, m *metrics) { i.collect(ch, m) },
 	}
-	return m, reg.Register(m)
+	return m, tel.Register(m)
 }
 
 // Describe implements prometheus.Collector.

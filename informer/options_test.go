@@ -19,6 +19,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/internal/metrics"
 	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a logger and a test at once.
@@ -59,8 +60,8 @@ func TestNew_givesItsReflectorItsNameLoggerAndRegistererUnlessTheReflectorOption
 			srv.setListErr(forbidden)
 			informerReg, reflectorReg := prometheus.NewRegistry(), prometheus.NewRegistry()
 			var informerLog, reflectorLog lockedBuffer
-			opts := informer.Options[*corev1.ConfigMap]{Name: "cms", Registerer: informerReg,
-				Logger: slog.New(slog.NewTextHandler(&informerLog, nil))}
+			opts := informer.Options[*corev1.ConfigMap]{Name: "cms"}
+			opts.Telemetry = telemetry.Telemetry{Registerer: informerReg, Logger: slog.New(slog.NewTextHandler(&informerLog, nil))}
 			tc.own(&opts.Reflector, reflectorReg, slog.New(slog.NewTextHandler(&reflectorLog, nil)))
 			inf := newInformer(t, srv, opts)
 			run(t, inf)

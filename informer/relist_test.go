@@ -65,7 +65,7 @@ func (l *pagedLW) Watch(context.Context, metav1.ListOptions) (watch.Interface, e
 func TestInformer_appliesAListPageByPageWhileItIsStillArriving(t *testing.T) {
 	leakcheck.Check(t)
 	lw := &pagedLW{n: 6, failed: make(chan string, 1)}
-	inf := newInformer(t, lw, informer.Options[*corev1.ConfigMap]{Reflector: reflector.Options{PageSize: 1}})
+	inf := newInformer(t, lw, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{PageSize: 1}}})
 	lw.cached = func(name string) bool { _, ok := inf.Indexer().GetByKey("ns/" + name); return ok }
 	run(t, inf)
 	waitFor(t, wait, "sync", func() bool {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // The issue asks for 100,000 operations; under -race on 2 cores they take
@@ -31,7 +32,7 @@ func TestInformer_stressEveryHandlerEndsWithTheServersState(t *testing.T) {
 	w.createAll(t)
 	t.Logf("created %d objects in %s", stressObjects, time.Since(start))
 
-	inf := realInformer(t, cms, informer.Options[*corev1.ConfigMap]{Registerer: prometheus.NewRegistry()})
+	inf := realInformer(t, cms, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: prometheus.NewRegistry()}}})
 	plain, resyncing, late := newMirror(), newMirror(), newMirror()
 	register(t, inf, plain, "plain", 0)
 	register(t, inf, resyncing, "resyncing", 2*time.Second)

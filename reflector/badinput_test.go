@@ -20,6 +20,7 @@ import (
 	restwatch "k8s.io/client-go/rest/watch"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // streamLW answers List from a page and serves each Watch as a JSON stream
@@ -97,7 +98,7 @@ func TestReflector_survivesBadInputWithALogLineAndAMetric(t *testing.T) {
 			leakcheck.Check(t)
 			lw := &streamLW{page: page("10", pod("a", "5")), streams: make(chan *io.PipeWriter, 4)}
 			sink := newMemSink[*corev1.Pod]()
-			r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Registerer: prometheus.NewRegistry()})
+			r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Telemetry: telemetry.Telemetry{Registerer: prometheus.NewRegistry()}})
 			runReflector(t, r)
 			w := nextStream(t, lw)
 			write(t, w, tc.frame)
@@ -123,7 +124,7 @@ func TestReflector_skipsAnUnknownEventType(t *testing.T) {
 	leakcheck.Check(t)
 	lw := newFakeLW(page("10"))
 	sink := newMemSink[*corev1.Pod]()
-	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Registerer: prometheus.NewRegistry()})
+	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Telemetry: telemetry.Telemetry{Registerer: prometheus.NewRegistry()}})
 	runReflector(t, r)
 	w := lw.nextWatch(t)
 	w.Action(watch.EventType("SURPRISE"), pod("x", "11"))

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 func TestError_isReadWithErrorsAsAndKeepsItsCause(t *testing.T) {
@@ -117,7 +118,7 @@ func TestReflector_aRepeatedFailureIsLoggedOnceAtWarnThenCountedUntilItRecovers(
 	logs := &logRecords{}
 	reg := prometheus.NewRegistry()
 	r := newTestReflector(t, lw, newMemSink[*corev1.Pod](), Options{DisableWatchList: true, Name: "pods",
-		Registerer: reg, Logger: slog.New(logs), Clock: instantClock{}})
+		Telemetry: telemetry.Telemetry{Logger: slog.New(logs), Registerer: reg}, Clock: instantClock{}})
 	runReflector(t, r)
 	failures := func(op, code string) float64 {
 		return testutil.ToFloat64(r.metrics.failures.WithLabelValues(op, code))

@@ -25,6 +25,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 var env apiserver.Shared // watch cache on, as in production
@@ -265,7 +266,7 @@ func TestReflector_relistsAfterCompactionMadeItsRVGone(t *testing.T) {
 	s := newStore()
 	var saw410 atomic.Bool
 	reg := prometheus.NewRegistry()
-	_, lw := start(t, p.Config(), ns, s, reflector.Options{DisableWatchList: true, Registerer: reg,
+	_, lw := start(t, p.Config(), ns, s, reflector.Options{DisableWatchList: true, Telemetry: telemetry.Telemetry{Registerer: reg},
 		OnError: func(err error) {
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				saw410.Store(true)
@@ -309,7 +310,7 @@ func TestReflector_convergesThroughConnectionCuts(t *testing.T) {
 	defer p.Close()
 	s := newStore()
 	reg := prometheus.NewRegistry()
-	_, lw := start(t, p.Config(), ns, s, reflector.Options{Registerer: reg})
+	_, lw := start(t, p.Config(), ns, s, reflector.Options{Telemetry: telemetry.Telemetry{Registerer: reg}})
 	s.waitForServerState(t, cms, 30*time.Second)
 	for round := range 5 {
 		createN(t, cms, fmt.Sprintf("round%d", round), 20)
@@ -335,7 +336,7 @@ func TestReflector_skipsObjectsItCannotUseWithoutCrashing(t *testing.T) {
 	lw := listwatch.New[*corev1.Pod](cms.List, cms.Watch, listwatch.Options{})
 	reg := prometheus.NewRegistry()
 	pods := &podCount{changed: make(chan struct{}, 1)}
-	r, err := reflector.New[*corev1.Pod](lw, pods, reflector.Options{Registerer: reg, DisableWatchList: true})
+	r, err := reflector.New[*corev1.Pod](lw, pods, reflector.Options{Telemetry: telemetry.Telemetry{Registerer: reg}, DisableWatchList: true})
 	if err != nil {
 		t.Fatal(err)
 	}

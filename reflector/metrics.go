@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // metrics are one reflector's Prometheus series, labelled with its name. A
@@ -21,8 +23,8 @@ type metrics struct {
 	listDuration   prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
-	if reg == nil {
+func newMetrics(tel telemetry.Telemetry, name string) (*metrics, error) {
+	if tel.Registerer == nil {
 		return nil, nil
 	}
 	l := prometheus.Labels{"name": name}
@@ -51,10 +53,8 @@ func newMetrics(reg prometheus.Registerer, name string) (*metrics, error) {
 	for _, t := range []string{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"} {
 		m.byType[t] = m.events.WithLabelValues(t)
 	}
-	for _, c := range []prometheus.Collector{m.lists, m.watches, m.relists, m.events, m.skipped, m.failures, m.sinkErrors, m.lastRV, m.listDuration} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := tel.Register(m.lists, m.watches, m.relists, m.events, m.skipped, m.failures, m.sinkErrors, m.lastRV, m.listDuration); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

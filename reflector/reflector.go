@@ -2,16 +2,13 @@ package reflector
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // Sink receives what the Reflector learns, in server order. The DeltaFIFO
@@ -87,13 +84,11 @@ type Options struct {
 	// report 403 Forbidden or a missing resource. It must not block.
 	// Default: none.
 	OnError func(error)
-	// Logger receives one line per skipped object and relist, and one per
-	// streak of identical list or watch failures (the repeats are counted
-	// in ctrlkit_reflector_failures_total) and its recovery.
-	// Default: discard.
-	Logger *slog.Logger
-	// Registerer receives the reflector's metrics. Default: no metrics.
-	Registerer prometheus.Registerer
+	// Telemetry: the Logger receives one line per skipped object and
+	// relist, and one per streak of identical list or watch failures (the
+	// repeats are counted in ctrlkit_reflector_failures_total) and its
+	// recovery; the Registerer the reflector's metrics.
+	telemetry.Telemetry
 	// Clock and Rand drive time and jitter; tests inject them. Default:
 	// the real clock and math/rand/v2.
 	Clock Clock
@@ -111,9 +106,7 @@ func (o Options) withDefaults(name string) Options {
 	if o.OnError == nil {
 		o.OnError = func(error) {}
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	o.Logger = o.Log()
 	if o.Clock == nil {
 		o.Clock = realClock{}
 	}
@@ -158,7 +151,7 @@ func New[T object.Object](lw ListerWatcher[T], sink Sink[T], opts Options) (*Ref
 	var zero T
 	explicitPageSize := opts.PageSize != 0
 	opts = opts.withDefaults(fmt.Sprintf("%T", zero))
-	m, err := newMetrics(opts.Registerer, opts.Name)
+	m, err := newMetrics(opts.Telemetry, opts.Name)
 	if err != nil {
 		return nil, err
 	}

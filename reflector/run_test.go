@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 var errSinkFull = errors.New("sink: full")
@@ -116,7 +117,7 @@ func TestReflector_skipsUnusableObjectsWithAMetricAndGoesOn(t *testing.T) {
 			Skipped: 1, Skip: "list item is a *v1.ConfigMap"}, nil
 	})
 	sink := newMemSink[*corev1.Pod]()
-	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Registerer: reg, Name: "pods"})
+	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Telemetry: telemetry.Telemetry{Registerer: reg}, Name: "pods"})
 	runReflector(t, r)
 	w := lw.nextWatch(t)
 	w.Add(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-a-pod", ResourceVersion: "11"}})
@@ -197,7 +198,7 @@ func TestReflector_aSinkErrorIsCountedAndTheReflectorGoesOn(t *testing.T) {
 	lw := newFakeLW(page("10"))
 	sink := newMemSink[*corev1.Pod]()
 	sink.failNext = true
-	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Registerer: reg})
+	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Telemetry: telemetry.Telemetry{Registerer: reg}})
 	runReflector(t, r)
 	w := lw.nextWatch(t)
 	w.Add(pod("lost", "11"))
@@ -250,13 +251,13 @@ func TestReflector_cancelStopsRunWhileBackingOffAndReportsTheError(t *testing.T)
 func TestNew_rejectsASecondReflectorWithTheSameNameOnOneRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	lw := newFakeLW(page("1"))
-	if _, err := New[*corev1.Pod](lw, newMemSink[*corev1.Pod](), Options{Name: "pods", Registerer: reg}); err != nil {
+	if _, err := New[*corev1.Pod](lw, newMemSink[*corev1.Pod](), Options{Name: "pods", Telemetry: telemetry.Telemetry{Registerer: reg}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New[*corev1.Pod](lw, newMemSink[*corev1.Pod](), Options{Name: "pods", Registerer: reg}); err == nil {
+	if _, err := New[*corev1.Pod](lw, newMemSink[*corev1.Pod](), Options{Name: "pods", Telemetry: telemetry.Telemetry{Registerer: reg}}); err == nil {
 		t.Fatal("second reflector named pods registered without error")
 	}
-	if _, err := New[*corev1.Pod](lw, newMemSink[*corev1.Pod](), Options{Name: "pods-b", Registerer: reg}); err != nil {
+	if _, err := New[*corev1.Pod](lw, newMemSink[*corev1.Pod](), Options{Name: "pods-b", Telemetry: telemetry.Telemetry{Registerer: reg}}); err != nil {
 		t.Fatalf("a differently named reflector: %v", err)
 	}
 }

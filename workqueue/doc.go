@@ -65,7 +65,7 @@
 //
 // # Metrics
 //
-// With Options.Metrics set, the queue registers client-go's work queue
+// With Options.Registerer set, the queue registers client-go's work queue
 // metrics on it, labelled name=Options.Name: workqueue_depth,
 // workqueue_adds_total, workqueue_queue_duration_seconds,
 // workqueue_work_duration_seconds, workqueue_unfinished_work_seconds,

@@ -74,7 +74,7 @@ func TestQueue_AgingBoundsTheWaitOfLowerBands(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				q := newTestQueue(t, Options[int]{AgingStep: step})
+				q := newTestQueue(t, Options[int]{Fairness: Fairness[int]{AgingStep: step}})
 				handed := map[int]time.Time{}
 				var mu sync.Mutex
 				flood := func(n int) {
@@ -154,8 +154,7 @@ func randomRun(t *testing.T, seed uint64, early bool) {
 	t.Logf("seed %d (rerun with -fairseed %d)", seed, seed)
 	const keys = 32
 	q := newTestQueue(t, Options[int]{
-		AgingStep:   time.Millisecond,
-		FlowKey:     func(k int) string { return fmt.Sprint(k % 4) },
+		Fairness:    Fairness[int]{AgingStep: time.Millisecond, FlowKey: func(k int) string { return fmt.Sprint(k % 4) }},
 		RateLimiter: NewItemExponential[int](time.Millisecond, 20*time.Millisecond),
 	})
 	tr := newTracker(t, keys)

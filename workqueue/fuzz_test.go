@@ -226,10 +226,10 @@ func FuzzQueue(f *testing.F) {
 func fuzzQueue(t *testing.T, ops []byte) {
 	clk := newFakeClock()
 	flowOf := func(k byte) string { return string(rune('a' + k%3)) }
-	opts := Options[byte]{Clock: clk, FlowKey: flowOf, AgingStep: time.Second}
+	opts := Options[byte]{Clock: clk, Fairness: Fairness[byte]{FlowKey: flowOf, AgingStep: time.Second}}
 	metrics := len(ops)%2 == 1
 	if metrics {
-		opts.Name, opts.Metrics = "fuzz", prometheus.NewRegistry()
+		opts.Name, opts.Registerer = "fuzz", prometheus.NewRegistry()
 	}
 	q, err := New(opts)
 	if err != nil {

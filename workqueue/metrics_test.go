@@ -55,7 +55,7 @@ func TestQueue_Metrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		clk := newFakeClock()
-		q := newTestQueue(t, Options[string]{Name: "pods", Metrics: reg, Clock: clk})
+		q := newTestQueue(t, Options[string]{Name: "pods", Registerer: reg, Clock: clk})
 		want := func(family string, v float64) {
 			t.Helper()
 			if got := value(t, reg, family, "pods"); got != v {
@@ -89,7 +89,7 @@ func TestQueue_MetricsTimeAKeyFromWhenGetHandsItOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		clk := newFakeClock()
-		q := newTestQueue(t, Options[string]{Name: "q", Metrics: reg, Clock: clk})
+		q := newTestQueue(t, Options[string]{Name: "q", Registerer: reg, Clock: clk})
 		got := make(chan string)
 		go func() {
 			k, _ := q.Get() // blocks for 10s of the fake clock
@@ -112,8 +112,8 @@ func TestQueue_MetricsTimeAKeyFromWhenGetHandsItOut(t *testing.T) {
 
 func TestQueue_MetricsOfTwoQueuesShareARegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	a := newTestQueue(t, Options[string]{Name: "a", Metrics: reg})
-	b := newTestQueue(t, Options[string]{Name: "b", Metrics: reg})
+	a := newTestQueue(t, Options[string]{Name: "a", Registerer: reg})
+	b := newTestQueue(t, Options[string]{Name: "b", Registerer: reg})
 	a.Add("x")
 	b.Add("x")
 	b.Add("y")
@@ -127,13 +127,13 @@ func TestQueue_MetricsOfTwoQueuesShareARegistry(t *testing.T) {
 
 func TestNew_RejectsBadMetricsOptions(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	newTestQueue(t, Options[string]{Name: "a", Metrics: reg})
+	newTestQueue(t, Options[string]{Name: "a", Registerer: reg})
 	for _, tc := range []struct {
 		name string
 		opts Options[string]
 	}{
-		{"a second queue with the same name", Options[string]{Name: "a", Metrics: reg}},
-		{"metrics without a name", Options[string]{Metrics: reg}},
+		{"a second queue with the same name", Options[string]{Name: "a", Registerer: reg}},
+		{"metrics without a name", Options[string]{Registerer: reg}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if q, err := New(tc.opts); err == nil || q != nil {
@@ -145,12 +145,12 @@ func TestNew_RejectsBadMetricsOptions(t *testing.T) {
 
 func TestQueue_ShutDownUnregistersItsMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	q := newTestQueue(t, Options[string]{Name: "a", Metrics: reg})
+	q := newTestQueue(t, Options[string]{Name: "a", Registerer: reg})
 	q.ShutDown()
 	if m := metric(t, reg, "workqueue_depth", "a"); m != nil {
 		t.Fatalf("depth{name=a} still registered after ShutDown: %v", m)
 	}
-	newTestQueue(t, Options[string]{Name: "a", Metrics: reg}) // the name is free again
+	newTestQueue(t, Options[string]{Name: "a", Registerer: reg}) // the name is free again
 }
 
 func TestQueue_NoMetricsReadsNoClock(t *testing.T) {
@@ -196,7 +196,7 @@ func bandSamples(t *testing.T, reg *prometheus.Registry, family, queue string) m
 func TestQueue_BandMetricsReportDepthAndOldestAgeWithCappedLabels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		q := newTestQueue(t, Options[string]{Name: "q", Metrics: reg})
+		q := newTestQueue(t, Options[string]{Name: "q", Registerer: reg})
 		q.AddWithOpts("ns/low", AddOpts{Priority: LowPriority})
 		time.Sleep(3 * time.Second)
 		q.Add("ns/a")

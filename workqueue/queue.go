@@ -15,13 +15,13 @@ import (
 // the default controller rate limiter, the system clock.
 type Options[K comparable] struct {
 	// Name labels the queue's metrics ("name" label). It is required when
-	// Metrics is set, and must differ between queues sharing a registry.
+	// Registerer is set, and must differ between queues sharing a registry.
 	// Default: "".
 	Name string
-	// Metrics receives the queue's Prometheus metrics (workqueue_depth,
+	// Registerer receives the queue's Prometheus metrics (workqueue_depth,
 	// workqueue_adds_total, ...) when the queue is created; ShutDown
 	// unregisters them. Default: nil, no metrics and no cost.
-	Metrics prometheus.Registerer
+	Registerer prometheus.Registerer
 	// RateLimiter decides AddRateLimited's delays. The queue serializes its
 	// calls, so it need not be safe for concurrent use, but it must not be
 	// shared with another queue. Default: DefaultControllerRateLimiter[K]().
@@ -29,6 +29,14 @@ type Options[K comparable] struct {
 	// Clock is the source of time for delays, aging and metrics. Default:
 	// the system clock.
 	Clock Clock
+	// Fairness: how keys of one priority take turns, and how waiting keys
+	// age.
+	Fairness[K]
+}
+
+// Fairness configures how a queue shares its workers: within a priority
+// band, flows take turns; a waiting key's priority rises with age.
+type Fairness[K comparable] struct {
 	// FlowKey names the flow of a key: within a priority band, flows take
 	// turns, one key each. It is called without the queue's lock on every
 	// add, so it must be cheap, and it must always give a key the same
@@ -143,18 +151,18 @@ func New[K comparable](opts Options[K]) (*Queue[K], error) {
 		limiter: opts.RateLimiter,
 		flowKey: opts.FlowKey,
 	}
-	q.core.init(opts.Metrics != nil, opts.AgingStep)
+	q.core.init(opts.Registerer != nil, opts.AgingStep)
 	q.cond.L = &q.mu
 	q.delay = newDelayer(opts.Clock, q.add)
-	if opts.Metrics != nil {
+	if opts.Registerer != nil {
 		if opts.Name == "" {
-			return nil, errors.New("workqueue: Options.Metrics needs Options.Name")
+			return nil, errors.New("workqueue: Options.Registerer needs Options.Name")
 		}
 		m := newMetrics(opts.Name, (*queueProgress[K])(q))
-		if err := opts.Metrics.Register(m); err != nil {
+		if err := opts.Registerer.Register(m); err != nil {
 			return nil, fmt.Errorf("workqueue: registering metrics of queue %q: %w", opts.Name, err)
 		}
-		q.metrics, q.reg = m, opts.Metrics
+		q.metrics, q.reg = m, opts.Registerer
 	}
 	return q, nil
 }

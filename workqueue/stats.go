@@ -6,7 +6,7 @@ import (
 )
 
 // Stats is a snapshot of a queue. Times come from the bookkeeping the
-// queue keeps for its metrics: without Options.Metrics they are zero.
+// queue keeps for its metrics: without Options.Registerer they are zero.
 type Stats[K comparable] struct {
 	// Depth is the number of keys waiting for a worker (Len).
 	Depth int

@@ -9,7 +9,7 @@ import (
 
 func TestQueue_statsShowDepthOldestProcessingAndRedirtied(t *testing.T) {
 	clock := newFakeClock()
-	q, err := New[string](Options[string]{Name: "q", Metrics: prometheus.NewRegistry(), Clock: clock})
+	q, err := New[string](Options[string]{Name: "q", Registerer: prometheus.NewRegistry(), Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
@@ -128,7 +129,7 @@ func startPipeline(t *testing.T, cms typedcorev1.ConfigMapInterface, seed uint64
 		newView("plain", 0, 0, seed),
 	}}
 	inf, err := informer.New(listwatch.New[*corev1.ConfigMap](cms.List, cms.Watch, listwatch.Options{}),
-		informer.Options[*corev1.ConfigMap]{Name: "configmaps", Registerer: pl.reg})
+		informer.Options[*corev1.ConfigMap]{Name: "configmaps", FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: pl.reg}}})
 	if err != nil {
 		t.Fatal(err)
 	}
