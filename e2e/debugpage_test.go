@@ -51,7 +51,7 @@ func startManager(t *testing.T, cfg *rest.Config, ns string) string {
 	}
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
 	rec := pages{release: make(chan struct{})}
-	if _, err := manager.NewController(m, "pages", rec, controller.Options[object.ObjectName]{Workers: 1},
+	if _, err := manager.NewController(m, "pages", rec, manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 1}},
 		manager.For(cms)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,10 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,11 +14,32 @@ import (
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // Controller is the controller type the manager builds: keys are typed
 // object names.
 type Controller = controller.Controller[object.ObjectName]
+
+// ControllerOptions configure one controller of the manager: the
+// controller's own options, and how the manager runs it. The zero value
+// means the defaults.
+type ControllerOptions struct {
+	// Options are the controller's (workers, retries, timeouts, ...). Its
+	// Name is NewController's name; its Logger, Registerer,
+	// ShutdownTimeout and CacheSyncTimeout default to the manager's.
+	controller.Options[object.ObjectName]
+	// ReadYourWrites makes each key wait, before its reconcile, until the
+	// manager's caches show the writes its earlier reconciles made through
+	// the manager's clients (Kube, Config), or Options.ReadYourWritesBound
+	// passed (see package ledger). Default: off.
+	ReadYourWrites bool
+	// EveryReplica runs the controller on every replica, even with
+	// Options.LeaderElection (only the leader's controllers run otherwise)
+	// or Options.Sharding (it reconciles every key, and its informers keep
+	// every object): e.g. one that only reads, or only writes metrics.
+	EveryReplica bool
+}
 
 // controllerEntry is a controller the manager runs.
 type controllerEntry struct {
@@ -26,7 +47,8 @@ type controllerEntry struct {
 	run     func(context.Context) error
 	primary debug.Cache // the For source's informer, for /debug/ctrlkit/explain
 	sources []Source
-	every   bool // in Options.EveryReplica: not sharded
+	every   bool // ControllerOptions.EveryReplica: not sharded, not leader-elected
+	ryw     bool // ControllerOptions.ReadYourWrites
 	// primaries calls fn with every cached primary object (for sharding).
 	primaries func(fn func(object.ObjectName, types.UID))
 }
@@ -44,7 +66,8 @@ const (
 type Source interface {
 	// register adds the source's handler to its informer and makes c wait
 	// for it. primary is the kind of the controller's For source.
-	register(m *Manager, c *Controller, primary schema.GroupVersionKind, p *partition) (*informer.Registration, error)
+	// ryw is ControllerOptions.ReadYourWrites.
+	register(m *Manager, c *Controller, primary schema.GroupVersionKind, p *partition, ryw bool) (*informer.Registration, error)
 	isFor() bool
 	role() int
 	informerName() string
@@ -143,7 +166,7 @@ func (s *source[T]) kind(m *Manager) (schema.GroupVersionKind, error) {
 	return m.kindOf(newObject[T]())
 }
 
-func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVersionKind, p *partition) (*informer.Registration, error) {
+func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVersionKind, p *partition, ryw bool) (*informer.Registration, error) {
 	if s.inf == nil {
 		return nil, errors.New("nil informer")
 	}
@@ -157,7 +180,7 @@ func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVers
 		h = handler.Filtering[T]{Filter: s.accept, Handler: h}
 	}
 	h = &noting[T]{next: h, a: a}
-	if slices.Contains(m.opts.ReadYourWrites, c.Name()) {
+	if ryw {
 		h = &observing[T]{next: h, m: m, inf: s.inf.Name()}
 	}
 	reg, err := s.inf.AddEventHandler(h, informer.HandlerOptions{Name: c.Name()})
@@ -178,14 +201,12 @@ func (s *source[T]) accept(obj T) bool {
 }
 
 // NewController adds a controller to m: rec reconciles the names that the
-// sources queue (exactly one For, any number of Owns and Watches). opts
-// nest the controller's own options; their Name is name, and Logger,
-// Registerer, ShutdownTimeout and CacheSyncTimeout default to the
-// manager's. It fails on a nil reconciler, an empty or duplicate name, a
+// sources queue (exactly one For, any number of Owns and Watches); see
+// ControllerOptions for opts. It fails on a nil reconciler, an empty or duplicate name, a
 // missing or second For, a type outside the scheme, or after Run started;
 // on failure nothing is left registered.
 func NewController(m *Manager, name string, rec controller.Reconciler[object.ObjectName],
-	opts controller.Options[object.ObjectName], sources ...Source) (*Controller, error) {
+	opts ControllerOptions, sources ...Source) (*Controller, error) {
 	if err := m.checkController(name, rec, sources); err != nil {
 		return nil, err
 	}
@@ -193,34 +214,24 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 	if err != nil {
 		return nil, fmt.Errorf("manager: controller %s: %w", name, err)
 	}
-	opts.Name = name
-	if opts.Logger == nil {
-		opts.Logger = m.opts.Logger.With("controller", name)
-	}
-	if opts.Registerer == nil {
-		opts.Registerer = m.opts.Registry
-	}
-	if opts.ShutdownTimeout == 0 {
-		opts.ShutdownTimeout = m.opts.ShutdownTimeout
-	}
-	if opts.CacheSyncTimeout == 0 {
-		opts.CacheSyncTimeout = m.opts.CacheSyncTimeout
-	}
-	every := slices.Contains(m.opts.EveryReplica, name)
+	co := opts.Options
+	co.Name = name
+	co.Telemetry = co.Telemetry.Or(telemetry.Telemetry{Logger: m.opts.Logger.With("controller", name), Registerer: m.opts.Registry})
+	co.ShutdownTimeout = cmp.Or(co.ShutdownTimeout, m.opts.ShutdownTimeout)
+	co.CacheSyncTimeout = cmp.Or(co.CacheSyncTimeout, m.opts.CacheSyncTimeout)
 	var part *partition
-	if m.sharder != nil && !every && opts.Partition == nil {
+	if m.sharder != nil && !opts.EveryReplica && co.Partition == nil {
 		part = &partition{m: m}
-		opts.Partition = part
+		co.Partition = part
 	}
-	ryw := slices.Contains(m.opts.ReadYourWrites, name)
-	if ryw && opts.Gate == nil {
-		opts.Gate = m.ledger.Gate()
+	if opts.ReadYourWrites && co.Gate == nil {
+		co.Gate = m.ledger.Gate()
 	}
-	c, err := controller.New(rec, opts)
+	c, err := controller.New(rec, co)
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	if ryw {
+	if opts.ReadYourWrites {
 		m.ledger.OnRelease(func(owner object.ObjectName) {
 			c.AddBecause(owner, controller.Reason{Event: "its writes are visible (read-your-writes)"})
 		})
@@ -233,7 +244,7 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 		c.Queue().ShutDown() // unregisters its metrics
 	}
 	for _, s := range sources {
-		reg, err := s.register(m, c, primary, part)
+		reg, err := s.register(m, c, primary, part, opts.ReadYourWrites)
 		if err != nil {
 			undo()
 			return nil, fmt.Errorf("manager: controller %s: %w", name, err)
@@ -246,7 +257,7 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 		undo()
 		return nil, fmt.Errorf("manager: controller %s: %w", name, ErrStarted)
 	}
-	e := controllerEntry{c: c, run: c.Run, primary: cache, sources: sources, every: every}
+	e := controllerEntry{c: c, run: c.Run, primary: cache, sources: sources, every: opts.EveryReplica, ryw: opts.ReadYourWrites}
 	for _, s := range sources {
 		if s.isFor() {
 			e.primaries = s.each

@@ -66,7 +66,7 @@ func (s debugSource) State() debug.State {
 		st.Informers = append(st.Informers, out)
 	}
 	for _, c := range ctrls {
-		st.Controllers = append(st.Controllers, debug.FromController(c.c.Stats(), m.leaderState(c.c.Name()), now))
+		st.Controllers = append(st.Controllers, debug.FromController(c.c.Stats(), m.leaderState(c), now))
 	}
 	if el := m.elector; el != nil {
 		le := m.opts.LeaderElection
@@ -88,12 +88,12 @@ func (s debugSource) State() debug.State {
 	return st
 }
 
-// leaderState is debug.Controller.Leader for the controller called name.
-func (m *Manager) leaderState(name string) string {
+// leaderState is debug.Controller.Leader for the controller c.
+func (m *Manager) leaderState(c controllerEntry) string {
 	switch {
 	case m.elector == nil:
 		return ""
-	case slices.Contains(m.opts.EveryReplica, name):
+	case c.every:
 		return "every replica"
 	case m.elector.IsLeader():
 		return "leading"

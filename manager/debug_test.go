@@ -87,7 +87,7 @@ func TestManager_debugStateAndExplainOnTheRealServer(t *testing.T) {
 		}
 		return controller.Result{}, nil
 	})
-	if _, err := manager.NewController(m, "cms", rec, controller.Options[object.ObjectName]{}, manager.For(cms)); err != nil {
+	if _, err := manager.NewController(m, "cms", rec, manager.ControllerOptions{}, manager.For(cms)); err != nil {
 		t.Fatal(err)
 	}
 	base := start(t, m) + debug.Path

@@ -4,7 +4,7 @@
 //
 //	m, _ := manager.New(cfg, manager.Options{})                  // starts nothing
 //	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{}) // one per type and scope, shared
-//	manager.NewController(m, "name", rec, controller.Options[object.ObjectName]{}, manager.For(cms))
+//	manager.NewController(m, "name", rec, manager.ControllerOptions{}, manager.For(cms))
 //	m.Run(ctx)                                                     // until ctx ends
 //
 // Run binds the listener (/metrics, /healthz, /readyz, the live page of the

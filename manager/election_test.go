@@ -102,7 +102,7 @@ func replicaMain() int {
 		}
 		return controller.Result{}, nil
 	})
-	if _, err := manager.NewController(m, "recorder", rec, controller.Options[object.ObjectName]{Workers: 2}, manager.For(cms)); err != nil {
+	if _, err := manager.NewController(m, "recorder", rec, manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 2}}, manager.For(cms)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -29,7 +29,7 @@ func ExampleNewController() {
 			}
 			return controller.Result{}, nil
 		})
-		if _, err := manager.NewController(m, "web-pods", rec, controller.Options[object.ObjectName]{}, manager.For(pods)); err != nil {
+		if _, err := manager.NewController(m, "web-pods", rec, manager.ControllerOptions{}, manager.For(pods)); err != nil {
 			return err
 		}
 		return m.Run(ctx)
@@ -56,7 +56,7 @@ func ExampleSharding() {
 			}
 			return controller.Result{}, nil
 		})
-		if _, err := manager.NewController(m, "pod-printer", rec, controller.Options[object.ObjectName]{}, manager.For(pods)); err != nil {
+		if _, err := manager.NewController(m, "pod-printer", rec, manager.ControllerOptions{}, manager.For(pods)); err != nil {
 			return err
 		}
 		return m.Run(ctx)

@@ -99,9 +99,10 @@ type Options struct {
 	// serve a kind one of the informers needs, instead of waiting for its
 	// CRD to be installed (see Informer). Default: wait.
 	RequireServedKinds bool
-	// LeaderElection, when its Name is set, makes the controllers (and the
-	// runnables, unless they implement NeedsLeaderElection() returning
-	// false) run only on the replica holding that Lease; informers run on
+	// LeaderElection, when its Name is set, makes the controllers (except
+	// those with ControllerOptions.EveryReplica) and the runnables (except
+	// a LeaderElectionRunnable answering false) run only on the replica
+	// holding that Lease; informers run on
 	// every replica, so a standby is warm and its queue already holds every
 	// cached key when it takes over. Losing the lease cancels in-flight
 	// reconciles at once and makes Run return an error wrapping
@@ -110,17 +111,9 @@ type Options struct {
 	// graceful stop the lease is released once the controllers stopped.
 	// Its Logger and Registerer are the manager's. Default: off.
 	LeaderElection election.Options
-	// ReadYourWrites names controllers whose keys wait, before each
-	// reconcile, until the manager's caches show the writes the key's
-	// earlier reconciles made through the manager's clients (Kube, Config),
-	// or ReadYourWritesBound passed (see package ledger). Off by default.
-	ReadYourWrites []string
-	// ReadYourWritesBound is the longest a key waits for its writes.
-	// Default: 5s.
+	// ReadYourWritesBound is the longest a key of a controller with
+	// ControllerOptions.ReadYourWrites waits for its writes. Default: 5s.
 	ReadYourWritesBound time.Duration
-	// EveryReplica names controllers that run on every replica even with
-	// LeaderElection (e.g. one that only reads, or only writes metrics).
-	EveryReplica []string
 	// Sharding, when its Ring is set, spreads the controllers' keys over
 	// every replica running with the same Ring, each caching only its
 	// share (see Sharding). Exclusive with LeaderElection. Default: off.
@@ -162,6 +155,16 @@ func (o Options) withDefaults() Options {
 // exited. An error stops the manager.
 type Runnable interface {
 	Run(ctx context.Context) error
+}
+
+// LeaderElectionRunnable is a Runnable that says whether it needs the
+// lease. With Options.LeaderElection, a Runnable runs only while this
+// replica leads unless it is a LeaderElectionRunnable whose
+// NeedLeaderElection returns false (e.g. a metrics exporter, or a cache
+// warmer every replica needs).
+type LeaderElectionRunnable interface {
+	Runnable
+	NeedLeaderElection() bool
 }
 
 // RunnableFunc adapts a function to Runnable.
@@ -393,14 +396,14 @@ func (m *Manager) runWork(ctx context.Context, ctrls []controllerEntry, runnable
 	g, gctx := errgroup.WithContext(ctx)
 	var leaderOnly []func(context.Context) error
 	for _, c := range ctrls {
-		if m.elector != nil && !slices.Contains(m.opts.EveryReplica, c.c.Name()) {
+		if m.elector != nil && !c.every {
 			leaderOnly = append(leaderOnly, c.run)
 			continue
 		}
 		g.Go(func() error { return c.run(gctx) })
 	}
 	for _, r := range runnables {
-		if n, ok := r.(interface{ NeedsLeaderElection() bool }); m.elector != nil && (!ok || n.NeedsLeaderElection()) {
+		if n, ok := r.(LeaderElectionRunnable); m.elector != nil && (!ok || n.NeedLeaderElection()) {
 			leaderOnly = append(leaderOnly, r.Run)
 			continue
 		}

@@ -139,7 +139,7 @@ func TestManager_runsAForAndOwnsControllerAndServesMetricsAndProbes(t *testing.T
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns, LabelSelector: "mirror=true"})
 	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns})
 	rec := &mirror{cms: cms.Reader().Get, kube: m.Kube()}
-	if _, err := manager.NewController(m, "mirror", rec, controller.Options[object.ObjectName]{Workers: 2},
+	if _, err := manager.NewController(m, "mirror", rec, manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 2}},
 		manager.For(cms), manager.Owns(secrets)); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestManager_readyzNamesAForbiddenWatchAndTurnsReadyOnceGranted(t *testing.T
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
 	if _, err := manager.NewController(m, "reader", controller.ReconcileFunc[object.ObjectName](
 		func(context.Context, object.ObjectName) (controller.Result, error) { return controller.Result{}, nil }),
-		controller.Options[object.ObjectName]{}, manager.For(cms)); err != nil {
+		manager.ControllerOptions{}, manager.For(cms)); err != nil {
 		t.Fatal(err)
 	}
 	base := start(t, m)
@@ -258,10 +258,10 @@ func TestManager_aMissingCRDStopsOnlyItsOwnController(t *testing.T) {
 			return controller.Result{}, nil
 		})
 	}
-	if _, err := manager.NewController(m, "foo", count(&fooCalls), controller.Options[object.ObjectName]{}, manager.For(foos)); err != nil {
+	if _, err := manager.NewController(m, "foo", count(&fooCalls), manager.ControllerOptions{}, manager.For(foos)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := manager.NewController(m, "cm", count(&cmCalls), controller.Options[object.ObjectName]{}, manager.For(cms)); err != nil {
+	if _, err := manager.NewController(m, "cm", count(&cmCalls), manager.ControllerOptions{}, manager.For(cms)); err != nil {
 		t.Fatal(err)
 	}
 	base := start(t, m)
@@ -317,7 +317,7 @@ func TestManager_shutdownBoundHoldsWithAReconcileThatIgnoresItsContext(t *testin
 			}
 			<-release // ignores its context
 			return controller.Result{}, nil
-		}), controller.Options[object.ObjectName]{}, manager.For(cms)); err != nil {
+		}), manager.ControllerOptions{}, manager.For(cms)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -366,16 +366,16 @@ func TestManager_badInputIsAClearErrorAtStartWithNothingLeftRunning(t *testing.T
 	t.Run("a nil reconciler and a duplicate name", func(t *testing.T) {
 		m := newManager(srv.Config(), quiet(t))
 		cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{})
-		if _, err := manager.NewController(m, "a", nil, controller.Options[object.ObjectName]{}, manager.For(cms)); !errors.Is(err, controller.ErrNilReconciler) {
+		if _, err := manager.NewController(m, "a", nil, manager.ControllerOptions{}, manager.For(cms)); !errors.Is(err, controller.ErrNilReconciler) {
 			t.Errorf("nil reconciler: %v, want ErrNilReconciler", err)
 		}
-		if _, err := manager.NewController(m, "a", noop, controller.Options[object.ObjectName]{}, manager.For(cms)); err != nil {
+		if _, err := manager.NewController(m, "a", noop, manager.ControllerOptions{}, manager.For(cms)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := manager.NewController(m, "a", noop, controller.Options[object.ObjectName]{}, manager.For(cms)); !errors.Is(err, manager.ErrDuplicateName) {
+		if _, err := manager.NewController(m, "a", noop, manager.ControllerOptions{}, manager.For(cms)); !errors.Is(err, manager.ErrDuplicateName) {
 			t.Errorf("duplicate name: %v, want ErrDuplicateName", err)
 		}
-		if _, err := manager.NewController(m, "b", noop, controller.Options[object.ObjectName]{}, manager.Owns(cms)); err == nil ||
+		if _, err := manager.NewController(m, "b", noop, manager.ControllerOptions{}, manager.Owns(cms)); err == nil ||
 			!strings.Contains(err.Error(), "exactly one For") {
 			t.Errorf("no For source: %v, want an error asking for exactly one For", err)
 		}
@@ -383,7 +383,7 @@ func TestManager_badInputIsAClearErrorAtStartWithNothingLeftRunning(t *testing.T
 	t.Run("a type outside the scheme", func(t *testing.T) {
 		m := newManager(srv.Config(), quiet(t))
 		foos := manager.Informer[*v1alpha1.Foo](m, manager.Scope{})
-		if _, err := manager.NewController(m, "foo", noop, controller.Options[object.ObjectName]{}, manager.For(foos)); err == nil ||
+		if _, err := manager.NewController(m, "foo", noop, manager.ControllerOptions{}, manager.For(foos)); err == nil ||
 			!strings.Contains(err.Error(), "AddToScheme") {
 			t.Errorf("NewController for an unregistered type: %v, want an error pointing at AddToScheme", err)
 		}

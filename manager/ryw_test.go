@@ -72,14 +72,14 @@ func runReplicaSets(t *testing.T, gate bool, n int64) map[string]int {
 			t.Fatal(err)
 		}
 	}
-	p, m := managerBehindProxy(t, srv, gate, "rs")
+	p, m := managerBehindProxy(t, srv)
 	direct := rest.CopyConfig(srv.Config())
 	direct.Wrap(m.Ledger().Transport) // writes go straight to the server, recorded for the key
 	rec := &replicaSetLike{kube: apiserver.Client(t, direct)}
 	ownerInf := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns, LabelSelector: "rs=yes"})
 	childInf := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns, LabelSelector: "owner"})
 	rec.owners, rec.children = ownerInf.Reader(), childInf.Reader()
-	if _, err := manager.NewController(m, "rs", rec, controller.Options[object.ObjectName]{Workers: 2},
+	if _, err := manager.NewController(m, "rs", rec, manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 2}, ReadYourWrites: gate},
 		manager.For(ownerInf), manager.Owns(childInf)); err != nil {
 		t.Fatal(err)
 	}
@@ -181,12 +181,12 @@ func TestReadYourWrites_theGateLosesNoUpdateReadBackFromTheCache(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			p, m := managerBehindProxy(t, srv, gate, "counter")
+			p, m := managerBehindProxy(t, srv)
 			direct := rest.CopyConfig(srv.Config())
 			direct.Wrap(m.Ledger().Transport)
 			inf := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
 			rec := &counter{cms: inf.Reader(), kube: apiserver.Client(t, direct)}
-			if _, err := manager.NewController(m, "counter", rec, controller.Options[object.ObjectName]{Workers: 2},
+			if _, err := manager.NewController(m, "counter", rec, manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 2}, ReadYourWrites: gate},
 				manager.For(inf)); err != nil {
 				t.Fatal(err)
 			}
@@ -222,18 +222,14 @@ func TestReadYourWrites_theGateLosesNoUpdateReadBackFromTheCache(t *testing.T) {
 
 // managerBehindProxy returns a manager whose informers list and watch
 // through a fault proxy of their own, with controller gated when gate.
-func managerBehindProxy(t *testing.T, srv *apiserver.Server, gate bool, controller string) (*apiserver.Proxy, *manager.Manager) {
+func managerBehindProxy(t *testing.T, srv *apiserver.Server) (*apiserver.Proxy, *manager.Manager) {
 	t.Helper()
 	p, err := srv.NewProxy()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Resume(); p.Close() })
-	opts := quiet(t)
-	if gate {
-		opts.ReadYourWrites = []string{controller}
-	}
-	m, err := manager.New(p.Config(), opts)
+	m, err := manager.New(p.Config(), quiet(t))
 	if err != nil {
 		t.Fatal(err)
 	}

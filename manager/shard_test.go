@@ -142,7 +142,7 @@ func shardReplicaMain() int {
 	if owns {
 		sources = append(sources, manager.Owns(secrets))
 	}
-	if _, err := manager.NewController(m, "copier", rec, controller.Options[object.ObjectName]{Workers: 2}, sources...); err != nil {
+	if _, err := manager.NewController(m, "copier", rec, manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 2}}, sources...); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -109,7 +109,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		ctrl, err := foo.Setup(m, "", controller.Options[object.ObjectName]{Workers: 2})
+		ctrl, err := foo.Setup(m, "", manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 2}})
 		if err != nil {
 			return err
 		}

@@ -169,7 +169,7 @@ func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if _, err := foo.Setup(m, *ns, controller.Options[object.ObjectName]{Workers: 2}); err != nil {
+	if _, err := foo.Setup(m, *ns, manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 2}}); err != nil {
 		return err
 	}
 	err = runAndSayWhere(ctx, m, stdout)

@@ -51,7 +51,7 @@ func startController(t *testing.T) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl, err := foo.Setup(m, ns, controller.Options[object.ObjectName]{Workers: 2})
+	ctrl, err := foo.Setup(m, ns, manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

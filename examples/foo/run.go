@@ -16,7 +16,7 @@ import (
 // Deployments in namespace ns ("" for all), and a controller that
 // reconciles a Foo when it or a Deployment it controls changes. m's
 // scheme must include v1alpha1 (see Run).
-func Setup(m *manager.Manager, ns string, opts controller.Options[object.ObjectName]) (*manager.Controller, error) {
+func Setup(m *manager.Manager, ns string, opts manager.ControllerOptions) (*manager.Controller, error) {
 	fc, err := v1alpha1.NewForConfig(m.Config())
 	if err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func Run(ctx context.Context, cfg *rest.Config, ns string, opts manager.Options)
 	if err != nil {
 		return err
 	}
-	if _, err := Setup(m, ns, controller.Options[object.ObjectName]{Workers: 2}); err != nil {
+	if _, err := Setup(m, ns, manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 2}}); err != nil {
 		return err
 	}
 	return m.Run(ctx)

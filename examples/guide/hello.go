@@ -49,6 +49,6 @@ func (g *Greeter) Reconcile(ctx context.Context, name object.ObjectName) (contro
 func Setup(m *manager.Manager, namespace string) error {
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: namespace, LabelSelector: "hello=true"})
 	g := &Greeter{ConfigMaps: cms.Reader(), Kube: m.Kube()}
-	_, err := manager.NewController(m, "greeter", g, controller.Options[object.ObjectName]{}, manager.For(cms))
+	_, err := manager.NewController(m, "greeter", g, manager.ControllerOptions{}, manager.For(cms))
 	return err
 }

@@ -55,7 +55,7 @@ func run(ctx context.Context, cfg *rest.Config, opts manager.Options) error {
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{LabelSelector: "mirror=true"})
 	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{LabelSelector: "mirrored=true"})
 	rec := &Reconciler{ConfigMaps: cms.Reader(), Kube: m.Kube()}
-	if _, err := manager.NewController(m, "mirror", rec, controller.Options[object.ObjectName]{},
+	if _, err := manager.NewController(m, "mirror", rec, manager.ControllerOptions{},
 		manager.For(cms), manager.Owns(secrets)); err != nil {
 		return err
 	}

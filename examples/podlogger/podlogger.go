@@ -49,7 +49,7 @@ func Run(ctx context.Context, cfg *rest.Config, namespace string, out io.Writer,
 	// As in the seed: a key that keeps failing is retried 5 times, then
 	// dropped; one worker, so lines are printed one at a time.
 	_, err = manager.NewController(m, "podlogger", &Logger{pods: pods.Reader(), out: out},
-		controller.Options[object.ObjectName]{MaxRetries: 5, Workers: 1}, manager.For(pods))
+		manager.ControllerOptions{Options: controller.Options[object.ObjectName]{MaxRetries: 5, Workers: 1}}, manager.For(pods))
 	if err != nil {
 		return err
 	}
