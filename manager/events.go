@@ -34,6 +34,17 @@ func (rs *recorders) start(ctx context.Context) {
 	rs.byComponent = map[string]record.EventRecorder{}
 }
 
+// started starts the recorders now, and returns a runnable that keeps
+// them until its context ends, then flushes and stops them.
+func (rs *recorders) started(ctx context.Context) func(context.Context) error {
+	rs.start(ctx)
+	return func(ctx context.Context) error {
+		<-ctx.Done()
+		rs.stop()
+		return nil
+	}
+}
+
 func (rs *recorders) stop() {
 	rs.mu.Lock()
 	b := rs.b

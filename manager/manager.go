@@ -356,30 +356,13 @@ func (m *Manager) Run(ctx context.Context) error {
 		return err
 	}
 	m.opts.Logger.Info("manager: starting", "controllers", len(ctrls), "http", m.Addr(ctx))
-
 	m.planSharding(ctrls)
-	infCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopInformers()
-	var bg sync.WaitGroup
-	bg.Go(func() { _ = m.factory.Run(infCtx) })
-	for _, s := range servers {
-		bg.Go(func() {
-			if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				m.opts.Logger.Error("manager: HTTP server stopped", "err", err)
-			}
-		})
-	}
-	m.recorder.start(ctx)
-
-	err = m.runWork(ctx, ctrls, runnables)
-	m.recorder.stop()
-	stopInformers()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	for _, s := range servers {
-		_ = s.srv.Shutdown(sctx)
-	}
-	cancel()
-	bg.Wait()
+	err = runStages(ctx, []stage{
+		{"http", serving(servers, m.opts.Logger)},
+		{"caches", []func(context.Context) error{m.factory.Run}},
+		{"events", []func(context.Context) error{m.recorder.started(ctx)}},
+		{"work", m.work(ctrls, runnables)},
+	})
 	if err != nil {
 		m.opts.Logger.Error("manager: stopped with an error", "err", err)
 		return err
@@ -388,34 +371,106 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
-// runWork runs the controllers and runnables until ctx ends or one fails:
-// all of them, or, with leader election, those that need the lease only
-// while this replica holds it (the others, and the informers, run on every
-// replica: a warm standby).
-func (m *Manager) runWork(ctx context.Context, ctrls []controllerEntry, runnables []Runnable) error {
-	g, gctx := errgroup.WithContext(ctx)
-	var leaderOnly []func(context.Context) error
+// stage is a group of runnables the manager starts together.
+type stage struct {
+	name string
+	runs []func(context.Context) error
+}
+
+// runStages starts the stages in order, each under a context of its own,
+// and runs them until ctx ends or a runnable fails; then it stops them in
+// reverse order, each after the one started after it has returned, so
+// work stops before the caches it reads and the caches before the
+// listener that reports on them. It returns the first error.
+func runStages(ctx context.Context, stages []stage) error {
+	stop, stopAll := context.WithCancelCause(ctx)
+	defer stopAll(nil)
+	var (
+		mu    sync.Mutex
+		first error
+	)
+	type running struct {
+		cancel context.CancelCauseFunc
+		wg     sync.WaitGroup
+	}
+	rs := make([]*running, len(stages))
+	for i, st := range stages {
+		sctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		r := &running{cancel: cancel}
+		rs[i] = r
+		for _, run := range st.runs {
+			r.wg.Go(func() {
+				if err := run(sctx); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					stopAll(err)
+				}
+			})
+		}
+	}
+	<-stop.Done()
+	cause := context.Cause(stop) // ctx's cause (e.g. controller.ErrStopNow), or the first error
+	for _, r := range slices.Backward(rs) {
+		r.cancel(cause)
+		r.wg.Wait()
+	}
+	return first
+}
+
+// serving returns a runnable per HTTP server: it serves until its context
+// ends, then shuts the server down (in-flight requests get 5s). A server
+// that fails is logged; the manager goes on without it.
+func serving(servers []server, log *slog.Logger) []func(context.Context) error {
+	var runs []func(context.Context) error
+	for _, s := range servers {
+		runs = append(runs, func(ctx context.Context) error {
+			served := make(chan error, 1)
+			go func() { served <- s.srv.Serve(s.ln) }()
+			select {
+			case err := <-served:
+				log.Error("manager: HTTP server stopped", "addr", s.ln.Addr().String(), "err", err)
+			case <-ctx.Done():
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = s.srv.Shutdown(sctx)
+				<-served
+			}
+			return nil
+		})
+	}
+	return runs
+}
+
+// work returns the runnables of the work stage: the controllers and
+// runnables, with leader election those that need the lease only while
+// this replica holds it (through the elector; the others, and the
+// informers, run on every replica: a warm standby), and the sharder.
+func (m *Manager) work(ctrls []controllerEntry, runnables []Runnable) []func(context.Context) error {
+	var every, leaderOnly []func(context.Context) error
 	for _, c := range ctrls {
 		if m.elector != nil && !c.every {
 			leaderOnly = append(leaderOnly, c.run)
 			continue
 		}
-		g.Go(func() error { return c.run(gctx) })
+		every = append(every, c.run)
 	}
 	for _, r := range runnables {
 		if n, ok := r.(LeaderElectionRunnable); m.elector != nil && (!ok || n.NeedLeaderElection()) {
 			leaderOnly = append(leaderOnly, r.Run)
 			continue
 		}
-		g.Go(func() error { return r.Run(gctx) })
+		every = append(every, r.Run)
 	}
 	if m.elector != nil {
-		g.Go(func() error { return m.elector.Run(gctx, fenced(leaderOnly)) })
+		every = append(every, func(ctx context.Context) error { return m.elector.Run(ctx, fenced(leaderOnly)) })
 	}
 	if m.sharder != nil {
-		g.Go(func() error { return m.sharder.Run(gctx) })
+		every = append(every, m.sharder.Run)
 	}
-	return g.Wait()
+	return every
 }
 
 // fenced runs fns together while this replica leads. When the lease is
