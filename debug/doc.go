@@ -12,9 +12,14 @@
 // request composes the stages' Stats snapshots, whose cost does not grow
 // with the size of the caches or the depth of the queues.
 //
-// Access: requests from loopback addresses are served; others must carry
+// Access: requests from loopback addresses whose Host header is localhost,
+// a loopback address or one of Options.Hosts are served; others must carry
 // "Authorization: Bearer <Options.Token>" (401 without it, 403 with a wrong
-// one, 403 when no token is configured). The page itself holds no data and
-// is served to anyone; in a browser, give it the token after a '#' in its
-// address (/debug/ctrlkit#token=...), which the browser never sends.
+// one, 403 when no token is configured). The Host check stops DNS
+// rebinding: a web page whose name resolves to 127.0.0.1 reaches the
+// server from loopback, but with its own name in Host. The page itself
+// holds no data and is served to anyone; in a browser, give it the token
+// after a '#' in its address (/debug/ctrlkit#token=...), which the browser
+// never sends. Guard applies the same rule to any handler (the manager's
+// pprof).
 package debug

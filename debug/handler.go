@@ -30,11 +30,20 @@ type Source interface {
 	Explain(name string, key object.ObjectName) (Explanation, error)
 }
 
-// Options configure New.
+// Options configure New and Guard.
 type Options struct {
 	// Token is the bearer token required from clients that are not on a
-	// loopback address. Default: "", only loopback clients are served.
+	// loopback address, and from loopback clients whose Host header is
+	// not trusted (see Hosts). Default: "", only loopback clients are
+	// served.
 	Token string
+	// Hosts are the names, besides localhost and the loopback addresses,
+	// that a loopback client may give in its Host header and still be
+	// served without the token: typically the host of the listen address.
+	// A loopback request naming another host is how a web page reaches a
+	// local server through DNS rebinding, so it needs the token (403
+	// without one configured). Compared without the port, ignoring case.
+	Hosts []string
 }
 
 //go:embed page.html
@@ -46,12 +55,12 @@ func New(src Source, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+Path, servePage)
 	mux.HandleFunc("GET "+Path+"/{$}", servePage)
-	mux.Handle("GET "+Path+"/state.json", guarded(opts.Token, func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET "+Path+"/state.json", Guard(opts, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, src.State())
-	}))
-	mux.Handle("GET "+Path+"/explain", guarded(opts.Token, func(w http.ResponseWriter, r *http.Request) {
+	})))
+	mux.Handle("GET "+Path+"/explain", Guard(opts, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		serveExplain(w, r, src)
-	}))
+	})))
 	return mux
 }
 
@@ -91,14 +100,25 @@ func serveExplain(w http.ResponseWriter, r *http.Request, src Source) {
 	writeJSON(w, http.StatusOK, e)
 }
 
-// guarded serves loopback clients, and others that present token.
-func guarded(token string, next http.HandlerFunc) http.Handler {
+// Guard serves next to the clients allowed to read debug data: loopback
+// clients whose Host header is localhost, a loopback address or one of
+// opts.Hosts; and any client presenting opts.Token as a bearer token
+// (compared in constant time). Others get 401 (no token sent) or 403 (a
+// wrong token, or none configured), with a JSON error. The manager puts
+// state.json, explain and pprof behind it.
+func Guard(opts Options, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if loopbackClient(r) {
-			next(w, r)
+		loopback := loopbackClient(r)
+		if loopback && TrustedHost(r.Host, opts.Hosts) {
+			next.ServeHTTP(w, r)
 			return
 		}
-		if token == "" {
+		if opts.Token == "" {
+			if loopback {
+				writeError(w, http.StatusForbidden, "the Host header "+quote(r.Host)+" is not localhost, a loopback "+
+					"address or the listener's host: refused without a token (DNS rebinding)")
+				return
+			}
 			writeError(w, http.StatusForbidden, "the debug endpoints serve loopback clients only (no token configured)")
 			return
 		}
@@ -108,11 +128,11 @@ func guarded(token string, next http.HandlerFunc) http.Handler {
 			writeError(w, http.StatusUnauthorized, "a bearer token is required: Authorization: Bearer <token>")
 			return
 		}
-		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		if subtle.ConstantTimeCompare([]byte(got), []byte(opts.Token)) != 1 {
 			writeError(w, http.StatusForbidden, "wrong bearer token")
 			return
 		}
-		next(w, r)
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -124,6 +144,33 @@ func loopbackClient(r *http.Request) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// TrustedHost reports whether a Host header (with or without a port) names
+// this machine's loopback interface: "localhost", an address of 127.0.0.0/8
+// or ::1, or, ignoring case, one of hosts. An empty header is not trusted.
+func TrustedHost(header string, hosts []string) bool {
+	host := header
+	if h, _, err := net.SplitHostPort(header); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1] // "[::1]" without a port
+	}
+	if host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	for _, h := range hosts {
+		if h != "" && strings.EqualFold(host, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // IsLoopbackAddr reports whether a listen address ("host:port") binds

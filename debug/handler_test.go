@@ -50,10 +50,15 @@ func (s fakeSource) Explain(name string, key object.ObjectName) (debug.Explanati
 }
 
 // serve sends a GET to h from remote (host:port) with the Authorization
-// header auth ("": none).
+// header auth ("": none) and the Host header 127.0.0.1:8080.
 func serve(h http.Handler, target, remote, auth string) *httptest.ResponseRecorder {
+	return serveHost(h, target, remote, "127.0.0.1:8080", auth)
+}
+
+// serveHost is serve with the Host header host.
+func serveHost(h http.Handler, target, remote, host, auth string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodGet, target, nil)
-	r.RemoteAddr = remote
+	r.RemoteAddr, r.Host = remote, host
 	if auth != "" {
 		r.Header.Set("Authorization", auth)
 	}
@@ -175,6 +180,64 @@ func TestHandler_clientsBeyondLoopbackNeedTheToken(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestHandler_loopbackClientsNamingAForeignHostNeedTheToken(t *testing.T) {
+	for _, tc := range []struct {
+		name, token, host, auth string
+		hosts                   []string
+		code                    int
+	}{
+		{"localhost with a port", "", "localhost:8080", "", nil, 200},
+		{"localhost in capitals without a port", "", "LOCALHOST", "", nil, 200},
+		{"an address of 127.0.0.0/8", "", "127.1.2.3:80", "", nil, 200},
+		{"IPv6 loopback with a port", "", "[::1]:8080", "", nil, 200},
+		{"IPv6 loopback without a port", "", "[::1]", "", nil, 200},
+		{"the listener's configured host", "", "Ctrl.Example:8080", "", []string{"ctrl.example"}, 200},
+		{"a rebinding name without a token configured", "", "evil.example:8080", "", nil, 403},
+		{"a rebinding name that starts like localhost", "", "localhost.evil.example", "", nil, 403},
+		{"a rebinding name not among the configured hosts", "", "evil.example", "", []string{"ctrl.example"}, 403},
+		{"a non-loopback address", "", "192.0.2.1:8080", "", nil, 403},
+		{"no Host header", "", "", "", nil, 403},
+		{"a rebinding name without the configured token", "s3cret", "evil.example", "", nil, 401},
+		{"a foreign host with the token", "s3cret", "evil.example", "Bearer s3cret", nil, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := debug.New(fakeSource{now: time.Now()}, debug.Options{Token: tc.token, Hosts: tc.hosts})
+			for _, path := range []string{"/debug/ctrlkit/state.json", "/debug/ctrlkit/explain?controller=c&key=ns/queued"} {
+				w := serveHost(h, path, local, tc.host, tc.auth)
+				if w.Code != tc.code {
+					t.Errorf("%s: %d, want %d: %s", path, w.Code, tc.code, w.Body)
+				}
+				if tc.code == 403 && tc.token == "" && strings.Contains(tc.host, "evil") &&
+					!strings.Contains(w.Body.String(), "DNS rebinding") {
+					t.Errorf("%s: the refusal does not say why: %s", path, w.Body)
+				}
+			}
+			if w := serveHost(h, "/debug/ctrlkit", local, tc.host, ""); w.Code != 200 {
+				t.Errorf("the page (no data) is refused: %d", w.Code)
+			}
+		})
+	}
+}
+
+func TestGuard_appliesTheRuleToAnyHandler(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("secret")) })
+	h := debug.Guard(debug.Options{Token: "s3cret"}, ok)
+	for _, tc := range []struct {
+		name, remote, host, auth string
+		code                     int
+	}{
+		{"loopback", local, "localhost:6060", "", 200},
+		{"beyond loopback without the token", "192.0.2.1:5000", "192.0.2.2:6060", "", 401},
+		{"beyond loopback with a wrong token", "192.0.2.1:5000", "192.0.2.2:6060", "Bearer s3cre", 403},
+		{"beyond loopback with the token", "192.0.2.1:5000", "192.0.2.2:6060", "Bearer s3cret", 200},
+	} {
+		w := serveHost(h, "/debug/pprof/cmdline", tc.remote, tc.host, tc.auth)
+		if w.Code != tc.code || (w.Body.String() == "secret") != (tc.code == 200) {
+			t.Errorf("%s: %d %q, want %d", tc.name, w.Code, w.Body, tc.code)
+		}
 	}
 }
 

@@ -13,24 +13,32 @@ import (
 )
 
 // ErrDebugExposed reports, at start, an HTTP listener on an address other
-// than loopback that would serve /debug/ctrlkit without a token.
-var ErrDebugExposed = errors.New("manager: the debug page would be served beyond loopback without a token")
+// than loopback that would serve /debug/ctrlkit or pprof without a token.
+var ErrDebugExposed = errors.New("manager: the debug page or pprof would be served beyond loopback without a token")
 
-// checkDebug refuses to expose the debug page beyond loopback without a
-// token: the page names every object the controllers touch.
+// checkDebug refuses to expose the debug page or pprof beyond loopback
+// without a token: the page names every object the controllers touch, and
+// pprof shows the command line, memory and every goroutine's stack.
 func (m *Manager) checkDebug() error {
 	o := m.opts
-	if o.HTTPAddr == "0" || o.DisableDebug || o.DebugToken != "" || debug.IsLoopbackAddr(o.HTTPAddr) {
+	if o.HTTPAddr == "0" || (o.DisableDebug && !o.EnablePprof) || o.DebugToken != "" || debug.IsLoopbackAddr(o.HTTPAddr) {
 		return nil
 	}
-	return fmt.Errorf("%w: Options.HTTPAddr %q is not a loopback address; set Options.DebugToken (clients "+
-		"other than loopback ones then send it as a bearer token), or Options.DisableDebug, or bind to 127.0.0.1",
-		ErrDebugExposed, o.HTTPAddr)
+	what, off := "the debug page", "Options.DisableDebug"
+	switch {
+	case o.EnablePprof && o.DisableDebug:
+		what, off = "pprof", "turn Options.EnablePprof off"
+	case o.EnablePprof:
+		what, off = "the debug page and pprof", "Options.DisableDebug and turn Options.EnablePprof off"
+	}
+	return fmt.Errorf("%w: Options.HTTPAddr %q is not a loopback address and would serve %s; set Options.DebugToken "+
+		"(clients other than loopback ones then send it as a bearer token), or %s, or bind to 127.0.0.1",
+		ErrDebugExposed, o.HTTPAddr, what, off)
 }
 
 // debugHandler serves /debug/ctrlkit for the manager.
 func (m *Manager) debugHandler() http.Handler {
-	return debug.New(debugSource{m}, debug.Options{Token: m.opts.DebugToken})
+	return debug.New(debugSource{m}, m.debugOptions())
 }
 
 // debugSource is the manager seen by the debug page.

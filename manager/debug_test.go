@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -34,6 +36,13 @@ func TestManager_refusesToServeTheDebugPageBeyondLoopbackWithoutAToken(t *testin
 		{"an explicit wildcard without a token", manager.Options{HTTPAddr: "0.0.0.0:0"}, manager.ErrDebugExposed},
 		{"every interface with a token", manager.Options{HTTPAddr: ":0", DebugToken: "t"}, nil},
 		{"every interface with the page disabled", manager.Options{HTTPAddr: ":0", DisableDebug: true}, nil},
+		{"every interface with pprof and the page disabled", manager.Options{HTTPAddr: ":0", DisableDebug: true,
+			EnablePprof: true}, manager.ErrDebugExposed},
+		{"every interface with pprof and the page", manager.Options{HTTPAddr: ":0", EnablePprof: true},
+			manager.ErrDebugExposed},
+		{"every interface with pprof and a token", manager.Options{HTTPAddr: ":0", DisableDebug: true,
+			EnablePprof: true, DebugToken: "t"}, nil},
+		{"loopback with pprof without a token", manager.Options{HTTPAddr: "127.0.0.1:0", EnablePprof: true}, nil},
 		{"loopback without a token", manager.Options{HTTPAddr: "127.0.0.1:0"}, nil},
 		{"no listener", manager.Options{HTTPAddr: "0"}, nil},
 	} {
@@ -48,6 +57,9 @@ func TestManager_refusesToServeTheDebugPageBeyondLoopbackWithoutAToken(t *testin
 			if tc.want != nil {
 				if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), "DebugToken") {
 					t.Fatalf("Run = %v, want %v naming DebugToken", err, tc.want)
+				}
+				if tc.opts.EnablePprof && !strings.Contains(err.Error(), "pprof") {
+					t.Fatalf("Run = %v, want it to name pprof", err)
 				}
 				return
 			}
@@ -146,5 +158,63 @@ func TestManager_debugStateAndExplainOnTheRealServer(t *testing.T) {
 	ex = debug.Explanation{}
 	if code := getJSON(t, base+"/explain?controller=cms&key="+ns+"/nobody", &ex); code != 200 || ex.Known || ex.Cached {
 		t.Errorf("unknown key: %d %+v", code, ex)
+	}
+}
+
+// untilStopped is a runnable that keeps a manager without controllers
+// running until its context ends.
+var untilStopped = manager.RunnableFunc(func(ctx context.Context) error { <-ctx.Done(); return nil })
+
+// getHost sends a GET to url with the Host header host and returns the
+// status code and body.
+func getHost(t *testing.T, url, host string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestManager_loopbackClientsNamingAForeignHostAreRefused(t *testing.T) {
+	srv := env.Get(t)
+	leakcheck.Check(t)
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	opts := quiet(t)
+	opts.EnablePprof = true
+	m, err := manager.New(srv.Config(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Add(untilStopped); err != nil {
+		t.Fatal(err)
+	}
+	base := start(t, m)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
+	for _, path := range []string{debug.Path + "/state.json", debug.Path + "/explain?controller=c&key=a/b",
+		"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=1"} {
+		for _, host := range []string{"rebound.example:" + port, "rebound.example", "localhost.rebound.example:" + port} {
+			if code, body := getHost(t, base+path, host); code != http.StatusForbidden {
+				t.Errorf("%s with Host %s: %d, want 403: %.200s", path, host, code, body)
+			}
+		}
+		for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port} {
+			if code, body := getHost(t, base+path, host); code == http.StatusForbidden || code == http.StatusUnauthorized {
+				t.Errorf("%s with Host %s: %d, want it served: %.200s", path, host, code, body)
+			}
+		}
+	}
+	if code, _ := getHost(t, base+debug.Path, "rebound.example"); code != 200 {
+		t.Errorf("the page, which holds no data, with a foreign Host: %d, want 200", code)
+	}
+	if code, _ := getHost(t, base+"/metrics", "rebound.example"); code != 200 {
+		t.Errorf("/metrics with a foreign Host: %d, want 200", code)
 	}
 }

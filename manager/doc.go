@@ -18,9 +18,12 @@
 // are cancelled), then the informers and the listener stop; Run returns once
 // every goroutine has exited.
 //
-// /debug/ctrlkit answers loopback clients only unless Options.DebugToken is
-// set; Run refuses to start on a listener beyond loopback without a token
-// (or DisableDebug), with ErrDebugExposed.
+// /debug/ctrlkit's data and pprof answer loopback clients whose Host header
+// is a loopback name or address (debug.Guard), and others only with
+// Options.DebugToken; Run refuses to start on a listener beyond loopback
+// without a token while either is served, with ErrDebugExposed. The
+// listener's servers bound header size, body size, writes and idle
+// connections (Options.HTTPIdleTimeout).
 //
 // Reconcilers receive an object.ObjectName and read the typed, read-only
 // store.Reader of the informers they were given; they write through

@@ -2,9 +2,11 @@ package manager
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -34,8 +36,46 @@ func (m *Manager) AddReadyCheck(name string, fn func(*http.Request) error) {
 	m.checks = append(m.checks, check{name: name, ready: true, fn: fn})
 }
 
+// The limits of the manager's HTTP servers. WriteTimeout leaves pprof's
+// profile and trace working: they extend their own write deadline by the
+// seconds asked for. There is no server-wide ReadTimeout: it would cancel
+// a profile's context when it expires; a request with a body gets a read
+// deadline of its own instead (see limited).
+const (
+	readHeaderTimeout  = 10 * time.Second
+	bodyReadTimeout    = 30 * time.Second
+	writeTimeout       = 30 * time.Second
+	defaultIdleTimeout = 90 * time.Second
+	maxHeaderBytes     = 64 << 10
+	maxBodyBytes       = 1 << 20
+)
+
+// newServer returns the server of one of the manager's listeners, with
+// the timeouts and size limits above.
+func (m *Manager) newServer(h http.Handler) *http.Server {
+	idle := m.opts.HTTPIdleTimeout
+	if idle <= 0 {
+		idle = defaultIdleTimeout
+	}
+	return &http.Server{Handler: limited(h), ReadHeaderTimeout: readHeaderTimeout, WriteTimeout: writeTimeout,
+		IdleTimeout: idle, MaxHeaderBytes: maxHeaderBytes}
+}
+
+// limited caps the body of every request at maxBodyBytes and gives a
+// request that has one bodyReadTimeout to send it.
+func limited(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+			r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // handler serves /metrics, the probes if withProbes, /debug/ctrlkit unless
-// disabled, and, if enabled, pprof.
+// disabled, and, if enabled, pprof, whose data (the command line, memory,
+// goroutine stacks) is guarded like the debug page's.
 func (m *Manager) handler(withProbes bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.opts.Registry, promhttp.HandlerOpts{Registry: m.opts.Registry}))
@@ -48,13 +88,27 @@ func (m *Manager) handler(withProbes bool) http.Handler {
 		mux.Handle(debug.Path+"/", dh)
 	}
 	if m.opts.EnablePprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		guard := func(h http.HandlerFunc) http.Handler { return debug.Guard(m.debugOptions(), h) }
+		mux.Handle("/debug/pprof/", guard(pprof.Index))
+		mux.Handle("/debug/pprof/cmdline", guard(pprof.Cmdline))
+		mux.Handle("/debug/pprof/profile", guard(pprof.Profile))
+		mux.Handle("/debug/pprof/symbol", guard(pprof.Symbol))
+		mux.Handle("/debug/pprof/trace", guard(pprof.Trace))
 	}
 	return mux
+}
+
+// debugOptions is who may read the debug data and pprof: loopback clients
+// naming localhost, a loopback address or HTTPAddr's host; others with
+// DebugToken.
+func (m *Manager) debugOptions() debug.Options {
+	o := debug.Options{Token: m.opts.DebugToken}
+	if host, _, err := net.SplitHostPort(m.opts.HTTPAddr); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			o.Hosts = []string{host}
+		}
+	}
+	return o
 }
 
 // probes adds /healthz and /readyz to mux.

@@ -70,17 +70,22 @@ type Options struct {
 	// their own, e.g. to expose probes but not metrics. Default: "", the
 	// probes are served on HTTPAddr.
 	HealthAddr string
-	// EnablePprof serves net/http/pprof under /debug/pprof/. Default: off.
+	// EnablePprof serves net/http/pprof under /debug/pprof/, to the same
+	// clients as /debug/ctrlkit's data (see DebugToken). Default: off.
 	EnablePprof bool
 	// DebugToken is the bearer token that clients other than loopback ones
-	// must send to read /debug/ctrlkit's data (see package debug). Run
-	// refuses to start when HTTPAddr is not a loopback address and neither
-	// DebugToken nor DisableDebug is set. Default: "", loopback clients only.
+	// (and loopback ones naming a foreign Host) must send to read
+	// /debug/ctrlkit's data and pprof (see debug.Guard). Run refuses to
+	// start when HTTPAddr is not a loopback address, the debug page or pprof
+	// is served, and no DebugToken is set. Default: "", loopback clients only.
 	DebugToken string
 	// DisableDebug stops serving /debug/ctrlkit, the live page of the
 	// pipeline (informers, handlers, queues, "explain a key"). Default:
 	// served on HTTPAddr.
 	DisableDebug bool
+	// HTTPIdleTimeout is how long a keep-alive connection to HTTPAddr or
+	// HealthAddr may stay idle before the manager closes it. Default: 90s.
+	HTTPIdleTimeout time.Duration
 	// Informers configure every informer the manager creates. Its Logger
 	// and Registerer are the manager's.
 	Informers informer.FactoryOptions
@@ -528,7 +533,7 @@ func (m *Manager) listen() ([]server, error) {
 			}
 			return fmt.Errorf("manager: HTTP listener (Options.%s): %w", option, err)
 		}
-		out = append(out, server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, ln: ln})
+		out = append(out, server{srv: m.newServer(h), ln: ln})
 		return nil
 	}
 	if m.opts.HTTPAddr != "0" {

@@ -122,6 +122,11 @@ func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return errUsage
 }
 
+// envDebugToken is the environment variable "run foo" reads the debug
+// token from when --debug-token is not given: unlike a flag, it is not
+// shown to other users by ps.
+const envDebugToken = "CTRLKIT_DEBUG_TOKEN"
+
 // runFoo runs the Foo controller against the cluster of a kubeconfig until
 // ctx ends (Ctrl-C).
 func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -133,7 +138,8 @@ func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on their own address (default: with /metrics)")
 	pprof := fs.Bool("pprof", false, "serve net/http/pprof under /debug/pprof/ beside /metrics")
 	debugToken := fs.String("debug-token", "",
-		"bearer token that clients other than loopback ones must send to read /debug/ctrlkit; required when --metrics-addr is not loopback (default: $CTRLKIT_DEBUG_TOKEN)")
+		"bearer token that clients other than loopback ones must send to read /debug/ctrlkit and pprof; required when --metrics-addr is not loopback. "+
+			"Prefer $"+envDebugToken+": a flag is visible to every local user in ps")
 	leaderElect := fs.Bool("leader-elect", false, "reconcile only while holding the Lease foo-controller (informers stay warm on every replica)")
 	ring := fs.String("shard-ring", "", "share the Foos among every replica running with this ring name: each reconciles and caches only its shards (Leases in --lease-namespace); exclusive with --leader-elect")
 	shardKey := fs.String("shard-key", "namespace", "with --shard-ring: hash Foos by namespace (a namespace stays on one replica) or uid (an even spread)")
@@ -146,6 +152,10 @@ func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	opts := manager.Options{HTTPAddr: *metricsAddr, HealthAddr: *healthAddr,
 		EnablePprof: *pprof, RequireServedKinds: true, DebugToken: *debugToken}
+	opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	if *debugToken != "" {
+		opts.Logger.Warn("--debug-token is visible to every local user (ps, /proc/PID/cmdline); set $" + envDebugToken + " instead")
+	}
 	err := replication(&opts, replicationFlags{leaderElect: *leaderElect, ring: *ring, key: *shardKey,
 		virtual: *virtual, namespace: *leaseNS, identity: *identity, leaseDuration: *leaseDuration})
 	if err != nil {
@@ -156,9 +166,8 @@ func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if opts.DebugToken == "" {
-		opts.DebugToken = os.Getenv("CTRLKIT_DEBUG_TOKEN")
+		opts.DebugToken = os.Getenv(envDebugToken)
 	}
-	opts.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	opts.Logger.Info("foo controller starting", "server", cfg.Host, "namespace", *ns, "ring", *ring)
 	opts.AddToScheme = append(opts.AddToScheme, v1alpha1.AddToScheme)
 	opts.Permissions = append(opts.Permissions, foo.Permissions(*ns)...)

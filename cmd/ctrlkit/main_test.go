@@ -216,6 +216,42 @@ func TestRun_withoutAClusterSaysWhatWasTriedAndHowToPointAtOne(t *testing.T) {
 	}
 }
 
+func TestRun_runFooWarnsThatADebugTokenFlagIsVisibleInPs(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing")) // run foo fails at once, after the warning
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	const warning = "--debug-token is visible to every local user"
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string
+		warn bool
+	}{
+		{"the flag", []string{"--debug-token", "s3cret"}, "", true},
+		{"the environment variable", nil, "s3cret", false},
+		{"neither", nil, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(envDebugToken, tc.env)
+			var errOut bytes.Buffer
+			err := run(t.Context(), append([]string{"run", "foo", "--metrics-addr", "0"}, tc.args...), io.Discard, &errOut)
+			if err == nil {
+				t.Fatal("err = nil, want the missing kubeconfig")
+			}
+			if got := strings.Contains(errOut.String(), warning); got != tc.warn {
+				t.Errorf("warned %v, want %v; stderr = %q", got, tc.warn, errOut.String())
+			}
+			if tc.warn && !strings.Contains(errOut.String(), envDebugToken) {
+				t.Errorf("the warning does not name %s: %q", envDebugToken, errOut.String())
+			}
+		})
+	}
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"help", "run", "foo"}, &out, io.Discard); err != nil ||
+		!strings.Contains(out.String(), envDebugToken) {
+		t.Errorf("help run foo does not name %s: %v %q", envDebugToken, err, out.String())
+	}
+}
+
 // TestMain_exitCodes runs this test binary as the ctrlkit command (see TestMain).
 func TestMain_exitCodes(t *testing.T) {
 	kubeconfig := unreachableKubeconfig(t)

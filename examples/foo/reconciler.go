@@ -5,12 +5,14 @@ package foo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
@@ -26,6 +28,7 @@ const (
 	ReasonCreated      = "DeploymentCreated"
 	ReasonScaled       = "DeploymentScaled"
 	ReasonNotOwned     = "ErrResourceExists"
+	ReasonInvalid      = "InvalidFoo"
 	messageNotOwnedFmt = "Deployment %q already exists and is not managed by Foo %q"
 	messageSynced      = "Foo synced successfully"
 	fooKind            = "Foo"
@@ -48,6 +51,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, name object.ObjectName) (con
 	foo, ok := r.Foos.Get(name)
 	if !ok {
 		return controller.Result{}, nil // deleted: its Deployment is garbage-collected through the owner reference
+	}
+	if errs := validation.IsValidLabelValue(foo.Name); len(errs) > 0 {
+		// The CRD refuses such names; a Foo created under an older CRD
+		// can still have one. Retrying cannot fix it: say so and stop.
+		return controller.Result{}, r.invalid(ctx, foo, fmt.Sprintf("the name of Foo %q cannot label its Deployment's "+
+			"Pods: %s; re-create the Foo under a shorter name", foo.Name, errs[0]))
 	}
 	dep, ok := r.Deployments.Get(object.ObjectName{Namespace: ns, Name: foo.Spec.DeploymentName})
 	if !ok {
@@ -77,11 +86,28 @@ func (r *Reconciler) create(ctx context.Context, foo *v1alpha1.Foo) error {
 		// not (it has no owner to map to), so retry until the cache has it.
 		return fmt.Errorf("deployment %s/%s exists but is not cached yet: %w", foo.Namespace, foo.Spec.DeploymentName, err)
 	}
+	if apierrors.IsInvalid(err) { // the server will refuse it again until the Foo changes
+		return r.invalid(ctx, foo, fmt.Sprintf("the Deployment of Foo %q is invalid: %v", foo.Name, err))
+	}
 	if err != nil {
 		return fmt.Errorf("create deployment %s/%s: %w", foo.Namespace, foo.Spec.DeploymentName, err)
 	}
 	r.Recorder.Eventf(foo, corev1.EventTypeNormal, ReasonCreated, "Created Deployment %q", foo.Spec.DeploymentName)
 	return nil
+}
+
+// invalid reports a Foo the controller cannot act on: msg in its status
+// and in a Warning event, and a terminal error, so the key is not retried
+// (a change to the Foo queues it again). A failure to write the status is
+// returned as is, to be retried.
+func (r *Reconciler) invalid(ctx context.Context, foo *v1alpha1.Foo, msg string) error {
+	if foo.Status.Message != msg {
+		r.Recorder.Event(foo, corev1.EventTypeWarning, ReasonInvalid, msg)
+	}
+	if err := r.setStatus(ctx, foo, 0, msg); err != nil {
+		return err
+	}
+	return controller.Terminal(errors.New(msg))
 }
 
 // setStatus writes the Foo's status if it changed.

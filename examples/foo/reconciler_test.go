@@ -5,14 +5,21 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/controller"
@@ -25,6 +32,8 @@ import (
 
 var env apiserver.Shared
 
+var apiextensionsCRDs = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
 // fixture is the controller running against namespace ns.
@@ -32,14 +41,21 @@ type fixture struct {
 	kube kubernetes.Interface
 	foos *v1alpha1.Foos
 	ns   string
+	ctrl *manager.Controller
 }
 
 func startController(t *testing.T) fixture {
 	t.Helper()
-	srv := env.Get(t)
+	return startControllerOn(t, env.Get(t), config.InstallCRD)
+}
+
+// startControllerOn starts the controller against srv after install put
+// the Foo CRD there.
+func startControllerOn(t *testing.T, srv *apiserver.Server, install func(context.Context, *rest.Config) error) fixture {
+	t.Helper()
 	ns := srv.Namespace(t)
 	cfg := srv.Config()
-	if err := config.InstallCRD(t.Context(), cfg); err != nil {
+	if err := install(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	fc, err := v1alpha1.NewForConfig(cfg)
@@ -65,7 +81,7 @@ func startController(t *testing.T) fixture {
 		}
 	})
 	eventually(t, 30*time.Second, "caches synced", ctrl.HasSynced)
-	return fixture{kube: kubernetes.NewForConfigOrDie(cfg), foos: fc.Foos(ns), ns: ns}
+	return fixture{kube: kubernetes.NewForConfigOrDie(cfg), foos: fc.Foos(ns), ns: ns, ctrl: ctrl}
 }
 
 func newFoo(name, dep string, n int32) *v1alpha1.Foo {
@@ -163,5 +179,98 @@ func TestReconciler_refusesToAdoptADeploymentItDoesNotOwn(t *testing.T) {
 	d, _ := f.deployment(t, "taken")
 	if *d.Spec.Replicas != 1 || len(d.OwnerReferences) != 0 {
 		t.Fatalf("the foreign Deployment was changed: replicas %d, owners %v", *d.Spec.Replicas, d.OwnerReferences)
+	}
+}
+
+func TestCRD_refusesFoosTheControllerCannotServe(t *testing.T) {
+	f := startController(t)
+	for _, tc := range []struct {
+		name, foo, dep, want string
+	}{
+		{"a name longer than a label value", strings.Repeat("n", 64), "web", "at most 63 characters"},
+		{"a Deployment name that is not a DNS subdomain", "bad-dep", "Not_A_Name", "deploymentName"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.foos.Create(t.Context(), newFoo(tc.foo, tc.dep, 1))
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("create = %v, want Invalid naming %q", err, tc.want)
+			}
+		})
+	}
+	longest := strings.Repeat("n", 63)
+	if _, err := f.foos.Create(t.Context(), newFoo(longest, "longest-web", 1)); err != nil {
+		t.Fatalf("a 63-character name: %v", err)
+	}
+	eventually(t, 30*time.Second, "the Deployment of the Foo with a 63-character name", func() bool {
+		_, ok := f.deployment(t, "longest-web")
+		return ok
+	})
+}
+
+// installOlderCRD installs the Foo CRD without its validations, as a
+// cluster may still have it from an earlier version of the sample.
+func installOlderCRD(ctx context.Context, cfg *rest.Config) error {
+	crd := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(config.CRD, &crd.Object); err != nil {
+		return err
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	root := versions[0].(map[string]any)["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)
+	delete(root, "x-kubernetes-validations")
+	unstructured.RemoveNestedField(root, "properties", "spec", "properties", "deploymentName", "pattern")
+	if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	crds := dyn.Resource(apiextensionsCRDs)
+	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	fc, err := v1alpha1.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for { // until Foos are served
+		if _, err := fc.Foos("default").List(ctx, metav1.ListOptions{}); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond): // polling the server
+		}
+	}
+}
+
+func TestReconciler_aFooItCannotServeGetsAStatusMessageAndIsNotRetried(t *testing.T) {
+	srv := apiserver.StartForTest(t, apiserver.Options{}) // its own server: the CRD differs
+	f := startControllerOn(t, srv, installOlderCRD)
+	long := strings.Repeat("n", 64)
+	for _, fo := range []*v1alpha1.Foo{newFoo(long, "long-web", 1), newFoo("bad-dep", "Not_A_Name", 1)} {
+		if _, err := f.foos.Create(t.Context(), fo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]string{long: "no more than 63", "bad-dep": "is invalid"} {
+		eventually(t, 30*time.Second, "Foo "+name+"'s status to say why it cannot be served", func() bool {
+			got, err := f.foos.Get(t.Context(), name)
+			return err == nil && strings.Contains(got.Status.Message, want)
+		})
+	}
+	for _, name := range []string{long, "bad-dep"} {
+		key := object.ObjectName{Namespace: f.ns, Name: name}
+		eventually(t, 30*time.Second, name+" idle, with no retry pending", func() bool {
+			ks := f.ctrl.KeyStats(key)
+			return !ks.Queue.Queued && !ks.Queue.Processing && ks.Attempts == 0
+		})
+	}
+	if st := f.ctrl.Stats(); st.Retries != 0 || st.Errors < 2 {
+		t.Errorf("retries %d, errors %d; want no retry of the terminal errors", st.Retries, st.Errors)
+	}
+	if _, ok := f.deployment(t, "long-web"); ok {
+		t.Error("a Deployment was created for the Foo whose name cannot be a label value")
 	}
 }

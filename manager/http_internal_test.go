@@ -1,0 +1,62 @@
+package manager
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/rest"
+)
+
+// The handler is tested directly here: a request from beyond loopback
+// needs an address this machine may not have, so RemoteAddr is set by hand.
+func TestHandler_pprofBeyondLoopbackNeedsTheToken(t *testing.T) {
+	for _, tc := range []struct {
+		name, token, remote, host, auth string
+		code                            int
+	}{
+		{"beyond loopback without a token configured", "", "192.0.2.1:5000", "192.0.2.2:8080", "", 403},
+		{"beyond loopback without the token", "s3cret", "192.0.2.1:5000", "192.0.2.2:8080", "", 401},
+		{"beyond loopback with a wrong token", "s3cret", "192.0.2.1:5000", "192.0.2.2:8080", "Bearer guess", 403},
+		{"beyond loopback with the token", "s3cret", "192.0.2.1:5000", "192.0.2.2:8080", "Bearer s3cret", 200},
+		{"loopback naming the configured host", "", "127.0.0.1:5000", "ctrl.example:8080", "", 200},
+		{"loopback naming a foreign host", "", "127.0.0.1:5000", "rebound.example:8080", "", 403},
+		{"loopback naming localhost", "", "127.0.0.1:5000", "localhost:8080", "", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := New(&rest.Config{Host: "http://127.0.0.1:1"}, Options{HTTPAddr: "ctrl.example:8080",
+				EnablePprof: true, DisableDebug: true, DebugToken: tc.token, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := m.handler(true)
+			for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=1",
+				"/debug/pprof/symbol", "/debug/pprof/heap"} {
+				r := httptest.NewRequest(http.MethodGet, path, nil)
+				r.RemoteAddr, r.Host = tc.remote, tc.host
+				if tc.auth != "" {
+					r.Header.Set("Authorization", tc.auth)
+				}
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != tc.code {
+					t.Errorf("%s: %d, want %d: %.200s", path, w.Code, tc.code, w.Body)
+				}
+				if path == "/debug/pprof/cmdline" && tc.code != 200 && strings.Contains(w.Body.String(), "s3cret") {
+					t.Errorf("%s leaks the command line: %s", path, w.Body)
+				}
+			}
+			// The probes and /metrics stay open to anyone.
+			r := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+			r.RemoteAddr = tc.remote
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if body, _ := io.ReadAll(w.Result().Body); w.Code != 200 {
+				t.Errorf("/healthz: %d %s", w.Code, body)
+			}
+		})
+	}
+}
