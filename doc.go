@@ -26,6 +26,7 @@
 //   - object: the shared vocabulary (Object, keys, typed tombstones, resource versions)
 //   - deltafifo: steps 2 and 3, per-key deltas in server order, relists whole or in parts
 //   - informer: steps 3 to 6, the shared informer that owns the cache and notifies handlers
+//   - telemetry: the logger and metrics registerer every stage's options embed
 //   - intern: the memory-first cache, repeated strings of cached objects shared
 //   - store: steps 4, 5 and 9, the Indexer (typed cache with indexes), Reader and Listers
 //   - handler: steps 6 and 7, resource event handlers and the enqueue helpers
