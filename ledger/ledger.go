@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,10 +29,10 @@ type Cache struct {
 	Holds func(namespace string, labels map[string]string) bool
 }
 
-// write is one recorded write: the version the server returned (0 when not
-// a number), or a delete.
+// write is one recorded write: the version the server returned, or a
+// delete.
 type write struct {
-	rv      uint64
+	rv      string
 	deleted bool
 }
 
@@ -104,8 +103,7 @@ func (l *Ledger) OnRelease(fn func(object.ObjectName)) {
 // delete). A write no tracked cache would hold, or that the caches have
 // already applied, is not kept.
 func (l *Ledger) Record(owner object.ObjectName, ref Ref, resourceVersion string, labels map[string]string, deleted bool) {
-	w := write{deleted: deleted}
-	w.rv, _ = strconv.ParseUint(resourceVersion, 10, 64)
+	w := write{deleted: deleted, rv: resourceVersion}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.heldLocked(ref, labels, deleted) || l.appliedLocked(ref, w) {
@@ -151,10 +149,12 @@ func (l *Ledger) appliedLocked(ref Ref, w write) bool {
 		switch {
 		case w.deleted && present:
 			return false
-		case w.deleted, !present, w.rv == 0: // a version that is not a number waits for the bound
+		case w.deleted, !present:
 			continue
 		}
-		if cached, err := strconv.ParseUint(rv, 10, 64); err == nil && cached >= w.rv {
+		// A version that is not a number cannot be ordered: it waits for
+		// the bound.
+		if cmp, ok := object.CompareResourceVersions(rv, w.rv); ok && cmp >= 0 {
 			return true
 		}
 	}

@@ -214,19 +214,7 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 	if err != nil {
 		return nil, fmt.Errorf("manager: controller %s: %w", name, err)
 	}
-	co := opts.Options
-	co.Name = name
-	co.Telemetry = co.Telemetry.Or(telemetry.Telemetry{Logger: m.opts.Logger.With("controller", name), Registerer: m.opts.Registry})
-	co.ShutdownTimeout = cmp.Or(co.ShutdownTimeout, m.opts.ShutdownTimeout)
-	co.CacheSyncTimeout = cmp.Or(co.CacheSyncTimeout, m.opts.CacheSyncTimeout)
-	var part *partition
-	if m.sharder != nil && !opts.EveryReplica && co.Partition == nil {
-		part = &partition{m: m}
-		co.Partition = part
-	}
-	if opts.ReadYourWrites && co.Gate == nil {
-		co.Gate = m.ledger.Gate()
-	}
+	co, part := m.controllerOptions(name, opts)
 	c, err := controller.New(rec, co)
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
@@ -265,6 +253,26 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 	}
 	m.controllers = append(m.controllers, e)
 	return c, nil
+}
+
+// controllerOptions returns the options of the controller called name:
+// opts.Options with the manager's defaults, and its partition of the ring
+// (nil without sharding).
+func (m *Manager) controllerOptions(name string, opts ControllerOptions) (controller.Options[object.ObjectName], *partition) {
+	co := opts.Options
+	co.Name = name
+	co.Telemetry = co.Telemetry.Or(telemetry.Telemetry{Logger: m.opts.Logger.With("controller", name), Registerer: m.opts.Registry})
+	co.ShutdownTimeout = cmp.Or(co.ShutdownTimeout, m.opts.ShutdownTimeout)
+	co.CacheSyncTimeout = cmp.Or(co.CacheSyncTimeout, m.opts.CacheSyncTimeout)
+	var part *partition
+	if m.sharder != nil && !opts.EveryReplica && co.Partition == nil {
+		part = &partition{m: m}
+		co.Partition = part
+	}
+	if opts.ReadYourWrites && co.Gate == nil {
+		co.Gate = m.ledger.Gate()
+	}
+	return co, part
 }
 
 // checkController validates NewController's arguments.
