@@ -89,17 +89,40 @@ func httpClient(cfg *tls.Config) *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
 }
 
-func TestServer_etcdAnswersOnlyTheAPIServersClientCertificate(t *testing.T) {
+// Every listener of the server is on loopback and refuses a client without
+// credentials: the API server without a token, the admin endpoint without
+// it, etcd without the API server's client certificate.
+func TestServer_listenersRefuseClientsWithoutCredentials(t *testing.T) {
 	leakcheck.Check(t)
 	srv := StartForTest(t, Options{DataDir: filepath.Join(t.TempDir(), "data")})
 	srv.mu.Lock()
-	etcdURL := srv.info.Etcd
+	info := srv.info
 	srv.mu.Unlock()
-	if !strings.HasPrefix(etcdURL, "https://127.0.0.1:") {
-		t.Fatalf("etcd client endpoint = %q, want https on 127.0.0.1", etcdURL)
+	etcdURL := info.Etcd
+	for name, url := range map[string]string{"API server": info.Server, "etcd": etcdURL, "admin endpoint": info.Admin} {
+		if !strings.HasPrefix(url, "https://127.0.0.1:") && !(name == "admin endpoint" && strings.HasPrefix(url, "http://127.0.0.1:")) {
+			t.Errorf("%s at %q, want 127.0.0.1 (https but for the admin endpoint)", name, url)
+		}
 	}
 	if _, err := Client(t, srv.Config()).CoreV1().Namespaces().Get(t.Context(), "default", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the API server does not work: %v", err)
+	}
+	_, err := Client(t, rest.AnonymousClientConfig(srv.Config())).CoreV1().Namespaces().Get(t.Context(), "default", metav1.GetOptions{})
+	if !apierrors.IsUnauthorized(err) {
+		t.Errorf("the API server without a token: %v; want 401 Unauthorized", err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, info.Admin+"/compact", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Close = true
+	resp, err := httpClient(nil).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST /compact without the token: %s; want 401", resp.Status)
 	}
 
 	dir := srv.DataDir()

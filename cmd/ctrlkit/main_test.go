@@ -348,6 +348,24 @@ func TestRun_apiserverRunCreatesItsDataDirAndExitsWhenTheServerDies(t *testing.T
 	}
 }
 
+func TestRun_apiserverRunRefusesADataDirOthersCanWrite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "k")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), []string{"apiserver", "run", "--data-dir", dir}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "chmod 700 "+dir) {
+		t.Fatalf("apiserver run --data-dir (mode 0777) = %v, want an error naming the fix \"chmod 700 %s\"", err, dir)
+	}
+	if strings.Contains(out.String(), "ready") {
+		t.Errorf("a server started anyway:\n%s", out.String())
+	}
+}
+
 func TestRun_apiserverBuildPrintsTheCachedBinary(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := run(t.Context(), []string{"apiserver", "build"}, &out, &errOut); err != nil {
