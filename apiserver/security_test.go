@@ -391,3 +391,27 @@ func TestStart_neverUsesFilesPlantedInTheDataDir(t *testing.T) {
 		})
 	}
 }
+
+func TestStart_warnsAboutABinaryWhoseEtcdTakesAnyClient(t *testing.T) {
+	// An older ctrlkit-apiserver (Binary may find one by its Kubernetes
+	// version) prints no etcd endpoint: its etcd is plain HTTP.
+	bin := filepath.Join(t.TempDir(), "old-ctrlkit-apiserver")
+	script := `#!/bin/sh
+dir="$2"
+printf 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n' > "$dir/kubeconfig"
+echo '{"event":"ready","server":"https://127.0.0.1:1","kubeconfig":"'"$dir"'/kubeconfig","admin":"http://127.0.0.1:1","pid":'$$'}'
+exec sleep 600
+`
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var progress strings.Builder
+	srv, err := Start(t.Context(), Options{Binary: bin, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = srv.Stop() // sleep dies of the SIGTERM: an unclean exit, expected here
+	if !strings.Contains(progress.String(), "its etcd takes any local client") {
+		t.Errorf("progress = %q, want a warning about the old binary's etcd", progress.String())
+	}
+}

@@ -175,6 +175,10 @@ func (s *Server) start(ctx context.Context) error {
 			return fmt.Errorf("apiserver: read kubeconfig: %w", err)
 		}
 		cfg.QPS, cfg.Burst = -1, 0
+		if info.Etcd == "" && s.opts.Progress != nil {
+			fmt.Fprintf(s.opts.Progress, "ctrlkit: warning: %s is from an older ctrlkit: its etcd takes any local client "+
+				"without credentials; rebuild it (ctrlkit apiserver build) on a machine shared with others\n", s.opts.Binary)
+		}
 		s.mu.Lock()
 		s.proc, s.info, s.cfg = p, info, cfg
 		s.mu.Unlock()

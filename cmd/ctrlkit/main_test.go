@@ -356,8 +356,10 @@ func TestRun_apiserverRunRefusesADataDirOthersCanWrite(t *testing.T) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute) // were it accepted, it would serve until then
+	defer cancel()
 	var out, errOut bytes.Buffer
-	err := run(t.Context(), []string{"apiserver", "run", "--data-dir", dir}, &out, &errOut)
+	err := run(ctx, []string{"apiserver", "run", "--data-dir", dir}, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "chmod 700 "+dir) {
 		t.Fatalf("apiserver run --data-dir (mode 0777) = %v, want an error naming the fix \"chmod 700 %s\"", err, dir)
 	}
