@@ -38,6 +38,12 @@
 //   - A fault Proxy that cuts or stalls every connection through it.
 //   - Shared, one server per test package, and Namespace, one namespace per test.
 //
+// Other users of the machine get nothing: every listener is on 127.0.0.1
+// and demands credentials (the admin token, or for etcd the API server's
+// client certificate), the data folder must belong to the current user and
+// be writable by nobody else, and every file written into it is mode 0600.
+// docs/security.md lists each promise and its test.
+//
 // If the server cannot start, Start returns an error quoting its log, and
 // Shared.Get fails the test: tests that need the server never skip.
 package apiserver

@@ -25,11 +25,15 @@ type Options struct {
 	// Binary is the ctrlkit-apiserver to run. Default: Binary(Progress).
 	Binary string
 	// DataDir holds etcd's data, certificates and the kubeconfig; Start
-	// creates it if missing, and Restart keeps it. Default: a new temporary
-	// folder, removed by Stop.
+	// creates it (mode 0700) if missing, and Restart keeps it. An existing
+	// folder must belong to the current user and not be writable by others,
+	// or Start refuses it: it will hold an admin token. Every file the
+	// server writes there is mode 0600. Default: a new temporary folder,
+	// removed by Stop.
 	DataDir string
-	// Log receives the server's own log. Default: DATA-DIR/apiserver.log,
-	// whose last lines are quoted in Start's error when the server fails.
+	// Log receives the server's own log. Default: DATA-DIR/apiserver.log
+	// (mode 0600), whose last lines are quoted in Start's error when the
+	// server fails.
 	Log io.Writer
 	// Progress receives build progress when the binary must be built first.
 	// Default: discard.
@@ -77,6 +81,7 @@ type readyLine struct {
 	Server     string `json:"server"`
 	Kubeconfig string `json:"kubeconfig"`
 	Admin      string `json:"admin"`
+	Etcd       string `json:"etcd"` // etcd's client endpoint: TLS, a client certificate required
 	PID        int    `json:"pid"`
 }
 
@@ -92,20 +97,22 @@ type process struct {
 // error that quotes the server's last log lines. Stop it when done.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	opts = opts.withDefaults()
+	s := &Server{opts: opts}
+	if opts.DataDir != "" { // checked before a build that may take minutes
+		dir, err := prepareDataDir(opts.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		s.dataDir = dir
+	}
 	if opts.Binary == "" {
 		bin, err := Binary(opts.Progress)
 		if err != nil {
 			return nil, err
 		}
-		opts.Binary = bin
+		s.opts.Binary = bin
 	}
-	s := &Server{opts: opts, dataDir: opts.DataDir}
-	if s.dataDir != "" {
-		// Private: it holds the CA key and the admin token.
-		if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
-			return nil, fmt.Errorf("apiserver: data folder: %w", err)
-		}
-	} else {
+	if s.dataDir == "" {
 		dir, err := os.MkdirTemp("", "ctrlkit-apiserver-")
 		if err != nil {
 			return nil, fmt.Errorf("apiserver: %w", err)
@@ -113,10 +120,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		s.dataDir, s.tempDir = dir, true
 	}
 	if opts.Log == nil {
-		f, err := os.OpenFile(filepath.Join(s.dataDir, "apiserver.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := openLog(filepath.Join(s.dataDir, "apiserver.log"))
 		if err != nil {
 			s.removeTemp()
-			return nil, fmt.Errorf("apiserver: %w", err)
+			return nil, err
 		}
 		s.logFile, s.opts.Log = f, f
 	}
@@ -168,6 +175,10 @@ func (s *Server) start(ctx context.Context) error {
 			return fmt.Errorf("apiserver: read kubeconfig: %w", err)
 		}
 		cfg.QPS, cfg.Burst = -1, 0
+		if info.Etcd == "" && s.opts.Progress != nil {
+			fmt.Fprintf(s.opts.Progress, "ctrlkit: warning: %s is from an older ctrlkit: its etcd takes any local client "+
+				"without credentials; rebuild it (ctrlkit apiserver build) on a machine shared with others\n", s.opts.Binary)
+		}
 		s.mu.Lock()
 		s.proc, s.info, s.cfg = p, info, cfg
 		s.mu.Unlock()

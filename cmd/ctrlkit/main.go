@@ -338,7 +338,7 @@ func runAPIServerBuild(_ context.Context, args []string, stdout, stderr io.Write
 func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("apiserver run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", "", "keep etcd data, certificates and the kubeconfig here, created if missing (default: a temporary folder, removed on exit)")
+	dataDir := fs.String("data-dir", "", "keep etcd data, certificates and the kubeconfig here, created 0700 if missing; an existing folder must be yours and not writable by others (default: a temporary folder, removed on exit)")
 	noWatchCache := fs.Bool("disable-watch-cache", false, "serve every list and watch from etcd")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err

@@ -384,6 +384,26 @@ func TestRun_apiserverRunCreatesItsDataDirAndExitsWhenTheServerDies(t *testing.T
 	}
 }
 
+func TestRun_apiserverRunRefusesADataDirOthersCanWrite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "k")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute) // were it accepted, it would serve until then
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, []string{"apiserver", "run", "--data-dir", dir}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "chmod 700 "+dir) {
+		t.Fatalf("apiserver run --data-dir (mode 0777) = %v, want an error naming the fix \"chmod 700 %s\"", err, dir)
+	}
+	if strings.Contains(out.String(), "ready") {
+		t.Errorf("a server started anyway:\n%s", out.String())
+	}
+}
+
 func TestRun_apiserverBuildPrintsTheCachedBinary(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := run(t.Context(), []string{"apiserver", "build"}, &out, &errOut); err != nil {

@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"time"
 
 	"github.com/ctrlkit/ctrlkit/testenv/internal/datadir"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -24,9 +26,13 @@ type etcdServer struct {
 }
 
 // startEtcd starts a single-member etcd on free loopback ports with its data
-// in dir. fsync is off: this is a test server, and a restart of the process
-// (not the machine) keeps everything the OS has already been handed.
-func startEtcd(dir string) (*etcdServer, error) {
+// in DATA-DIR/etcd. Both ports speak TLS and demand a client certificate
+// signed by the etcd CA of the data directory (see datadir.WriteEtcdCerts):
+// other local users can connect but are refused in the handshake, so the
+// API server's authentication and RBAC cannot be bypassed through etcd.
+// fsync is off: this is a test server, and a restart of the process (not the
+// machine) keeps everything the OS has already been handed.
+func startEtcd(dataDir string) (*etcdServer, error) {
 	clientPort, err := datadir.FreePort()
 	if err != nil {
 		return nil, err
@@ -35,12 +41,20 @@ func startEtcd(dir string) (*etcdServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", clientPort)}
-	pu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", peerPort)}
+	cu := url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", clientPort)}
+	pu := url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", peerPort)}
+	tlsInfo := transport.TLSInfo{
+		CertFile:       filepath.Join(dataDir, datadir.EtcdServerCertFile),
+		KeyFile:        filepath.Join(dataDir, datadir.EtcdServerKeyFile),
+		TrustedCAFile:  filepath.Join(dataDir, datadir.EtcdCAFile),
+		ClientCertAuth: true,
+	}
 
 	cfg := embed.NewConfig()
 	cfg.Name = "ctrlkit"
-	cfg.Dir = dir
+	cfg.Dir = filepath.Join(dataDir, "etcd")
+	cfg.ClientTLSInfo = tlsInfo
+	cfg.PeerTLSInfo = tlsInfo
 	cfg.ListenClientUrls = []url.URL{cu}
 	cfg.AdvertiseClientUrls = []url.URL{cu}
 	cfg.ListenPeerUrls = []url.URL{pu}

@@ -12,8 +12,9 @@ import (
 	"github.com/ctrlkit/ctrlkit/testenv/internal/datadir"
 )
 
-// writeKubeconfig writes an admin kubeconfig for server, atomically, so a
-// reader never sees half a file.
+// writeKubeconfig writes an admin kubeconfig for server, mode 0600 and
+// atomically (see datadir.WritePrivate): a reader never sees half a file,
+// and a file planted at the path or a temporary name gets none of it.
 func writeKubeconfig(path, server string, st datadir.State) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["ctrlkit"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: st.CA}
@@ -27,9 +28,5 @@ func writeKubeconfig(path, server string, st datadir.State) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return datadir.WritePrivate(path, b)
 }

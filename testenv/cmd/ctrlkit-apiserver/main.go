@@ -10,6 +10,11 @@
 // Certificates, the service-account key and the token are generated into the
 // data directory on first start and reused on restart, so a client's
 // configuration stays valid across a restart with the same --data-dir.
+// The data directory must belong to the current user and be writable by
+// nobody else; every file written into it is mode 0600 (see datadir.Prepare).
+// etcd listens on loopback with TLS and accepts only a client certificate
+// from a CA made at each start, whose key is never stored: the API server is
+// its only client.
 //
 // When the server is ready it prints one JSON line to stdout (see readyLine)
 // and writes a kubeconfig. SIGTERM or SIGINT shut it down cleanly. A small
@@ -52,6 +57,7 @@ type readyLine struct {
 	Server     string `json:"server"`     // https URL of the API server
 	Kubeconfig string `json:"kubeconfig"` // path of the admin kubeconfig
 	Admin      string `json:"admin"`      // http URL of the admin endpoint (POST /compact)
+	Etcd       string `json:"etcd"`       // https URL of etcd's client endpoint (client certificate required)
 	DataDir    string `json:"dataDir"`
 	PID        int    `json:"pid"`
 }
@@ -75,7 +81,7 @@ func main() {
 func parseFlags() (options, error) {
 	var o options
 	fs := flag.NewFlagSet("ctrlkit-apiserver", flag.ContinueOnError)
-	fs.StringVar(&o.dataDir, "data-dir", "", "folder for etcd data, certificates and the kubeconfig (default: a new temporary folder, removed on exit)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "folder for etcd data, certificates and the kubeconfig, created 0700 if missing; an existing one must be yours and not writable by others (default: a new temporary folder, removed on exit)")
 	fs.IntVar(&o.port, "port", 0, "secure port on 127.0.0.1 (default: the port used last time with this data dir, else a free one)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig (default: DATA-DIR/kubeconfig)")
 	fs.BoolVar(&o.watchCache, "watch-cache", true, "serve lists and watches from the API server's watch cache, as production servers do")
@@ -100,18 +106,15 @@ func run() error {
 		defer os.RemoveAll(dir)
 		o.dataDir = dir
 	}
-	if o.dataDir, err = filepath.Abs(o.dataDir); err != nil {
-		return err
-	}
-	if o.kubeconfig == "" {
-		o.kubeconfig = filepath.Join(o.dataDir, "kubeconfig")
-	}
-
 	st, err := datadir.Load(o.dataDir, o.port)
 	if err != nil {
 		return err
 	}
-	etcd, err := startEtcd(filepath.Join(o.dataDir, "etcd"))
+	o.dataDir = st.Dir // absolute, links resolved, checked private
+	if o.kubeconfig == "" {
+		o.kubeconfig = filepath.Join(o.dataDir, "kubeconfig")
+	}
+	etcd, err := startEtcd(o.dataDir)
 	if err != nil {
 		return fmt.Errorf("start etcd: %w", err)
 	}
@@ -138,7 +141,7 @@ func run() error {
 	defer cancel()
 	go announceWhenReady(ctx, server, st, readyLine{
 		Event: "ready", Server: server, Kubeconfig: o.kubeconfig,
-		Admin: admin.url, DataDir: o.dataDir, PID: os.Getpid(),
+		Admin: admin.url, Etcd: etcd.clientURL, DataDir: o.dataDir, PID: os.Getpid(),
 	})
 	if o.stopOnStdinEOF {
 		go stopOnEOF(os.Stdin)
@@ -156,6 +159,9 @@ func apiserverArgs(o options, st datadir.State, etcdURL string) []string {
 	d := o.dataDir
 	args := []string{
 		"--etcd-servers=" + etcdURL,
+		"--etcd-cafile=" + filepath.Join(d, datadir.EtcdCAFile),
+		"--etcd-certfile=" + filepath.Join(d, datadir.EtcdClientCertFile),
+		"--etcd-keyfile=" + filepath.Join(d, datadir.EtcdClientKeyFile),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(st.Port),

@@ -1,26 +1,24 @@
 // Package datadir manages what ctrlkit-apiserver keeps in its data directory
 // besides etcd's own files: a CA and serving certificate for the loopback
-// addresses, the service-account signing key, the admin bearer token and the
-// secure port. Everything is created on first use and reused afterwards, so a
-// client configured before a restart still reaches and trusts the server.
+// addresses, the service-account signing key, the admin bearer token, the
+// secure port, and etcd's mutual-TLS certificates. Everything but the etcd
+// certificates is created on first use and reused afterwards, so a client
+// configured before a restart still reaches and trusts the server.
+//
+// The directory and every file in it are private to the current user: see
+// Prepare for the rules and the errors that name their fix.
 package datadir
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -47,24 +45,32 @@ type State struct {
 	Port  int    `json:"port"`
 	Token string `json:"token"`
 	CA    []byte `json:"-"` // PEM, read from CAFile
+	Dir   string `json:"-"` // the data directory, absolute and with symbolic links resolved
 }
 
-// Load reads the state of the data directory dir, creating the certificates,
-// keys and token on first use. A non-zero port overrides the remembered one;
-// with none remembered, a free loopback port is chosen and remembered.
+// Load prepares the data directory dir (see Prepare) and reads its state,
+// creating the certificates, keys and token on first use; etcd's
+// certificates are made afresh every time. A non-zero port overrides the
+// remembered one; with none remembered, a free loopback port is chosen and
+// remembered. A state, token or key file that is not private to the current
+// user is refused, never reused.
 func Load(dir string, port int) (State, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := Prepare(dir)
+	if err != nil {
 		return State{}, err
 	}
-	var st State
-	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	st := State{Dir: dir}
+	b, err := readPrivate(filepath.Join(dir, stateFile))
 	switch {
 	case err == nil:
 		if err := json.Unmarshal(b, &st); err != nil {
 			return State{}, fmt.Errorf("read %s: %w", stateFile, err)
 		}
+		if err := checkReused(dir); err != nil {
+			return State{}, err
+		}
 	case errors.Is(err, os.ErrNotExist):
-		if st, err = create(dir); err != nil {
+		if st.Token, err = create(dir); err != nil {
 			return State{}, err
 		}
 	default:
@@ -78,97 +84,43 @@ func Load(dir string, port int) (State, error) {
 			return State{}, err
 		}
 	}
-	if st.CA, err = os.ReadFile(filepath.Join(dir, CAFile)); err != nil {
+	if st.CA, err = readPrivate(filepath.Join(dir, CAFile)); err != nil {
+		return State{}, err
+	}
+	if err := WriteEtcdCerts(dir); err != nil {
 		return State{}, err
 	}
 	b, err = json.Marshal(st)
 	if err != nil {
 		return State{}, err
 	}
-	return st, os.WriteFile(filepath.Join(dir, stateFile), b, 0o600)
+	return st, WritePrivate(filepath.Join(dir, stateFile), b)
 }
 
-func create(dir string) (State, error) {
+// checkReused checks the files that kube-apiserver will read on its own.
+func checkReused(dir string) error {
+	var errs []error
+	for _, f := range []string{CertFile, KeyFile, SAKeyFile, TokenFile} {
+		errs = append(errs, checkPrivate(filepath.Join(dir, f)))
+	}
+	return errors.Join(errs...)
+}
+
+// create makes the token, certificates and keys, and returns the token.
+func create(dir string) (string, error) {
 	tok := make([]byte, 24)
 	if _, err := rand.Read(tok); err != nil {
-		return State{}, err
+		return "", err
 	}
-	st := State{Token: hex.EncodeToString(tok)}
-	line := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", st.Token, AdminUser, AdminUser)
-	if err := os.WriteFile(filepath.Join(dir, TokenFile), []byte(line), 0o600); err != nil {
-		return State{}, err
+	token := hex.EncodeToString(tok)
+	line := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", token, AdminUser, AdminUser)
+	if err := WritePrivate(filepath.Join(dir, TokenFile), []byte(line)); err != nil {
+		return "", err
 	}
 	if err := writeServingCerts(dir); err != nil {
-		return State{}, err
+		return "", err
 	}
-	return st, writeServiceAccountKey(dir)
-}
-
-// writeServingCerts makes a CA and a serving certificate for the loopback
-// addresses and the in-cluster names of the kubernetes Service.
-func writeServingCerts(dir string) error {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "ctrlkit-apiserver-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.AddDate(10, 0, 0),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.AddDate(10, 0, 0),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 0, 0, 1)},
-		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default",
-			"kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	return errors.Join(
-		writePEM(filepath.Join(dir, CAFile), "CERTIFICATE", caDER),
-		writePEM(filepath.Join(dir, CertFile), "CERTIFICATE", der),
-		writePEM(filepath.Join(dir, KeyFile), "EC PRIVATE KEY", keyDER),
-	)
-}
-
-func writeServiceAccountKey(dir string) error {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return err
-	}
-	return writePEM(filepath.Join(dir, SAKeyFile), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key))
-}
-
-func writePEM(path, typ string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
+	return token, writeServiceAccountKey(dir)
 }
 
 // FreePort returns a loopback port that was free a moment ago.
