@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/ctrlkit/ctrlkit/internal/fifo"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -60,13 +61,12 @@ const MaxQueuedRelistParts = 2
 // reflector.Sink[T]. See the package documentation for its rules.
 type FIFO[T object.Object] struct {
 	// mu guards every field below. Invariants (checkInvariants): every key of
-	// order[head:] is in deltas and vice versa, once; each key's deltas obey
+	// order is in deltas and vice versa, once; each key's deltas obey
 	// checkDeltas.
 	mu       sync.Mutex
 	replace  *Snapshot[T]          // pending relist, popped before any key
 	parts    []*RelistPart[T]      // pending parts of a relist, popped before any key; empty while replace is set
-	order    []string              // queued keys in first-queued order, from head
-	head     int                   // order[:head] are popped
+	order    fifo.Queue[string]    // queued keys in first-queued order
 	deltas   map[string][]Delta[T] // the deltas of each queued key
 	bookmark string                // pending bookmark, popped when all else is
 	closed   bool
@@ -99,7 +99,7 @@ func (f *FIFO[T]) push(d Delta[T]) error {
 	f.mu.Lock()
 	ds, queued := f.deltas[key]
 	if !queued {
-		f.order = append(f.order, key)
+		f.order.Push(key)
 	}
 	f.deltas[key] = appendDelta(ds, d)
 	f.mu.Unlock()
@@ -124,7 +124,7 @@ func (f *FIFO[T]) supersedeLocked() {
 	f.replace = nil
 	clear(f.parts)
 	f.parts = f.parts[:0]
-	f.order, f.head = nil, 0
+	f.order = fifo.Queue[string]{}
 	clear(f.deltas)
 	f.bookmark = ""
 }
@@ -212,7 +212,7 @@ func (f *FIFO[T]) Close() {
 func (f *FIFO[T]) Len() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := len(f.order) - f.head + len(f.parts)
+	n := f.order.Len() + len(f.parts)
 	if f.replace != nil {
 		n++
 	}
@@ -268,15 +268,8 @@ func (f *FIFO[T]) popLocked() (Item[T], bool) {
 		}
 		return Item[T]{Relist: p}, true
 	}
-	if f.head < len(f.order) {
-		key := f.order[f.head]
-		f.order[f.head] = ""
-		f.head++
-		if f.head == len(f.order) {
-			f.order, f.head = f.order[:0], 0
-		} else if f.head > 1024 && f.head*2 > len(f.order) {
-			f.order, f.head = append([]string(nil), f.order[f.head:]...), 0
-		}
+	if f.order.Len() > 0 {
+		key := f.order.Pop()
 		ds := f.deltas[key]
 		delete(f.deltas, key)
 		return Item[T]{Key: key, Deltas: ds}, true
@@ -289,7 +282,7 @@ func (f *FIFO[T]) popLocked() (Item[T], bool) {
 }
 
 func (f *FIFO[T]) readyLocked() bool {
-	return f.replace != nil || len(f.parts) > 0 || f.head < len(f.order) || f.bookmark != ""
+	return f.replace != nil || len(f.parts) > 0 || f.order.Len() > 0 || f.bookmark != ""
 }
 
 func (f *FIFO[T]) signal() {
@@ -304,10 +297,7 @@ func (f *FIFO[T]) signal() {
 func (f *FIFO[T]) checkInvariants() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.head > len(f.order) {
-		return fmt.Errorf("head %d beyond %d queued keys", f.head, len(f.order))
-	}
-	queued := f.order[f.head:]
+	queued := f.order.Items()
 	if len(queued) != len(f.deltas) {
 		return fmt.Errorf("%d keys in order, %d with deltas", len(queued), len(f.deltas))
 	}

@@ -247,7 +247,7 @@ func TestFIFO_memoryStaysBoundedUnderABurstOnOneKey(t *testing.T) {
 		}
 	}
 	f.mu.Lock()
-	n, keys := len(f.deltas["ns/hot"]), len(f.order)
+	n, keys := len(f.deltas["ns/hot"]), f.order.Len()
 	f.mu.Unlock()
 	if n > 2 || keys != 1 {
 		t.Errorf("%d deltas in %d queued keys after 100000 changes, want at most 2 in 1", n, keys)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/internal/fifo"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -27,14 +28,13 @@ type listener[T object.Object] struct {
 	inf    *SharedIndexInformer[T]
 	panics atomic.Uint64
 
-	// mu guards the fields below. Invariant: every key of order[head:] is in
-	// pending once, and every key of pending is in order[head:]; initial is
+	// mu guards the fields below. Invariant: every key of order is in
+	// pending once, and every key of pending is in order; initial is
 	// the number of initial-list adds in pending plus the one being
 	// delivered, if any.
 	mu      sync.Mutex
 	pending map[string]*pendingKey[T]
-	order   []string
-	head    int
+	order   fifo.Queue[string]
 	initial int
 	armed   bool // the handler has been given the whole cache
 	removed bool
@@ -59,7 +59,7 @@ func (l *listener[T]) enqueue(key string, n notification[T], now time.Time) {
 	if !ok {
 		pk = &pendingKey[T]{since: now}
 		l.pending[key] = pk
-		l.order = append(l.order, key)
+		l.order.Push(key)
 	}
 	before := countInitial(pk.ns)
 	pk.ns = merge(pk.ns, n)
@@ -82,17 +82,10 @@ func (l *listener[T]) arm() {
 func (l *listener[T]) next() (string, []notification[T], bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.head == len(l.order) {
+	if l.order.Len() == 0 {
 		return "", nil, false
 	}
-	key := l.order[l.head]
-	l.order[l.head] = ""
-	l.head++
-	if l.head == len(l.order) {
-		l.order, l.head = l.order[:0], 0
-	} else if l.head > 1024 && l.head*2 > len(l.order) {
-		l.order, l.head = append([]string(nil), l.order[l.head:]...), 0
-	}
+	key := l.order.Pop()
 	ns := l.pending[key].ns
 	delete(l.pending, key)
 	return key, ns, true
@@ -196,8 +189,8 @@ func (l *listener[T]) hasSynced() bool {
 func (l *listener[T]) lag(now time.Time) (keys int, oldest time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.head < len(l.order) {
-		oldest = now.Sub(l.pending[l.order[l.head]].since)
+	if l.order.Len() > 0 {
+		oldest = now.Sub(l.pending[l.order.Front()].since)
 	}
 	return len(l.pending), oldest
 }

@@ -2,6 +2,8 @@ package workqueue
 
 import (
 	"time"
+
+	"github.com/ctrlkit/ctrlkit/internal/fifo"
 )
 
 // element is a key's place in a flow. seq tells a live element from a dead
@@ -18,7 +20,7 @@ type element[K comparable] struct {
 // default) at one priority, oldest first.
 type flow[K comparable] struct {
 	name    string
-	keys    fifo[element[K]]
+	keys    fifo.Queue[element[K]]
 	live    int  // live elements in keys
 	inTurns bool // in band.turns; exactly when keys is not empty
 }
@@ -36,7 +38,7 @@ type band[K comparable] struct {
 	prio  int
 	live  int
 	flows map[string]*flow[K] // every flow of the band; idle ones until swept
-	turns fifo[*flow[K]]      // flows holding elements; the front one's turn is next
+	turns fifo.Queue[*flow[K]]      // flows holding elements; the front one's turn is next
 	idle  int                 // flows not in turns
 	last  *flow[K]            // the flow pushed to last: skips the map for runs of one flow
 	ages  ages                // when the live elements were pushed, coarsely
@@ -66,10 +68,10 @@ func (b *band[K]) push(k K, name string, seq uint32, at time.Time, res time.Dura
 	}
 	if !f.inTurns {
 		f.inTurns = true
-		b.turns.push(f)
+		b.turns.Push(f)
 		b.idle--
 	}
-	f.keys.push(element[K]{key: k, seq: seq, bucket: b.ages.add(at, res)})
+	f.keys.Push(element[K]{key: k, seq: seq, bucket: b.ages.add(at, res)})
 	f.live++
 	b.live++
 }
@@ -92,9 +94,9 @@ func (b *band[K]) kill(name string) {
 // empty. It must only be called when live > 0.
 func (b *band[K]) next(dirty map[K]entry) element[K] {
 	for {
-		f := b.turns.front()
-		live := f.keys.len() == f.live
-		el := f.keys.pop()
+		f := b.turns.Front()
+		live := f.keys.Len() == f.live
+		el := f.keys.Pop()
 		b.ages.remove(el.bucket)
 		if !live {
 			e, ok := dirty[el.key]
@@ -105,14 +107,14 @@ func (b *band[K]) next(dirty map[K]entry) element[K] {
 			b.live--
 		}
 		switch {
-		case f.keys.len() == 0:
-			b.turns.pop()
+		case f.keys.Len() == 0:
+			b.turns.Pop()
 			f.inTurns = false
 			b.idle++
 			b.sweep()
-		case live && b.turns.len() > 1:
-			b.turns.pop()
-			b.turns.push(f)
+		case live && b.turns.Len() > 1:
+			b.turns.Pop()
+			b.turns.Push(f)
 		}
 		if live {
 			return el
@@ -136,11 +138,11 @@ func (b *band[K]) sweep() {
 // reset empties a band with no live element: it drops the dead elements
 // still in its flows and its age buckets.
 func (b *band[K]) reset() {
-	for b.turns.len() > 0 {
-		f := b.turns.pop()
-		f.keys.reset()
-		if cap(f.keys.buf) > 1024 {
-			f.keys.buf = nil // a burst's array is not kept by an idle flow
+	for b.turns.Len() > 0 {
+		f := b.turns.Pop()
+		f.keys.Reset()
+		if f.keys.Cap() > 1024 {
+			f.keys = fifo.Queue[element[K]]{} // a burst's array is not kept by an idle flow
 		}
 		f.inTurns = false
 		f.live = 0
@@ -162,7 +164,7 @@ func (b *band[K]) reset() {
 // front. They wrap around (uint32 arithmetic), which is safe as long as
 // fewer than 2^32 buckets hold live elements at once.
 type ages struct {
-	buckets fifo[bucket]
+	buckets fifo.Queue[bucket]
 	base    uint32
 }
 
@@ -173,23 +175,23 @@ type bucket struct {
 
 // add counts one element pushed at at and returns its bucket's id.
 func (a *ages) add(at time.Time, res time.Duration) uint32 {
-	if n := a.buckets.len(); n > 0 {
-		last := a.buckets.at(n - 1)
+	if n := a.buckets.Len(); n > 0 {
+		last := a.buckets.At(n - 1)
 		if at.IsZero() || at.Sub(last.at) < res {
 			last.live++
 			return a.base + uint32(n-1)
 		}
 	}
-	a.buckets.push(bucket{at: at, live: 1})
-	return a.base + uint32(a.buckets.len()-1)
+	a.buckets.Push(bucket{at: at, live: 1})
+	return a.base + uint32(a.buckets.Len()-1)
 }
 
 // remove uncounts one element of bucket id and drops the empty buckets at
 // the front.
 func (a *ages) remove(id uint32) {
-	a.buckets.at(int(id-a.base)).live--
-	for a.buckets.len() > 0 && a.buckets.at(0).live == 0 {
-		a.buckets.pop()
+	a.buckets.At(int(id-a.base)).live--
+	for a.buckets.Len() > 0 && a.buckets.At(0).live == 0 {
+		a.buckets.Pop()
 		a.base++
 	}
 }
@@ -197,13 +199,13 @@ func (a *ages) remove(id uint32) {
 // oldest returns when the oldest live element was pushed: zero if not
 // known, ok=false if there is none.
 func (a *ages) oldest() (at time.Time, ok bool) {
-	if a.buckets.len() == 0 {
+	if a.buckets.Len() == 0 {
 		return at, false
 	}
-	return a.buckets.at(0).at, true
+	return a.buckets.At(0).at, true
 }
 
 func (a *ages) reset() {
-	a.base += uint32(a.buckets.len())
-	a.buckets.reset()
+	a.base += uint32(a.buckets.Len())
+	a.buckets.Reset()
 }

@@ -48,8 +48,8 @@ func (c *core[K]) checkInvariants(flowOf func(K) string) error {
 // dirty.
 func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
 	inTurns := map[*flow[K]]bool{}
-	for _, f := range b.turns.items() {
-		if inTurns[f] || !f.inTurns || f.keys.len() == 0 || b.flows[f.name] != f {
+	for _, f := range b.turns.Items() {
+		if inTurns[f] || !f.inTurns || f.keys.Len() == 0 || b.flows[f.name] != f {
 			return fmt.Errorf("workqueue: band %d: flow %q in turns twice, not marked, empty or not filed", b.prio, f.name)
 		}
 		inTurns[f] = true
@@ -57,15 +57,15 @@ func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
 	idle, live := 0, 0
 	buckets := map[uint32]int{}
 	for name, f := range b.flows {
-		if f.name != name || f.inTurns != inTurns[f] || (f.keys.len() > 0) != f.inTurns {
+		if f.name != name || f.inTurns != inTurns[f] || (f.keys.Len() > 0) != f.inTurns {
 			return fmt.Errorf("workqueue: band %d: flow %q filed as %q, in turns %v, marked %v, %d elements",
-				b.prio, f.name, name, inTurns[f], f.inTurns, f.keys.len())
+				b.prio, f.name, name, inTurns[f], f.inTurns, f.keys.Len())
 		}
 		if !f.inTurns {
 			idle++
 		}
 		n := 0
-		for _, el := range f.keys.items() {
+		for _, el := range f.keys.Items() {
 			buckets[el.bucket]++
 			e, ok := c.dirty[el.key]
 			if !ok || e.seq != el.seq {
@@ -85,8 +85,8 @@ func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
 	if idle != b.idle || live != b.live {
 		return fmt.Errorf("workqueue: band %d: %d idle flows and %d live keys, counted %d and %d", b.prio, idle, live, b.idle, b.live)
 	}
-	if b.live == 0 && (b.turns.len() > 0 || b.ages.buckets.len() > 0) {
-		return fmt.Errorf("workqueue: band %d holds no live key but %d flows in turns, %d age buckets", b.prio, b.turns.len(), b.ages.buckets.len())
+	if b.live == 0 && (b.turns.Len() > 0 || b.ages.buckets.Len() > 0) {
+		return fmt.Errorf("workqueue: band %d holds no live key but %d flows in turns, %d age buckets", b.prio, b.turns.Len(), b.ages.buckets.Len())
 	}
 	return b.ages.check(buckets)
 }
@@ -95,7 +95,7 @@ func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
 // elements) and checks that their times never go back.
 func (a *ages) check(want map[uint32]int) error {
 	var prev time.Time
-	for i, bk := range a.buckets.items() {
+	for i, bk := range a.buckets.Items() {
 		id := a.base + uint32(i)
 		if bk.live != want[id] {
 			return fmt.Errorf("workqueue: age bucket %d counts %d, holds %d", id, bk.live, want[id])
@@ -106,7 +106,7 @@ func (a *ages) check(want map[uint32]int) error {
 		}
 		prev = bk.at
 	}
-	if a.buckets.len() > 0 && a.buckets.at(0).live == 0 {
+	if a.buckets.Len() > 0 && a.buckets.At(0).live == 0 {
 		return fmt.Errorf("workqueue: the front age bucket is empty")
 	}
 	if len(want) > 0 {

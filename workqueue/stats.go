@@ -72,7 +72,7 @@ func (q *Queue[K]) Stats() Stats[K] {
 	}
 	// The oldest key is at the head of one of the flows: look at those only.
 	for _, b := range c.active {
-		for _, f := range b.turns.items() {
+		for _, f := range b.turns.Items() {
 			if k, ok := c.head(f); ok {
 				since := c.stampOf(k, false)
 				if st.Oldest == nil || since.Before(st.Oldest.Since) {
@@ -89,7 +89,7 @@ func (q *Queue[K]) Stats() Stats[K] {
 
 // head returns the first live key of f.
 func (c *core[K]) head(f *flow[K]) (K, bool) {
-	for _, el := range f.keys.items() {
+	for _, el := range f.keys.Items() {
 		if e, ok := c.dirty[el.key]; ok && e.seq == el.seq {
 			return el.key, true
 		}
@@ -121,10 +121,10 @@ func (q *Queue[K]) State(k K) KeyState {
 		if b.prio != int(e.prio) {
 			continue
 		}
-		turns := b.turns.items()
+		turns := b.turns.Items()
 		for j, f := range turns {
 			i := 0 // k's place among the live keys of its flow
-			for _, el := range f.keys.items() {
+			for _, el := range f.keys.Items() {
 				if x, ok := c.dirty[el.key]; !ok || x.seq != el.seq {
 					continue // dead: the key moved or was handed out
 				}
