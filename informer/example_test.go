@@ -36,7 +36,7 @@ func ExampleNewIndexerInformer() {
 	done := make(chan error)
 	go func() { done <- inf.Run(ctx) }()
 	fmt.Println(<-added)
-	fmt.Println("cached:", cache.ListKeys())
+	fmt.Println("cached:", cache.Keys())
 	cancel()
 	fmt.Println("run:", <-done)
 	// Output:

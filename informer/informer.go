@@ -292,10 +292,6 @@ func (i *SharedIndexInformer[T]) Relist(ctx context.Context, cause error) error 
 // Synced returns a channel closed once HasSynced is true.
 func (i *SharedIndexInformer[T]) Synced() <-chan struct{} { return i.syncedC }
 
-// Indexer returns the cache. Read it, never write it: the informer owns it.
-// store.NewLister(i.Indexer(), resource) gives a Lister over it.
-func (i *SharedIndexInformer[T]) Indexer() *store.Indexer[T] { return i.idx }
-
 // AddIndexers adds index functions to the cache, before or during Run.
 func (i *SharedIndexInformer[T]) AddIndexers(indexers store.Indexers[T]) error {
 	return i.idx.AddIndexers(indexers)
@@ -315,19 +311,20 @@ func (i *SharedIndexInformer[T]) LastError() error { return i.refl.LastError() }
 func (i *SharedIndexInformer[T]) Name() string { return i.name }
 
 // NewIndexerInformer is the seed documents' one-call setup: an informer over
-// lw with h as its only handler, and the cache it keeps. The cache is
-// read-only for the caller; Run the informer to fill it.
-func NewIndexerInformer[T object.Object](lw reflector.ListerWatcher[T], h handler.Handler[T], opts Options[T]) (*store.Indexer[T], *SharedIndexInformer[T], error) {
+// lw with h as its only handler, and a read-only view of the cache (the
+// indexer) it keeps; Run the informer to fill it.
+func NewIndexerInformer[T object.Object](lw reflector.ListerWatcher[T], h handler.Handler[T], opts Options[T]) (store.Reader[T], *SharedIndexInformer[T], error) {
 	inf, err := New(lw, opts)
 	if err != nil {
-		return nil, nil, err
+		return store.Reader[T]{}, nil, err
 	}
 	if _, err := inf.AddEventHandler(h, HandlerOptions{}); err != nil {
-		return nil, nil, err
+		return store.Reader[T]{}, nil, err
 	}
-	return inf.Indexer(), inf, nil
+	return inf.Reader(), inf, nil
 }
 
-// Reader returns the read-only typed view of the cache that reconcilers
-// are given.
+// Reader returns the read-only view of the cache that reconcilers are
+// given (store.NewLister makes a Lister of it). The informer owns the cache
+// and is its only writer; nothing else gets the writable Indexer.
 func (i *SharedIndexInformer[T]) Reader() store.Reader[T] { return store.NewReader(i.idx) }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/store"
 	"github.com/ctrlkit/ctrlkit/telemetry"
@@ -103,7 +104,7 @@ func TestInformer_relistAppliesTheListThenReportsTombstonesOfWhatItLacked(t *tes
 		mu.Lock()
 		defer mu.Unlock()
 		if strings.HasPrefix(call, "delete") && cacheAtDelete == nil {
-			cacheAtDelete = inf.Indexer().ListKeys()
+			cacheAtDelete = cachedKeys(inf)
 			slices.Sort(cacheAtDelete)
 		}
 	}
@@ -167,7 +168,7 @@ func TestInformer_lateHandlerFirstGetsTheCacheAsInitialAdds(t *testing.T) {
 	waitFor(t, wait, "sync", inf.HasSynced)
 	srv.update("a", nil)
 	waitFor(t, wait, "the update in the cache", func() bool {
-		o, ok := inf.Indexer().GetByKey("ns/a")
+		o, ok := inf.Reader().Get(object.ObjectName{Namespace: "ns", Name: "a"})
 		return ok && o.ResourceVersion == "4"
 	})
 
@@ -269,7 +270,7 @@ func TestInformer_transformRunsBeforeCachingAndStripsManagedFieldsByDefault(t *t
 				}})
 			run(t, inf)
 			waitFor(t, wait, "sync", inf.HasSynced)
-			got, _ := inf.Indexer().GetByKey("ns/a")
+			got, _ := inf.Reader().Get(object.ObjectName{Namespace: "ns", Name: "a"})
 			if len(got.ManagedFields) != tc.wantManaged || got.Labels["transformed"] != "yes" {
 				t.Errorf("cached %d managed fields, labels %v; want %d and transformed", len(got.ManagedFields), got.Labels, tc.wantManaged)
 			}
@@ -295,7 +296,11 @@ func TestInformer_addIndexersBeforeAndAfterStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, idx := range []string{"before", "after"} {
-		keys, err := inf.Indexer().IndexKeys(idx, "x")
+		objs, err := inf.Reader().ByIndex(idx, "x")
+		var keys []string
+		for _, o := range objs {
+			keys = append(keys, object.NameOf(o).String())
+		}
 		if err != nil || !slices.Equal(keys, []string{"ns/a"}) {
 			t.Errorf("index %s: %q, %v; want [ns/a]", idx, keys, err)
 		}
@@ -380,7 +385,17 @@ func TestInformer_aDeleteGoesThroughEvenWhenTheTransformFails(t *testing.T) {
 	m.waitForView(t, wait, srv.state)
 	srv.change(watch.Deleted, "a", map[string]string{"fail": "yes"})
 	m.waitForView(t, wait, srv.state)
-	if _, ok := inf.Indexer().GetByKey("ns/a"); ok {
+	if _, ok := inf.Reader().Get(object.ObjectName{Namespace: "ns", Name: "a"}); ok {
 		t.Error("the cache still holds the deleted object")
 	}
+}
+
+// cachedKeys returns the keys the informer's cache holds, sorted.
+func cachedKeys(inf *informer.SharedIndexInformer[*corev1.ConfigMap]) []string {
+	var keys []string
+	for _, n := range inf.Reader().Keys() {
+		keys = append(keys, n.String())
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
@@ -72,7 +73,7 @@ func TestInformer_aListsObjectsAreCollectableOnceTheCacheHasReplacedThem(t *test
 			m.waitForView(t, wait, func() map[string]string { return want })
 			var cached []weak.Pointer[corev1.ConfigMap] // the objects the first list put in the cache
 			for k := range n - tc.unchanged {
-				obj, ok := inf.Indexer().GetByKey(fmt.Sprint("ns/cm-", k))
+				obj, ok := inf.Reader().Get(object.ObjectName{Namespace: "ns", Name: fmt.Sprint("cm-", k)})
 				if !ok {
 					t.Fatalf("cm-%d is not cached", k)
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
@@ -66,7 +67,7 @@ func TestInformer_appliesAListPageByPageWhileItIsStillArriving(t *testing.T) {
 	leakcheck.Check(t)
 	lw := &pagedLW{n: 6, failed: make(chan string, 1)}
 	inf := newInformer(t, lw, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{PageSize: 1}}})
-	lw.cached = func(name string) bool { _, ok := inf.Indexer().GetByKey("ns/" + name); return ok }
+	lw.cached = func(name string) bool { _, ok := inf.Reader().Get(object.ObjectName{Namespace: "ns", Name: name}); return ok }
 	run(t, inf)
 	waitFor(t, wait, "sync", func() bool {
 		select {
@@ -76,7 +77,7 @@ func TestInformer_appliesAListPageByPageWhileItIsStillArriving(t *testing.T) {
 		}
 		return inf.HasSynced()
 	})
-	if n := inf.Indexer().Len(); n != lw.n {
+	if n := inf.Reader().Len(); n != lw.n {
 		t.Errorf("cache holds %d objects, want %d", n, lw.n)
 	}
 }
@@ -138,7 +139,7 @@ func TestInformer_relistOnRequestReflectsANewSelectionBeforeReturning(t *testing
 	if err := inf.Relist(ctx, errors.New("selection changed")); err != nil {
 		t.Fatalf("Relist: %v", err)
 	}
-	keys := inf.Indexer().ListKeys() // read at once: Relist returned only after the cache changed
+	keys := cachedKeys(inf) // read at once: Relist returned only after the cache changed
 	slices.Sort(keys)
 	if want := []string{"ns/a1", "ns/b1", "ns/b2"}; !slices.Equal(keys, want) {
 		t.Fatalf("cache right after Relist = %q, want %q", keys, want)
@@ -146,8 +147,8 @@ func TestInformer_relistOnRequestReflectsANewSelectionBeforeReturning(t *testing
 	srv.create("b3", nil)
 	srv.create("a2x", nil)
 	waitFor(t, wait, "events under the new selection", func() bool {
-		_, ok := inf.Indexer().GetByKey("ns/b3")
-		_, ok2 := inf.Indexer().GetByKey("ns/a2x")
+		_, ok := inf.Reader().Get(object.ObjectName{Namespace: "ns", Name: "b3"})
+		_, ok2 := inf.Reader().Get(object.ObjectName{Namespace: "ns", Name: "a2x"})
 		return ok && ok2
 	})
 	calls := strings.Join(m.callList(), "\n")

@@ -141,14 +141,14 @@ func (s *source[T]) each(fn func(object.ObjectName, types.UID)) {
 	if s.inf == nil {
 		return
 	}
-	for _, obj := range s.inf.Indexer().List() {
+	for _, obj := range s.inf.Reader().List("", nil) {
 		fn(object.NameOf(obj), obj.GetUID())
 	}
 }
 
 // uidOf returns the UID of the cached object called n.
 func (s *source[T]) uidOf(n object.ObjectName) (types.UID, bool) {
-	obj, ok := s.inf.Indexer().GetByKey(n.String())
+	obj, ok := s.inf.Reader().Get(n)
 	if !ok {
 		return "", false
 	}

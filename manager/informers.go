@@ -124,11 +124,11 @@ func trackWrites[T Object](m *Manager, inf *informer.SharedIndexInformer[T], sco
 	if err != nil {
 		return nil, fmt.Errorf("manager: label selector %q: %w", scope.LabelSelector, err)
 	}
-	idx := inf.Indexer()
+	cache := inf.Reader()
 	return func(mp *meta.RESTMapping) {
 		m.ledger.Track(mp.Resource.GroupResource(), ledger.Cache{
 			Lookup: func(n object.ObjectName) (string, bool) {
-				obj, ok := idx.GetByKey(n.String())
+				obj, ok := cache.Get(n)
 				if !ok {
 					return "", false
 				}

@@ -110,12 +110,12 @@ func shardReplicaMain() int {
 		recMu.Lock()
 		reconciles++
 		recMu.Unlock()
-		cm, ok := cms.Indexer().GetByKey(name.String())
+		cm, ok := cms.Reader().Get(name)
 		if !ok || readOnly {
 			return controller.Result{}, nil
 		}
 		if owns {
-			if _, ok := secrets.Indexer().GetByKey(name.String()); !ok {
+			if _, ok := secrets.Reader().Get(name); !ok {
 				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: name.Namespace, Name: name.Name}}
 				if err := apply.SetControllerReference(cm, s, corev1.SchemeGroupVersion.WithKind("ConfigMap")); err != nil {
 					return controller.Result{}, err
@@ -153,7 +153,7 @@ func shardReplicaMain() int {
 	}()
 	err = m.Run(ctx)
 	recMu.Lock()
-	logf("stats cached=%d secrets=%d reconciles=%d", len(cms.Indexer().ListKeys()), len(secrets.Indexer().ListKeys()), reconciles)
+	logf("stats cached=%d secrets=%d reconciles=%d", len(cms.Reader().Keys()), len(secrets.Reader().Keys()), reconciles)
 	recMu.Unlock()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

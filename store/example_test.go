@@ -73,7 +73,7 @@ func ExampleLister() {
 	} {
 		_ = s.Add(p)
 	}
-	l := store.NewLister(s, schema.GroupResource{Resource: "pods"})
+	l := store.NewLister(store.NewReader(s), schema.GroupResource{Resource: "pods"})
 
 	web := labels.SelectorFromSet(labels.Set{"app": "web"})
 	fmt.Println("web everywhere:", names(l.List(web)))

@@ -18,11 +18,11 @@ type Lister[T object.Labeled] struct {
 	resource schema.GroupResource
 }
 
-// NewLister returns a lister over s. resource names what s holds (for
-// example schema.GroupResource{Resource: "pods"}); it appears in NotFound
-// errors.
-func NewLister[T object.Labeled](s *Indexer[T], resource schema.GroupResource) *Lister[T] {
-	return &Lister[T]{s: s, resource: resource}
+// NewLister returns a lister over the cache r reads (an informer's
+// Reader). resource names what it holds (for example
+// schema.GroupResource{Resource: "pods"}); it appears in NotFound errors.
+func NewLister[T object.Labeled](r Reader[T], resource schema.GroupResource) *Lister[T] {
+	return &Lister[T]{s: r.s, resource: resource}
 }
 
 // List returns the objects, in every namespace, whose labels match selector

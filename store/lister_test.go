@@ -22,7 +22,7 @@ func newTestLister(t *testing.T) *Lister[*corev1.Pod] {
 		newPod("other", "web-3", "4", "app=web"),
 		newPod("", "node", "5", "app=web"),
 	)
-	return NewLister(s, podsResource)
+	return NewLister(NewReader(s), podsResource)
 }
 
 func TestLister_List(t *testing.T) {

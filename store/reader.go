@@ -21,6 +21,10 @@ func NewReader[T object.Object](s *Indexer[T]) Reader[T] { return Reader[T]{s: s
 // Get returns the object called name, and whether the cache holds it.
 func (r Reader[T]) Get(name object.ObjectName) (T, bool) { return r.s.GetByKey(name.String()) }
 
+// GetByKey returns the object whose MetaNamespaceKeyFunc key is key, for
+// controllers keyed by such strings (handler.EnqueueKey), as in client-go.
+func (r Reader[T]) GetByKey(key string) (T, bool) { return r.s.GetByKey(key) }
+
 // List returns the objects of namespace ("" for every namespace) whose labels
 // match selector (nil selects everything), in no particular order. An object
 // type without labels matches only an empty selector. The caller owns the
@@ -48,6 +52,19 @@ func (r Reader[T]) List(namespace string, selector labels.Selector) []T {
 // see Indexer.ByIndex.
 func (r Reader[T]) ByIndex(indexName, value string) ([]T, error) {
 	return r.s.ByIndex(indexName, value)
+}
+
+// Keys returns the names of the cached objects, in no particular order.
+// The caller owns the slice.
+func (r Reader[T]) Keys() []object.ObjectName {
+	keys := r.s.ListKeys()
+	names := make([]object.ObjectName, 0, len(keys))
+	for _, k := range keys {
+		if n, err := object.ParseObjectName(k); err == nil { // the store holds only valid keys
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // Len returns the number of cached objects.

@@ -96,8 +96,8 @@ type ctrlkitCache[P object.Object] struct {
 }
 
 func (c *ctrlkitCache[P]) synced() bool             { return c.inf.HasSynced() }
-func (c *ctrlkitCache[P]) get(key string) (P, bool) { return c.inf.Indexer().GetByKey(key) }
-func (c *ctrlkitCache[P]) len() int                 { return c.inf.Indexer().Len() }
+func (c *ctrlkitCache[P]) get(key string) (P, bool) { return c.inf.Reader().GetByKey(key) }
+func (c *ctrlkitCache[P]) len() int                 { return c.inf.Reader().Len() }
 func (c *ctrlkitCache[P]) resourceVersion() string  { return c.inf.LastSyncResourceVersion() }
 func (c *ctrlkitCache[P]) stop() error              { c.cancel(); c.wg.Wait(); return c.err }
 

@@ -422,7 +422,7 @@ func startCtrlkitPipeline(ctx context.Context, src *memSource[corev1.ConfigMap, 
 	if err != nil {
 		return nil, err
 	}
-	idx := inf.Indexer()
+	idx := inf.Reader()
 	ctrl, err := controller.New[string](controller.ReconcileFunc[string](func(_ context.Context, key string) (controller.Result, error) {
 		obj, ok := idx.GetByKey(key)
 		observe(key, obj, ok)
@@ -445,9 +445,9 @@ func startCtrlkitPipeline(ctx context.Context, src *memSource[corev1.ConfigMap, 
 
 func (p *ctrlkitPipeline) synced() bool { return p.inf.HasSynced() }
 func (p *ctrlkitPipeline) get(key string) (*corev1.ConfigMap, bool) {
-	return p.inf.Indexer().GetByKey(key)
+	return p.inf.Reader().GetByKey(key)
 }
-func (p *ctrlkitPipeline) len() int { return p.inf.Indexer().Len() }
+func (p *ctrlkitPipeline) len() int { return p.inf.Reader().Len() }
 func (p *ctrlkitPipeline) stop() error {
 	p.cancel()
 	p.wg.Wait()

@@ -143,7 +143,7 @@ func syncCtrlkit(ctx context.Context, cms typedcorev1.ConfigMapInterface, want i
 	}
 	d := time.Since(start)
 	defer cancel()
-	if n := inf.Indexer().Len(); n != want {
+	if n := inf.Reader().Len(); n != want {
 		return 0, 0, fmt.Errorf("ctrlkit cache holds %d objects, want %d", n, want)
 	}
 	return d, int(lw.lists.Load()), nil

@@ -138,7 +138,7 @@ func startPipeline(t *testing.T, cms typedcorev1.ConfigMapInterface, seed uint64
 			t.Fatal(err)
 		}
 	}
-	pl.rec = newRecorder(inf.Indexer(), failRate, seed)
+	pl.rec = newRecorder(inf.Reader(), failRate, seed)
 	// Retries back off per key only. The default limiter also caps all
 	// retries at 10 per second; 5% of this workload's reconciles fail at about
 	// 14 per second, so its debt would grow with the run (30s after the short

@@ -126,7 +126,7 @@ var errInjected = errors.New("chaos: injected reconcile failure")
 // It fails failRate of its reconciles before reading anything, so the key is
 // right only if the controller retries it. mu guards every field but cache.
 type recorder struct {
-	cache    *store.Indexer[*corev1.ConfigMap]
+	cache    store.Reader[*corev1.ConfigMap]
 	failRate float64
 
 	mu         sync.Mutex
@@ -136,7 +136,7 @@ type recorder struct {
 	failures   int
 }
 
-func newRecorder(cache *store.Indexer[*corev1.ConfigMap], failRate float64, seed uint64) *recorder {
+func newRecorder(cache store.Reader[*corev1.ConfigMap], failRate float64, seed uint64) *recorder {
 	return &recorder{cache: cache, failRate: failRate, rnd: rand.New(rand.NewPCG(seed, 0x7265_63)), last: map[string]string{}}
 }
 
@@ -154,7 +154,9 @@ func (r *recorder) Reconcile(_ context.Context, key string) (controller.Result, 
 	// Two workers never hold the same key, so reading outside the lock
 	// cannot reorder two records of one key.
 	rv := deleted
-	if obj, ok := r.cache.GetByKey(key); ok {
+	if n, err := object.ParseObjectName(key); err != nil {
+		return controller.Result{}, controller.Terminal(err)
+	} else if obj, ok := r.cache.Get(n); ok {
 		rv = obj.ResourceVersion
 	}
 	r.mu.Lock()
