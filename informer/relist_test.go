@@ -67,7 +67,10 @@ func TestInformer_appliesAListPageByPageWhileItIsStillArriving(t *testing.T) {
 	leakcheck.Check(t)
 	lw := &pagedLW{n: 6, failed: make(chan string, 1)}
 	inf := newInformer(t, lw, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{PageSize: 1}}})
-	lw.cached = func(name string) bool { _, ok := inf.Reader().Get(object.ObjectName{Namespace: "ns", Name: name}); return ok }
+	lw.cached = func(name string) bool {
+		_, ok := inf.Reader().Get(object.ObjectName{Namespace: "ns", Name: name})
+		return ok
+	}
 	run(t, inf)
 	waitFor(t, wait, "sync", func() bool {
 		select {

@@ -37,11 +37,11 @@ type flow[K comparable] struct {
 type band[K comparable] struct {
 	prio  int
 	live  int
-	flows map[string]*flow[K] // every flow of the band; idle ones until swept
-	turns fifo.Queue[*flow[K]]      // flows holding elements; the front one's turn is next
-	idle  int                 // flows not in turns
-	last  *flow[K]            // the flow pushed to last: skips the map for runs of one flow
-	ages  ages                // when the live elements were pushed, coarsely
+	flows map[string]*flow[K]  // every flow of the band; idle ones until swept
+	turns fifo.Queue[*flow[K]] // flows holding elements; the front one's turn is next
+	idle  int                  // flows not in turns
+	last  *flow[K]             // the flow pushed to last: skips the map for runs of one flow
+	ages  ages                 // when the live elements were pushed, coarsely
 }
 
 // sweepIdle is how many idle flows a band keeps before it drops them, as
