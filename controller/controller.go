@@ -285,18 +285,10 @@ func (c *Controller[K]) InFlight() []K {
 	return keys
 }
 
-// HasSynced reports that every cache of WaitFor has synced and the workers
-// have started. Safe for concurrent use.
+// HasSynced reports that every cache of WaitFor has synced, whether or not
+// Run has started the workers (a warm standby's caches sync too). Safe for
+// concurrent use.
 func (c *Controller[K]) HasSynced() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.synced
-}
-
-// CachesSynced reports that every cache of WaitFor has synced, whether or
-// not Run has started the workers (a warm standby's caches sync too). Safe
-// for concurrent use.
-func (c *Controller[K]) CachesSynced() bool {
 	c.mu.Lock()
 	sources := append([]source(nil), c.sources...)
 	c.mu.Unlock()

@@ -141,7 +141,7 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() reflector.Lister
 	if err != nil {
 		return nil, err
 	}
-	f.informers[scope] = &shared{name: name, inf: inf, run: inf.Run, synced: inf.Synced(), lastErr: inf.LastError}
+	f.informers[scope] = &shared{name: name, inf: inf, run: inf.Run, synced: inf.syncedC, lastErr: inf.LastError}
 	select {
 	case f.wake <- struct{}{}:
 	default:

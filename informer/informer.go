@@ -289,9 +289,6 @@ func (i *SharedIndexInformer[T]) Relist(ctx context.Context, cause error) error 
 	}
 }
 
-// Synced returns a channel closed once HasSynced is true.
-func (i *SharedIndexInformer[T]) Synced() <-chan struct{} { return i.syncedC }
-
 // AddIndexers adds index functions to the cache, before or during Run.
 func (i *SharedIndexInformer[T]) AddIndexers(indexers store.Indexers[T]) error {
 	return i.idx.AddIndexers(indexers)

@@ -168,7 +168,7 @@ func (m *Manager) notReady() []string {
 		}
 	}
 	for _, e := range ctrls {
-		if !e.c.CachesSynced() {
+		if !e.c.HasSynced() {
 			out = append(out, fmt.Sprintf("controller %s: waiting for its caches", e.c.Name()))
 		}
 	}
