@@ -57,7 +57,9 @@ type Options struct {
 	Identity string
 	// Timing: a standby takes the lease LeaseDuration after the last
 	// renewal it saw; the leader stops its work RenewDeadline after its
-	// last successful renewal was sent. Defaults: 15s, 10s, 2s.
+	// last successful renewal was sent; attempts are RetryPeriod apart.
+	// Defaults (see lease.Timing): 15s, 10s, 2s; a shorter LeaseDuration
+	// alone scales the other two with it.
 	lease.Timing
 	// Logger receives transitions. Default: discard.
 	Logger *slog.Logger
