@@ -18,10 +18,12 @@
 //   - manager: the runtime that runs controllers over shared informers
 //   - apply: owner references and create-or-update, the writes controllers make
 //   - election: leader election on a Lease, so one replica of several reconciles
+//   - lease: what election and ring membership share: lease timing, default identity, the renew-deadline fence
 //   - ledger: read-your-writes, the writes made for each key and the gate that waits for them
 //   - debug: the live /debug/ctrlkit page and its JSON, composed from each stage's Stats snapshot
 //   - listwatch: step 1, the ListerWatcher interface and adapters over client-go's clients
-//   - shard: a replica's share of a resource as hash ranges, filtered by the API server (sharded list and watch)
+//   - shard: a replica's share of a resource as hash ranges, filtered by the API server (sharded list and watch);
+//     ring membership and the handoff protocol (a pure machine and its Lease driver)
 //   - reflector: step 1, list and watch forever, recovering from every failure; feeds a Sink
 //   - object: the shared vocabulary (Object, keys, typed tombstones, resource versions)
 //   - deltafifo: steps 2 and 3, per-key deltas in server order, relists whole or in parts

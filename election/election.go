@@ -25,17 +25,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/ctrlkit/ctrlkit/lease"
 )
 
 // Errors of Run; classify them with errors.Is.
@@ -53,19 +52,15 @@ type Options struct {
 	// Name and Namespace name the Lease. Namespace default: "default".
 	Name      string
 	Namespace string
-	// Identity names this replica in the Lease. Default: the host name
-	// and a random suffix (two processes on one host differ).
+	// Identity names this replica in the Lease. Default:
+	// lease.DefaultIdentity().
 	Identity string
-	// LeaseDuration is how long a standby waits after the last renewal
-	// before it takes the lease. Default: 15s.
-	LeaseDuration time.Duration
-	// RenewDeadline is how long the leader keeps trying to renew before it
-	// gives up and stops its work; it must be shorter than LeaseDuration.
-	// Default: 10s.
-	RenewDeadline time.Duration
-	// RetryPeriod is the wait between attempts to acquire or renew.
-	// Default: 2s.
-	RetryPeriod time.Duration
+	// Timing: a standby takes the lease LeaseDuration after the last
+	// renewal it saw; the leader stops its work RenewDeadline after its
+	// last successful renewal was sent; attempts are RetryPeriod apart.
+	// Defaults (see lease.Timing): 15s, 10s, 2s; a shorter LeaseDuration
+	// alone scales the other two with it.
+	lease.Timing
 	// Logger receives transitions. Default: discard.
 	Logger *slog.Logger
 	// Registerer receives the election's metrics. Default: none.
@@ -80,22 +75,13 @@ func (o Options) withDefaults() (Options, error) {
 		o.Namespace = "default"
 	}
 	if o.Identity == "" {
-		host, _ := os.Hostname()
-		o.Identity = host + "_" + rand.String(8)
+		o.Identity = lease.DefaultIdentity()
 	}
-	if o.LeaseDuration == 0 {
-		o.LeaseDuration = 15 * time.Second
+	t, err := o.Timing.WithDefaults()
+	if err != nil {
+		return o, fmt.Errorf("election: %w", err)
 	}
-	if o.RenewDeadline == 0 {
-		o.RenewDeadline = 10 * time.Second
-	}
-	if o.RetryPeriod == 0 {
-		o.RetryPeriod = 2 * time.Second
-	}
-	if o.RenewDeadline >= o.LeaseDuration {
-		return o, fmt.Errorf("election: RenewDeadline %s must be shorter than LeaseDuration %s (fencing needs the gap)",
-			o.RenewDeadline, o.LeaseDuration)
-	}
+	o.Timing = t
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -173,7 +159,8 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context) error)
 		LeaseMeta:  leaseMeta(e.opts),
 		Client:     e.kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: e.opts.Identity},
-	}, identity: e.opts.Identity, renewed: e.metrics.renewed}
+	}, identity: e.opts.Identity, renewed: e.metrics.renewed, fence: lease.NewFence(e.opts.RenewDeadline)}
+	defer lock.fence.Stop()
 	// The elector runs under its own context: ctx ending must first stop
 	// the work, and only then release the lease.
 	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
@@ -270,7 +257,7 @@ func (e *Elector) lead(ctx, leadCtx context.Context, lock *observedLock, work fu
 		if e.fence(ctx, leadCtx, workCtx, lock) {
 			lost = true
 			e.opts.Logger.Warn("election: lease lost or not renewed in time; stopping work now",
-				"lease", e.opts.Namespace+"/"+e.opts.Name, "last renewal sent", lock.lastSent())
+				"lease", e.opts.Namespace+"/"+e.opts.Name, "last renewal sent", lock.fence.LastSent())
 			stop(ErrLost)
 			return
 		}
@@ -286,24 +273,15 @@ func (e *Elector) lead(ctx, leadCtx context.Context, lock *observedLock, work fu
 // must be taken as lost (true): client-go gave it up, or no renewal has
 // succeeded for RenewDeadline.
 func (e *Elector) fence(ctx, leadCtx, workCtx context.Context, lock *observedLock) bool {
-	for {
-		deadline := lock.lastSent().Add(e.opts.RenewDeadline)
-		t := time.NewTimer(time.Until(deadline))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		case <-workCtx.Done():
-			t.Stop()
-			return false
-		case <-leadCtx.Done():
-			t.Stop()
-			return ctx.Err() == nil
-		case <-t.C:
-			if !lock.lastSent().Add(e.opts.RenewDeadline).After(time.Now()) {
-				return true
-			}
-		}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-workCtx.Done():
+		return false
+	case <-leadCtx.Done():
+		return ctx.Err() == nil
+	case <-lock.fence.Lapsed():
+		return true
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/election"
+	"github.com/ctrlkit/ctrlkit/lease"
 )
 
 // Taking over and fencing are tested with real processes on the real API
@@ -21,7 +22,7 @@ func TestNew_rejectsOptionsThatBreakFencing(t *testing.T) {
 	}{
 		{name: "a Lease needs a name", opts: election.Options{}, want: "name is required"},
 		{name: "the renew deadline must end before the lease does",
-			opts: election.Options{Name: "x", LeaseDuration: 10 * time.Second, RenewDeadline: 10 * time.Second},
+			opts: election.Options{Name: "x", Timing: lease.Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 10 * time.Second}},
 			want: "must be shorter than LeaseDuration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,11 +2,12 @@ package election
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/ctrlkit/ctrlkit/lease"
 )
 
 // metrics are one Lease's series; a nil *metrics records nothing.
@@ -56,17 +57,15 @@ func (m *metrics) renewed() {
 	}
 }
 
-// observedLock records when the last successful write of the lease record
-// under this identity (an acquire or a renewal) was sent: the other replicas
-// count the lease's expiry from no earlier than that moment, so the fencing
-// deadline is counted from it too.
+// observedLock tells fence of every successful write of the lease record
+// under this identity (an acquire or a renewal), with the time it was sent:
+// the other replicas count the lease's expiry from no earlier than that
+// moment, so the fencing deadline is counted from it too.
 type observedLock struct {
 	resourcelock.Interface
 	identity string
 	renewed  func()
-
-	mu     sync.Mutex // guards sentOK
-	sentOK time.Time  // when the last successful write was sent
+	fence    *lease.Fence
 }
 
 func (l *observedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
@@ -87,17 +86,6 @@ func (l *observedLock) record(sent time.Time, ler resourcelock.LeaderElectionRec
 	if err != nil || ler.HolderIdentity != l.identity { // a failure, or a release
 		return
 	}
-	l.mu.Lock()
-	if sent.After(l.sentOK) {
-		l.sentOK = sent
-	}
-	l.mu.Unlock()
+	l.fence.Renewed(sent)
 	l.renewed()
-}
-
-// lastSent returns when the last successful write was sent.
-func (l *observedLock) lastSent() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sentOK
 }

@@ -131,13 +131,14 @@ var allowed = map[string][]string{
 	"informer":   {"object", "reflector", "deltafifo", "store", "handler", "intern", "internal/fifo"},
 	"controller": {"workqueue"},
 
-	"shard":    nil,
-	"election": nil,
+	"lease":    nil,
+	"shard":    {"lease"},
+	"election": {"lease"},
 	"ledger":   {"object"},
 	"apply":    nil,
 	"debug":    {"object", "informer", "controller"},
 	"manager": {"object", "reflector", "listwatch", "informer", "handler", "controller", "debug",
-		"election", "ledger", "shard"},
+		"election", "ledger", "shard", "lease"},
 
 	"apiserver":          nil,
 	"internal":           nil,
@@ -152,7 +153,7 @@ var allowed = map[string][]string{
 	"examples/guide":            {"object", "store", "controller", "manager"},
 	"examples/mirror":           {"object", "store", "controller", "manager", "apply"},
 	"examples/podlogger":        {"object", "store", "controller", "manager"},
-	"cmd/ctrlkit": {"object", "controller", "debug", "election", "shard", "manager", "apiserver",
+	"cmd/ctrlkit": {"object", "controller", "debug", "election", "lease", "shard", "manager", "apiserver",
 		"examples/foo", "examples/foo/api/v1alpha1", "examples/foo/config", "examples/podlogger"},
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/lease"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -79,7 +80,7 @@ func replicaMain() int {
 	m, err := manager.New(cfg, manager.Options{HTTPAddr: "0", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		ShutdownTimeout: 5 * time.Second,
 		LeaderElection: election.Options{Name: "replicas", Namespace: ns, Identity: id,
-			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}})
+			Timing: lease.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -491,8 +492,8 @@ func TestLeaderElection_twoElectorsWithOneIdentityBothLead(t *testing.T) {
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
 	leakcheck.Check(t)
-	opts := election.Options{Name: "shared", Namespace: ns, Identity: "same", LeaseDuration: leaseDuration,
-		RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}
+	opts := election.Options{Name: "shared", Namespace: ns, Identity: "same",
+		Timing: lease.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}}
 	ctx, cancel := context.WithCancel(t.Context())
 	leading := make(chan string, 2)
 	done := make(chan error, 2)

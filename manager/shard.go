@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,11 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/types"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/lease"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/shard"
@@ -59,10 +57,10 @@ type Sharding struct {
 	// two, at most shard.MaxVirtualShards, the same on every replica.
 	// Default: shard.DefaultVirtualShards (64).
 	VirtualShards int
-	// LeaseDuration, RenewDeadline and RenewPeriod time the membership
-	// (see shard.MembershipOptions): a dead replica's shards move after
-	// LeaseDuration plus at most a RenewPeriod. Defaults: 15s, 10s, 2s.
-	LeaseDuration, RenewDeadline, RenewPeriod time.Duration
+	// Timing times the membership (see shard.MembershipOptions): a dead
+	// replica's shards move after LeaseDuration plus at most a RetryPeriod.
+	// Defaults: 15s, 10s, 2s.
+	lease.Timing
 }
 
 // errShardsChanged is the cause of a relist after this replica's shards changed.
@@ -77,10 +75,6 @@ func (m *Manager) newSharder() (*shard.Sharder, error) {
 	if m.opts.LeaderElection.Name != "" {
 		return nil, fmt.Errorf("manager: Options.Sharding and Options.LeaderElection are exclusive: a ring already gives each key one replica")
 	}
-	if o.Identity == "" {
-		h, _ := os.Hostname()
-		o.Identity = strings.TrimPrefix(h+"_"+utilrand.String(8), "_")
-	}
 	// Its own client, without client-side rate limiting: renewals must not
 	// queue behind the reconcilers' writes (a lapse stops every shard).
 	cfg := rest.CopyConfig(m.cfg)
@@ -90,8 +84,7 @@ func (m *Manager) newSharder() (*shard.Sharder, error) {
 		return nil, fmt.Errorf("manager: sharding client: %w", err)
 	}
 	return shard.NewSharder(shard.SharderOptions{Kube: kube, Namespace: o.Namespace, Ring: o.Ring, Identity: o.Identity,
-		Key: o.Key, VirtualShards: o.VirtualShards, LeaseDuration: o.LeaseDuration, RenewDeadline: o.RenewDeadline,
-		RenewPeriod: o.RenewPeriod, DrainTimeout: m.opts.ShutdownTimeout, Relist: m.relistSharded,
+		Key: o.Key, VirtualShards: o.VirtualShards, Timing: o.Timing, DrainTimeout: m.opts.ShutdownTimeout, Relist: m.relistSharded,
 		Acquired: m.queueAcquired, Logger: m.opts.Logger, Registerer: m.opts.Registry})
 }
 

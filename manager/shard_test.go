@@ -32,6 +32,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/debug"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/lease"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/shard"
@@ -94,7 +95,7 @@ func shardReplicaMain() int {
 	m, err := manager.New(cfg, manager.Options{HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		ShutdownTimeout: shardDrain,
 		Sharding: manager.Sharding{Ring: ringName, Namespace: ns, Identity: id, Key: key, VirtualShards: virtual,
-			LeaseDuration: shardLease, RenewDeadline: shardLease * 2 / 3, RenewPeriod: shardRenew}})
+			Timing: lease.Timing{LeaseDuration: shardLease, RenewDeadline: shardLease * 2 / 3, RetryPeriod: shardRenew}}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/ctrlkit/ctrlkit/lease"
 )
 
 // RingLabel labels every member's Lease with its ring.
@@ -27,30 +29,27 @@ var ErrIdentityInUse = errors.New("shard: identity in use")
 // tagAnnotation holds MembershipOptions.Tag on a member's Lease.
 const tagAnnotation = "ctrlkit.io/member-tag"
 
-// MembershipOptions configure a Membership. Kube, Namespace, Ring and
-// Identity are required.
+// MembershipOptions configure a Membership. Kube, Namespace and Ring are
+// required.
 type MembershipOptions struct {
 	Kube      kubernetes.Interface
 	Namespace string // where the ring's Leases live
 	Ring      string // the group of replicas sharing the work
-	Identity  string // this replica, unique within the ring
-	// LeaseDuration is how long the others keep counting a member that
-	// stopped renewing. Default: 15s.
-	LeaseDuration time.Duration
-	// RenewDeadline is how long a member keeps going without a successful
-	// renewal, counted from the start of its last successful one: then
-	// Run fails, so that the replica stops its share before the others
-	// count it dead. It must be shorter than LeaseDuration; the difference
-	// is the time the replica has to stop. Default: LeaseDuration × 2/3.
-	RenewDeadline time.Duration
-	// RenewPeriod is how often the member renews its Lease and reads the
-	// ring's. Default: RenewDeadline / 5, at most 2s.
-	RenewPeriod time.Duration
+	// Identity names this replica, unique within the ring. Default:
+	// lease.DefaultIdentity().
+	Identity string
+	// Timing: the others keep counting a member that stopped renewing for
+	// LeaseDuration; a member that could not renew for RenewDeadline,
+	// counted from when its last successful renewal was sent, makes Run
+	// fail, so that the replica stops its share before the others count
+	// it dead; a member renews its Lease and reads the ring's every
+	// RetryPeriod.
+	lease.Timing
 	// Tag, when set, is written on the member's Lease; members whose Tag
 	// differs are not counted (a replica configured differently, e.g.
 	// with another number of virtual shards, must not take a share).
 	Tag string
-	// OnChange is called, from Run's goroutine, with the live members
+	// OnChange is called, from a goroutine of Run, with the live members
 	// (sorted) whenever they change, first once this member's Lease exists.
 	OnChange func(members []string)
 }
@@ -80,27 +79,20 @@ type Membership struct {
 
 // NewMembership checks opts and returns a Membership; Run starts it.
 func NewMembership(opts MembershipOptions) (*Membership, error) {
-	if opts.Kube == nil || opts.Namespace == "" || opts.Ring == "" || opts.Identity == "" {
-		return nil, errors.New("shard: MembershipOptions needs Kube, Namespace, Ring and Identity")
+	if opts.Kube == nil || opts.Namespace == "" || opts.Ring == "" {
+		return nil, errors.New("shard: MembershipOptions needs Kube, Namespace and Ring")
+	}
+	if opts.Identity == "" {
+		opts.Identity = lease.DefaultIdentity()
 	}
 	if strings.Contains(opts.Identity, "#") {
 		return nil, fmt.Errorf("shard: identity %q contains '#'", opts.Identity)
 	}
-	if opts.LeaseDuration <= 0 {
-		opts.LeaseDuration = 15 * time.Second
+	t, err := opts.Timing.WithDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
 	}
-	if opts.RenewDeadline <= 0 {
-		opts.RenewDeadline = opts.LeaseDuration * 2 / 3
-	}
-	if opts.RenewPeriod <= 0 {
-		opts.RenewPeriod = min(opts.RenewDeadline/5, 2*time.Second)
-	}
-	if opts.RenewDeadline >= opts.LeaseDuration {
-		return nil, fmt.Errorf("shard: RenewDeadline %s must be shorter than LeaseDuration %s", opts.RenewDeadline, opts.LeaseDuration)
-	}
-	if opts.RenewPeriod >= opts.RenewDeadline {
-		return nil, fmt.Errorf("shard: RenewPeriod %s must be shorter than RenewDeadline %s", opts.RenewPeriod, opts.RenewDeadline)
-	}
+	opts.Timing = t
 	return &Membership{opts: opts, seen: map[string]observed{}}, nil
 }
 
@@ -153,15 +145,6 @@ func (m *Membership) nextExpiry() (time.Time, bool) {
 
 func (m *Membership) leaseName() string { return m.opts.Ring + "-" + m.opts.Identity }
 
-// renewal is what one round of renewing and reading the ring found.
-type renewal struct {
-	start time.Time // when the renewal was sent
-	err   error     // renewing
-	items []coordinationv1.Lease
-	read  bool      // the ring was read
-	asked time.Time // when the read was sent
-}
-
 // Run renews this member's Lease and reads the ring's until ctx ends, then
 // deletes its Lease (a graceful leave: the others see it at once) and
 // returns nil. When it cannot renew for RenewDeadline it returns an error
@@ -171,107 +154,103 @@ func (m *Membership) Run(ctx context.Context) error {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	holder := m.opts.Identity + "#" + hex.EncodeToString(b[:])
-	m.mu.Lock()
-	m.holder, m.joined = holder, false
-	m.mu.Unlock()
-	leases := m.opts.Kube.CoordinationV1().Leases(m.opts.Namespace)
-	rctx, cancel := context.WithCancel(ctx)
-	results := make(chan renewal, 1)
-	inFlight := false
-	round := func() {
-		inFlight = true
-		go func() {
-			r := renewal{start: time.Now()}
-			r.err = m.renew(rctx, r.start, holder)
-			lctx, cancel := context.WithTimeout(rctx, m.opts.RenewDeadline)
-			r.asked = time.Now()
-			list, err := leases.List(lctx, metav1.ListOptions{LabelSelector: RingLabel + "=" + m.opts.Ring})
-			cancel()
-			if err == nil {
-				r.items, r.read = list.Items, true
-			}
-			results <- r
-		}()
+	m.setHolder(holder, false)
+	err := m.serve(ctx, holder)
+	m.setHolder("", false)
+	if err != nil {
+		// Return at once: the replica must stop its share now, and the
+		// server is likely out of reach; the Lease expires by itself.
+		return err
 	}
-	lapsed := false
-	defer func() {
+	m.leave(holder)
+	return nil
+}
+
+func (m *Membership) setHolder(holder string, joined bool) {
+	m.mu.Lock()
+	m.holder, m.joined = holder, joined
+	m.mu.Unlock()
+}
+
+// serve runs the rounds until ctx ends (nil) or the fence lapses: no
+// renewal succeeded for RenewDeadline since the last successful one was
+// sent. The deadline is armed by the first successful renewal: before it
+// there is nothing to stop, and joining may wait for an earlier
+// incarnation's Lease to expire.
+func (m *Membership) serve(ctx context.Context, holder string) error {
+	fence := lease.NewFence(m.opts.RenewDeadline)
+	defer fence.Stop()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lastErr := make(chan error, 1)
+	go func() { lastErr <- m.rounds(rctx, holder, fence) }()
+	select {
+	case <-ctx.Done():
+		<-lastErr
+		return nil
+	case <-fence.Lapsed():
 		cancel()
-		if inFlight {
-			<-results
-		}
-		m.mu.Lock()
-		m.holder, m.joined = "", false
-		m.mu.Unlock()
-		if lapsed {
-			// Return at once: the replica must stop its share now, and the
-			// server is likely out of reach; the Lease expires by itself.
-			return
-		}
-		del, dcancel := context.WithTimeout(context.Background(), m.opts.RenewPeriod)
-		defer dcancel()
-		// Only this incarnation's Lease: another process may hold the name.
-		if l, err := leases.Get(del, m.leaseName(), metav1.GetOptions{}); err == nil &&
-			l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == holder {
-			rv := l.ResourceVersion
-			_ = leases.Delete(del, m.leaseName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
-		}
-	}()
-	// The deadline is armed by the first successful renewal: before it
-	// there is nothing to stop, and joining may wait for an earlier
-	// incarnation's Lease to expire.
-	deadline := time.NewTimer(time.Hour)
-	deadline.Stop()
-	defer deadline.Stop()
-	tick := time.NewTicker(m.opts.RenewPeriod)
-	defer tick.Stop()
-	// expiry fires when a member not yet expired could be, so that its
-	// death is seen then rather than up to a renew period later.
-	expiry := time.NewTimer(time.Hour)
-	expiry.Stop()
-	defer expiry.Stop()
+		return fmt.Errorf("shard: member %s could not renew its lease for %s (last error: %v)", holder, m.opts.RenewDeadline, <-lastErr)
+	}
+}
+
+// rounds renews and reads every RetryPeriod, and also when a member not yet
+// expired could be (so that its death is seen then rather than up to a
+// period later), until ctx ends; it returns the last renewal error.
+func (m *Membership) rounds(ctx context.Context, holder string, fence *lease.Fence) error {
 	var lastErr error
-	again := false // a round is due as soon as the one in flight ends
-	round()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-expiry.C:
-			if inFlight {
-				again = true
-			} else {
-				round()
-			}
-		case <-deadline.C:
-			lapsed = true
-			return fmt.Errorf("shard: member %s could not renew its lease for %s (last error: %v)", holder, m.opts.RenewDeadline, lastErr)
-		case r := <-results:
-			inFlight = false
-			if r.err == nil {
-				deadline.Reset(time.Until(r.start.Add(m.opts.RenewDeadline)))
-			} else {
-				lastErr = r.err
-			}
-			if r.read {
-				m.observe(r.items, r.asked, time.Now())
-			}
-			if r.err == nil && r.read { // joined: renewed, and seen the others
-				m.mu.Lock()
-				m.joined = true
-				m.mu.Unlock()
-			}
-			if at, ok := m.nextExpiry(); ok {
-				expiry.Reset(time.Until(at))
-			}
-			if again {
-				again = false
-				round()
-			}
-		case <-tick.C:
-			if !inFlight {
-				round()
-			}
+			return lastErr
+		case <-timer.C:
 		}
+		start := time.Now()
+		if err := m.round(ctx, holder, start, fence); err != nil {
+			lastErr = err
+		}
+		next := start.Add(m.opts.RetryPeriod)
+		if at, ok := m.nextExpiry(); ok && at.Before(next) {
+			next = at
+		}
+		timer.Reset(time.Until(next))
+	}
+}
+
+// round renews this member's Lease, then reads the ring's; the member has
+// joined once both succeeded. It returns the renewal's error.
+func (m *Membership) round(ctx context.Context, holder string, start time.Time, fence *lease.Fence) error {
+	err := m.renew(ctx, start, holder)
+	if err == nil {
+		fence.Renewed(start)
+	}
+	lctx, cancel := context.WithTimeout(ctx, m.opts.RenewDeadline)
+	defer cancel()
+	asked := time.Now()
+	list, lerr := m.opts.Kube.CoordinationV1().Leases(m.opts.Namespace).List(lctx,
+		metav1.ListOptions{LabelSelector: RingLabel + "=" + m.opts.Ring})
+	if lerr != nil {
+		return err
+	}
+	m.observe(list.Items, asked, time.Now())
+	if err == nil {
+		m.setHolder(holder, true)
+	}
+	return err
+}
+
+// leave deletes this incarnation's Lease, and only this incarnation's:
+// another process may hold the name.
+func (m *Membership) leave(holder string) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.RetryPeriod)
+	defer cancel()
+	leases := m.opts.Kube.CoordinationV1().Leases(m.opts.Namespace)
+	if l, err := leases.Get(ctx, m.leaseName(), metav1.GetOptions{}); err == nil &&
+		l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == holder {
+		rv := l.ResourceVersion
+		_ = leases.Delete(ctx, m.leaseName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 	}
 }
 

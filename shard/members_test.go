@@ -13,6 +13,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/lease"
 	"github.com/ctrlkit/ctrlkit/shard"
 )
 
@@ -30,7 +31,7 @@ type running struct {
 func start(t *testing.T, kube kubernetes.Interface, ns, id string) *running {
 	t.Helper()
 	m, err := shard.NewMembership(shard.MembershipOptions{Kube: kube, Namespace: ns, Ring: "ring", Identity: id,
-		LeaseDuration: 2 * time.Second, RenewPeriod: 200 * time.Millisecond})
+		Timing: lease.Timing{LeaseDuration: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestNewMembership_rejectsBadInput(t *testing.T) {
 		{Namespace: "ns", Ring: "r", Identity: "a"},
 		{Kube: apiserver.Client(t, env.Get(t).Config()), Ring: "r", Identity: "a"},
 		{Kube: apiserver.Client(t, env.Get(t).Config()), Namespace: "ns", Ring: "r", Identity: "a",
-			LeaseDuration: time.Second, RenewPeriod: 2 * time.Second},
+			Timing: lease.Timing{LeaseDuration: time.Second, RetryPeriod: 2 * time.Second}},
 	} {
 		if _, err := shard.NewMembership(o); err == nil {
 			t.Errorf("NewMembership(%+v) accepted", o)

@@ -5,8 +5,15 @@
 // ListOptions.ShardSelector and matches objects on the client with the same
 // hash, for servers that do not filter.
 //
-// It is the first part of scale-out across replicas: membership and range
-// assignment are not built yet.
+// The package is laid out by role (see docs/design/003-sharding.md):
+//   - the vocabulary: Selector, Range, Key and Hash (shard.go); virtual
+//     shards and their assignment to members, Owners and Assign
+//     (assign.go); the ring's table of holders, ReadTable (table.go);
+//   - Membership (members.go): this replica's Lease in its ring and which
+//     members are alive;
+//   - the handoff protocol: a pure state machine (machine.go) and the
+//     Sharder that drives it, doing the Lease IO, the relists and the
+//     draining of reconciles (sharder.go).
 package shard
 
 import (

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/lease"
 	"github.com/ctrlkit/ctrlkit/shard"
 )
 
@@ -48,7 +49,7 @@ func startWorker(t *testing.T, kube kubernetes.Interface, ns, id string, log *in
 	t.Helper()
 	w := &worker{id: id, done: make(chan error, 1)}
 	s, err := shard.NewSharder(shard.SharderOptions{Kube: kube, Namespace: ns, Ring: "ring", Identity: id,
-		VirtualShards: virtual, LeaseDuration: 2 * time.Second, RenewPeriod: 100 * time.Millisecond,
+		VirtualShards: virtual, Timing: lease.Timing{LeaseDuration: 2 * time.Second, RetryPeriod: 100 * time.Millisecond},
 		Relist: func(context.Context) error { w.relist++; return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +228,7 @@ func TestSharder_refusesARingMadeWithOtherSettings(t *testing.T) {
 	a := startWorker(t, kube, ns, "a", log)
 	waitCovered(t, 10*time.Second, a)
 	s, err := shard.NewSharder(shard.SharderOptions{Kube: kube, Namespace: ns, Ring: "ring", Identity: "b",
-		VirtualShards: 32, LeaseDuration: 2 * time.Second, RenewPeriod: 100 * time.Millisecond})
+		VirtualShards: 32, Timing: lease.Timing{LeaseDuration: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/examples/foo"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/examples/podlogger"
+	"github.com/ctrlkit/ctrlkit/lease"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/shard"
@@ -205,8 +206,10 @@ func replication(opts *manager.Options, f replicationFlags) error {
 	if f.leaseDuration <= 0 {
 		return fmt.Errorf("--lease-duration %s: want a positive duration", f.leaseDuration)
 	}
-	renew := f.leaseDuration * 2 / 3
-	retry := min(renew/5, 2*time.Second)
+	timing, err := lease.Timing{LeaseDuration: f.leaseDuration}.WithDefaults()
+	if err != nil {
+		return fmt.Errorf("--lease-duration %s: %w", f.leaseDuration, err)
+	}
 	keys := map[string]shard.Key{"namespace": shard.Namespace, "uid": shard.UID}
 	key, ok := keys[f.key]
 	switch {
@@ -216,10 +219,10 @@ func replication(opts *manager.Options, f replicationFlags) error {
 		return errors.New("--shard-ring and --leader-elect are exclusive: a ring already gives each Foo one replica")
 	case f.leaderElect:
 		opts.LeaderElection = election.Options{Name: "foo-controller", Namespace: f.namespace, Identity: f.identity,
-			LeaseDuration: f.leaseDuration, RenewDeadline: renew, RetryPeriod: retry}
+			Timing: timing}
 	case f.ring != "":
 		opts.Sharding = manager.Sharding{Ring: f.ring, Namespace: f.namespace, Identity: f.identity, Key: key,
-			VirtualShards: f.virtual, LeaseDuration: f.leaseDuration, RenewDeadline: renew, RenewPeriod: retry}
+			VirtualShards: f.virtual, Timing: timing}
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/lease"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/shard"
 )
@@ -149,7 +150,7 @@ func TestRun_runFooRefusesVirtualShardsTheRingCannotUse(t *testing.T) {
 func TestReplication_setsLeaderElectionOrShardingWithTheLeaseTimings(t *testing.T) {
 	ring := func(key shard.Key, ld, rd, rp time.Duration) manager.Sharding {
 		return manager.Sharding{Ring: "r", Namespace: "ns", Identity: "me", Key: key, VirtualShards: 64,
-			LeaseDuration: ld, RenewDeadline: rd, RenewPeriod: rp}
+			Timing: lease.Timing{LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp}}
 	}
 	base := replicationFlags{key: "namespace", virtual: 64, namespace: "ns", identity: "me", leaseDuration: 15 * time.Second}
 	with := func(f func(*replicationFlags)) replicationFlags { c := base; f(&c); return c }
@@ -162,7 +163,7 @@ func TestReplication_setsLeaderElectionOrShardingWithTheLeaseTimings(t *testing.
 		{name: "neither by default", flags: base},
 		{name: "leader election with client-go's timings at 15s", flags: with(func(f *replicationFlags) { f.leaderElect = true }),
 			election: election.Options{Name: "foo-controller", Namespace: "ns", Identity: "me",
-				LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}},
+				Timing: lease.Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}}},
 		{name: "a ring hashed by namespace", flags: with(func(f *replicationFlags) { f.ring = "r" }),
 			sharding: ring(shard.Namespace, 15*time.Second, 10*time.Second, 2*time.Second)},
 		{name: "a ring hashed by uid with a short lease", flags: with(func(f *replicationFlags) {
