@@ -23,11 +23,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -35,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/ctrlkit/ctrlkit/lease"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // Errors of Run; classify them with errors.Is.
@@ -61,10 +59,9 @@ type Options struct {
 	// Defaults (see lease.Timing): 15s, 10s, 2s; a shorter LeaseDuration
 	// alone scales the other two with it.
 	lease.Timing
-	// Logger receives transitions. Default: discard.
-	Logger *slog.Logger
-	// Registerer receives the election's metrics. Default: none.
-	Registerer prometheus.Registerer
+	// Telemetry: the Logger receives transitions, the Registerer the
+	// election's metrics.
+	telemetry.Telemetry
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -82,9 +79,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("election: %w", err)
 	}
 	o.Timing = t
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	o.Logger = o.Log()
 	return o, nil
 }
 
@@ -115,7 +110,7 @@ func New(cfg *rest.Config, opts Options) (*Elector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}
-	m, err := newMetrics(opts.Registerer, opts.Namespace+"/"+opts.Name)
+	m, err := newMetrics(opts.Telemetry, opts.Namespace+"/"+opts.Name)
 	if err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}

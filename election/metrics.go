@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/ctrlkit/ctrlkit/lease"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // metrics are one Lease's series; a nil *metrics records nothing.
@@ -17,8 +18,8 @@ type metrics struct {
 	lastRenew   prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer, lease string) (*metrics, error) {
-	if reg == nil {
+func newMetrics(tel telemetry.Telemetry, lease string) (*metrics, error) {
+	if tel.Registerer == nil {
 		return nil, nil
 	}
 	l := prometheus.Labels{"lease": lease}
@@ -31,10 +32,8 @@ func newMetrics(reg prometheus.Registerer, lease string) (*metrics, error) {
 			Name: "last_renew_timestamp_seconds", ConstLabels: l,
 			Help: "Unix time of this replica's last successful acquire or renewal of the lease (time since: now minus this)."}),
 	}
-	for _, c := range []prometheus.Collector{m.isLeader, m.transitions, m.lastRenew} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := tel.Register(m.isLeader, m.transitions, m.lastRenew); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

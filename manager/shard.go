@@ -19,6 +19,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/shard"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // Sharding spreads the controllers' keys over every replica running with
@@ -85,7 +86,7 @@ func (m *Manager) newSharder() (*shard.Sharder, error) {
 	}
 	return shard.NewSharder(shard.SharderOptions{Kube: kube, Namespace: o.Namespace, Ring: o.Ring, Identity: o.Identity,
 		Key: o.Key, VirtualShards: o.VirtualShards, Timing: o.Timing, DrainTimeout: m.opts.ShutdownTimeout, Relist: m.relistSharded,
-		Acquired: m.queueAcquired, Logger: m.opts.Logger, Registerer: m.opts.Registry})
+		Acquired: m.queueAcquired, Telemetry: telemetry.Telemetry{Logger: m.opts.Logger, Registerer: m.opts.Registry}})
 }
 
 // Sharder returns the manager's sharder, nil without Options.Sharding.

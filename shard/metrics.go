@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 type sharderMetrics struct {
@@ -14,7 +16,7 @@ type sharderMetrics struct {
 	notOwned  prometheus.Counter
 }
 
-func newSharderMetrics(reg prometheus.Registerer, ring string) (*sharderMetrics, error) {
+func newSharderMetrics(tel telemetry.Telemetry, ring string) (*sharderMetrics, error) {
 	l := prometheus.Labels{"ring": ring}
 	m := &sharderMetrics{
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ctrlkit_shard_owned_virtual_shards", ConstLabels: l,
@@ -28,13 +30,8 @@ func newSharderMetrics(reg prometheus.Registerer, ring string) (*sharderMetrics,
 		notOwned: prometheus.NewCounter(prometheus.CounterOpts{Name: "ctrlkit_shard_keys_not_owned_total", ConstLabels: l,
 			Help: "Keys that reached a worker while their shard was not open here, dropped (their owner reconciles them)."}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.owned, m.handoffs, m.lost, m.conflicts, m.notOwned} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("shard: metrics: %w", err)
-		}
+	if err := tel.Register(m.owned, m.handoffs, m.lost, m.conflicts, m.notOwned); err != nil {
+		return nil, fmt.Errorf("shard: metrics: %w", err)
 	}
 	return m, nil
 }

@@ -4,21 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/lease"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // MaxVirtualShards bounds SharderOptions.VirtualShards: the ring's table
@@ -61,10 +59,9 @@ type SharderOptions struct {
 	// them: queue every cached primary object in them, as a new leader
 	// would (their previous owner may have left work undone).
 	Acquired func(in func(hash uint64) bool)
-	// Logger receives joins, handoffs and errors. Default: discard.
-	Logger *slog.Logger
-	// Registerer receives the sharder's metrics. Default: none.
-	Registerer prometheus.Registerer
+	// Telemetry: the Logger receives joins, handoffs and errors, the
+	// Registerer the sharder's metrics.
+	telemetry.Telemetry
 }
 
 // Sharder spreads virtual shards over the live replicas of a ring and
@@ -119,7 +116,7 @@ func NewSharder(opts SharderOptions) (*Sharder, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.metrics, err = newSharderMetrics(opts.Registerer, opts.Ring); err != nil {
+	if s.metrics, err = newSharderMetrics(opts.Telemetry, opts.Ring); err != nil {
 		return nil, err
 	}
 	none := s.m.sel
@@ -154,9 +151,7 @@ func (o SharderOptions) withDefaults() (SharderOptions, error) {
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 30 * time.Second
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	o.Logger = o.Log()
 	return o, nil
 }
 
