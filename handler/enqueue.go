@@ -45,10 +45,8 @@ func (e *enqueueMapped[T]) OnUpdate(old, new T) {
 }
 
 func (e *enqueueMapped[T]) OnDelete(d object.Deleted[T]) {
-	if e.byKey && d.Key != "" {
-		if n, err := object.ParseObjectName(d.Key); err == nil {
-			e.q.add(n, false)
-		}
+	if e.byKey && d.Name.Validate() == nil {
+		e.q.add(d.Name, false)
 		return
 	}
 	if d.HasObj {

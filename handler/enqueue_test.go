@@ -22,9 +22,9 @@ func TestEnqueueObject_queuesTypedNamesAndTombstonesByKey(t *testing.T) {
 	h := handler.EnqueueObject[*corev1.ConfigMap](&got)
 	h.OnAdd(cm("ns", "a", "1", nil), true)
 	h.OnUpdate(cm("ns", "a", "1", nil), cm("ns", "a", "2", nil))
-	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Key: "ns/old", Obj: cm("ns", "renamed", "3", nil), HasObj: true})
+	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "old"}, Obj: cm("ns", "renamed", "3", nil), HasObj: true})
 	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Obj: cm("ns", "b", "4", nil), HasObj: true})
-	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Key: "cluster-scoped"})
+	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Name: "cluster-scoped"}})
 	h.OnDelete(object.Deleted[*corev1.ConfigMap]{}) // nothing to name
 	want := "[ns/a ns/a ns/a ns/old ns/b cluster-scoped]"
 	if fmt.Sprint(got) != want {
@@ -50,8 +50,8 @@ func TestEnqueueOwner_queuesTheControllingOwnerOfTheGivenKindOnly(t *testing.T) 
 	h.OnAdd(owned("ns", "d4", ref("example.com/v1", "Bar", "b4", true)), false)  // another kind
 	h.OnUpdate(owned("ns", "d5", ref("example.com/v2", "Foo", "old", true)),     // any version of the group
 		owned("ns", "d5", ref("example.com/v1", "Foo", "new", true))) // ownership moved: both
-	h.OnDelete(object.Deleted[*appsv1.Deployment]{Key: "ns/d6", Obj: owned("ns", "d6", ref("example.com/v1", "Foo", "f6", true)), HasObj: true})
-	h.OnDelete(object.Deleted[*appsv1.Deployment]{Key: "ns/d7"}) // no object: no owner to find
+	h.OnDelete(object.Deleted[*appsv1.Deployment]{Name: object.ObjectName{Namespace: "ns", Name: "d6"}, Obj: owned("ns", "d6", ref("example.com/v1", "Foo", "f6", true)), HasObj: true})
+	h.OnDelete(object.Deleted[*appsv1.Deployment]{Name: object.ObjectName{Namespace: "ns", Name: "d7"}}) // no object: no owner to find
 	want := "[ns/f1 ns/old ns/new ns/f6]"
 	if fmt.Sprint(got) != want {
 		t.Errorf("queued %v, want %s", got, want)
@@ -88,7 +88,7 @@ func TestEnqueueHelpers_queueTheInitialListAndResyncsAtLowPriority(t *testing.T)
 	h.OnAdd(cm("ns", "new", "2", nil), false)                                  // a fresh add
 	h.OnUpdate(cm("ns", "resynced", "3", nil), cm("ns", "resynced", "3", nil)) // resync: low
 	h.OnUpdate(cm("ns", "changed", "3", nil), cm("ns", "changed", "4", nil))   // a real change
-	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Key: "ns/gone"})
+	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "gone"}})
 	want := "[ns/listed@-100 ns/new ns/resynced@-100 ns/changed ns/changed ns/gone]"
 	if fmt.Sprint(got) != want {
 		t.Errorf("queued %v, want %s", got, want)

@@ -35,11 +35,11 @@ func ExampleEnqueueKey() {
 func ExampleFuncs() {
 	h := handler.Funcs[*corev1.ConfigMap]{
 		DeleteFunc: func(d object.Deleted[*corev1.ConfigMap]) {
-			fmt.Printf("deleted %s (final state unknown: %v)\n", d.Key, d.FinalStateUnknown)
+			fmt.Printf("deleted %s (final state unknown: %v)\n", d.Name, d.FinalStateUnknown)
 		},
 	}
 	h.OnAdd(cm("ns", "a", "1", nil), false) // no AddFunc: ignored
-	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Key: "ns/a", Obj: cm("ns", "a", "1", nil), HasObj: true, FinalStateUnknown: true})
+	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "a"}, Obj: cm("ns", "a", "1", nil), HasObj: true, FinalStateUnknown: true})
 	// Output:
 	// deleted ns/a (final state unknown: true)
 }

@@ -31,7 +31,7 @@ func (f Filtering[T]) OnUpdate(old, new T) {
 	case is:
 		f.Handler.OnAdd(new, false)
 	case was:
-		f.Handler.OnDelete(object.Deleted[T]{Key: object.NameOf(old).String(), Obj: old, HasObj: true})
+		f.Handler.OnDelete(object.Deleted[T]{Name: object.NameOf(old), Obj: old, HasObj: true})
 	}
 }
 

@@ -33,7 +33,7 @@ func (r *recorder) OnDelete(d object.Deleted[*corev1.ConfigMap]) {
 	if d.HasObj {
 		rv = d.Obj.ResourceVersion
 	}
-	r.calls = append(r.calls, fmt.Sprintf("delete %s@%s unknown=%v", d.Key, rv, d.FinalStateUnknown))
+	r.calls = append(r.calls, fmt.Sprintf("delete %s@%s unknown=%v", d.Name, rv, d.FinalStateUnknown))
 }
 
 type keys []string
@@ -45,7 +45,7 @@ func TestFuncs_nilFunctionsIgnoreTheirEvents(t *testing.T) {
 	h := handler.Funcs[*corev1.ConfigMap]{AddFunc: func(*corev1.ConfigMap, bool) { adds++ }}
 	h.OnAdd(cm("ns", "a", "1", nil), true)
 	h.OnUpdate(cm("ns", "a", "1", nil), cm("ns", "a", "2", nil))
-	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Key: "ns/a"})
+	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "a"}})
 	if adds != 1 {
 		t.Errorf("AddFunc called %d times, want 1", adds)
 	}
@@ -95,20 +95,20 @@ func TestFiltering_turnsFilterCrossingsIntoAddsAndDeletes(t *testing.T) {
 		{
 			name: "a delete of a filtered object is forwarded",
 			call: func(h handler.Handler[*corev1.ConfigMap]) {
-				h.OnDelete(object.Deleted[*corev1.ConfigMap]{Key: "ns/a", Obj: cm("ns", "a", "3", on), HasObj: true})
+				h.OnDelete(object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "a"}, Obj: cm("ns", "a", "3", on), HasObj: true})
 			},
 			want: []string{"delete ns/a@3 unknown=false"},
 		},
 		{
 			name: "a delete of an object outside the filter is dropped",
 			call: func(h handler.Handler[*corev1.ConfigMap]) {
-				h.OnDelete(object.Deleted[*corev1.ConfigMap]{Key: "ns/a", Obj: cm("ns", "a", "3", nil), HasObj: true})
+				h.OnDelete(object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "a"}, Obj: cm("ns", "a", "3", nil), HasObj: true})
 			},
 		},
 		{
 			name: "a tombstone without an object is forwarded",
 			call: func(h handler.Handler[*corev1.ConfigMap]) {
-				h.OnDelete(object.Deleted[*corev1.ConfigMap]{Key: "ns/a", FinalStateUnknown: true})
+				h.OnDelete(object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "a"}, FinalStateUnknown: true})
 			},
 			want: []string{"delete ns/a@- unknown=true"},
 		},
@@ -131,7 +131,7 @@ func TestEnqueueKey_addsNamespaceSlashNameForEveryEvent(t *testing.T) {
 	h := handler.EnqueueKey[*corev1.ConfigMap](&q, nil)
 	h.OnAdd(cm("ns", "a", "1", nil), true)
 	h.OnUpdate(cm("ns", "b", "1", nil), cm("ns", "b", "2", nil))
-	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Key: "ns/c", FinalStateUnknown: true})
+	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "c"}, FinalStateUnknown: true})
 	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Obj: cm("", "d", "1", nil), HasObj: true})
 	if want := []string{"ns/a", "ns/b", "ns/c", "d"}; !slices.Equal(q, want) {
 		t.Errorf("queued %q, want %q", q, want)

@@ -25,7 +25,7 @@ func parse(s string) notification[*corev1.ConfigMap] {
 	case "update":
 		return notification[*corev1.ConfigMap]{kind: updateKind, old: cm(w[1]), obj: cm(w[2])}
 	}
-	return notification[*corev1.ConfigMap]{kind: deleteKind, del: object.Deleted[*corev1.ConfigMap]{Key: "ns/a", Obj: cm(w[1]), HasObj: true}}
+	return notification[*corev1.ConfigMap]{kind: deleteKind, del: object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "a"}, Obj: cm(w[1]), HasObj: true}}
 }
 
 func (n notification[T]) String() string {

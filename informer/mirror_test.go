@@ -76,10 +76,10 @@ func (m *mirror) OnDelete(d object.Deleted[*corev1.ConfigMap]) {
 	if d.HasObj {
 		rv = d.Obj.ResourceVersion
 	}
-	m.record(fmt.Sprintf("delete %s@%s unknown=%v", d.Key, rv, d.FinalStateUnknown), func() {
-		_, name, _ := object.SplitMetaNamespaceKey(d.Key)
+	m.record(fmt.Sprintf("delete %s@%s unknown=%v", d.Name, rv, d.FinalStateUnknown), func() {
+		name := d.Name.Name
 		if _, ok := m.view[name]; !ok {
-			m.violation("delete of %s, not held", d.Key)
+			m.violation("delete of %s, not held", d.Name)
 		}
 		delete(m.view, name)
 	})

@@ -78,7 +78,7 @@ func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool) {
 func (i *SharedIndexInformer[T]) removeLocked(key string, obj T, finalStateUnknown bool) {
 	if _, existed := i.idx.Remove(key, obj.GetResourceVersion()); existed {
 		i.dispatchLocked(key, notification[T]{kind: deleteKind,
-			del: object.Deleted[T]{Key: key, Obj: obj, HasObj: true, FinalStateUnknown: finalStateUnknown}}, time.Now())
+			del: tombstone(key, obj, finalStateUnknown)}, time.Now())
 	}
 }
 
@@ -115,7 +115,7 @@ func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 	now := time.Now()
 	for _, gone := range i.idx.EndRelist(p.ResourceVersion) {
 		i.dispatchLocked(gone.Key, notification[T]{kind: deleteKind,
-			del: object.Deleted[T]{Key: gone.Key, Obj: gone.Object, HasObj: true, FinalStateUnknown: true}}, now)
+			del: tombstone(gone.Key, gone.Object, true)}, now)
 	}
 	i.markSyncedLocked()
 	i.relists++
@@ -237,4 +237,14 @@ func (s *transformSink[T]) upsert(obj T, next func(T) error) error {
 		return err
 	}
 	return next(obj)
+}
+
+// tombstone is the delete notification of the cache entry key, which held
+// obj.
+func tombstone[T object.Object](key string, obj T, finalStateUnknown bool) object.Deleted[T] {
+	name, err := object.ParseObjectName(key)
+	if err != nil { // the cache holds only valid keys
+		name = object.NameOf(obj)
+	}
+	return object.Deleted[T]{Name: name, Obj: obj, HasObj: true, FinalStateUnknown: finalStateUnknown}
 }

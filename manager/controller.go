@@ -324,10 +324,8 @@ type forgetting[T Object] struct {
 func (f *forgetting[T]) OnAdd(obj T, initial bool) { f.next.OnAdd(obj, initial) }
 func (f *forgetting[T]) OnUpdate(old, new T)       { f.next.OnUpdate(old, new) }
 func (f *forgetting[T]) OnDelete(d object.Deleted[T]) {
-	if d.HasObj {
-		if n, err := object.ParseObjectName(d.Key); err == nil {
-			f.p.deleted(n, d.Obj.GetUID())
-		}
+	if d.HasObj && d.Name.Validate() == nil {
+		f.p.deleted(d.Name, d.Obj.GetUID())
 	}
 	f.next.OnDelete(d)
 }
@@ -353,8 +351,8 @@ func (o *observing[T]) OnUpdate(old, new T) {
 }
 
 func (o *observing[T]) OnDelete(d object.Deleted[T]) {
-	if n, err := object.ParseObjectName(d.Key); err == nil {
-		o.observe(n)
+	if d.Name.Validate() == nil {
+		o.observe(d.Name)
 	}
 	o.next.OnDelete(d)
 }

@@ -18,10 +18,10 @@ func TestDeletionHandlingMetaNamespaceKeyFunc(t *testing.T) {
 	}{
 		{
 			name: "the tombstone key wins over the object",
-			d:    object.Deleted[*corev1.Pod]{Key: "ns/old", Obj: pod("ns", "new"), HasObj: true, FinalStateUnknown: true},
+			d:    object.Deleted[*corev1.Pod]{Name: object.ObjectName{Namespace: "ns", Name: "old"}, Obj: pod("ns", "new"), HasObj: true, FinalStateUnknown: true},
 			want: "ns/old",
 		},
-		{name: "a key without an object is enough", d: object.Deleted[*corev1.Pod]{Key: "ns/a"}, want: "ns/a"},
+		{name: "a key without an object is enough", d: object.Deleted[*corev1.Pod]{Name: object.ObjectName{Namespace: "ns", Name: "a"}}, want: "ns/a"},
 		{
 			name: "without a key the object is keyed",
 			d:    object.Deleted[*corev1.Pod]{Obj: pod("ns", "a"), HasObj: true},

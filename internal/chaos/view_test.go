@@ -93,11 +93,11 @@ func (v *view) OnUpdate(old, new *corev1.ConfigMap) {
 
 func (v *view) OnDelete(d object.Deleted[*corev1.ConfigMap]) {
 	v.apply(func() {
-		_, name, err := object.SplitMetaNamespaceKey(d.Key)
-		if err != nil {
-			v.violation("delete with a bad key %q: %v", d.Key, err)
+		if err := d.Name.Validate(); err != nil {
+			v.violation("delete with a bad name %q: %v", d.Name, err)
 			return
 		}
+		name := d.Name.Name
 		if _, ok := v.objs[name]; !ok {
 			v.violation("delete of %s, not held", name)
 		}
