@@ -7,6 +7,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/object"
 )
 
 // FromInformer converts an informer's snapshot, taken at now. The caller
@@ -57,7 +58,7 @@ func FromController[K comparable](st controller.Stats[K], leader string, now tim
 // Cache is where an explanation looks a key up: an informer.
 type Cache interface {
 	Name() string
-	CachedVersion(key string) (rv string, ok bool)
+	CachedVersion(name object.ObjectName) (rv string, ok bool)
 }
 
 // Explain explains key of the controller called name from its KeyStats
@@ -66,7 +67,9 @@ func Explain[K comparable](name string, key K, ks controller.KeyStats[K], cache 
 	e := Explanation{Controller: name, Key: fmt.Sprint(key), Adds: ks.Adds, Attempts: ks.Attempts}
 	if cache != nil {
 		e.Informer = cache.Name()
-		e.ResourceVersion, e.Cached = cache.CachedVersion(e.Key)
+		if n, err := object.ParseObjectName(e.Key); err == nil {
+			e.ResourceVersion, e.Cached = cache.CachedVersion(n)
+		}
 	}
 	q := ks.Queue
 	e.Queued, e.Processing = q.Queued, q.Processing

@@ -28,8 +28,8 @@ func (s fakeSource) State() debug.State {
 type fakeCache struct{}
 
 func (fakeCache) Name() string { return "configmaps/v1" }
-func (fakeCache) CachedVersion(key string) (string, bool) {
-	if key == "ns/cached" {
+func (fakeCache) CachedVersion(name object.ObjectName) (string, bool) {
+	if name == (object.ObjectName{Namespace: "ns", Name: "cached"}) {
 		return "42", true
 	}
 	return "", false

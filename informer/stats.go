@@ -101,11 +101,10 @@ func encodedSize(obj any) int {
 	return len(b)
 }
 
-// CachedVersion returns the resource version of the object cached under
-// key ("namespace/name", or "name" when cluster-scoped), and whether the
-// cache holds it. Safe for concurrent use.
-func (i *SharedIndexInformer[T]) CachedVersion(key string) (rv string, ok bool) {
-	obj, ok := i.idx.GetByKey(key)
+// CachedVersion returns the resource version of the object called name, and
+// whether the cache holds it. Safe for concurrent use.
+func (i *SharedIndexInformer[T]) CachedVersion(name object.ObjectName) (rv string, ok bool) {
+	obj, ok := i.idx.GetByKey(name.String())
 	if !ok {
 		return "", false
 	}

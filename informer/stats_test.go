@@ -7,6 +7,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
@@ -46,10 +47,10 @@ func TestInformer_statsShowTheCacheTheReflectorAndEachHandlersBacklog(t *testing
 	if h := inf.Stats().Handlers[1]; h.Synced || h.OldestPending <= 0 {
 		t.Errorf("the slow handler: %+v, want not synced, with an oldest pending age", h)
 	}
-	if rv, ok := inf.CachedVersion("ns/d"); !ok || rv != "4" {
+	if rv, ok := inf.CachedVersion(object.ObjectName{Namespace: "ns", Name: "d"}); !ok || rv != "4" {
 		t.Errorf("CachedVersion(ns/d) = %q, %v", rv, ok)
 	}
-	if _, ok := inf.CachedVersion("ns/nobody"); ok {
+	if _, ok := inf.CachedVersion(object.ObjectName{Namespace: "ns", Name: "nobody"}); ok {
 		t.Error("CachedVersion of a missing key reports it cached")
 	}
 	close(release)
