@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ctrlkit/ctrlkit/internal/run"
 	"github.com/ctrlkit/ctrlkit/telemetry"
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
@@ -200,8 +201,10 @@ var (
 	// skips the graceful half of shutdown: in-flight reconciles are
 	// cancelled at once, with ErrStopNow as their cause. Leader election
 	// uses it when the lease is lost.
-	ErrStopNow        = errors.New("controller: stop now")
-	errAlreadyRunning = errors.New("controller: Run called twice")
+	ErrStopNow = errors.New("controller: stop now")
+	// ErrStarted reports a second call to Run. It is the same value as
+	// the other packages' ErrStarted.
+	ErrStarted = run.ErrStarted
 )
 
 // abandonAfter is how long Run waits for reconciles after cancelling them.
@@ -218,7 +221,7 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.running {
 		c.mu.Unlock()
-		return errAlreadyRunning
+		return fmt.Errorf("controller %s: %w", c.opts.Name, ErrStarted)
 	}
 	c.running = true
 	sources := append([]source(nil), c.sources...)

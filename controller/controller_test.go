@@ -253,8 +253,8 @@ func TestController_aCacheThatNeverSyncsIsLoggedOnceAndWaitedFor(t *testing.T) {
 			t.Errorf("HasSynced = %v, %d reconciles after the cache synced; want true, 1", c.HasSynced(), cs.count())
 		}
 		stop()
-		if err := c.Run(t.Context()); !errors.Is(err, errAlreadyRunning) {
-			t.Errorf("second Run = %v, want errAlreadyRunning", err)
+		if err := c.Run(t.Context()); !errors.Is(err, ErrStarted) {
+			t.Errorf("second Run = %v, want ErrStarted", err)
 		}
 	})
 }

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/ctrlkit/ctrlkit/internal/run"
 	"github.com/ctrlkit/ctrlkit/lease"
 	"github.com/ctrlkit/ctrlkit/telemetry"
 )
@@ -41,7 +42,8 @@ var (
 	// and what Run returns then.
 	ErrLost = errors.New("election: lease lost")
 	// ErrStarted reports a second call to Run.
-	ErrStarted = errors.New("election: already started")
+	// It is the same value as the other packages' ErrStarted.
+	ErrStarted = run.ErrStarted
 )
 
 // Options configure an Elector. The zero value is not valid: Name is
@@ -145,7 +147,7 @@ func (e *Elector) Run(ctx context.Context, work func(ctx context.Context) error)
 	e.mu.Lock()
 	if e.started {
 		e.mu.Unlock()
-		return ErrStarted
+		return fmt.Errorf("election: %w", ErrStarted)
 	}
 	e.started = true
 	e.mu.Unlock()

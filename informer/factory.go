@@ -156,7 +156,7 @@ func (f *Factory) Run(ctx context.Context) error {
 	f.mu.Lock()
 	if f.running {
 		f.mu.Unlock()
-		return ErrStarted
+		return fmt.Errorf("informer factory: %w", ErrStarted)
 	}
 	f.running = true
 	f.mu.Unlock()

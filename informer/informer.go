@@ -14,6 +14,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/deltafifo"
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/intern"
+	"github.com/ctrlkit/ctrlkit/internal/run"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/store"
@@ -22,7 +23,8 @@ import (
 // Errors returned by the informer; classify them with errors.Is.
 var (
 	// ErrStarted reports a second call to Run.
-	ErrStarted = errors.New("informer: already started")
+	// It is the same value as the other packages' ErrStarted.
+	ErrStarted = run.ErrStarted
 	// ErrStopped reports adding a handler to an informer whose Run has
 	// returned or is returning.
 	ErrStopped = errors.New("informer: stopped")
@@ -163,7 +165,7 @@ func (i *SharedIndexInformer[T]) Run(ctx context.Context) error {
 	i.mu.Lock()
 	if i.started {
 		i.mu.Unlock()
-		return ErrStarted
+		return fmt.Errorf("informer %s: %w", i.name, ErrStarted)
 	}
 	i.started = true
 	for _, l := range i.listeners {

@@ -27,6 +27,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/run"
 	"github.com/ctrlkit/ctrlkit/ledger"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/shard"
@@ -36,7 +37,8 @@ import (
 var (
 	// ErrStarted reports a second call to Run, or a controller added
 	// after Run started.
-	ErrStarted = errors.New("manager: already started")
+	// It is the same value as the other packages' ErrStarted.
+	ErrStarted = run.ErrStarted
 	// ErrUnreachable reports an API server that did not answer at start.
 	ErrUnreachable = errors.New("manager: cannot reach the API server")
 	// ErrKindNotServed reports, with Options.RequireServedKinds, a kind the
@@ -293,7 +295,7 @@ func (m *Manager) Add(r Runnable) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.running {
-		return ErrStarted
+		return fmt.Errorf("manager: %w", ErrStarted)
 	}
 	m.runnables = append(m.runnables, r)
 	return nil
@@ -337,7 +339,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	if m.running {
 		m.mu.Unlock()
-		return ErrStarted
+		return fmt.Errorf("manager: %w", ErrStarted)
 	}
 	m.running = true
 	ctrls, runnables := slices.Clone(m.controllers), slices.Clone(m.runnables)
