@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -129,7 +130,8 @@ type replica struct {
 	cmd    *exec.Cmd
 	log    string
 	exited chan struct{}
-	err    error // Wait's result, once exited is closed
+	err    error          // Wait's result, once exited is closed
+	stdin  io.WriteCloser // the process's standard input
 }
 
 func startReplica(t *testing.T, id, kubeconfig, ns, dir string) *replica {
@@ -151,6 +153,11 @@ func startProcess(t *testing.T, id, dir string, env ...string) *replica {
 		t.Fatal(err)
 	}
 	r.cmd.Stdout, r.cmd.Stderr = out, out
+	stdin, err := r.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.stdin = stdin
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +167,7 @@ func startProcess(t *testing.T, id, dir string, env ...string) *replica {
 		close(r.exited)
 	}()
 	t.Cleanup(func() {
+		r.stdin.Close() // a process still waiting for its start line ends
 		r.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-r.exited:

@@ -42,12 +42,13 @@ import (
 // variables set (and envKubeconfig, envNamespace, envLog); TestMain hands
 // such a process to shardReplicaMain.
 const (
-	envShardReplica = "CTRLKIT_TEST_SHARD_REPLICA"  // the replica's identity
-	envShardKey     = "CTRLKIT_TEST_SHARD_KEY"      // "uid" or "namespace"
-	envShardOwns    = "CTRLKIT_TEST_SHARD_OWNS"     // "1": the controller owns a Secret per ConfigMap
-	envShardRing    = "CTRLKIT_TEST_SHARD_RING"     // the ring's name; default "ring"
-	envShardRead    = "CTRLKIT_TEST_SHARD_READONLY" // "1": reconciles only record themselves
-	envShardVirtual = "CTRLKIT_TEST_SHARD_VIRTUAL"  // virtual shards; default 16
+	envShardReplica  = "CTRLKIT_TEST_SHARD_REPLICA"  // the replica's identity
+	envShardKey      = "CTRLKIT_TEST_SHARD_KEY"      // "uid" or "namespace"
+	envShardOwns     = "CTRLKIT_TEST_SHARD_OWNS"     // "1": the controller owns a Secret per ConfigMap
+	envShardRing     = "CTRLKIT_TEST_SHARD_RING"     // the ring's name; default "ring"
+	envShardRead     = "CTRLKIT_TEST_SHARD_READONLY" // "1": reconciles only record themselves
+	envShardVirtual  = "CTRLKIT_TEST_SHARD_VIRTUAL"  // virtual shards; default 16
+	envShardTogether = "CTRLKIT_TEST_SHARD_TOGETHER" // "1": Run waits for a line on standard input (see startTogether)
 )
 
 // Short membership timings so the test takes seconds.
@@ -152,6 +153,15 @@ func shardReplicaMain() int {
 			logf("addr %s", addr)
 		}
 	}()
+	if os.Getenv(envShardTogether) == "1" {
+		// Started with others: join the ring when they all can, not as
+		// soon as this process is up (process start-up under load varies
+		// by more than the ring's join grace).
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	err = m.Run(ctx)
 	recMu.Lock()
 	logf("stats cached=%d secrets=%d reconciles=%d", len(cms.Reader().Keys()), len(secrets.Reader().Keys()), reconciles)
@@ -179,6 +189,17 @@ func newRing(t *testing.T, srv *apiserver.Server, ns string, env ...string) *rin
 	dir := t.TempDir()
 	return &ring{t: t, kubeconfig: writeKubeconfig(t, srv.Config(), dir, "ring"), ns: ns, dir: dir, env: env,
 		replicas: map[string]*replica{}}
+}
+
+// startTogether lets every replica started with envShardTogether run its
+// manager at once.
+func (r *ring) startTogether() {
+	r.t.Helper()
+	for _, id := range r.live {
+		if _, err := io.WriteString(r.replicas[id].stdin, "go\n"); err != nil {
+			r.t.Fatalf("replica %s: %v", id, err)
+		}
+	}
 }
 
 // add starts a replica with a new identity.
@@ -540,10 +561,11 @@ func column(shares []share, f func(share) float64) []int {
 // reconciled, and returns what each cached, received and reconciled.
 func measureShares(t *testing.T, srv *apiserver.Server, ns, ringName string, n, objects int) []share {
 	t.Helper()
-	r := newRing(t, srv, ns, envShardRing+"="+ringName, envShardRead+"=1", envShardVirtual+"=64")
+	r := newRing(t, srv, ns, envShardRing+"="+ringName, envShardRead+"=1", envShardVirtual+"=64", envShardTogether+"=1")
 	for range n {
 		r.add()
 	}
+	r.startTogether()
 	var shares []share
 	eventually(t, 120*time.Second, fmt.Sprintf("%d replicas caching and reconciling %d objects once", n, objects), func() bool {
 		shares = shares[:0]
