@@ -243,8 +243,13 @@ func (m *Membership) round(ctx context.Context, holder string, start time.Time, 
 
 // leave deletes this incarnation's Lease, and only this incarnation's:
 // another process may hold the name.
+//
+// It may take up to RenewDeadline: until the Lease is gone the others count
+// this member and leave its shards unclaimed, so a delete given up early
+// makes them wait a whole LeaseDuration (a RetryPeriod was too short for a
+// loaded server).
 func (m *Membership) leave(holder string) {
-	ctx, cancel := context.WithTimeout(context.Background(), m.opts.RetryPeriod)
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.RenewDeadline)
 	defer cancel()
 	leases := m.opts.Kube.CoordinationV1().Leases(m.opts.Namespace)
 	if l, err := leases.Get(ctx, m.leaseName(), metav1.GetOptions{}); err == nil &&
