@@ -21,7 +21,7 @@ import (
 )
 
 // Discovery is what Kind needs to reach a kind it knows only by group,
-// version and kind.
+// version and kind. Every field is required.
 type Discovery struct {
 	// Config is what the REST clients are built from; Kind sets the group
 	// version, API path and serializer of each.
