@@ -216,7 +216,7 @@ func TestOptions_shardIsReadAtEveryCallAndByControllerFollowsTheOwner(t *testing
 	}
 	current := ownerHalf
 	lw := listwatch.New[*corev1.ConfigMap](list, nil, listwatch.Options{Shard: func() listwatch.Shard {
-		return shard.ByController{Selector: *current}
+		return shard.ByController{Selector: current}
 	}})
 	l, err := lw.List(t.Context(), metav1.ListOptions{})
 	if err != nil {

@@ -276,7 +276,7 @@ func (m *Manager) cutOptions(base listwatch.Options, cut *atomic.Int32, name str
 		case cut.Load() == cutOwn:
 			return sel
 		case cut.Load() == cutByController:
-			return shard.ByController{Selector: *sel}
+			return shard.ByController{Selector: sel}
 		}
 		return nil
 	}

@@ -13,8 +13,10 @@ func (s Selector) Contains(obj metav1.Object) bool { return s.Matches(obj) }
 // with controller: true) is in Selector, by the controller's UID: objects
 // owned by primaries of a shard follow their owner. The API server cannot
 // apply that, so ServerSelector is empty and the client filters alone;
-// objects without a controller are left out.
-type ByController struct{ Selector Selector }
+// objects without a controller are left out. It holds a pointer, so making
+// one per watch event (listwatch.Options.Shard is called for each) does not
+// allocate.
+type ByController struct{ Selector *Selector }
 
 // ServerSelector returns "": the server cannot select by an owner's UID.
 func (b ByController) ServerSelector() string { return "" }

@@ -83,3 +83,12 @@ func TestSelector_matchesWithoutAllocating(t *testing.T) {
 		t.Errorf("Matches allocates %v times per call", n)
 	}
 }
+
+func TestByController_asAListwatchShardAllocatesNothing(t *testing.T) {
+	sel := &shard.Selector{Key: shard.UID, Ranges: []shard.Range{{Start: 0, End: 1 << 63}}}
+	var sink interface{ ServerSelector() string }
+	allocs := testing.AllocsPerRun(100, func() { sink = shard.ByController{Selector: sel} })
+	if allocs != 0 || sink.ServerSelector() != "" {
+		t.Fatalf("ByController as an interface: %.0f allocations, server selector %q; want none and empty", allocs, sink.ServerSelector())
+	}
+}
