@@ -165,6 +165,21 @@ func TestManager_debugStateAndExplainOnTheRealServer(t *testing.T) {
 // running until its context ends.
 var untilStopped = manager.RunnableFunc(func(ctx context.Context) error { <-ctx.Done(); return nil })
 
+// startWithPprof runs a manager of opts with pprof on srv until the test
+// ends, and returns its listener's base URL.
+func startWithPprof(t *testing.T, srv *apiserver.Server, opts manager.Options) string {
+	t.Helper()
+	opts.EnablePprof = true
+	m, err := manager.New(srv.Config(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Add(untilStopped); err != nil {
+		t.Fatal(err)
+	}
+	return start(t, m)
+}
+
 // getHost sends a GET to url with the Host header host and returns the
 // status code and body.
 func getHost(t *testing.T, url, host string) (int, string) {
@@ -188,15 +203,7 @@ func TestManager_loopbackClientsNamingAForeignHostAreRefused(t *testing.T) {
 	leakcheck.Check(t)
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	opts := quiet(t)
-	opts.EnablePprof = true
-	m, err := manager.New(srv.Config(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Add(untilStopped); err != nil {
-		t.Fatal(err)
-	}
-	base := start(t, m)
+	base := startWithPprof(t, srv, opts)
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
 	for _, path := range []string{debug.Path + "/state.json", debug.Path + "/explain?controller=c&key=a/b",
 		"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=1"} {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
-	"github.com/ctrlkit/ctrlkit/manager"
 )
 
 func TestManager_httpServerClosesIdleConnectionsAndLimitsRequests(t *testing.T) {
@@ -23,16 +22,8 @@ func TestManager_httpServerClosesIdleConnectionsAndLimitsRequests(t *testing.T) 
 	t.Cleanup(client.CloseIdleConnections)
 	const idle = 300 * time.Millisecond
 	opts := quiet(t)
-	opts.EnablePprof = true
 	opts.HTTPIdleTimeout = idle
-	m, err := manager.New(srv.Config(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Add(untilStopped); err != nil {
-		t.Fatal(err)
-	}
-	base := start(t, m)
+	base := startWithPprof(t, srv, opts)
 	addr := strings.TrimPrefix(base, "http://")
 
 	t.Run("an idle keep-alive connection is closed after the idle timeout", func(t *testing.T) {
