@@ -32,12 +32,18 @@ func ControllerReference(owner metav1.Object, gvk schema.GroupVersionKind) *meta
 		WithName(owner.GetName()).WithUID(owner.GetUID()).WithController(true).WithBlockOwnerDeletion(true)
 }
 
-// SetControllerReference makes owner, of kind gvk, the controller of obj,
-// replacing an earlier reference to the same owner. It fails with
-// ErrOwnedByAnother if another object controls obj, and when owner is
-// namespaced in another namespace than obj (the garbage collector would
-// delete obj at once).
-func SetControllerReference(owner, obj metav1.Object, gvk schema.GroupVersionKind) error {
+// SetControllerReference makes owner the controller of obj, replacing an
+// earlier reference to the same owner; owner's group, version and kind come
+// from scheme (the manager's: m.Scheme()). It fails with ErrOwnedByAnother
+// if another object controls obj, when owner's type is not in scheme, and
+// when owner is namespaced in another namespace than obj (the garbage
+// collector would delete obj at once).
+func SetControllerReference(owner Object, obj metav1.Object, scheme *runtime.Scheme) error {
+	gvks, _, err := scheme.ObjectKinds(owner)
+	if err != nil || len(gvks) == 0 {
+		return fmt.Errorf("apply: owner %T is not in the scheme; register its AddToScheme: %w", owner, err)
+	}
+	gvk := gvks[0]
 	if owner.GetNamespace() != "" && owner.GetNamespace() != obj.GetNamespace() {
 		return fmt.Errorf("apply: owner %s/%s is in another namespace than %s/%s",
 			owner.GetNamespace(), owner.GetName(), obj.GetNamespace(), obj.GetName())

@@ -135,7 +135,7 @@ var allowed = map[string][]string{
 	"shard":    {"lease"},
 	"election": {"lease", "internal/run"},
 	"ledger":   {"object"},
-	"apply":    nil,
+	"apply":    {"object"},
 	"debug":    {"object", "informer", "controller"},
 	"manager": {"object", "reflector", "listwatch", "informer", "handler", "controller", "debug",
 		"election", "ledger", "shard", "lease", "internal/run"},

@@ -22,6 +22,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
@@ -46,8 +47,6 @@ func TestMain(m *testing.M) {
 	os.Exit(env.Run(m))
 }
 
-var configMapKind = corev1.SchemeGroupVersion.WithKind("ConfigMap")
-
 // mirror keeps a Secret, owned by the ConfigMap, with the ConfigMap's data.
 type mirror struct {
 	cms   func(object.ObjectName) (*corev1.ConfigMap, bool)
@@ -71,7 +70,7 @@ func (r *mirror) Reconcile(ctx context.Context, name object.ObjectName) (control
 			for k, v := range cm.Data {
 				s.Data[k] = []byte(v)
 			}
-			return apply.SetControllerReference(cm, s, configMapKind)
+			return apply.SetControllerReference(cm, s, scheme.Scheme)
 		})
 	return controller.Result{}, err
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
@@ -47,7 +48,7 @@ func (r *replicaSetLike) Reconcile(ctx context.Context, name object.ObjectName) 
 	for range childrenPerOwner - have {
 		child := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: name.Name + "-", Namespace: name.Namespace,
 			Labels: map[string]string{"owner": name.Name}}}
-		if err := apply.SetControllerReference(owner, child, configMapKind); err != nil {
+		if err := apply.SetControllerReference(owner, child, scheme.Scheme); err != nil {
 			return controller.Result{}, err
 		}
 		if _, err := r.kube.CoreV1().Secrets(name.Namespace).Create(ctx, child, metav1.CreateOptions{}); err != nil {

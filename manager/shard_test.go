@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
@@ -119,7 +120,7 @@ func shardReplicaMain() int {
 		if owns {
 			if _, ok := secrets.Reader().Get(name); !ok {
 				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: name.Namespace, Name: name.Name}}
-				if err := apply.SetControllerReference(cm, s, corev1.SchemeGroupVersion.WithKind("ConfigMap")); err != nil {
+				if err := apply.SetControllerReference(cm, s, scheme.Scheme); err != nil {
 					return controller.Result{}, err
 				}
 				if _, err := m.Kube().CoreV1().Secrets(name.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -1,0 +1,111 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// Patcher is the part of a typed client a Finalizer needs; the client of
+// manager.Client is one.
+type Patcher[T any] interface {
+	Patch(ctx context.Context, name object.ObjectName, pt types.PatchType, data []byte, opts metav1.PatchOptions) (T, error)
+}
+
+// Finalizer keeps an object from disappearing before its cleanup ran: the
+// way to release what the garbage collector cannot (objects in another
+// namespace or cluster-scoped, anything outside Kubernetes).
+//
+// Call Finalize first in every reconcile of the object. While the object
+// lives, it adds the finalizer if missing, so the finalizer is on the
+// server before the reconcile makes its first side effect. Once the object
+// is being deleted, it runs Cleanup and removes the finalizer only after
+// Cleanup succeeded, so the API server keeps the object (with its
+// deletionTimestamp set) until then. A Cleanup that fails returns its
+// error: the controller retries the key with backoff and the finalizer
+// stays. Cleanup must be idempotent: it may run again after a crash
+// between its end and the finalizer's removal.
+//
+// The finalizer is added and removed with a JSON merge patch that touches
+// only metadata.finalizers and carries the resource version the reconcile
+// saw, so it never removes another controller's finalizer and never acts on
+// a stale read: a concurrent write fails it with a conflict
+// (apierrors.IsConflict), and the reconcile retries on the newer object.
+type Finalizer[T Object] struct {
+	name    string
+	client  Patcher[T]
+	cleanup func(context.Context, T) error
+}
+
+// Object is what the API types of client-go and controller-gen are.
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
+
+// NewFinalizer returns the finalizer called name (domain-qualified, e.g.
+// "example.com/cleanup", as the API server expects), written through c,
+// whose cleanup runs when an object is being deleted.
+func NewFinalizer[T Object](name string, c Patcher[T], cleanup func(ctx context.Context, obj T) error) (*Finalizer[T], error) {
+	if errs := validation.IsQualifiedName(name); len(errs) > 0 || !strings.Contains(name, "/") {
+		return nil, fmt.Errorf("apply: finalizer name %q is not a domain-qualified name (%s): "+
+			"use \"<your domain>/<name>\", e.g. \"example.com/cleanup\"", name, strings.Join(errs, "; "))
+	}
+	if c == nil || cleanup == nil {
+		return nil, fmt.Errorf("apply: finalizer %q needs a client and a cleanup function", name)
+	}
+	return &Finalizer[T]{name: name, client: c, cleanup: cleanup}, nil
+}
+
+// Name returns the finalizer's name.
+func (f *Finalizer[T]) Name() string { return f.name }
+
+// Finalize does the finalizer's part of a reconcile of obj (read-only, as
+// from a cache). It returns deleting true when obj is being deleted: the
+// reconcile must stop there and return err (nil once the cleanup ran and
+// the finalizer is off). While obj lives, deleting is false and a nil err
+// means the finalizer is on the server: go on with the reconcile.
+func (f *Finalizer[T]) Finalize(ctx context.Context, obj T) (deleting bool, err error) {
+	has := slices.Contains(obj.GetFinalizers(), f.name)
+	if obj.GetDeletionTimestamp() == nil {
+		if has {
+			return false, nil
+		}
+		return false, f.write(ctx, obj, append(slices.Clone(obj.GetFinalizers()), f.name), "add")
+	}
+	if !has {
+		return true, nil // cleaned up already (or never needed): the object goes once the other finalizers are off
+	}
+	if err := f.cleanup(ctx, obj); err != nil {
+		return true, fmt.Errorf("finalizer %s of %s: cleanup: %w", f.name, object.NameOf(obj), err)
+	}
+	rest := slices.DeleteFunc(slices.Clone(obj.GetFinalizers()), func(s string) bool { return s == f.name })
+	return true, f.write(ctx, obj, rest, "remove")
+}
+
+// write sets obj's finalizers to list, if obj is still at the resource
+// version it was read at.
+func (f *Finalizer[T]) write(ctx context.Context, obj T, list []string, what string) error {
+	if list == nil {
+		list = []string{} // null would mean "leave as is" in a merge patch
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"finalizers": list, "resourceVersion": obj.GetResourceVersion()}})
+	if err != nil {
+		return err
+	}
+	name := object.NameOf(obj)
+	if _, err := f.client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("finalizer %s: %s on %s: %w", f.name, what, name, err)
+	}
+	return nil
+}
