@@ -44,6 +44,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envShardReplica) != "" {
 		os.Exit(shardReplicaMain())
 	}
+	if os.Getenv(envMain) != "" {
+		mainProcess()
+		os.Exit(0)
+	}
 	os.Exit(env.Run(m))
 }
 

@@ -1,0 +1,84 @@
+package manager
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Main is a controller program's main function. It adds --kubeconfig and
+// --http-addr to the command line's flags and parses them (define your own
+// flags before, and do not call flag.Parse), connects to the cluster as
+// kubectl does (--kubeconfig, else $KUBECONFIG, ~/.kube/config, or the
+// in-cluster service account), makes a manager with opts, calls setup to
+// add the controllers, and runs it until SIGINT or SIGTERM, then returns
+// after a clean shutdown. Any failure is printed on stderr and exits the
+// process with status 1.
+//
+// With LeaderElection.Name set and no Namespace, the Lease lives in the
+// namespace the Pod runs in (read from its service account), else in
+// "default".
+func Main(opts Options, setup func(*Manager) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := runMain(ctx, flag.CommandLine, os.Args[1:], opts, setup); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func runMain(ctx context.Context, fs *flag.FlagSet, args []string, opts Options, setup func(*Manager) error) error {
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVar(&opts.HTTPAddr, "http-addr", opts.HTTPAddr,
+		`where /metrics, /healthz, /readyz and /debug/ctrlkit are served ("0": nowhere; default 127.0.0.1:8080)`)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := LoadConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	if opts.LeaderElection.Name != "" && opts.LeaderElection.Namespace == "" {
+		opts.LeaderElection.Namespace = podNamespace()
+	}
+	m, err := New(cfg, opts)
+	if err != nil {
+		return err
+	}
+	if err := setup(m); err != nil {
+		return err
+	}
+	return m.Run(ctx)
+}
+
+// LoadConfig returns the configuration kubectl would use: the kubeconfig
+// file named (if not ""), else $KUBECONFIG, ~/.kube/config, or the
+// in-cluster service account.
+func LoadConfig(kubeconfig string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no cluster to talk to: %w", err)
+	}
+	return cfg, nil
+}
+
+// podNamespace is the namespace of the Pod this process runs in, or
+// "default" outside a cluster.
+func podNamespace() string {
+	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if ns := strings.TrimSpace(string(b)); err == nil && ns != "" {
+		return ns
+	}
+	return "default"
+}
