@@ -1,8 +1,10 @@
 // Package apply holds the writes every controller makes and would otherwise
 // copy: owner references that tie a child to its parent (so the garbage
 // collector deletes it with the parent, and handler.EnqueueOwner finds the
-// parent again), and create-or-update over a typed client. For server-side
-// apply, use client-go's apply configurations with ControllerReference.
+// parent again), create-or-update over a typed client (reading a cache
+// where it can), and finalizers that hold an object until its cleanup ran.
+// For server-side apply, use client-go's apply configurations with
+// ControllerReference.
 //
 // Concurrency: the functions are safe for concurrent use; they modify only
 // the objects passed to them.
@@ -19,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	"github.com/ctrlkit/ctrlkit/object"
 )
 
 // ErrOwnedByAnother reports an object already controlled by another owner.
@@ -83,19 +87,47 @@ const (
 	Updated   Result = "updated"
 )
 
+// Getter reads an object from a cache; an informer's store.Reader is one.
+type Getter[T any] interface {
+	Get(name object.ObjectName) (T, bool)
+}
+
+// CreateOrUpdateOption changes where CreateOrUpdate reads.
+type CreateOrUpdateOption[T any] func(*createOrUpdate[T])
+
+type createOrUpdate[T any] struct{ cache Getter[T] }
+
+// FromCache makes CreateOrUpdate read the current object from cache (the
+// informer of the objects it writes, e.g. of an Owns source) instead of
+// the server: a reconcile that changes nothing sends no request at all. A
+// stale cache costs one retry, never a wrong write: an update based on an
+// old copy fails with a conflict, a create of an object the cache has not
+// seen yet fails with AlreadyExists; either is returned, and the key is
+// retried once the cache caught up.
+func FromCache[T any](cache Getter[T]) CreateOrUpdateOption[T] {
+	return func(o *createOrUpdate[T]) { o.cache = cache }
+}
+
 // CreateOrUpdate makes the object called name exist in the state mutate
-// gives it. It reads the object from the server (not a cache: the write
-// must not be based on a stale read), creates it from newObj after mutate if
-// it is missing, else applies mutate to the server's copy and updates it
-// only if something changed. mutate must set the desired state
-// idempotently, not rebuild the object (keep fields others set). It returns
-// the object the server holds now and what was done; a conflict (someone
-// wrote in between) is returned as is: retry the reconcile.
-func CreateOrUpdate[T interface {
-	metav1.Object
-	runtime.Object
-}](ctx context.Context, c Client[T], name string, newObj func() T, mutate func(T) error) (T, Result, error) {
-	cur, err := c.Get(ctx, name, metav1.GetOptions{})
+// gives it. newObj returns the object to create when it is missing: it must
+// carry the name and the namespace (of the client c), and may carry what
+// only a new object needs; mutate then sets the desired state on it, and on
+// the current object when there is one, and must do so idempotently: set the
+// fields the controller owns (and the owner reference, with
+// SetControllerReference), not rebuild the object, keeping what others set.
+//
+// The current object is read from the server (or from a cache, with
+// FromCache); it is updated only if mutate changed something. It returns
+// the object the server holds now (the cached one when unchanged) and what
+// was done; a conflict (someone wrote in between) is returned as is: retry
+// the reconcile.
+func CreateOrUpdate[T Object](ctx context.Context, c Client[T], name string, newObj func() T, mutate func(T) error,
+	opts ...CreateOrUpdateOption[T]) (T, Result, error) {
+	var o createOrUpdate[T]
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cur, err := get(ctx, o, c, name, newObj)
 	if apierrors.IsNotFound(err) {
 		obj := newObj()
 		if err := mutate(obj); err != nil {
@@ -107,13 +139,27 @@ func CreateOrUpdate[T interface {
 	if err != nil {
 		return cur, Unchanged, err
 	}
-	before := cur.DeepCopyObject()
+	before := cur
+	cur = cur.DeepCopyObject().(T) // the cache's copy is read-only; the server's is ours but compared below
 	if err := mutate(cur); err != nil {
-		return cur, Unchanged, err
+		return before, Unchanged, err
 	}
-	if equality.Semantic.DeepEqual(before, runtime.Object(cur)) {
-		return cur, Unchanged, nil
+	if equality.Semantic.DeepEqual(runtime.Object(before), runtime.Object(cur)) {
+		return before, Unchanged, nil
 	}
 	cur, err = c.Update(ctx, cur, metav1.UpdateOptions{})
 	return cur, Updated, err
+}
+
+// get reads the current object from the cache or the server.
+func get[T Object](ctx context.Context, o createOrUpdate[T], c Client[T], name string, newObj func() T) (T, error) {
+	if o.cache == nil {
+		return c.Get(ctx, name, metav1.GetOptions{})
+	}
+	key := object.ObjectName{Namespace: newObj().GetNamespace(), Name: name}
+	if cur, ok := o.cache.Get(key); ok {
+		return cur, nil
+	}
+	var zero T
+	return zero, apierrors.NewNotFound(schema.GroupResource{}, name)
 }
