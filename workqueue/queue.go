@@ -14,7 +14,7 @@ import (
 // Options configures a Queue. The zero value is ready to use: no metrics,
 // the default controller rate limiter, the system clock.
 type Options[K comparable] struct {
-	// Name labels the queue's metrics ("name" label). It is required when
+	// Name labels the queue's metrics ("name" and "controller" labels). It is required when
 	// Registerer is set, and must differ between queues sharing a registry.
 	// Default: "".
 	Name string
