@@ -60,8 +60,10 @@
 // Logger of the most recently started manager still running, and to
 // slog.Default() while none is. A manager's Logger receives no line after
 // its Run returned (a test's logger may be used after Run, never after the
-// test). A program that set klog's logger itself, and wants to keep it,
-// sets KeepKlogOutput on every manager.
+// test). klog's logger cannot be replaced safely while other goroutines log
+// through it, so create the first manager before starting anything else
+// that uses client-go. A program that set klog's logger itself, and wants
+// to keep it, sets KeepKlogOutput on every manager.
 //
 // Reconcilers receive an object.ObjectName and read the typed, read-only
 // store.Reader of the informers they were given; they write through
