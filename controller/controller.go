@@ -157,7 +157,7 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 	if err != nil {
 		return nil, fmt.Errorf("controller %s: %w", opts.Name, err)
 	}
-	m, err := newMetrics(opts.Telemetry, opts.Name)
+	m, err := newMetrics(opts.Telemetry, opts.Name, opts.Workers)
 	if err != nil {
 		q.ShutDown()
 		return nil, fmt.Errorf("controller %s: %w", opts.Name, err)
@@ -376,7 +376,7 @@ func (c *Controller[K]) worker(ctx, work context.Context) {
 			if rctx, done, ok = c.opts.Partition.Enter(work, key); !ok {
 				c.queue.Forget(key)
 				c.queue.Done(key)
-				c.metrics.notOwned()
+				c.metrics.drop(dropNotOwned)
 				continue
 			}
 		}

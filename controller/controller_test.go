@@ -123,12 +123,13 @@ func TestController_terminalErrorsAndTooManyRetriesStopRetrying(t *testing.T) {
 		errs       []error // one per attempt; the last repeats
 		maxRetries int
 		wantCalls  int
-		wantResult string
+		wantTerm   float64 // controller_runtime_terminal_reconcile_errors_total
+		wantDrop   float64 // ctrlkit_controller_dropped_keys_total{reason="max_retries"}
 	}{
-		{name: "a terminal error is not retried", errs: []error{Terminal(errors.New("bad spec"))}, wantCalls: 1, wantResult: "terminal_error"},
+		{name: "a terminal error is not retried", errs: []error{Terminal(errors.New("bad spec"))}, wantCalls: 1, wantTerm: 1},
 		{name: "a terminal error after retries stops them and forgets the failures",
-			errs: []error{flaky, flaky, fmt.Errorf("sync: %w", Terminal(errors.New("bad")))}, wantCalls: 3, wantResult: "terminal_error"},
-		{name: "max retries drops the key after the last retry", errs: []error{flaky}, maxRetries: 2, wantCalls: 3, wantResult: "dropped"},
+			errs: []error{flaky, flaky, fmt.Errorf("sync: %w", Terminal(errors.New("bad")))}, wantCalls: 3, wantTerm: 1},
+		{name: "max retries drops the key after the last retry", errs: []error{flaky}, maxRetries: 2, wantCalls: 3, wantDrop: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -145,8 +146,19 @@ func TestController_terminalErrorsAndTooManyRetriesStopRetrying(t *testing.T) {
 				if n := cs.count(); n != tc.wantCalls {
 					t.Errorf("%d reconciles, want %d", n, tc.wantCalls)
 				}
-				if n := testutil.ToFloat64(c.metrics.reconciles.WithLabelValues(tc.wantResult)); n != 1 {
-					t.Errorf("reconciles_total{result=%s} = %v, want 1", tc.wantResult, n)
+				for _, m := range []struct {
+					name string
+					got  float64
+					want float64
+				}{
+					{"controller_runtime_reconcile_total{result=error}", testutil.ToFloat64(c.metrics.reconciles.WithLabelValues("error")), float64(tc.wantCalls)},
+					{"controller_runtime_reconcile_errors_total", testutil.ToFloat64(c.metrics.errs), float64(tc.wantCalls)},
+					{"controller_runtime_terminal_reconcile_errors_total", testutil.ToFloat64(c.metrics.terminal), tc.wantTerm},
+					{"ctrlkit_controller_dropped_keys_total{reason=max_retries}", testutil.ToFloat64(c.metrics.dropped.WithLabelValues("max_retries")), tc.wantDrop},
+				} {
+					if m.got != m.want {
+						t.Errorf("%s = %v, want %v", m.name, m.got, m.want)
+					}
 				}
 				if n := c.Queue().NumRequeues("ns/a"); n != 0 {
 					t.Errorf("NumRequeues = %d, want 0: a key that is given up on is forgotten", n)
@@ -192,11 +204,15 @@ func TestController_aReconcileTimeoutHasItsOwnCause(t *testing.T) {
 			<-ctx.Done()
 			causes <- context.Cause(ctx)
 			return Result{}, Terminal(ctx.Err())
-		}, Options[string]{ReconcileTimeout: 10 * time.Second})
+		}, Options[string]{ReconcileTimeout: 10 * time.Second, Name: "t", Telemetry: telemetry.Telemetry{Registerer: prometheus.NewRegistry()}})
 		stop := runInBubble(t, c)
 		c.Add("ns/a")
 		if cause := <-causes; !errors.Is(cause, ErrReconcileTimeout) {
 			t.Errorf("cause = %v, want ErrReconcileTimeout", cause)
+		}
+		synctest.Wait()
+		if n := testutil.ToFloat64(c.metrics.timeouts); n != 1 {
+			t.Errorf("controller_runtime_reconcile_timeouts_total = %v, want 1", n)
 		}
 		stop()
 	})

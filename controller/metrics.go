@@ -8,47 +8,124 @@ import (
 	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
-// metrics are one controller's Prometheus series, labelled with its name.
+// Result label values of controller_runtime_reconcile_total, as
+// controller-runtime names them. ctrlkit has no Requeue flag, so "requeue"
+// stays at 0; it is reported so that queries naming it find a series.
+const (
+	resultSuccess      = "success"
+	resultError        = "error"
+	resultRequeue      = "requeue"
+	resultRequeueAfter = "requeue_after"
+)
+
+// Reasons of ctrlkit_controller_dropped_keys_total.
+const (
+	dropMaxRetries = "max_retries"
+	dropNotOwned   = "not_owned"
+)
+
+// reconcileBuckets are controller-runtime's buckets for the reconcile
+// time: 5ms to 60s, finer below a second, so its dashboards' quantiles
+// read the same.
+var reconcileBuckets = []float64{
+	0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1,
+	1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
+}
+
+// metrics are one controller's Prometheus series, each with the constant
+// label controller=<name>. The reconcile series carry controller-runtime's
+// names, labels and buckets (see the package doc); what only ctrlkit does
+// (the read-your-writes gate, keys dropped unreconciled) is under ctrlkit_.
 // A nil *metrics records nothing.
 type metrics struct {
 	reconciles *prometheus.CounterVec // by result
+	errs       prometheus.Counter
+	terminal   prometheus.Counter
 	panics     prometheus.Counter
-	busy       prometheus.Gauge
-	holds      prometheus.Counter
+	timeouts   prometheus.Counter
 	latency    prometheus.Histogram
+	busy       prometheus.Gauge
+	workers    prometheus.Gauge
+	holds      prometheus.Counter
+	dropped    *prometheus.CounterVec // by reason
 }
 
-func newMetrics(tel telemetry.Telemetry, name string) (*metrics, error) {
+func newMetrics(tel telemetry.Telemetry, name string, workers int) (*metrics, error) {
 	if tel.Registerer == nil {
 		return nil, nil
 	}
-	l := prometheus.Labels{"name": name}
+	l := prometheus.Labels{"controller": name}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: l})
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: l})
+	}
 	m := &metrics{
-		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "controller",
-			Name: "reconciles_total", ConstLabels: l,
-			Help: "Reconciles by result: success, requeue_after, error, terminal_error, dropped; not_owned counts keys dropped unreconciled because another replica owns them (sharding)."}, []string{"result"}),
-		panics: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "controller",
-			Name: "reconcile_panics_total", Help: "Reconciles that panicked (recovered).", ConstLabels: l}),
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "controller_runtime_reconcile_total", ConstLabels: l,
+			Help: "Reconciles by how they ended: success, requeue_after (succeeded and asked to be run again later), error (any error, terminal ones included, and panics); requeue is always 0 in ctrlkit."},
+			[]string{"result"}),
+		errs: counter("controller_runtime_reconcile_errors_total",
+			"Reconciles that returned an error or panicked, terminal errors included."),
+		terminal: counter("controller_runtime_terminal_reconcile_errors_total",
+			"Reconciles that returned a terminal error (controller.Terminal): not retried."),
+		panics: counter("controller_runtime_reconcile_panics_total", "Reconciles that panicked (recovered, counted as errors too)."),
+		timeouts: counter("controller_runtime_reconcile_timeouts_total",
+			"Reconciles whose context ran out of Options.ReconcileTimeout."),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "controller_runtime_reconcile_time_seconds",
+			Help: "How long reconciles took, in seconds.", ConstLabels: l, Buckets: reconcileBuckets}),
+		busy:    gauge("controller_runtime_active_workers", "Workers reconciling a key now."),
+		workers: gauge("controller_runtime_max_concurrent_reconciles", "Workers of the controller (Options.Workers): the most keys reconciled at once."),
 		holds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "controller",
 			Name: "gate_holds_total", Help: "Times a key was held back by the gate (read-your-writes).", ConstLabels: l}),
-		busy: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ctrlkit", Subsystem: "controller",
-			Name: "active_workers", Help: "Workers reconciling a key now.", ConstLabels: l}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "ctrlkit", Subsystem: "controller",
-			Name: "reconcile_duration_seconds", Help: "Duration of reconciles.", ConstLabels: l,
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "controller",
+			Name: "dropped_keys_total", ConstLabels: l,
+			Help: "Keys given up on, by reason: max_retries (failed Options.MaxRetries times in a row; the reconciles count as errors too), not_owned (not reconciled here: another replica owns them, see sharding)."},
+			[]string{"reason"}),
 	}
-	if err := tel.Register(m.reconciles, m.panics, m.busy, m.latency, m.holds); err != nil {
+	for _, r := range []string{resultSuccess, resultError, resultRequeue, resultRequeueAfter} {
+		m.reconciles.WithLabelValues(r)
+	}
+	for _, r := range []string{dropMaxRetries, dropNotOwned} {
+		m.dropped.WithLabelValues(r)
+	}
+	m.workers.Set(float64(workers))
+	if err := tel.Register(m.reconciles, m.errs, m.terminal, m.panics, m.timeouts, m.latency, m.busy, m.workers,
+		m.holds, m.dropped); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// notOwned counts a key dropped because another replica owns it.
-func (m *metrics) notOwned() { m.result("not_owned") }
+// succeeded counts a reconcile that returned no error; later reports
+// whether it asked to be run again after a delay.
+func (m *metrics) succeeded(later bool) {
+	if m == nil {
+		return
+	}
+	if later {
+		m.reconciles.WithLabelValues(resultRequeueAfter).Inc()
+	} else {
+		m.reconciles.WithLabelValues(resultSuccess).Inc()
+	}
+}
 
-func (m *metrics) result(r string) {
+// failed counts a reconcile that returned an error (or panicked).
+func (m *metrics) failed(terminal bool) {
+	if m == nil {
+		return
+	}
+	m.reconciles.WithLabelValues(resultError).Inc()
+	m.errs.Inc()
+	if terminal {
+		m.terminal.Inc()
+	}
+}
+
+// drop counts a key given up on for reason.
+func (m *metrics) drop(reason string) {
 	if m != nil {
-		m.reconciles.WithLabelValues(r).Inc()
+		m.dropped.WithLabelValues(reason).Inc()
 	}
 }
 
@@ -61,6 +138,12 @@ func (m *metrics) gated() {
 func (m *metrics) panicked() {
 	if m != nil {
 		m.panics.Inc()
+	}
+}
+
+func (m *metrics) timedOut() {
+	if m != nil {
+		m.timeouts.Inc()
 	}
 }
 

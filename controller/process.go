@@ -61,23 +61,22 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
+		c.metrics.succeeded(res.RequeueAfter > 0)
 		if res.RequeueAfter > 0 {
-			c.metrics.result("requeue_after")
 			c.requeue(key, "requeue after", res.RequeueAfter, res.Priority)
-			return
 		}
-		c.metrics.result("success")
 	case IsTerminal(err):
 		c.queue.Forget(key)
-		c.metrics.result("terminal_error")
+		c.metrics.failed(true)
 		c.opts.Logger.Error("controller: reconcile failed; not retrying", "name", c.opts.Name, "key", key, "err", err)
 	case c.opts.MaxRetries > 0 && c.queue.NumRequeues(key) >= c.opts.MaxRetries:
 		c.queue.Forget(key)
-		c.metrics.result("dropped")
+		c.metrics.failed(false)
+		c.metrics.drop(dropMaxRetries)
 		c.opts.Logger.Error("controller: reconcile failed too often; dropping the key", "name", c.opts.Name, "key", key,
 			"retries", c.opts.MaxRetries, "err", err)
 	default:
-		c.metrics.result("error")
+		c.metrics.failed(false)
 		c.opts.Logger.Warn("controller: reconcile failed; retrying with backoff", "name", c.opts.Name, "key", key, "err", err)
 		c.track.retries.Add(1)
 		c.track.note(key, Reason{Event: "retry after error", At: time.Now()})
@@ -105,6 +104,11 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) (res Result, err e
 		var cancel context.CancelFunc
 		rctx, cancel = context.WithTimeoutCause(rctx, c.opts.ReconcileTimeout, ErrReconcileTimeout)
 		defer cancel()
+		defer func() {
+			if rctx.Err() == context.DeadlineExceeded && context.Cause(rctx) == ErrReconcileTimeout {
+				c.metrics.timedOut()
+			}
+		}()
 	}
 	defer func() {
 		if v := recover(); v != nil {

@@ -25,6 +25,46 @@
 // listener's servers bound header size, body size, writes and idle
 // connections (Options.HTTPIdleTimeout).
 //
+// # Metrics
+//
+// The registry (Options.Registry, served on /metrics) holds the Go runtime
+// and process collectors, every stage's series, and, under
+// controller-runtime's names and labels so that its dashboards and alerts
+// carry over: controller_runtime_reconcile_total{controller,result},
+// controller_runtime_reconcile_errors_total,
+// controller_runtime_terminal_reconcile_errors_total,
+// controller_runtime_reconcile_panics_total,
+// controller_runtime_reconcile_timeouts_total,
+// controller_runtime_reconcile_time_seconds,
+// controller_runtime_active_workers and
+// controller_runtime_max_concurrent_reconciles (package controller), the
+// workqueue_* series labelled controller and name (package workqueue), and
+// client-go's REST client series rest_client_requests_total{code,method,host},
+// rest_client_request_duration_seconds{verb,host} and
+// rest_client_rate_limiter_duration_seconds{verb,host}.
+//
+// # client-go's metrics and logs
+//
+// client-go reports requests to hooks it accepts once per process, and does
+// not say which client made a request. The first New sets the hooks; the
+// REST client series they feed are process-wide and registered in every
+// manager's registry, so each manager's /metrics counts the requests of the
+// whole process, as in controller-runtime, whose series are global too. If
+// another library set the hooks first (importing controller-runtime's
+// metrics package does), New logs a warning and registers no rest_client_*
+// series: they would stay at 0.
+//
+// klog, client-go's logger (leader election, API deprecation warnings,
+// ...), is also configured once per process: the first New without
+// Options.KeepKlogOutput points it at a router, which hands each line to the
+// Logger of the most recently started manager still running, and to
+// slog.Default() while none is. A manager's Logger receives no line after
+// its Run returned (a test's logger may be used after Run, never after the
+// test). klog's logger cannot be replaced safely while other goroutines log
+// through it, so create the first manager before starting anything else
+// that uses client-go. A program that set klog's logger itself, and wants
+// to keep it, sets KeepKlogOutput on every manager.
+//
 // Reconcilers receive an object.ObjectName and read the typed, read-only
 // store.Reader of the informers they were given; they write through
 // client-go's clientsets (Manager.Kube) and the helpers of package apply.

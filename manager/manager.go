@@ -128,6 +128,12 @@ type Options struct {
 	// StartTimeout bounds the start-up check that the API server answers.
 	// Default: 30s.
 	StartTimeout time.Duration
+	// KeepKlogOutput leaves klog, client-go's logger (leader election, API
+	// deprecation warnings, ...), as it is: text to stderr in klog's format,
+	// or what the program set with klog.SetLogger. Default: klog's output
+	// goes to Logger while Run runs (see the package doc, "client-go's
+	// metrics and logs").
+	KeepKlogOutput bool
 }
 
 func (o Options) withDefaults() Options {
@@ -233,6 +239,12 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	if err := registerRESTClientMetrics(opts.Registry, opts.Logger); err != nil {
+		return nil, fmt.Errorf("manager: client-go's REST client metrics: %w", err)
+	}
+	if !opts.KeepKlogOutput {
+		routeKlog()
 	}
 	led, err := ledger.New(ledger.Options{Bound: opts.ReadYourWritesBound, Registerer: opts.Registry})
 	if err != nil {
@@ -345,6 +357,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	ctrls, runnables := slices.Clone(m.controllers), slices.Clone(m.runnables)
 	errs := errors.Join(append(slices.Clone(m.errs), m.checkDebug())...)
 	m.mu.Unlock()
+	if !m.opts.KeepKlogOutput {
+		defer joinKlogRoute(m.opts.Logger)()
+	}
 	defer m.closeConnections()
 	if errs != nil {
 		close(m.listening)

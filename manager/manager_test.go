@@ -183,8 +183,8 @@ func TestManager_runsAForAndOwnsControllerAndServesMetricsAndProbes(t *testing.T
 	}
 	eventually(t, 30*time.Second, "/readyz 200", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
 	code, metrics := get(t, base+"/metrics")
-	for _, want := range []string{`ctrlkit_controller_reconciles_total{name="mirror",result="success"}`,
-		`workqueue_adds_total{name="mirror"}`, "go_goroutines", "process_cpu_seconds_total"} {
+	for _, want := range []string{`controller_runtime_reconcile_total{controller="mirror",result="success"}`,
+		`workqueue_adds_total{controller="mirror",name="mirror"}`, "go_goroutines", "process_cpu_seconds_total"} {
 		if code != 200 || !strings.Contains(metrics, want) {
 			t.Errorf("/metrics (%d) has no %s", code, want)
 		}

@@ -578,7 +578,7 @@ func measureShares(t *testing.T, srv *apiserver.Server, ns, ringName string, n, 
 			}
 			s := share{cached: scrapeInformer(t, rep, "ctrlkit_informer_cached_objects", "configmaps"),
 				bytes:      scrapeInformer(t, rep, "ctrlkit_informer_received_bytes_total", "configmaps"),
-				reconciles: scrapeMatching(t, rep, "ctrlkit_controller_reconciles_total", func(l string) bool { return strings.Contains(l, `result="success"`) }),
+				reconciles: scrapeMatching(t, rep, "controller_runtime_reconcile_total", func(l string) bool { return strings.Contains(l, `result="success"`) }),
 				fallback:   scrapeInformer(t, rep, "ctrlkit_informer_shard_fallback", "configmaps")}
 			shares = append(shares, s)
 			total += s.cached
@@ -596,7 +596,7 @@ func measureShares(t *testing.T, srv *apiserver.Server, ns, ringName string, n, 
 		rep := r.replicas[id]
 		shares = append(shares, share{cached: scrapeInformer(t, rep, "ctrlkit_informer_cached_objects", "configmaps"),
 			bytes:      scrapeInformer(t, rep, "ctrlkit_informer_received_bytes_total", "configmaps"),
-			reconciles: scrapeMatching(t, rep, "ctrlkit_controller_reconciles_total", func(l string) bool { return strings.Contains(l, `result="success"`) }),
+			reconciles: scrapeMatching(t, rep, "controller_runtime_reconcile_total", func(l string) bool { return strings.Contains(l, `result="success"`) }),
 			fallback:   scrapeInformer(t, rep, "ctrlkit_informer_shard_fallback", "configmaps")})
 	}
 	opened := 0 // the debug page's view agrees: every shard open on exactly one replica

@@ -65,12 +65,17 @@
 //
 // # Metrics
 //
-// With Options.Registerer set, the queue registers client-go's work queue
-// metrics on it, labelled name=Options.Name: workqueue_depth,
+// With Options.Registerer set, the queue registers the work queue metrics
+// under the names, labels and buckets controller-runtime uses, so its
+// dashboards and alerts work unchanged: workqueue_depth,
 // workqueue_adds_total, workqueue_queue_duration_seconds,
 // workqueue_work_duration_seconds, workqueue_unfinished_work_seconds,
-// workqueue_longest_running_processor_seconds and workqueue_retries_total.
-// The gauges are computed when scraped, so no goroutine updates them.
+// workqueue_longest_running_processor_seconds and workqueue_retries_total,
+// each labelled name=Options.Name and controller=Options.Name (the queue of
+// a controller takes the controller's name). client-go's own queues use the
+// same names with the "name" label only. workqueue_depth is the queue's
+// total; it has no "priority" label, the split by priority is
+// workqueue_band_depth. The gauges are computed when scraped, so no goroutine updates them.
 // Without a registry the queue does not even read the clock on Add, Get and
 // Done.
 package workqueue

@@ -9,9 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics is one queue's Prometheus collector: the metric names and meanings
-// of client-go's work queue, with the queue's name as the constant label
-// "name". Counters and histograms are updated as work flows; the gauges are
+// metrics is one queue's Prometheus collector: the metric names, labels and
+// buckets controller-runtime registers for its queues, with the queue's name
+// as both constant labels "name" and "controller". Counters and histograms are updated as work flows; the gauges are
 // computed when the registry is scraped, so no goroutine keeps them fresh.
 type metrics struct {
 	adds       prometheus.Counter
@@ -34,11 +34,19 @@ type progress interface {
 	bands() ([]BandState, time.Time)
 }
 
-// durationBuckets spans 1 ns to 10 s, ten buckets, a factor of 10 apart.
-var durationBuckets = prometheus.ExponentialBuckets(1e-9, 10, 11)
+// durationBuckets are controller-runtime's: 10 ns to 1000 s, twelve
+// buckets a factor of 10 apart.
+var durationBuckets = prometheus.ExponentialBuckets(1e-8, 10, 12)
+
+// queueLabels are the constant labels of a queue's series. controller-runtime
+// labels its queues' series with the controller's name twice, as "name" and
+// as "controller"; so does ctrlkit, so that dashboards selecting either work.
+func queueLabels(name string) prometheus.Labels {
+	return prometheus.Labels{"name": name, "controller": name}
+}
 
 func newMetrics(name string, p progress) *metrics {
-	labels := prometheus.Labels{"name": name}
+	labels := queueLabels(name)
 	opts := func(metric, help string) prometheus.Opts {
 		return prometheus.Opts{Subsystem: "workqueue", Name: metric, Help: help, ConstLabels: labels}
 	}
@@ -130,7 +138,7 @@ type bandMetrics struct {
 }
 
 func newBandMetrics(name string, p progress) *bandMetrics {
-	labels := prometheus.Labels{"name": name}
+	labels := queueLabels(name)
 	return &bandMetrics{
 		p: p,
 		depth: prometheus.NewDesc("workqueue_band_depth",

@@ -14,9 +14,9 @@ import (
 // Options configures a Queue. The zero value is ready to use: no metrics,
 // the default controller rate limiter, the system clock.
 type Options[K comparable] struct {
-	// Name labels the queue's metrics ("name" label). It is required when
-	// Registerer is set, and must differ between queues sharing a registry.
-	// Default: "".
+	// Name labels the queue's metrics (as both "name" and "controller"). It
+	// is required when Registerer is set, and must differ between queues
+	// sharing a registry. Default: "".
 	Name string
 	// Registerer receives the queue's Prometheus metrics (workqueue_depth,
 	// workqueue_adds_total, ...) when the queue is created; ShutDown
