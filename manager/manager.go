@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -210,6 +211,8 @@ type Manager struct {
 	running     bool
 	listening   chan struct{} // closed when Run has bound its listener or failed
 	addr        string
+
+	clients map[reflect.Type]any // T → *client.Client[T], made by Client; guarded by mu
 }
 
 // New returns a manager for the API server of cfg; it starts nothing and
