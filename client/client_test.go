@@ -156,18 +156,26 @@ func newFixture(t *testing.T) fixture {
 	srv := env.Get(t)
 	f := fixture{cfg: rest.CopyConfig(srv.Config()), s: newScheme(t), ns: srv.Namespace(t), wire: &wire{types: map[string]map[string]bool{}}}
 	f.cfg.Wrap(f.wire.wrap)
+	f.d = f.newDiscovery(t)
+	return f
+}
+
+// newDiscovery returns what clients need, as a manager has it: an HTTP
+// client of its own (its idle connections closed when t ends), a
+// RESTMapper, the scheme's serializer.
+func (f fixture) newDiscovery(t *testing.T) listwatch.Discovery {
+	t.Helper()
 	hc, err := rest.HTTPClientFor(f.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(hc.CloseIdleConnections)
 	kube, err := kubernetes.NewForConfigAndClient(f.cfg, hc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.d = listwatch.Discovery{Config: f.cfg, HTTPClient: hc, Serializer: serializer.NewCodecFactory(f.s).WithoutConversion(),
+	return listwatch.Discovery{Config: f.cfg, HTTPClient: hc, Serializer: serializer.NewCodecFactory(f.s).WithoutConversion(),
 		Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}
-	t.Cleanup(hc.CloseIdleConnections)
-	return f
 }
 
 // configMaps returns a client of ConfigMaps.

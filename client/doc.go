@@ -25,5 +25,9 @@
 // status subresource (ErrNoStatusSubresource), a name without the
 // namespace its resource needs.
 //
+// There is no Watch: watch through an informer (manager.Informer), which
+// also recovers from every failure. Each Client has its own REST client,
+// hence its own client-side rate limit (the rest.Config's QPS and Burst).
+//
 // A Client is safe for concurrent use and starts no goroutine.
 package client

@@ -3,6 +3,7 @@ package client_test
 import (
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/client"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/examples/foo/config"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -235,6 +237,31 @@ func TestClient_aStaleWriteIsAConflict(t *testing.T) {
 		var status apierrors.APIStatus
 		if !errors.As(err, &status) {
 			t.Errorf("stale Foo %s: %v does not wrap the server's status", write.name, err)
+		}
+	}
+}
+
+func TestClient_concurrentFirstCallsAllSucceed(t *testing.T) {
+	f := newFixture(t)
+	leakcheck.Check(t)
+	if _, err := f.configMaps().Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: f.ns}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cms := client.New[*corev1.ConfigMap](f.newDiscovery(t), f.s) // resolves its resource at the first calls, all at once
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			_, err := cms.Get(t.Context(), object.ObjectName{Namespace: f.ns, Name: "a"})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
 		}
 	}
 }
