@@ -106,7 +106,8 @@ func (c *Client[T]) applyTarget(what string, cfg runtime.ApplyConfiguration, opt
 // them in. The object is sent as JSON as it is: a typed object sends every
 // field its JSON tags do not omit (a zero replicas, an empty string), and
 // the writer then owns those too, so prefer Unstructured unless every
-// optional field of the type is a pointer or has omitempty.
+// optional field of the type is a pointer or has omitempty. With
+// ApplyStatus a typed object is fine: the server applies only its status.
 func ApplyObject(obj metav1.Object) runtime.ApplyConfiguration { return applyObject{obj: obj} }
 
 // applyObject is ApplyObject's configuration; gvk is set by the client

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/rest"
@@ -66,23 +65,20 @@ func Example() {
 	// gone: true
 }
 
-// Write the status of a custom resource, a Foo, from a reconciler: only the
-// fields this controller owns, with server-side apply. Foo has no
-// generated apply configuration, so the status goes in an Unstructured.
-// (Not run: it needs the Foo CRD; the package's tests run the same calls
-// on the real API server.)
+// Write the status of a custom resource, a Foo, from a reconciler, with
+// server-side apply: Foo has no generated apply configuration, so the
+// typed object goes through ApplyObject; ApplyStatus applies only its
+// status, whose fields this controller then owns. (Not run: it needs the
+// Foo CRD; the package's tests run the same calls on the real API server.)
 func ExampleApplyObject() {
-	run := func(ctx context.Context, cfg *rest.Config, name object.ObjectName, available int64) error {
+	run := func(ctx context.Context, cfg *rest.Config, name object.ObjectName, available int32) error {
 		m, err := manager.New(cfg, manager.Options{AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}})
 		if err != nil {
 			return err
 		}
 		foos := manager.Client[*v1alpha1.Foo](m)
-		status := &unstructured.Unstructured{Object: map[string]any{
-			"status": map[string]any{"availableReplicas": available},
-		}}
-		status.SetName(name.Name)
-		status.SetNamespace(name.Namespace)
+		status := &v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Name: name.Name, Namespace: name.Namespace}}
+		status.Status.AvailableReplicas = available
 		foo, err := foos.ApplyStatus(ctx, client.ApplyObject(status), metav1.ApplyOptions{FieldManager: "foo-controller", Force: true})
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package client_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -176,6 +177,16 @@ func TestClient_everyVerbOnACustomResourceOverJSON(t *testing.T) {
 		st, err := foos.Apply(ctx, client.ApplyObject(typed), metav1.ApplyOptions{FieldManager: "typed"})
 		if err != nil || st.Spec.DeploymentName != "d-dep" || st.UID == "" {
 			t.Fatalf("apply: %v, %+v", err, st)
+		}
+		status := &v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: f.ns}, Status: v1alpha1.FooStatus{AvailableReplicas: 4}}
+		st, err = foos.ApplyStatus(ctx, client.ApplyObject(status), metav1.ApplyOptions{FieldManager: "typed-status"})
+		if err != nil || st.Status.AvailableReplicas != 4 || st.Spec.DeploymentName != "d-dep" {
+			t.Fatalf("apply status: %v, %+v", err, st)
+		}
+		for _, mf := range st.ManagedFields {
+			if mf.Manager == "typed-status" && (mf.Subresource != "status" || strings.Contains(string(mf.FieldsV1.Raw), "spec")) {
+				t.Errorf("the typed status apply owns %s of subresource %q, want status fields only", mf.FieldsV1.Raw, mf.Subresource)
+			}
 		}
 	})
 
