@@ -16,6 +16,7 @@
 // Packages, one per stage (see ARCHITECTURE.md for what is built today):
 //
 //   - manager: the runtime that runs controllers over shared informers
+//   - client: one typed client for any type in the scheme (built-in or custom): every verb, status, server-side apply
 //   - apply: owner references and create-or-update, the writes controllers make
 //   - election: leader election on a Lease, so one replica of several reconciles
 //   - lease: what election and ring membership share: lease timing, default identity, the renew-deadline fence

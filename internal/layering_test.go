@@ -135,9 +135,10 @@ var allowed = map[string][]string{
 	"shard":    {"lease"},
 	"election": {"lease", "internal/run"},
 	"ledger":   {"object"},
+	"client":   {"object", "listwatch"},
 	"apply":    {"object"},
 	"debug":    {"object", "informer", "controller"},
-	"manager": {"object", "reflector", "listwatch", "informer", "handler", "controller", "debug",
+	"manager": {"object", "reflector", "listwatch", "informer", "handler", "controller", "client", "debug",
 		"election", "ledger", "shard", "lease", "internal/run"},
 
 	"apiserver":          nil,

@@ -66,8 +66,11 @@
 // to keep it, sets KeepKlogOutput on every manager.
 //
 // Reconcilers receive an object.ObjectName and read the typed, read-only
-// store.Reader of the informers they were given; they write through
+// store.Reader of the informers they were given; they write through the
+// typed client of any type in the scheme (Client[T], package client),
 // client-go's clientsets (Manager.Kube) and the helpers of package apply.
+// Writes made with a reconcile's context through any of them are recorded
+// for read-your-writes.
 //
 // Concurrency: every method of Manager is safe for concurrent use; build
 // informers and controllers before Run (informers may also be added while it

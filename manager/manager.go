@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -188,8 +189,8 @@ func (f RunnableFunc) Run(ctx context.Context) error { return f(ctx) }
 
 // Manager runs controllers in one process over shared informers, with one
 // Prometheus registry, one logger and one HTTP listener (/metrics, /healthz,
-// /readyz, /debug/ctrlkit). Build it with New, get informers with Informer,
-// add controllers with NewController, then Run it. Its methods are safe for
+// /readyz, /debug/ctrlkit). Build it with New, get informers with Informer
+// and clients with Client, add controllers with NewController, then Run it. Its methods are safe for
 // concurrent use.
 type Manager struct {
 	cfg       *rest.Config
@@ -216,6 +217,8 @@ type Manager struct {
 	running     bool
 	listening   chan struct{} // closed when Run has bound its listener or failed
 	addr        string
+
+	clients map[reflect.Type]any // T → *client.Client[T], made by Client; guarded by mu
 }
 
 // New returns a manager for the API server of cfg; it starts nothing and
@@ -287,8 +290,8 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 // Kube returns a clientset for the manager's API server, for writes.
 func (m *Manager) Kube() kubernetes.Interface { return m.kube }
 
-// Config returns a copy of the manager's rest.Config, e.g. for the client
-// of a custom resource.
+// Config returns a copy of the manager's rest.Config, e.g. for a client
+// that Client does not provide (dynamic, metadata).
 func (m *Manager) Config() *rest.Config { return rest.CopyConfig(m.cfg) }
 
 // Scheme returns the manager's scheme: client-go's types and AddToScheme's.
