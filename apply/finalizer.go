@@ -44,6 +44,7 @@ type Finalizer[T Object] struct {
 	name    string
 	client  Patcher[T]
 	cleanup func(context.Context, T) error
+	err     error // why the finalizer cannot work, from NewFinalizer
 }
 
 // Object is what the API types of client-go and controller-gen are.
@@ -54,16 +55,19 @@ type Object interface {
 
 // NewFinalizer returns the finalizer called name (domain-qualified, e.g.
 // "example.com/cleanup", as the API server expects), written through c,
-// whose cleanup runs when an object is being deleted.
+// whose cleanup runs when an object is being deleted. On error, the
+// Finalizer it returns is not nil: its Finalize returns that error, so a
+// caller may report the error once (as manager.Finalizer does) and still
+// hand the Finalizer to a reconciler.
 func NewFinalizer[T Object](name string, c Patcher[T], cleanup func(ctx context.Context, obj T) error) (*Finalizer[T], error) {
+	f := &Finalizer[T]{name: name, client: c, cleanup: cleanup}
 	if errs := validation.IsQualifiedName(name); len(errs) > 0 || !strings.Contains(name, "/") {
-		return nil, fmt.Errorf("apply: finalizer name %q is not a domain-qualified name (%s): "+
+		f.err = fmt.Errorf("apply: finalizer name %q is not a domain-qualified name (%s): "+
 			"use \"<your domain>/<name>\", e.g. \"example.com/cleanup\"", name, strings.Join(errs, "; "))
+	} else if c == nil || cleanup == nil {
+		f.err = fmt.Errorf("apply: finalizer %q needs a client and a cleanup function", name)
 	}
-	if c == nil || cleanup == nil {
-		return nil, fmt.Errorf("apply: finalizer %q needs a client and a cleanup function", name)
-	}
-	return &Finalizer[T]{name: name, client: c, cleanup: cleanup}, nil
+	return f, f.err
 }
 
 // Name returns the finalizer's name.
@@ -75,6 +79,9 @@ func (f *Finalizer[T]) Name() string { return f.name }
 // the finalizer is off). While obj lives, deleting is false and a nil err
 // means the finalizer is on the server: go on with the reconcile.
 func (f *Finalizer[T]) Finalize(ctx context.Context, obj T) (deleting bool, err error) {
+	if f.err != nil {
+		return obj.GetDeletionTimestamp() != nil, f.err
+	}
 	has := slices.Contains(obj.GetFinalizers(), f.name)
 	if obj.GetDeletionTimestamp() == nil {
 		if has {

@@ -213,3 +213,13 @@ func (c *Client[T]) nameOf(what string, obj T) (object.ObjectName, error) {
 	}
 	return object.ObjectName{Namespace: obj.GetNamespace(), Name: obj.GetName()}, nil
 }
+
+// IgnoreNotFound returns nil for an error saying the object does not
+// exist (apierrors.IsNotFound), and err otherwise: for deletes and reads
+// where a missing object is the goal or fine.
+func IgnoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

@@ -138,7 +138,7 @@ var allowed = map[string][]string{
 	"client":   {"object", "listwatch"},
 	"apply":    {"object"},
 	"debug":    {"object", "informer", "controller"},
-	"manager": {"object", "reflector", "listwatch", "informer", "handler", "controller", "client", "debug",
+	"manager": {"object", "reflector", "listwatch", "informer", "handler", "controller", "client", "apply", "debug",
 		"election", "ledger", "shard", "lease", "internal/run"},
 
 	"apiserver":          nil,

@@ -1,8 +1,11 @@
 package manager
 
 import (
+	"context"
+	"fmt"
 	"reflect"
 
+	"github.com/ctrlkit/ctrlkit/apply"
 	"github.com/ctrlkit/ctrlkit/client"
 )
 
@@ -32,4 +35,19 @@ func Client[T Object](m *Manager) *client.Client[T] {
 	}
 	m.clients[t] = c
 	return c
+}
+
+// Finalizer returns the finalizer called name (domain-qualified, e.g.
+// "example.com/cleanup") on objects of type T, written through Client[T],
+// whose cleanup runs when an object is being deleted; see apply.Finalizer.
+// A name the API server would refuse makes Run fail at start saying so
+// (Finalize then returns that error too), so this call needs no error check.
+func Finalizer[T Object](m *Manager, name string, cleanup func(ctx context.Context, obj T) error) *apply.Finalizer[T] {
+	f, err := apply.NewFinalizer(name, Client[T](m), cleanup)
+	if err != nil {
+		m.mu.Lock()
+		m.errs = append(m.errs, fmt.Errorf("manager: %w", err))
+		m.mu.Unlock()
+	}
+	return f
 }
