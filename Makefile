@@ -2,7 +2,7 @@
 GO      ?= go
 MODULES := . testenv bench e2e
 
-.PHONY: demo test bench apiserver vet fuzz chaos election
+.PHONY: demo test bench apiserver vet fuzz chaos election generate
 
 ## demo: the Foo sample controller end to end on the embedded API server (builds the server on first run)
 demo:
@@ -48,6 +48,10 @@ election: apiserver
 ## apiserver: build ctrlkit-apiserver into the per-machine cache (a few minutes the first time)
 apiserver:
 	$(GO) run ./cmd/ctrlkit apiserver build
+
+## generate: rerun controller-gen (go tool controller-gen, pinned in go.mod) on examples/foo's markers: deep-copy, CRD, RBAC role
+generate:
+	$(GO) generate ./...
 
 ## vet: gofmt and go vet in every module
 vet:

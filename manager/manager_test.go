@@ -289,7 +289,7 @@ func TestManager_aMissingCRDStopsOnlyItsOwnController(t *testing.T) {
 		t.Errorf("/readyz = %d:\n%s\nwant 503 naming the missing Foo kind and controller foo only", code, body)
 	}
 
-	if err := config.InstallCRD(t.Context(), srv.Config()); err != nil {
+	if err := apiserver.InstallCRDs(t.Context(), srv.Config(), config.CRDs); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeFooCRD(t, srv.Config()) }) // the server is shared: the next run must find it missing again

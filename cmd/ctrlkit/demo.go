@@ -77,7 +77,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer srv.Stop()
 	cfg := srv.Config()
-	if err := config.InstallCRD(ctx, cfg); err != nil {
+	if err := apiserver.InstallCRDs(ctx, cfg, config.CRDs); err != nil {
 		return err
 	}
 	d, err := newDemo(ctx, cfg, stdout, *n)

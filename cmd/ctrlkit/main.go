@@ -171,7 +171,11 @@ func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	opts.Logger.Info("foo controller starting", "server", cfg.Host, "namespace", *ns, "ring", *ring)
 	opts.AddToScheme = append(opts.AddToScheme, v1alpha1.AddToScheme)
-	opts.Permissions = append(opts.Permissions, foo.Permissions(*ns)...)
+	perms, err := foo.Permissions(*ns)
+	if err != nil {
+		return err
+	}
+	opts.Permissions = append(opts.Permissions, perms...)
 	m, err := manager.New(cfg, opts)
 	if errors.Is(err, shard.ErrInvalid) {
 		return usageError(fs, fmt.Errorf("--virtual-shards %d: %w", *virtual, err))
@@ -184,7 +188,7 @@ func runFoo(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	err = runAndSayWhere(ctx, m, stdout)
 	if errors.Is(err, manager.ErrKindNotServed) {
-		return fmt.Errorf("%w\nthe Foo CRD is not installed; install it with: kubectl apply -f examples/foo/config/crd.yaml", err)
+		return fmt.Errorf("%w\nthe Foo CRD is not installed; install it with: kubectl apply -f examples/foo/config/crd", err)
 	}
 	return err
 }

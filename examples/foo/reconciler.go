@@ -34,6 +34,14 @@ const (
 	fooKind            = "Foo"
 )
 
+// The writes and reads of the Reconciler, generated into config/rbac/role.yaml
+// (the ClusterRole foo-controller), which Run checks at start:
+//
+// +kubebuilder:rbac:groups=samplecontroller.ctrlkit.dev,resources=foos,verbs=get;list;watch
+// +kubebuilder:rbac:groups=samplecontroller.ctrlkit.dev,resources=foos/status,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
 // Reconciler makes a Foo's Deployment match its spec and its status match
 // the Deployment. It reads Foos and Deployments from caches and writes
 // through the clients.

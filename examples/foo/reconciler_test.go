@@ -3,10 +3,12 @@ package foo_test
 import (
 	"context"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,9 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -32,8 +32,6 @@ import (
 
 var env apiserver.Shared
 
-var apiextensionsCRDs = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
 // fixture is the controller running against namespace ns.
@@ -46,7 +44,12 @@ type fixture struct {
 
 func startController(t *testing.T) fixture {
 	t.Helper()
-	return startControllerOn(t, env.Get(t), config.InstallCRD)
+	return startControllerOn(t, env.Get(t), installCRD)
+}
+
+// installCRD installs the generated Foo CRD.
+func installCRD(ctx context.Context, cfg *rest.Config) error {
+	return apiserver.InstallCRDs(ctx, cfg, config.CRDs)
 }
 
 // startControllerOn starts the controller against srv after install put
@@ -210,8 +213,13 @@ func TestCRD_refusesFoosTheControllerCannotServe(t *testing.T) {
 // installOlderCRD installs the Foo CRD without its validations, as a
 // cluster may still have it from an earlier version of the sample.
 func installOlderCRD(ctx context.Context, cfg *rest.Config) error {
+	const file = "crd/samplecontroller.ctrlkit.dev_foos.yaml"
+	data, err := fs.ReadFile(config.CRDs, file)
+	if err != nil {
+		return err
+	}
 	crd := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(config.CRD, &crd.Object); err != nil {
+	if err := yaml.Unmarshal(data, &crd.Object); err != nil {
 		return err
 	}
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
@@ -221,28 +229,11 @@ func installOlderCRD(ctx context.Context, cfg *rest.Config) error {
 	if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	older, err := crd.MarshalJSON()
 	if err != nil {
 		return err
 	}
-	crds := dyn.Resource(apiextensionsCRDs)
-	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	fc, err := v1alpha1.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	for { // until Foos are served
-		if _, err := fc.Foos("default").List(ctx, metav1.ListOptions{}); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond): // polling the server
-		}
-	}
+	return apiserver.InstallCRDs(ctx, cfg, fstest.MapFS{file: {Data: older}})
 }
 
 func TestReconciler_aFooItCannotServeGetsAStatusMessageAndIsNotRetried(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
+	"github.com/ctrlkit/ctrlkit/examples/foo/config"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -33,7 +34,11 @@ func Setup(m *manager.Manager, ns string, opts manager.ControllerOptions) (*mana
 // opts.HTTPAddr. It returns nil after a clean shutdown.
 func Run(ctx context.Context, cfg *rest.Config, ns string, opts manager.Options) error {
 	opts.AddToScheme = append(opts.AddToScheme, v1alpha1.AddToScheme)
-	opts.Permissions = append(opts.Permissions, Permissions(ns)...)
+	perms, err := Permissions(ns)
+	if err != nil {
+		return err
+	}
+	opts.Permissions = append(opts.Permissions, perms...)
 	m, err := manager.New(cfg, opts)
 	if err != nil {
 		return err
@@ -44,13 +49,10 @@ func Run(ctx context.Context, cfg *rest.Config, ns string, opts manager.Options)
 	return m.Run(ctx)
 }
 
-// Permissions are the writes the controller makes (config/rbac.yaml grants
-// them); the manager checks them at start beside list and watch.
-func Permissions(ns string) []manager.Permission {
-	return []manager.Permission{
-		{Verb: "update", Group: v1alpha1.GroupName, Resource: "foos", Subresource: "status", Namespace: ns},
-		{Verb: "create", Group: "apps", Resource: "deployments", Namespace: ns},
-		{Verb: "update", Group: "apps", Resource: "deployments", Namespace: ns},
-		{Verb: "create", Resource: "events", Namespace: ns},
-	}
+// Permissions are the writes the controller makes, read from the ClusterRole
+// generated from the +kubebuilder:rbac markers on the Reconciler
+// (config/rbac/role.yaml): the manager checks them at start beside list
+// and watch, and the cluster grants the same file.
+func Permissions(ns string) ([]manager.Permission, error) {
+	return manager.PermissionsFromRBAC(config.Role, ns)
 }

@@ -25,7 +25,7 @@ func newFoo(name, deployment string, replicas int32) *foo.Foo {
 func TestClient_createsReadsWatchesAndUpdatesStatusOfFoos(t *testing.T) {
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
-	if err := config.InstallCRD(t.Context(), srv.Config()); err != nil {
+	if err := apiserver.InstallCRDs(t.Context(), srv.Config(), config.CRDs); err != nil {
 		t.Fatal(err)
 	}
 	c, err := foo.NewForConfig(srv.Config())
@@ -79,7 +79,7 @@ func TestClient_createsReadsWatchesAndUpdatesStatusOfFoos(t *testing.T) {
 func TestCRD_rejectsInvalidFoos(t *testing.T) {
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
-	if err := config.InstallCRD(t.Context(), srv.Config()); err != nil {
+	if err := apiserver.InstallCRDs(t.Context(), srv.Config(), config.CRDs); err != nil {
 		t.Fatal(err)
 	}
 	c, err := foo.NewForConfig(srv.Config())

@@ -1,99 +1,63 @@
-// Package v1alpha1 is the Foo custom resource of the sample controller,
-// written by hand: plain Go structs with JSON tags, deep-copy methods, and a
-// scheme registration. No code generator is needed; see README.md of
-// examples/foo for how objects are decoded.
 package v1alpha1
 
-import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-)
-
-// GroupName is the API group of Foo.
-const GroupName = "samplecontroller.ctrlkit.dev"
-
-// SchemeGroupVersion is the group and version Foo is served at.
-var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
-
-// Resource is the plural resource name of Foo, as RBAC and the API paths use it.
-var Resource = SchemeGroupVersion.WithResource("foos")
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // Foo asks for a Deployment named Spec.DeploymentName with Spec.Replicas
 // replicas, owned by the Foo; Status mirrors how many are available.
+//
+// The controller labels the Deployment's Pods with the Foo's name, so the
+// name is at most 63 characters (a label value).
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=`.spec.deploymentName`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="the name of a Foo labels its Deployment's Pods: at most 63 characters"
 type Foo struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   FooSpec   `json:"spec"`
+	// +optional
+	Spec FooSpec `json:"spec"`
+	// +optional
 	Status FooStatus `json:"status,omitempty"`
 }
 
 // FooSpec is the desired state.
+//
+// +kubebuilder:object:generate=true
 type FooSpec struct {
+	// DeploymentName names the Deployment the Foo owns: a DNS subdomain.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	DeploymentName string `json:"deploymentName"`
-	Replicas       *int32 `json:"replicas"`
+	// Replicas is the number of Pods the Deployment runs.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Replicas *int32 `json:"replicas"`
 }
 
 // FooStatus is the observed state.
+//
+// +kubebuilder:object:generate=true
 type FooStatus struct {
+	// AvailableReplicas mirrors the Deployment's available replicas.
+	// +optional
 	AvailableReplicas int32 `json:"availableReplicas"`
 	// Message explains why the Foo is not reconciled, e.g. a Deployment of
 	// the same name that it does not own.
+	// +optional
 	Message string `json:"message,omitempty"`
 }
 
 // FooList is a list of Foos.
+//
+// +kubebuilder:object:root=true
 type FooList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata"`
 
 	Items []Foo `json:"items"`
-}
-
-// DeepCopyInto copies f into out.
-func (f *Foo) DeepCopyInto(out *Foo) {
-	*out = *f
-	out.TypeMeta = f.TypeMeta
-	f.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	if f.Spec.Replicas != nil {
-		r := *f.Spec.Replicas
-		out.Spec.Replicas = &r
-	}
-}
-
-// DeepCopy returns a copy of f.
-func (f *Foo) DeepCopy() *Foo {
-	if f == nil {
-		return nil
-	}
-	out := new(Foo)
-	f.DeepCopyInto(out)
-	return out
-}
-
-// DeepCopyObject implements runtime.Object.
-func (f *Foo) DeepCopyObject() runtime.Object { return f.DeepCopy() }
-
-// DeepCopyObject implements runtime.Object.
-func (l *FooList) DeepCopyObject() runtime.Object {
-	if l == nil {
-		return nil
-	}
-	out := &FooList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	if l.Items != nil {
-		out.Items = make([]Foo, len(l.Items))
-		for i := range l.Items {
-			l.Items[i].DeepCopyInto(&out.Items[i])
-		}
-	}
-	return out
-}
-
-// AddToScheme registers Foo and FooList with s.
-func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(SchemeGroupVersion, &Foo{}, &FooList{})
-	metav1.AddToGroupVersion(s, SchemeGroupVersion)
-	return nil
 }
