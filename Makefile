@@ -1,6 +1,6 @@
 # ctrlkit: the two commands a new user needs are "make demo" and "make test".
 GO      ?= go
-MODULES := . testenv bench e2e
+MODULES := . testenv bench e2e examples/website
 
 .PHONY: demo test bench apiserver vet fuzz chaos election generate
 
