@@ -49,7 +49,7 @@ type FactoryOptions struct {
 	// and the cache no longer matches the server). When on, the informer
 	// keeps a deep copy of each object as it is cached (after Transform
 	// and interning) and compares the two, field by field, when the object
-	// is replaced or deleted, every second, and when Run returns; a
+	// is replaced or deleted and when Run returns (no background sweep); a
 	// difference goes to OnMutation as a *MutationError naming the object
 	// and the changed fields. The comparison only reads the cached object.
 	// Cost: about twice the cache's memory, and each cached object's

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // FieldChange is one field of a cached object found changed in place.
@@ -28,7 +29,10 @@ const maxChanges = 8
 // maxDepth bounds the walk (API objects are trees a few dozen levels deep).
 const maxDepth = 128
 
-var quantityType = reflect.TypeFor[resource.Quantity]()
+var (
+	quantityType     = reflect.TypeFor[resource.Quantity]()
+	unstructuredType = reflect.TypeFor[unstructured.Unstructured]() // its one field, Object, is the JSON object
+)
 
 // segment is one step of the path from the object to a field: a struct
 // field (typ, field), a slice or array index, or a map key.
@@ -287,7 +291,7 @@ func jsonName(t reflect.Type, field int) string {
 		f := t.Field(k)
 		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch {
-		case strings.Contains(","+opts+",", ",inline,"), tag == "" && f.Anonymous:
+		case strings.Contains(","+opts+",", ",inline,"), tag == "" && f.Anonymous, t == unstructuredType:
 			names[k] = ""
 		case tag != "" && tag != "-":
 			names[k] = tag
@@ -310,6 +314,9 @@ func render(v reflect.Value) string {
 		if v.IsNil() {
 			return "nil"
 		}
+	}
+	if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8 {
+		return fmt.Sprintf("(%d bytes)", v.Len()) // perhaps a Secret's: never shown
 	}
 	switch v.Kind() {
 	case reflect.String:

@@ -183,9 +183,6 @@ func (i *SharedIndexInformer[T]) Run(ctx context.Context) error {
 		}
 	})
 	i.wg.Go(func() { i.processLoop(ctx) })
-	if i.det != nil {
-		i.wg.Go(func() { i.det.run(sweepPeriod, i.stopping) })
-	}
 	<-ctx.Done()
 	i.fifo.Close()
 	i.mu.Lock()

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -84,10 +83,6 @@ func detectEnabled(d Detection, env string, testBinary bool) (bool, error) {
 	return on, nil
 }
 
-// sweepPeriod is how often a running detector compares every cached object
-// with its copy.
-const sweepPeriod = time.Second
-
 // cachedCopy is a cached object and the deep copy taken as it was cached.
 type cachedCopy[T object.Object] struct {
 	cached, copied T
@@ -95,9 +90,18 @@ type cachedCopy[T object.Object] struct {
 }
 
 // detector keeps a deep copy of every object the cache holds and compares
-// the two when the object leaves the cache (replaced or deleted), at every
-// sweep, and when the informer stops. It only ever reads the cached objects.
-// A nil *detector detects nothing and costs nothing.
+// the two when the object leaves the cache (replaced or deleted) and when
+// the informer stops. It only ever reads the cached objects.
+//
+// There is no periodic sweep, on purpose: a goroutine reading every cached
+// object now and then is ordered by nothing with the reconciler that wrote
+// into one, so under -race each such write would also be reported as a
+// data race with the detector. A replace or delete is checked on the
+// informer's goroutine after the store's write lock was taken, which
+// follows every earlier read of the cache (a reconciler that changed an
+// object and read the cache again is ordered before it), and the last sweep
+// follows the end of everything Run started (and, in the manager, of every
+// controller). A nil *detector detects nothing and costs nothing.
 type detector[T object.Object] struct {
 	name   string
 	copy   func(T) T
@@ -225,20 +229,6 @@ func (d *detector[T]) sweep() {
 	for n, c := range all {
 		if err := d.check(keys[n], c); err != nil {
 			d.report(err)
-		}
-	}
-}
-
-// run sweeps every period until stop is closed.
-func (d *detector[T]) run(period time.Duration, stop <-chan struct{}) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			d.sweep()
 		}
 	}
 }
