@@ -56,10 +56,16 @@ type fieldWalker struct {
 // form (which its String method fills in lazily) is ignored, so reading a
 // cached quantity is never taken for a change.
 func diffObjects(cached, copied any) []FieldChange {
-	var w fieldWalker
+	w := walkers.Get().(*fieldWalker)
 	w.walk(reflect.ValueOf(cached), reflect.ValueOf(copied), 0)
-	return w.changes
+	changes := w.changes
+	w.path, w.changes = w.path[:0], nil
+	walkers.Put(w)
+	return changes
 }
+
+// walkers keep their path's buffer from one comparison to the next.
+var walkers = sync.Pool{New: func() any { return &fieldWalker{path: make([]segment, 0, 32)} }}
 
 func (w *fieldWalker) full() bool { return len(w.changes) >= maxChanges }
 
