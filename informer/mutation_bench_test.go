@@ -17,8 +17,8 @@ import (
 func benchPod(n, version int) *corev1.Pod {
 	container := func(name string) corev1.Container {
 		return corev1.Container{Name: name, Image: "registry.example/" + name + ":1.2.3",
-			Args: []string{"--port=8080", "--verbose"},
-			Env:  []corev1.EnvVar{{Name: "MODE", Value: "prod"}, {Name: "LEVEL", Value: "info"}},
+			Args:  []string{"--port=8080", "--verbose"},
+			Env:   []corev1.EnvVar{{Name: "MODE", Value: "prod"}, {Name: "LEVEL", Value: "info"}},
 			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
 			Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
@@ -73,4 +73,6 @@ func BenchmarkInformer_applyUpdate(b *testing.B) {
 }
 
 // benchLW is a ListerWatcher the benchmark never runs.
-type benchLW struct{ reflector.ListerWatcher[*corev1.Pod] }
+type benchLW struct {
+	reflector.ListerWatcher[*corev1.Pod]
+}
