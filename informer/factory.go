@@ -52,10 +52,11 @@ type FactoryOptions struct {
 	// is replaced or deleted and when Run returns (no background sweep); a
 	// difference goes to OnMutation as a *MutationError naming the object
 	// and the changed fields. The comparison only reads the cached object.
-	// Cost: about twice the cache's memory, and each cached object's
-	// deep copy and comparison (see docs/reliability.md for the measured
-	// cost per event). Default (DetectInTests): on in test binaries, off
-	// in programs, unless MutationDetectorEnv says otherwise.
+	// Cost when on: twice the cache's memory, and a deep copy and a
+	// comparison per event, about 34µs for an update of a Pod against
+	// 0.27µs off (BenchmarkInformer_applyUpdate; see docs/reliability.md).
+	// Default (DetectInTests): on in test binaries, off in programs,
+	// unless the environment variable MutationDetectorEnv says otherwise.
 	DetectMutations Detection
 	// OnMutation receives each mutation found, a *MutationError, from the
 	// informer's goroutines. Default: panic with it, which fails the test

@@ -164,7 +164,9 @@ func transformFor[T object.Object](opts Options[T]) func(T) (T, error) {
 
 // Run lists and watches, keeps the cache and notifies handlers until ctx
 // ends, then returns nil once every goroutine it started (reflector, queue
-// consumer, one per handler) has exited. A second call returns ErrStarted.
+// consumer, one per handler) has exited and, when mutations are detected,
+// every cached object was compared with its copy a last time. A second call
+// returns ErrStarted.
 func (i *SharedIndexInformer[T]) Run(ctx context.Context) error {
 	i.mu.Lock()
 	if i.started {
