@@ -53,8 +53,8 @@ type FactoryOptions struct {
 	// difference goes to OnMutation as a *MutationError naming the object
 	// and the changed fields. The comparison only reads the cached object.
 	// Cost when on: twice the cache's memory, and a deep copy and a
-	// comparison per event, about 34µs for an update of a Pod against
-	// 0.27µs off (BenchmarkInformer_applyUpdate; see docs/reliability.md).
+	// comparison per event, about 20µs for an update of a Pod against
+	// 0.25µs off (BenchmarkInformer_applyUpdate; see docs/reliability.md).
 	// Default (DetectInTests): on in test binaries, off in programs,
 	// unless the environment variable MutationDetectorEnv says otherwise.
 	DetectMutations Detection
