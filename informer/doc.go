@@ -36,6 +36,10 @@
 //     relists.
 //   - A transform runs once per object before caching; managedFields are
 //     stripped by default.
+//   - Cached objects are shared and read-only. In test binaries a write into
+//     one is detected (when the object is replaced or deleted, and when Run
+//     returns) and reported with the object and the changed fields; see
+//     FactoryOptions.DetectMutations.
 //
 // Factory shares one informer per resource and namespace between
 // controllers; its WaitForCacheSync names the cause of a cache that cannot

@@ -43,6 +43,26 @@ type FactoryOptions struct {
 	// takes about a sixth less memory (see README's benchmarks), for a hash
 	// per repeated string of each object written.
 	DisableInterning bool
+	// DetectMutations says when the informer checks that nobody writes
+	// into its cached objects, which every reader shares (a reconcile that
+	// changes a label of an object from a Reader changes it for everyone,
+	// and the cache no longer matches the server). When on, the informer
+	// keeps a deep copy of each object as it is cached (after Transform
+	// and interning) and compares the two, field by field, when the object
+	// is replaced or deleted and when Run returns (no background sweep); a
+	// difference goes to OnMutation as a *MutationError naming the object
+	// and the changed fields. The comparison only reads the cached object.
+	// Cost when on: twice the cache's memory, and a deep copy and a
+	// comparison per event, about 20µs for an update of a Pod against
+	// 0.25µs off (BenchmarkInformer_applyUpdate; see docs/reliability.md).
+	// Default (DetectInTests): on in test binaries, off in programs,
+	// unless the environment variable MutationDetectorEnv says otherwise.
+	DetectMutations Detection
+	// OnMutation receives each mutation found, a *MutationError, from the
+	// informer's goroutines. Default: panic with it, which fails the test
+	// binary with the error (objects and fields) as the panic's message;
+	// a test may set it to record the error and fail with t.Error instead.
+	OnMutation func(error)
 	// Telemetry: the Logger receives handler panics and cache errors, the
 	// Registerer the informer's and its reflector's metrics.
 	telemetry.Telemetry

@@ -69,6 +69,7 @@ type SharedIndexInformer[T object.Object] struct {
 	fifo      *deltafifo.FIFO[T]
 	refl      *reflector.Reflector[T]
 	metrics   *metrics
+	det       *detector[T] // nil: mutations are not checked
 	handlerID atomic.Int64
 
 	// mu guards the fields below, and makes each cache write and the
@@ -104,6 +105,9 @@ func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*Shar
 	i := &SharedIndexInformer[T]{
 		name: opts.Name, log: opts.Logger, idx: idx, fifo: deltafifo.New[T](),
 		syncedC: make(chan struct{}), stopping: make(chan struct{}), relisted: make(chan struct{}),
+	}
+	if i.det, err = newDetector(opts); err != nil {
+		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
 	}
 	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts)}
 	i.refl, err = reflector.New(lw, reflector.Sink[T](sink), reflectorOptions(opts))
@@ -160,7 +164,9 @@ func transformFor[T object.Object](opts Options[T]) func(T) (T, error) {
 
 // Run lists and watches, keeps the cache and notifies handlers until ctx
 // ends, then returns nil once every goroutine it started (reflector, queue
-// consumer, one per handler) has exited. A second call returns ErrStarted.
+// consumer, one per handler) has exited and, when mutations are detected,
+// every cached object was compared with its copy a last time. A second call
+// returns ErrStarted.
 func (i *SharedIndexInformer[T]) Run(ctx context.Context) error {
 	i.mu.Lock()
 	if i.started {
@@ -186,6 +192,7 @@ func (i *SharedIndexInformer[T]) Run(ctx context.Context) error {
 	close(i.stopping)
 	i.mu.Unlock()
 	i.wg.Wait()
+	i.det.sweep() // a last look, e.g. at the end of a test
 	return nil
 }
 

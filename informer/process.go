@@ -31,6 +31,7 @@ func (i *SharedIndexInformer[T]) processLoop(ctx context.Context) {
 		default:
 			i.idx.Bookmark(it.Bookmark)
 		}
+		i.det.flush()
 	}
 }
 
@@ -65,6 +66,7 @@ func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool) {
 		i.log.Error("informer: cache write failed", "informer", i.name, "key", key, "err", err)
 		return
 	}
+	i.det.stored(key, obj)
 	switch {
 	case !existed:
 		i.dispatchLocked(key, notification[T]{kind: addKind, obj: obj, initial: relist && !i.synced}, time.Now())
@@ -77,6 +79,7 @@ func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool) {
 // carrying obj, the deleted state.
 func (i *SharedIndexInformer[T]) removeLocked(key string, obj T, finalStateUnknown bool) {
 	if _, existed := i.idx.Remove(key, obj.GetResourceVersion()); existed {
+		i.det.removed(key)
 		i.dispatchLocked(key, notification[T]{kind: deleteKind,
 			del: tombstone(key, obj, finalStateUnknown)}, time.Now())
 	}
@@ -114,6 +117,7 @@ func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 	}
 	now := time.Now()
 	for _, gone := range i.idx.EndRelist(p.ResourceVersion) {
+		i.det.removed(gone.Key)
 		i.dispatchLocked(gone.Key, notification[T]{kind: deleteKind,
 			del: tombstone(gone.Key, gone.Object, true)}, now)
 	}

@@ -79,7 +79,8 @@ func Informer[T Object](m *Manager, scope Scope) *informer.SharedIndexInformer[T
 	inf, _ := informer.New(listwatch.New[T](
 		func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, err },
 		func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, err },
-		listwatch.Options{}), informer.Options[T]{Name: fmt.Sprintf("%T (unusable)", newObject[T]())})
+		listwatch.Options{}), informer.Options[T]{Name: fmt.Sprintf("%T (unusable)", newObject[T]()),
+		FactoryOptions: informer.FactoryOptions{DetectMutations: informer.DetectNever}}) // caches nothing; never fails
 	return inf
 }
 

@@ -90,7 +90,11 @@ type Options struct {
 	// HealthAddr may stay idle before the manager closes it. Default: 90s.
 	HTTPIdleTimeout time.Duration
 	// Informers configure every informer the manager creates. Its Logger
-	// and Registerer are the manager's.
+	// and Registerer are the manager's. In tests its DetectMutations
+	// default checks that no reconcile writes into a cached object, and
+	// OnMutation receives what it finds (default: panic); the manager
+	// stops its controllers before its informers, so the informers' last
+	// check sees every reconcile's writes.
 	Informers informer.FactoryOptions
 	// ShutdownTimeout is each controller's default bound on in-flight
 	// reconciles at shutdown; see controller.Options. Default: 30s.

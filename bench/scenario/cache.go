@@ -41,7 +41,7 @@ type cacheOptions struct {
 func startCache[E any, P ptrObject[E]](ctx context.Context, side string, src *memSource[E, P], opts cacheOptions) (cacheSide[P], error) {
 	ctx, cancel := context.WithCancel(ctx)
 	if side == Ctrlkit {
-		inf, err := informer.New[P](newCtrlkitLW(src), informer.Options[P]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}}})
+		inf, err := informer.New[P](newCtrlkitLW(src), informer.Options[P]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}, DetectMutations: informer.DetectNever}})
 		if err == nil && (opts.onAdd != nil || opts.onUpdate != nil) {
 			_, err = inf.AddEventHandler(handler.Funcs[P]{AddFunc: func(P, bool) { call(opts.onAdd) },
 				UpdateFunc: func(_, _ P) { call(opts.onUpdate) }}, informer.HandlerOptions{})

@@ -418,7 +418,7 @@ type ctrlkitPipeline struct {
 func startCtrlkitPipeline(ctx context.Context, src *memSource[corev1.ConfigMap, *corev1.ConfigMap],
 	observe func(string, *corev1.ConfigMap, bool)) (*ctrlkitPipeline, error) {
 	inf, err := informer.New[*corev1.ConfigMap](newCtrlkitLW(src),
-		informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}}})
+		informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}, DetectMutations: informer.DetectNever}})
 	if err != nil {
 		return nil, err
 	}
