@@ -34,6 +34,9 @@ type Item[T object.Object] struct {
 type Snapshot[T object.Object] struct {
 	Items           []T
 	ResourceVersion string
+	// Seq numbers this end of a relist among every end handed to the FIFO
+	// (see RelistPart.Seq).
+	Seq uint64
 }
 
 // RelistPart is one part of a relist given in parts, popped in the order
@@ -49,6 +52,16 @@ type RelistPart[T object.Object] struct {
 	Deleted         []T
 	End             bool
 	ResourceVersion string
+	// Abandoned, with End, ends a relist that could not be given whole
+	// (AbandonRelist): the consumer keeps what it holds and deletes nothing.
+	Abandoned bool
+	// Seq, with End, numbers this end among every end of a relist handed
+	// to the FIFO (Replace, EndRelist, AbandonRelist), 1 for the first, in
+	// the order they were handed, as the reflector counts them
+	// (reflector.Ended). A superseded relist's number is never popped: the
+	// consumer that applies number k has applied or superseded every
+	// relist numbered k or less.
+	Seq uint64
 }
 
 // MaxQueuedRelistParts bounds the relist parts waiting to be popped:
@@ -69,6 +82,7 @@ type FIFO[T object.Object] struct {
 	order    fifo.Queue[string]    // queued keys in first-queued order
 	deltas   map[string][]Delta[T] // the deltas of each queued key
 	bookmark string                // pending bookmark, popped when all else is
+	ends     uint64                // relist ends handed to the FIFO (Seq of the last)
 	closed   bool
 
 	wake   chan struct{} // buffer 1: "an Item may be ready"
@@ -113,7 +127,8 @@ func (f *FIFO[T]) push(d Delta[T]) error {
 func (f *FIFO[T]) Replace(items []T, resourceVersion string) error {
 	f.mu.Lock()
 	f.supersedeLocked()
-	f.replace = &Snapshot[T]{Items: items, ResourceVersion: resourceVersion}
+	f.ends++
+	f.replace = &Snapshot[T]{Items: items, ResourceVersion: resourceVersion, Seq: f.ends}
 	f.mu.Unlock()
 	f.signal()
 	return nil
@@ -156,15 +171,28 @@ func (f *FIFO[T]) RelistDelete(obj T) error {
 // EndRelist queues the end of the current relist, as of resourceVersion. It
 // never blocks.
 func (f *FIFO[T]) EndRelist(resourceVersion string) error {
+	f.end(resourceVersion, false)
+	return nil
+}
+
+// AbandonRelist ends the relist in parts under way without its end: the
+// consumer keeps what it applied and deletes nothing for it (e.g. an item
+// of it could not be transformed). It counts as an end (RelistPart.Seq).
+func (f *FIFO[T]) AbandonRelist() {
+	f.end("", true)
+}
+
+func (f *FIFO[T]) end(resourceVersion string, abandoned bool) {
 	f.mu.Lock()
+	f.ends++
 	if n := len(f.parts); n > 0 && !f.parts[n-1].End {
-		f.parts[n-1].End, f.parts[n-1].ResourceVersion = true, resourceVersion
+		p := f.parts[n-1]
+		p.End, p.ResourceVersion, p.Abandoned, p.Seq = true, resourceVersion, abandoned, f.ends
 	} else {
-		f.parts = append(f.parts, &RelistPart[T]{End: true, ResourceVersion: resourceVersion})
+		f.parts = append(f.parts, &RelistPart[T]{End: true, ResourceVersion: resourceVersion, Abandoned: abandoned, Seq: f.ends})
 	}
 	f.mu.Unlock()
 	f.signal()
-	return nil
 }
 
 func (f *FIFO[T]) queuePart(p *RelistPart[T]) error {

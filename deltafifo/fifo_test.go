@@ -353,3 +353,35 @@ func TestFIFO_popWaitsForAnItem(t *testing.T) {
 		t.Fatal("Pop did not return 10s after Add")
 	}
 }
+
+func TestFIFO_relistEndsAreNumberedInOrderAndASupersededOneIsSkipped(t *testing.T) {
+	f := New[*corev1.ConfigMap]()
+	pop := func() Item[*corev1.ConfigMap] {
+		t.Helper()
+		it, err := f.Pop(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return it
+	}
+	_ = f.Replace([]*corev1.ConfigMap{cm("a", "1")}, "1") // 1, superseded by 2 before anyone popped it
+	_ = f.Replace([]*corev1.ConfigMap{cm("a", "2")}, "2") // 2
+	if it := pop(); it.Replace == nil || it.Replace.Seq != 2 || it.Replace.ResourceVersion != "2" {
+		t.Fatalf("first pop = %+v, want the second replace, numbered 2", it)
+	}
+	_ = f.BeginRelist()
+	_ = f.EndRelist("3") // 3, superseded by the next begin
+	_ = f.BeginRelist()  // drops 3
+	f.AbandonRelist()    // 4
+	_ = f.BeginRelist()  // drops 4 too
+	_ = f.EndRelist("5") // 5
+	it := pop()
+	if it.Relist == nil || !it.Relist.Begin || !it.Relist.End || it.Relist.Abandoned || it.Relist.Seq != 5 {
+		t.Fatalf("pop after superseded relists = %+v, want the last whole relist, numbered 5", it.Relist)
+	}
+	_ = f.BeginRelist()
+	f.AbandonRelist()
+	if it := pop(); it.Relist == nil || !it.Relist.End || !it.Relist.Abandoned || it.Relist.Seq != 6 {
+		t.Fatalf("pop of an abandoned relist = %+v, want its end, abandoned, numbered 6", it.Relist)
+	}
+}

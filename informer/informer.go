@@ -81,8 +81,10 @@ type SharedIndexInformer[T object.Object] struct {
 	stopped   bool
 	synced    bool
 	syncedC   chan struct{}
-	// relists counts relists applied to the cache whole; relisted is
-	// closed and replaced at each (see Relist).
+	// relists is the number (deltafifo.RelistPart.Seq, the reflector's
+	// count of ended relists) of the last relist end applied to the cache,
+	// whole or abandoned; a relist superseded in the FIFO is counted by its
+	// successor. relisted is closed and replaced at each (see Relist).
 	relists  uint64
 	relisted chan struct{}
 	stopping chan struct{} // closed when Run's context ends

@@ -244,8 +244,11 @@ func TestInformer_panickingHandlerIsRecoveredCountedAndOthersStillHear(t *testin
 	waitFor(t, wait, "the panic to be counted", func() bool {
 		return counter(t, reg, "ctrlkit_informer_handler_panics_total", "bad") >= 1
 	})
-	if n := len(good.callList()); n < 3 {
-		t.Errorf("the other handler heard %d calls, want every event", n)
+	// Coalescing may merge an add with the update after it, so the other
+	// handler hears at least one call per object (its view above is the
+	// server's state: it missed nothing).
+	if n := len(good.callList()); n < 2 {
+		t.Errorf("the other handler heard %d calls, want at least one per object", n)
 	}
 }
 

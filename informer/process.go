@@ -21,7 +21,7 @@ func (i *SharedIndexInformer[T]) processLoop(ctx context.Context) {
 		switch {
 		case it.Replace != nil: // a relist given whole: one part that is all of it
 			i.relistPart(&deltafifo.RelistPart[T]{Begin: true, Items: it.Replace.Items, End: true,
-				ResourceVersion: it.Replace.ResourceVersion})
+				ResourceVersion: it.Replace.ResourceVersion, Seq: it.Replace.Seq})
 		case it.Relist != nil:
 			i.relistPart(it.Relist)
 		case it.Key != "":
@@ -115,14 +115,16 @@ func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 	if !p.End {
 		return
 	}
-	now := time.Now()
-	for _, gone := range i.idx.EndRelist(p.ResourceVersion) {
-		i.det.removed(gone.Key)
-		i.dispatchLocked(gone.Key, notification[T]{kind: deleteKind,
-			del: tombstone(gone.Key, gone.Object, true)}, now)
+	if !p.Abandoned {
+		now := time.Now()
+		for _, gone := range i.idx.EndRelist(p.ResourceVersion) {
+			i.det.removed(gone.Key)
+			i.dispatchLocked(gone.Key, notification[T]{kind: deleteKind,
+				del: tombstone(gone.Key, gone.Object, true)}, now)
+		}
+		i.markSyncedLocked()
 	}
-	i.markSyncedLocked()
-	i.relists++
+	i.relists = max(i.relists, p.Seq) // a relist superseded in the FIFO is never applied: its successor counts
 	close(i.relisted)
 	i.relisted = make(chan struct{})
 }
@@ -230,6 +232,7 @@ func (s *transformSink[T]) RelistDelete(obj T) error {
 
 func (s *transformSink[T]) EndRelist(rv string) error {
 	if s.failed {
+		s.next.AbandonRelist() // counted as an end, as the reflector counts it, so Relist does not wait for it forever
 		return nil
 	}
 	return s.next.EndRelist(rv)

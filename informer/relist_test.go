@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,5 +174,36 @@ func TestInformer_relistFailsWhenItsContextEndsOrTheInformerStopped(t *testing.T
 	cancel()
 	if err := inf.Relist(ctx, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Relist with an ended context (informer not running) = %v, want context.Canceled", err)
+	}
+}
+
+func TestInformer_relistOnRequestReturnsWhenATransformAbandonsTheRelist(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("a", "b")
+	var refuse atomic.Bool
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{Transform: func(cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+		if refuse.Load() && cm.Name == "b" {
+			return nil, errors.New("cannot transform b")
+		}
+		return cm, nil
+	}})
+	run(t, inf)
+	waitFor(t, wait, "sync", inf.HasSynced)
+
+	refuse.Store(true)
+	srv.mu.Lock()
+	srv.only = func(n string) bool { return n != "a" }
+	srv.mu.Unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	// The relist loses b to the transform: its end is abandoned (nothing is
+	// deleted for it), and Relist must still learn that it ended.
+	if err := inf.Relist(ctx, errors.New("selection changed")); err != nil {
+		t.Fatalf("Relist with an abandoned relist: %v", err)
+	}
+	keys := cachedKeys(inf)
+	slices.Sort(keys)
+	if want := []string{"ns/a", "ns/b"}; !slices.Equal(keys, want) {
+		t.Errorf("cache after the abandoned relist = %q, want %q (nothing deleted)", keys, want)
 	}
 }
