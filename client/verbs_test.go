@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
+	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/client"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/examples/foo/config"
@@ -101,7 +102,7 @@ func TestClient_everyVerbOnAConfigMapOverProtobuf(t *testing.T) {
 
 func TestClient_everyVerbOnACustomResourceOverJSON(t *testing.T) {
 	f := newFixture(t)
-	if err := config.InstallCRD(t.Context(), f.cfg); err != nil {
+	if err := apiserver.InstallCRDs(t.Context(), f.cfg, config.CRDs); err != nil {
 		t.Fatal(err)
 	}
 	foos := client.New[*v1alpha1.Foo](f.d, f.s)
@@ -203,7 +204,7 @@ func TestClient_everyVerbOnACustomResourceOverJSON(t *testing.T) {
 
 func TestClient_aStaleWriteIsAConflict(t *testing.T) {
 	f := newFixture(t)
-	if err := config.InstallCRD(t.Context(), f.cfg); err != nil {
+	if err := apiserver.InstallCRDs(t.Context(), f.cfg, config.CRDs); err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -16,15 +17,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/client"
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/examples/foo"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/examples/foo/config"
+	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -39,7 +45,7 @@ type demo struct {
 	out              io.Writer
 	foos             int
 	kube             kubernetes.Interface
-	fooAPI           *v1alpha1.Foos
+	fooAPI           *client.Client[*v1alpha1.Foo]
 	reg              *prometheus.Registry
 	status           func() string                              // the controller's state for the progress line
 	stats            func() controller.Stats[object.ObjectName] // nil with --replicas
@@ -163,11 +169,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 func newDemo(ctx context.Context, cfg *rest.Config, out io.Writer, n int) (*demo, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	fc, err := v1alpha1.NewForConfig(cfg)
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	foos, err := newFooClient(cfg, hc, kube)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +185,20 @@ func newDemo(ctx context.Context, cfg *rest.Config, out io.Writer, n int) (*demo
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	return &demo{out: &lockedWriter{w: out}, foos: n, kube: kube, fooAPI: fc.Foos(demoNamespace), reg: prometheus.NewRegistry()}, nil
+	return &demo{out: &lockedWriter{w: out}, foos: n, kube: kube, fooAPI: foos, reg: prometheus.NewRegistry()}, nil
+}
+
+// newFooClient returns a typed client of Foos outside a manager (with
+// --replicas the controller runs in other processes), made of what a
+// manager would give it.
+func newFooClient(cfg *rest.Config, hc *http.Client, kube kubernetes.Interface) (*client.Client[*v1alpha1.Foo], error) {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return client.New[*v1alpha1.Foo](listwatch.Discovery{Config: cfg, HTTPClient: hc,
+		Serializer: serializer.NewCodecFactory(s).WithoutConversion(),
+		Mapper:     restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}, s), nil
 }
 
 func fooName(i int) string { return fmt.Sprintf("foo-%04d", i) }
@@ -207,9 +230,9 @@ func (d *demo) workload(ctx context.Context) error {
 
 func (d *demo) create(ctx context.Context, i int) error {
 	r := int32(1 + i%3)
-	f := &v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Name: fooName(i)},
+	f := &v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Name: fooName(i), Namespace: demoNamespace},
 		Spec: v1alpha1.FooSpec{DeploymentName: fooName(i) + "-web", Replicas: &r}}
-	_, err := d.fooAPI.Create(ctx, f)
+	_, err := d.fooAPI.Create(ctx, f, metav1.CreateOptions{})
 	if err == nil {
 		d.created.Add(1)
 	}
@@ -220,13 +243,13 @@ func (d *demo) create(ctx context.Context, i int) error {
 // status between the read and the update; a conflict reads it again.
 func (d *demo) scale(ctx context.Context, i int) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		f, err := d.fooAPI.Get(ctx, fooName(i))
+		f, err := d.fooAPI.Get(ctx, object.ObjectName{Namespace: demoNamespace, Name: fooName(i)})
 		if err != nil {
 			return err
 		}
 		r := *f.Spec.Replicas + 2
 		f.Spec.Replicas = &r
-		_, err = d.fooAPI.Update(ctx, f)
+		_, err = d.fooAPI.Update(ctx, f, metav1.UpdateOptions{})
 		return err
 	})
 	if err == nil {
@@ -236,7 +259,7 @@ func (d *demo) scale(ctx context.Context, i int) error {
 }
 
 func (d *demo) delete(ctx context.Context, i int) error {
-	err := d.fooAPI.Delete(ctx, fooName(i), metav1.DeleteOptions{})
+	err := d.fooAPI.Delete(ctx, object.ObjectName{Namespace: demoNamespace, Name: fooName(i)}, metav1.DeleteOptions{})
 	if err == nil {
 		d.deleted.Add(1)
 	}

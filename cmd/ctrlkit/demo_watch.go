@@ -100,7 +100,7 @@ func (d *demo) waitConverged(ctx context.Context, timeout time.Duration, ctrlErr
 
 // problem names the first Foo that is not converged, or returns "".
 func (d *demo) problem(ctx context.Context) string {
-	foos, err := d.fooAPI.List(ctx, metav1.ListOptions{})
+	foos, err := d.fooAPI.List(ctx, demoNamespace, metav1.ListOptions{})
 	if err != nil {
 		return err.Error()
 	}
@@ -113,11 +113,11 @@ func (d *demo) problem(ctx context.Context) string {
 		byName[dep.Name] = dep
 	}
 	want := d.foos - int(d.deleted.Load())
-	if len(foos.Items) != want {
-		return fmt.Sprintf("%d Foos, want %d", len(foos.Items), want)
+	if len(foos) != want {
+		return fmt.Sprintf("%d Foos, want %d", len(foos), want)
 	}
-	for i := range foos.Items {
-		if p := fooProblem(&foos.Items[i], byName); p != "" {
+	for _, f := range foos {
+		if p := fooProblem(f, byName); p != "" {
 			return p
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ctrlkit/ctrlkit/client"
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/object"
@@ -44,12 +45,13 @@ const (
 
 // Reconciler makes a Foo's Deployment match its spec and its status match
 // the Deployment. It reads Foos and Deployments from caches and writes
-// through the clients.
+// through the clients: Deployments through the clientset, the Foo's status
+// through a typed client (manager.Client).
 type Reconciler struct {
 	Foos        store.Reader[*v1alpha1.Foo]
 	Deployments store.Reader[*appsv1.Deployment]
 	Kube        kubernetes.Interface
-	FooClient   *v1alpha1.Client
+	FooClient   *client.Client[*v1alpha1.Foo]
 	Recorder    record.EventRecorder
 }
 
@@ -125,7 +127,7 @@ func (r *Reconciler) setStatus(ctx context.Context, foo *v1alpha1.Foo, available
 	}
 	updated := foo.DeepCopy() // cached objects are read-only
 	updated.Status.AvailableReplicas, updated.Status.Message = available, message
-	if _, err := r.FooClient.Foos(foo.Namespace).UpdateStatus(ctx, updated); err != nil {
+	if _, err := r.FooClient.UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update status of foo %s/%s: %w", foo.Namespace, foo.Name, err)
 	}
 	if message == "" {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/client"
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/examples/foo"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 // fixture is the controller running against namespace ns.
 type fixture struct {
 	kube kubernetes.Interface
-	foos *v1alpha1.Foos
+	foos *client.Client[*v1alpha1.Foo]
 	ns   string
 	ctrl *manager.Controller
 }
@@ -61,15 +62,12 @@ func startControllerOn(t *testing.T, srv *apiserver.Server, install func(context
 	if err := install(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	fc, err := v1alpha1.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	m, err := manager.New(cfg, manager.Options{HTTPAddr: "0", AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
+	foos := manager.Client[*v1alpha1.Foo](m)
 	ctrl, err := foo.Setup(m, ns, manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -84,11 +82,22 @@ func startControllerOn(t *testing.T, srv *apiserver.Server, install func(context
 		}
 	})
 	eventually(t, 30*time.Second, "caches synced", ctrl.HasSynced)
-	return fixture{kube: kubernetes.NewForConfigOrDie(cfg), foos: fc.Foos(ns), ns: ns, ctrl: ctrl}
+	return fixture{kube: kubernetes.NewForConfigOrDie(cfg), foos: foos, ns: ns, ctrl: ctrl}
 }
 
 func newFoo(name, dep string, n int32) *v1alpha1.Foo {
 	return &v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.FooSpec{DeploymentName: dep, Replicas: &n}}
+}
+
+// create creates a Foo in f's namespace.
+func (f fixture) create(t *testing.T, foo *v1alpha1.Foo) (*v1alpha1.Foo, error) {
+	foo.Namespace = f.ns
+	return f.foos.Create(t.Context(), foo, metav1.CreateOptions{})
+}
+
+// get reads the Foo called name in f's namespace.
+func (f fixture) get(t *testing.T, name string) (*v1alpha1.Foo, error) {
+	return f.foos.Get(t.Context(), object.ObjectName{Namespace: f.ns, Name: name})
 }
 
 // eventually polls cond against the server until it holds or d passes.
@@ -112,7 +121,7 @@ func (f fixture) deployment(t *testing.T, name string) (*appsv1.Deployment, bool
 
 func TestReconciler_createsScalesRecreatesAndMirrorsStatus(t *testing.T) {
 	f := startController(t)
-	created, err := f.foos.Create(t.Context(), newFoo("a", "a-web", 3))
+	created, err := f.create(t, newFoo("a", "a-web", 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,14 +137,14 @@ func TestReconciler_createsScalesRecreatesAndMirrorsStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "Foo a's status to mirror 3 available replicas", func() bool {
-		got, err := f.foos.Get(t.Context(), "a")
+		got, err := f.get(t, "a")
 		return err == nil && got.Status.AvailableReplicas == 3
 	})
 
-	got, _ := f.foos.Get(t.Context(), "a")
+	got, _ := f.get(t, "a")
 	five := int32(5)
 	got.Spec.Replicas = &five
-	if _, err := f.foos.Update(t.Context(), got); err != nil {
+	if _, err := f.foos.Update(t.Context(), got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "a-web scaled to 5", func() bool {
@@ -160,11 +169,11 @@ func TestReconciler_refusesToAdoptADeploymentItDoesNotOwn(t *testing.T) {
 	if _, err := f.kube.AppsV1().Deployments(f.ns).Create(t.Context(), foreign, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.foos.Create(t.Context(), newFoo("b", "taken", 4)); err != nil {
+	if _, err := f.create(t, newFoo("b", "taken", 4)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "Foo b's status to say the Deployment is not its own", func() bool {
-		got, err := f.foos.Get(t.Context(), "b")
+		got, err := f.get(t, "b")
 		return err == nil && got.Status.Message != ""
 	})
 	eventually(t, 30*time.Second, "a Warning event "+foo.ReasonNotOwned, func() bool {
@@ -192,16 +201,23 @@ func TestCRD_refusesFoosTheControllerCannotServe(t *testing.T) {
 	}{
 		{"a name longer than a label value", strings.Repeat("n", 64), "web", "at most 63 characters"},
 		{"a Deployment name that is not a DNS subdomain", "bad-dep", "Not_A_Name", "deploymentName"},
+		{"no Deployment name", "no-dep", "", "deploymentName"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := f.foos.Create(t.Context(), newFoo(tc.foo, tc.dep, 1))
+			_, err := f.create(t, newFoo(tc.foo, tc.dep, 1))
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("create = %v, want Invalid naming %q", err, tc.want)
 			}
 		})
 	}
+	for _, n := range []int32{-1, 101} {
+		_, err := f.create(t, newFoo("replicas", "replicas-web", n))
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.replicas") {
+			t.Fatalf("create with %d replicas = %v, want Invalid naming spec.replicas", n, err)
+		}
+	}
 	longest := strings.Repeat("n", 63)
-	if _, err := f.foos.Create(t.Context(), newFoo(longest, "longest-web", 1)); err != nil {
+	if _, err := f.create(t, newFoo(longest, "longest-web", 1)); err != nil {
 		t.Fatalf("a 63-character name: %v", err)
 	}
 	eventually(t, 30*time.Second, "the Deployment of the Foo with a 63-character name", func() bool {
@@ -241,13 +257,13 @@ func TestReconciler_aFooItCannotServeGetsAStatusMessageAndIsNotRetried(t *testin
 	f := startControllerOn(t, srv, installOlderCRD)
 	long := strings.Repeat("n", 64)
 	for _, fo := range []*v1alpha1.Foo{newFoo(long, "long-web", 1), newFoo("bad-dep", "Not_A_Name", 1)} {
-		if _, err := f.foos.Create(t.Context(), fo); err != nil {
+		if _, err := f.create(t, fo); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for name, want := range map[string]string{long: "no more than 63", "bad-dep": "is invalid"} {
 		eventually(t, 30*time.Second, "Foo "+name+"'s status to say why it cannot be served", func() bool {
-			got, err := f.foos.Get(t.Context(), name)
+			got, err := f.get(t, name)
 			return err == nil && strings.Contains(got.Status.Message, want)
 		})
 	}

@@ -18,13 +18,9 @@ import (
 // reconciles a Foo when it or a Deployment it controls changes. m's
 // scheme must include v1alpha1 (see Run).
 func Setup(m *manager.Manager, ns string, opts manager.ControllerOptions) (*manager.Controller, error) {
-	fc, err := v1alpha1.NewForConfig(m.Config())
-	if err != nil {
-		return nil, err
-	}
 	foos := manager.Informer[*v1alpha1.Foo](m, manager.Scope{Namespace: ns})
 	deps := manager.Informer[*appsv1.Deployment](m, manager.Scope{Namespace: ns})
-	rec := &Reconciler{Foos: foos.Reader(), Deployments: deps.Reader(), Kube: m.Kube(), FooClient: fc,
+	rec := &Reconciler{Foos: foos.Reader(), Deployments: deps.Reader(), Kube: m.Kube(), FooClient: manager.Client[*v1alpha1.Foo](m),
 		Recorder: m.EventRecorder("foo-controller")}
 	return manager.NewController(m, "foo", rec, opts, manager.For(foos), manager.Owns(deps))
 }

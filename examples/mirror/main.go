@@ -48,18 +48,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, name object.ObjectName) (con
 
 // run runs the mirror controller against cfg until ctx ends.
 func run(ctx context.Context, cfg *rest.Config, opts manager.Options) error {
-	m, err := manager.New(cfg, opts)
+	m, err := newManager(cfg, opts)
 	if err != nil {
 		return err
+	}
+	return m.Run(ctx)
+}
+
+// newManager returns a manager with the mirror controller, not started.
+func newManager(cfg *rest.Config, opts manager.Options) (*manager.Manager, error) {
+	m, err := manager.New(cfg, opts)
+	if err != nil {
+		return nil, err
 	}
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{LabelSelector: "mirror=true"})
 	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{LabelSelector: "mirrored=true"})
 	rec := &Reconciler{ConfigMaps: cms.Reader(), Kube: m.Kube()}
 	if _, err := manager.NewController(m, "mirror", rec, manager.ControllerOptions{},
 		manager.For(cms), manager.Owns(secrets)); err != nil {
-		return err
+		return nil, err
 	}
-	return m.Run(ctx)
+	return m, nil
 }
 
 func main() {

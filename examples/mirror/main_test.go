@@ -36,11 +36,15 @@ func TestMirror_keepsAnOwnedSecretForEveryLabelledConfigMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Built before the goroutine: manager.New sets client-go's process-wide
+	// hooks once, which must not race with the requests below.
+	m, err := newManager(srv.Config(), manager.Options{HTTPAddr: "0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, srv.Config(), manager.Options{HTTPAddr: "0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	}()
+	go func() { done <- m.Run(ctx) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -1,10 +1,11 @@
 // Package v1alpha1 is the Foo custom resource of the sample controller:
 // plain Go structs with JSON tags and controller-gen markers. Its deep-copy
 // methods (zz_generated.deepcopy.go), its CRD and the controller's RBAC
-// role are generated from them; see README.md of examples/foo. The types
-// marked object:root, and those marked object:generate, get deep-copy
-// methods (not the whole package: client.go has types of its own).
+// role are generated from them; see README.md of examples/foo. Every type
+// of the package gets deep-copy methods (object:generate), and those
+// marked object:root a DeepCopyObject too.
 //
+// +kubebuilder:object:generate=true
 // +groupName=samplecontroller.ctrlkit.dev
 package v1alpha1
 

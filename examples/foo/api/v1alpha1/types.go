@@ -25,8 +25,6 @@ type Foo struct {
 }
 
 // FooSpec is the desired state.
-//
-// +kubebuilder:object:generate=true
 type FooSpec struct {
 	// DeploymentName names the Deployment the Foo owns: a DNS subdomain.
 	// +kubebuilder:validation:MinLength=1
@@ -40,8 +38,6 @@ type FooSpec struct {
 }
 
 // FooStatus is the observed state.
-//
-// +kubebuilder:object:generate=true
 type FooStatus struct {
 	// AvailableReplicas mirrors the Deployment's available replicas.
 	// +optional
