@@ -34,6 +34,10 @@ var restClient struct {
 	rateLimiter *prometheus.HistogramVec
 }
 
+// client-go reads its hooks without synchronisation, so they are set when
+// the package is initialised, before any goroutine can make a request.
+func init() { restClientCollectors() }
+
 // restClientCollectors sets client-go's hooks, on the first call, and
 // returns the series they feed; nil if another library set the hooks
 // first (client-go keeps the first), as controller-runtime's metrics

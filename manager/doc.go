@@ -46,12 +46,13 @@
 // # client-go's metrics and logs
 //
 // client-go reports requests to hooks it accepts once per process, and does
-// not say which client made a request. The first New sets the hooks; the
-// REST client series they feed are process-wide and registered in every
+// not say which client made a request, and reads them unsynchronised, so
+// this package sets them when it is initialised (before any goroutine runs);
+// the REST client series they feed are process-wide and registered in every
 // manager's registry, so each manager's /metrics counts the requests of the
 // whole process, as in controller-runtime, whose series are global too. If
 // another library set the hooks first (importing controller-runtime's
-// metrics package does), New logs a warning and registers no rest_client_*
+// metrics package before this one is initialised does), New logs a warning and registers no rest_client_*
 // series: they would stay at 0.
 //
 // klog, client-go's logger (leader election, API deprecation warnings,
