@@ -131,9 +131,9 @@ type Controller[K comparable] struct {
 	metrics *metrics
 	track   tracker[K] // for Stats and KeyStats
 
-	mu       sync.Mutex // guards sources, running, synced and inFlight
+	mu       sync.Mutex // guards sources, synced and inFlight
 	sources  []source
-	running  bool
+	once     run.Once // Run
 	synced   bool
 	inFlight map[K]time.Time // keys being reconciled, and since when
 }
@@ -219,11 +219,10 @@ const abandonAfter = time.Second
 // once.
 func (c *Controller[K]) Run(ctx context.Context) error {
 	c.mu.Lock()
-	if c.running {
+	if err := c.once.Start("controller " + c.opts.Name); err != nil {
 		c.mu.Unlock()
-		return fmt.Errorf("controller %s: %w", c.opts.Name, ErrStarted)
+		return err
 	}
-	c.running = true
 	sources := append([]source(nil), c.sources...)
 	c.mu.Unlock()
 	defer c.queue.ShutDown()

@@ -193,7 +193,7 @@ func (c *Controller[K]) requeue(key K, event string, d time.Duration, priority i
 // use.
 func (c *Controller[K]) Stats() Stats[K] {
 	c.mu.Lock()
-	st := Stats[K]{Name: c.opts.Name, Workers: c.opts.Workers, Running: c.running, Synced: c.synced}
+	st := Stats[K]{Name: c.opts.Name, Workers: c.opts.Workers, Running: c.once.Started(), Synced: c.synced}
 	c.mu.Unlock()
 	st.Queue = c.queue.Stats()
 	st.Reconciles, st.Errors = c.track.reconciles.Load(), c.track.errors.Load()

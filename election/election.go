@@ -92,7 +92,7 @@ type Elector struct {
 	metrics *metrics
 
 	mu      sync.Mutex // guards the fields below
-	started bool
+	once    run.Once   // Run
 	leading bool
 	leader  string // the identity last seen holding the lease
 }
@@ -144,13 +144,9 @@ func (e *Elector) Leader() string {
 // nil when ctx ended, an error wrapping ErrLost when the lease was lost, or
 // work's error (the lease is released then too). It can be called once.
 func (e *Elector) Run(ctx context.Context, work func(ctx context.Context) error) error {
-	e.mu.Lock()
-	if e.started {
-		e.mu.Unlock()
-		return fmt.Errorf("election: %w", ErrStarted)
+	if err := e.once.Start("election"); err != nil {
+		return err
 	}
-	e.started = true
-	e.mu.Unlock()
 
 	lock := &observedLock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  leaseMeta(e.opts),

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/ctrlkit/ctrlkit/internal/run"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/telemetry"
@@ -75,11 +76,11 @@ type FactoryOptions struct {
 type Factory struct {
 	opts FactoryOptions
 
-	// mu guards informers, running and stopped; wake (buffer 1) tells Run
-	// that For added an informer.
+	// mu guards informers and stopped; wake (buffer 1) tells Run that For
+	// added an informer.
 	mu        sync.Mutex
 	informers map[Scope]*shared
-	running   bool
+	once      run.Once
 	stopped   bool
 	wake      chan struct{}
 }
@@ -173,13 +174,9 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() reflector.Lister
 // runs, until ctx ends; it returns nil once all of them have exited. A
 // second call returns ErrStarted.
 func (f *Factory) Run(ctx context.Context) error {
-	f.mu.Lock()
-	if f.running {
-		f.mu.Unlock()
-		return fmt.Errorf("informer factory: %w", ErrStarted)
+	if err := f.once.Start("informer factory"); err != nil {
+		return err
 	}
-	f.running = true
-	f.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {

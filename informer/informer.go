@@ -77,7 +77,7 @@ type SharedIndexInformer[T object.Object] struct {
 	// Invariant: synced implies syncedC is closed.
 	mu        sync.Mutex
 	listeners []*listener[T]
-	started   bool
+	once      run.Once // Run
 	stopped   bool
 	synced    bool
 	syncedC   chan struct{}
@@ -171,11 +171,10 @@ func transformFor[T object.Object](opts Options[T]) func(T) (T, error) {
 // returns ErrStarted.
 func (i *SharedIndexInformer[T]) Run(ctx context.Context) error {
 	i.mu.Lock()
-	if i.started {
+	if err := i.once.Start("informer " + i.name); err != nil {
 		i.mu.Unlock()
-		return fmt.Errorf("informer %s: %w", i.name, ErrStarted)
+		return err
 	}
-	i.started = true
 	for _, l := range i.listeners {
 		i.wg.Go(func() { l.run(i.stopping) })
 	}
@@ -220,7 +219,7 @@ func (i *SharedIndexInformer[T]) AddEventHandler(h handler.Handler[T], opts Hand
 		l.armed = true
 	}
 	i.listeners = append(i.listeners, l)
-	if i.started {
+	if i.once.Started() {
 		i.wg.Go(func() { l.run(i.stopping) })
 	}
 	return &Registration{synced: func() bool { return i.HasSynced() && l.hasSynced() }, remove: l.remove}, nil

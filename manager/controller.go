@@ -241,9 +241,9 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.running {
+	if err := m.once.Before("manager: controller " + name); err != nil {
 		undo()
-		return nil, fmt.Errorf("manager: controller %s: %w", name, ErrStarted)
+		return nil, err
 	}
 	e := controllerEntry{c: c, run: c.Run, primary: cache, sources: sources, every: opts.EveryReplica, ryw: opts.ReadYourWrites}
 	for _, s := range sources {
@@ -285,8 +285,8 @@ func (m *Manager) checkController(name string, rec controller.Reconciler[object.
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.running {
-		return fmt.Errorf("manager: controller %s: %w", name, ErrStarted)
+	if err := m.once.Before("manager: controller " + name); err != nil {
+		return err
 	}
 	for _, e := range m.controllers {
 		if e.c.Name() == name {

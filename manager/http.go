@@ -151,7 +151,7 @@ func (m *Manager) serveChecks(w http.ResponseWriter, r *http.Request, ready bool
 // caches have synced and its workers run.
 func (m *Manager) notReady() []string {
 	m.mu.Lock()
-	running := m.running
+	running := m.once.Started()
 	ctrls := append([]controllerEntry(nil), m.controllers...)
 	m.mu.Unlock()
 	if !running {

@@ -217,8 +217,8 @@ type Manager struct {
 	runnables   []Runnable
 	checks      []check
 	informers   []informerEntry
-	errs        []error // from Informer, returned by Run
-	running     bool
+	errs        []error       // from Informer, returned by Run
+	once        run.Once      // Run
 	listening   chan struct{} // closed when Run has bound its listener or failed
 	addr        string
 
@@ -313,8 +313,8 @@ func (m *Manager) Registry() *prometheus.Registry { return m.opts.Registry }
 func (m *Manager) Add(r Runnable) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.running {
-		return fmt.Errorf("manager: %w", ErrStarted)
+	if err := m.once.Before("manager"); err != nil {
+		return err
 	}
 	m.runnables = append(m.runnables, r)
 	return nil
@@ -356,11 +356,10 @@ func (m *Manager) Addr(ctx context.Context) string {
 // called once.
 func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
-	if m.running {
+	if err := m.once.Start("manager"); err != nil {
 		m.mu.Unlock()
-		return fmt.Errorf("manager: %w", ErrStarted)
+		return err
 	}
-	m.running = true
 	ctrls, runnables := slices.Clone(m.controllers), slices.Clone(m.runnables)
 	errs := errors.Join(append(slices.Clone(m.errs), m.checkDebug())...)
 	m.mu.Unlock()

@@ -21,3 +21,20 @@ func TestErrStarted_isOneValueInEveryPackage(t *testing.T) {
 		}
 	}
 }
+
+func TestOnce_startsOnceAndRefusesLaterChanges(t *testing.T) {
+	var o run.Once
+	if err := o.Before("add"); err != nil || o.Started() {
+		t.Fatalf("before Start: Before = %v, Started = %v", err, o.Started())
+	}
+	if err := o.Start("thing"); err != nil {
+		t.Fatalf("first Start = %v", err)
+	}
+	err := o.Start("thing")
+	if !errors.Is(err, run.ErrStarted) || err.Error() != "thing: already started" {
+		t.Errorf("second Start = %v, want \"thing: already started\" wrapping ErrStarted", err)
+	}
+	if err := o.Before("add"); !errors.Is(err, run.ErrStarted) || !o.Started() {
+		t.Errorf("after Start: Before = %v, Started = %v", err, o.Started())
+	}
+}
