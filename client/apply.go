@@ -47,18 +47,12 @@ func (c *Client[T]) apply(ctx context.Context, what string, cfg runtime.ApplyCon
 	if err != nil {
 		return zero, err
 	}
-	g, err := c.typed(what, name, false)
-	if err != nil {
-		return zero, err
-	}
-	var got T
-	if what == "apply" {
-		got, err = g.Apply(ctx, n, opts)
-	} else {
-		got, err = g.ApplyStatus(ctx, n, opts)
-		err = c.statusError(ctx, g.Get, name, err)
-	}
-	return c.result(what, name, got, err)
+	return c.write(ctx, what, name, what != "apply", func(g *typedClient[T]) (T, error) {
+		if what == "apply" {
+			return g.Apply(ctx, n, opts)
+		}
+		return g.ApplyStatus(ctx, n, opts)
+	})
 }
 
 // applyTarget checks cfg and opts and returns cfg (ApplyObject's with T's

@@ -144,25 +144,21 @@ func (c *Client[T]) discover() (*resource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: resource of kind %s in %s: %w", c.gvk.Kind, c.gvk.GroupVersion(), err)
 	}
-	cfg := rest.CopyConfig(c.d.Config)
-	gv := c.gvk.GroupVersion()
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	if gv.Group == "" {
-		cfg.APIPath = "/api"
-	}
-	cfg.NegotiatedSerializer = c.d.Serializer
-	rc, err := rest.RESTClientForConfigAndClient(cfg, c.d.HTTPClient)
+	rc, err := c.d.RESTClient(c.gvk.GroupVersion(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("client: %s: %w", c.gvk.Kind, err)
 	}
 	return &resource{rc: rc, name: mp.Resource.Resource, namespaced: mp.Scope.Name() == meta.RESTScopeNameNamespace}, nil
 }
 
+// typedClient is client-go's generic client of T, for one namespace.
+type typedClient[T Object] = gentype.ClientWithListAndApply[T, runtime.Object, named]
+
 // typed returns client-go's generic client of T in namespace ns ("" for
 // a cluster-scoped resource, or every namespace in a List), after
 // checking that ns fits T's scope. what names the call for errors.
-func (c *Client[T]) typed(what string, name object.ObjectName, forList bool) (*gentype.ClientWithListAndApply[T, runtime.Object, named], error) {
+
+func (c *Client[T]) typed(what string, name object.ObjectName, forList bool) (*typedClient[T], error) {
 	r, err := c.resource()
 	if err != nil {
 		return nil, err

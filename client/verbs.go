@@ -112,18 +112,12 @@ func (c *Client[T]) update(ctx context.Context, what string, obj T, opts metav1.
 	if err != nil {
 		return zero, err
 	}
-	g, err := c.typed(what, name, false)
-	if err != nil {
-		return zero, err
-	}
-	var got T
-	if what == "update" {
-		got, err = g.Update(ctx, obj, opts)
-	} else {
-		got, err = g.UpdateStatus(ctx, obj, opts)
-		err = c.statusError(ctx, g.Get, name, err)
-	}
-	return c.result(what, name, got, err)
+	return c.write(ctx, what, name, what != "update", func(g *typedClient[T]) (T, error) {
+		if what == "update" {
+			return g.Update(ctx, obj, opts)
+		}
+		return g.UpdateStatus(ctx, obj, opts)
+	})
 }
 
 // Patch changes the object called name with data, a patch of type pt
@@ -140,16 +134,27 @@ func (c *Client[T]) PatchStatus(ctx context.Context, name object.ObjectName, pt 
 
 func (c *Client[T]) patch(ctx context.Context, what string, name object.ObjectName, pt types.PatchType, data []byte,
 	opts metav1.PatchOptions, sub ...string) (T, error) {
-	var zero T
 	if err := c.checkName(what, name); err != nil {
+		var zero T
 		return zero, err
 	}
+	return c.write(ctx, what, name, len(sub) > 0, func(g *typedClient[T]) (T, error) {
+		return g.Patch(ctx, name.Name, pt, data, opts, sub...)
+	})
+}
+
+// write makes one write of the object called name with do; a status write
+// (status true) that the server answers 404 is told apart from a missing
+// object (statusError).
+func (c *Client[T]) write(ctx context.Context, what string, name object.ObjectName, status bool,
+	do func(*typedClient[T]) (T, error)) (T, error) {
 	g, err := c.typed(what, name, false)
 	if err != nil {
+		var zero T
 		return zero, err
 	}
-	got, err := g.Patch(ctx, name.Name, pt, data, opts, sub...)
-	if len(sub) > 0 {
+	got, err := do(g)
+	if status {
 		err = c.statusError(ctx, g.Get, name, err)
 	}
 	return c.result(what, name, got, err)

@@ -38,6 +38,19 @@ type Discovery struct {
 	Serializer runtime.NegotiatedSerializer
 }
 
+// RESTClient returns a REST client of group version gv, built from
+// d.Config with d.Serializer, over hc (d.HTTPClient when nil).
+func (d Discovery) RESTClient(gv schema.GroupVersion, hc *http.Client) (*rest.RESTClient, error) {
+	cfg := rest.CopyConfig(d.Config)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	cfg.NegotiatedSerializer = d.Serializer
+	return rest.RESTClientForConfigAndClient(cfg, cmp.Or(hc, d.HTTPClient))
+}
+
 // KindOptions configure Kind.
 type KindOptions struct {
 	Options
@@ -152,21 +165,13 @@ func (k *KindListerWatcher[T]) client() (rest.Interface, error) {
 	if k.rc != nil {
 		return k.rc, nil
 	}
-	cfg := rest.CopyConfig(k.d.Config)
-	gv := k.gvk.GroupVersion()
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	if gv.Group == "" {
-		cfg.APIPath = "/api"
-	}
-	cfg.NegotiatedSerializer = k.d.Serializer
 	hc := k.d.HTTPClient
 	if k.opts.ReceivedBytes != nil {
 		c := *hc
 		c.Transport = counting{next: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), n: k.opts.ReceivedBytes}
 		hc = &c
 	}
-	rc, err := rest.RESTClientForConfigAndClient(cfg, hc)
+	rc, err := k.d.RESTClient(k.gvk.GroupVersion(), hc)
 	if err != nil {
 		return nil, err
 	}
