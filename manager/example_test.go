@@ -2,12 +2,14 @@ package manager_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -62,4 +64,51 @@ func ExampleSharding() {
 		return m.Run(ctx)
 	}
 	_ = run
+}
+
+// A controller program's whole main: flags (--kubeconfig, --http-addr and
+// the program's own), the cluster as kubectl finds it, leader election, and
+// a clean exit on SIGTERM. (Not run as a test: it runs until a signal;
+// main_test.go runs it as a real process.)
+func ExampleMain() {
+	main := func() {
+		greeting := flag.String("greeting", "hello", "what to print for each changed Pod")
+		manager.Main(manager.Options{LeaderElection: election.Options{Name: "greeter"}}, func(m *manager.Manager) error {
+			pods := manager.Informer[*corev1.Pod](m, manager.Scope{})
+			rec := controller.ReconcileFunc[object.ObjectName](func(_ context.Context, name object.ObjectName) (controller.Result, error) {
+				fmt.Println(*greeting, name)
+				return controller.Result{}, nil
+			})
+			_, err := manager.NewController(m, "greeter", rec, manager.ControllerOptions{}, manager.For(pods))
+			return err
+		})
+	}
+	_ = main
+}
+
+// A finalizer that removes a ConfigMap's external record before the
+// ConfigMap goes; the reconcile calls Finalize first. (Not run as a test:
+// it needs a cluster; apply's tests run the finalizer on the real server.)
+func ExampleFinalizer() {
+	setup := func(m *manager.Manager) error {
+		cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{LabelSelector: "external=true"})
+		fin := manager.Finalizer(m, "example.com/external-record", func(_ context.Context, cm *corev1.ConfigMap) error {
+			fmt.Println("deleting the external record of", cm.Name) // must be idempotent
+			return nil
+		})
+		rec := controller.ReconcileFunc[object.ObjectName](func(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+			cm, ok := cms.Reader().Get(name)
+			if !ok {
+				return controller.Result{}, nil
+			}
+			if deleting, err := fin.Finalize(ctx, cm); deleting || err != nil {
+				return controller.Result{}, err
+			}
+			fmt.Println("creating or updating the external record of", cm.Name)
+			return controller.Result{}, nil
+		})
+		_, err := manager.NewController(m, "external-records", rec, manager.ControllerOptions{}, manager.For(cms))
+		return err
+	}
+	_ = setup
 }
