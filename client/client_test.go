@@ -1,6 +1,8 @@
 package client_test
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strings"
@@ -11,12 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/kubernetes"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/client"
@@ -82,13 +81,17 @@ func copyMap(m map[string]string) map[string]string {
 	return out
 }
 
-var (
-	widgetGV = schema.GroupVersion{Group: "widgets.ctrlkit.dev", Version: "v1"}
-	gadgetGV = schema.GroupVersion{Group: "gadgets.ctrlkit.dev", Version: "v1"}
-)
+var gadgetGV = schema.GroupVersion{Group: "gadgets.ctrlkit.dev", Version: "v1"}
 
-// newScheme returns client-go's types, Foo, widget and gadget.
-func newScheme(t *testing.T) *runtime.Scheme {
+// newWidgetGV returns a group of widgets of its own, so a test that installs
+// their CRD on the shared server can run again (-count) in one process.
+func newWidgetGV() schema.GroupVersion {
+	return schema.GroupVersion{Group: fmt.Sprintf("widgets-%08x.ctrlkit.dev", rand.Uint32()), Version: "v1"}
+}
+
+// newScheme returns client-go's types, Foo, widget (in group widgetGV) and
+// gadget.
+func newScheme(t *testing.T, widgetGV schema.GroupVersion) *runtime.Scheme {
 	t.Helper()
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
@@ -111,7 +114,7 @@ type wire struct {
 }
 
 func (w *wire) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(req *http.Request) (*http.Response, error) {
+	return roundTripper{next: rt, fn: func(req *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(req)
 		if err == nil && (strings.Contains(req.URL.Path, "/configmaps") || strings.Contains(req.URL.Path, "/foos")) {
 			res := "configmaps"
@@ -127,7 +130,7 @@ func (w *wire) wrap(rt http.RoundTripper) http.RoundTripper {
 			w.mu.Unlock()
 		}
 		return resp, err
-	})
+	}}
 }
 
 // seen returns the content types seen for res.
@@ -137,24 +140,34 @@ func (w *wire) seen(res string) map[string]bool {
 	return w.types[res]
 }
 
-type roundTripper func(*http.Request) (*http.Response, error)
+// roundTripper runs fn for each request; next is the transport fn calls,
+// reachable by client-go's helpers that close idle connections.
+type roundTripper struct {
+	next http.RoundTripper
+	fn   func(*http.Request) (*http.Response, error)
+}
 
-func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return r.fn(req) }
+
+func (r roundTripper) WrappedRoundTripper() http.RoundTripper { return r.next }
 
 // fixture is what the tests share: the server's config and the
 // ingredients of clients, as a manager has them.
 type fixture struct {
-	cfg  *rest.Config
-	d    listwatch.Discovery
-	s    *runtime.Scheme
-	ns   string
-	wire *wire
+	widgets schema.GroupVersion // the widget type's group and version
+	cfg     *rest.Config
+	d       listwatch.Discovery
+	s       *runtime.Scheme
+	ns      string
+	wire    *wire
 }
 
 func newFixture(t *testing.T) fixture {
 	t.Helper()
 	srv := env.Get(t)
-	f := fixture{cfg: rest.CopyConfig(srv.Config()), s: newScheme(t), ns: srv.Namespace(t), wire: &wire{types: map[string]map[string]bool{}}}
+	f := fixture{widgets: newWidgetGV(), cfg: rest.CopyConfig(srv.Config()), ns: srv.Namespace(t),
+		wire: &wire{types: map[string]map[string]bool{}}}
+	f.s = newScheme(t, f.widgets)
 	f.cfg.Wrap(f.wire.wrap)
 	f.d = f.newDiscovery(t)
 	return f
@@ -169,13 +182,12 @@ func (f fixture) newDiscovery(t *testing.T) listwatch.Discovery {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(hc.CloseIdleConnections)
-	kube, err := kubernetes.NewForConfigAndClient(f.cfg, hc)
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
+	d, err := listwatch.NewDiscovery(f.cfg, hc, f.s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return listwatch.Discovery{Config: f.cfg, HTTPClient: hc, Serializer: serializer.NewCodecFactory(f.s).WithoutConversion(),
-		Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}
+	return d
 }
 
 // configMaps returns a client of ConfigMaps.

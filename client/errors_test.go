@@ -173,9 +173,9 @@ func installWidgetCRD(t *testing.T, f fixture) {
 	}
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "widgets." + widgetGV.Group},
+		"metadata": map[string]any{"name": "widgets." + f.widgets.Group},
 		"spec": map[string]any{
-			"group": widgetGV.Group, "scope": "Namespaced",
+			"group": f.widgets.Group, "scope": "Namespaced",
 			"names": map[string]any{"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
 			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},

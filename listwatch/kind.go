@@ -13,8 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
@@ -36,6 +40,18 @@ type Discovery struct {
 	// Serializer decodes the kind's objects, e.g. a scheme's
 	// serializer.NewCodecFactory(scheme).WithoutConversion().
 	Serializer runtime.NegotiatedSerializer
+}
+
+// NewDiscovery returns the Discovery of the API server of cfg, over hc,
+// decoding with scheme's types; its mapper reads the server's discovery at
+// its first use and caches it (Kind resets it when a kind is missing).
+func NewDiscovery(cfg *rest.Config, hc *http.Client, scheme *runtime.Scheme) (Discovery, error) {
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
+	if err != nil {
+		return Discovery{}, err
+	}
+	return Discovery{Config: cfg, HTTPClient: hc, Serializer: serializer.NewCodecFactory(scheme).WithoutConversion(),
+		Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
 }
 
 // RESTClient returns a REST client of group version gv, built from

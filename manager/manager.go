@@ -17,13 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/election"
@@ -266,10 +263,13 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
+	disc, err := listwatch.NewDiscovery(cfg, hc, scheme)
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
 	m := &Manager{
 		cfg: cfg, http: hc, opts: opts, ledger: led, scheme: scheme, kube: kube,
-		discovery: listwatch.Discovery{Config: cfg, HTTPClient: hc, Serializer: serializer.NewCodecFactory(scheme).WithoutConversion(),
-			Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))},
+		discovery: disc,
 		factory:   informer.NewFactory(opts.Informers),
 		listening: make(chan struct{}),
 	}

@@ -17,11 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
@@ -177,7 +174,7 @@ func newDemo(ctx context.Context, cfg *rest.Config, out io.Writer, n int) (*demo
 	if err != nil {
 		return nil, err
 	}
-	foos, err := newFooClient(cfg, hc, kube)
+	foos, err := newFooClient(cfg, hc)
 	if err != nil {
 		return nil, err
 	}
@@ -191,14 +188,16 @@ func newDemo(ctx context.Context, cfg *rest.Config, out io.Writer, n int) (*demo
 // newFooClient returns a typed client of Foos outside a manager (with
 // --replicas the controller runs in other processes), made of what a
 // manager would give it.
-func newFooClient(cfg *rest.Config, hc *http.Client, kube kubernetes.Interface) (*client.Client[*v1alpha1.Foo], error) {
+func newFooClient(cfg *rest.Config, hc *http.Client) (*client.Client[*v1alpha1.Foo], error) {
 	s := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(s); err != nil {
 		return nil, err
 	}
-	return client.New[*v1alpha1.Foo](listwatch.Discovery{Config: cfg, HTTPClient: hc,
-		Serializer: serializer.NewCodecFactory(s).WithoutConversion(),
-		Mapper:     restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))}, s), nil
+	d, err := listwatch.NewDiscovery(cfg, hc, s)
+	if err != nil {
+		return nil, err
+	}
+	return client.New[*v1alpha1.Foo](d, s), nil
 }
 
 func fooName(i int) string { return fmt.Sprintf("foo-%04d", i) }
