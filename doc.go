@@ -22,6 +22,7 @@
 //   - lease: what election and ring membership share: lease timing, default identity, the renew-deadline fence
 //   - ledger: read-your-writes, the writes made for each key and the gate that waits for them
 //   - debug: the live /debug/ctrlkit page and its JSON, composed from each stage's Stats snapshot
+//   - webhook: admission (typed validators and defaulters) and conversion webhooks over HTTPS, certificates reloaded
 //   - listwatch: step 1, the ListerWatcher interface and adapters over client-go's clients
 //   - shard: a replica's share of a resource as hash ranges, filtered by the API server (sharded list and watch);
 //     ring membership and the handoff protocol (a pure machine and its Lease driver)

@@ -165,8 +165,13 @@ var allowed = map[string][]string{
 	"client":   {"object", "listwatch"},
 	"apply":    {"object"},
 	"debug":    {"object", "informer", "controller"},
+	"webhook":  {"object"},
 	"manager": {"object", "reflector", "listwatch", "informer", "handler", "controller", "client", "apply", "debug",
-		"election", "ledger", "shard", "lease", "internal/run"},
+		"election", "ledger", "shard", "lease", "webhook", "internal/run"},
+
+	"webhook/internal/testapi":    {"webhook/internal/testapi/v1", "webhook/internal/testapi/v2"},
+	"webhook/internal/testapi/v1": {"webhook/internal/testapi/v2"},
+	"webhook/internal/testapi/v2": nil,
 
 	"apiserver":          nil,
 	"internal":           nil,

@@ -1,0 +1,177 @@
+package webhook
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// certWatcher serves the certificate in a directory, read again at the
+// first handshake after either file changed (a Secret volume swaps both
+// through a symlink, an operator rewrites them in place). A stat of two
+// files per handshake is all it costs: no goroutine, no timer. A pair that
+// does not load (say, half written) keeps the last good one in service.
+type certWatcher struct {
+	certFile, keyFile string
+	log               *slog.Logger
+	metrics           *metrics
+
+	mu   sync.Mutex
+	seen [2]fileID
+	cert *tls.Certificate
+	err  error // of the last read, when no pair has loaded since
+}
+
+// fileID tells one version of a file from another.
+type fileID struct {
+	ino, size int64
+	mtime     time.Time
+}
+
+func newCertWatcher(dir, cert, key string, log *slog.Logger, m *metrics) *certWatcher {
+	return &certWatcher{certFile: filepath.Join(dir, cert), keyFile: filepath.Join(dir, key), log: log, metrics: m}
+}
+
+// get returns the current certificate, reading the files again when they
+// changed since the last read.
+func (c *certWatcher) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	ids, statErr := statPair(c.certFile, c.keyFile)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if statErr == nil && ids == c.seen && (c.cert != nil || c.err != nil) {
+		return c.result()
+	}
+	c.seen = ids
+	pair, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	c.metrics.certLoaded(err)
+	if err != nil {
+		err = fmt.Errorf("webhook: serving certificate: %w", err)
+		c.log.Error("webhook: reading the serving certificate failed; serving the last good one", "err", err)
+		if c.cert == nil {
+			c.err = err
+		}
+		return c.result()
+	}
+	c.cert, c.err = &pair, nil
+	if leaf, err := x509.ParseCertificate(pair.Certificate[0]); err == nil {
+		c.log.Info("webhook: serving certificate loaded", "subject", leaf.Subject.String(), "dns", leaf.DNSNames,
+			"notAfter", leaf.NotAfter)
+	}
+	return c.result()
+}
+
+func (c *certWatcher) result() (*tls.Certificate, error) {
+	if c.cert != nil {
+		return c.cert, nil
+	}
+	return nil, c.err
+}
+
+// statPair identifies the current versions of both files.
+func statPair(a, b string) ([2]fileID, error) {
+	var ids [2]fileID
+	for i, p := range []string{a, b} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return ids, err
+		}
+		ids[i] = fileID{size: fi.Size(), mtime: fi.ModTime()}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ids[i].ino = int64(st.Ino)
+		}
+	}
+	return ids, nil
+}
+
+// SelfSigned makes a new certificate authority and a serving certificate
+// it signs for hosts (DNS names or IP addresses), writes the serving pair
+// to dir as tls.crt and tls.key (mode 0600, replacing them atomically),
+// and returns the authority's certificate, PEM encoded: the caBundle of
+// the webhook configurations. It is for tests and demos; in a cluster a
+// certificate manager issues the pair. ECDSA P-256, valid for a year.
+func SelfSigned(dir string, hosts ...string) (caPEM []byte, err error) {
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("webhook: SelfSigned needs at least one host")
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	ca := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: "ctrlkit webhook CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	leaf := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: hosts[0]},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			leaf.IPAddresses = append(leaf.IPAddresses, ip)
+		} else {
+			leaf.DNSNames = append(leaf.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeAtomic(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})); err != nil {
+		return nil, err
+	}
+	if err := writeAtomic(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})); err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
+}
+
+// serial returns a random 128-bit certificate serial number.
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return n
+}
+
+// writeAtomic writes data to path through a temporary file and a rename,
+// so a reader sees the old file or the new one, never a part.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("webhook: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	return os.Rename(tmp.Name(), path)
+}

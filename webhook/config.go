@@ -1,0 +1,246 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+)
+
+// ClientConfig is how the API server reaches the Server: URL or Service,
+// and the CA bundle that signed its certificate.
+type ClientConfig struct {
+	// URL is the server's base URL, e.g. "https://127.0.0.1:9443" (each
+	// webhook's path is appended). Exclusive with Service.
+	URL string
+	// Service is the Service in front of the server (its Path is set per
+	// webhook). Exclusive with URL.
+	Service *admissionregistrationv1.ServiceReference
+	// CABundle is the PEM certificate(s) that signed the serving
+	// certificate (SelfSigned returns one).
+	CABundle []byte
+	// FailurePolicy is what the API server does when the webhook cannot
+	// be called (down, timing out, answering an error). Default: Fail,
+	// the request is refused; Ignore lets it through unchecked.
+	FailurePolicy admissionregistrationv1.FailurePolicyType
+	// TimeoutSeconds bounds each call. Default: 10.
+	TimeoutSeconds int32
+	// NamespaceSelector limits the admission webhooks to the objects of
+	// the namespaces it selects (e.g. leave kube-system out). Default: all.
+	NamespaceSelector *metav1.LabelSelector
+}
+
+// webhookClientConfig returns cc's client configuration for path.
+func (cc ClientConfig) webhookClientConfig(path string) (admissionregistrationv1.WebhookClientConfig, error) {
+	out := admissionregistrationv1.WebhookClientConfig{CABundle: cc.CABundle}
+	switch {
+	case (cc.URL == "") == (cc.Service == nil):
+		return out, errors.New("webhook: ClientConfig needs exactly one of URL and Service")
+	case cc.URL != "":
+		u := strings.TrimSuffix(cc.URL, "/") + path
+		out.URL = &u
+	default:
+		svc := *cc.Service
+		svc.Path = &path
+		out.Service = &svc
+	}
+	return out, nil
+}
+
+// Configurations returns the webhook configurations that send the API
+// server's admission requests to the registered validators and defaulters:
+// one rule per kind, for the operations each handles, the resource named
+// by mapper (nil: the lower-case plural of the kind, right for CRDs unless
+// they name another plural). A configuration with no webhook is nil.
+func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admissionregistrationv1.ValidatingWebhookConfiguration,
+	*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	s.mu.Lock()
+	hooks := append([]hook(nil), s.hooks...)
+	s.mu.Unlock()
+	policy := cc.FailurePolicy
+	if policy == "" {
+		policy = admissionregistrationv1.Fail
+	}
+	timeout := cc.TimeoutSeconds
+	if timeout == 0 {
+		timeout = 10
+	}
+	none := admissionregistrationv1.SideEffectClassNone
+	var vwc *admissionregistrationv1.ValidatingWebhookConfiguration
+	var mwc *admissionregistrationv1.MutatingWebhookConfiguration
+	for _, h := range hooks {
+		gvr, err := resourceOf(h.gvk, mapper)
+		if err != nil {
+			return nil, nil, err
+		}
+		client, err := cc.webhookClientConfig(h.path)
+		if err != nil {
+			return nil, nil, err
+		}
+		var ops []admissionregistrationv1.OperationType
+		for _, v := range h.verbs {
+			ops = append(ops, admissionregistrationv1.OperationType(v))
+		}
+		rules := []admissionregistrationv1.RuleWithOperations{{Operations: ops, Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{gvr.Group}, APIVersions: []string{gvr.Version}, Resources: []string{gvr.Resource}}}}
+		group := gvr.Group
+		if group == "" {
+			group = "core"
+		}
+		verb, _, _ := strings.Cut(strings.TrimPrefix(h.path, "/"), "-")
+		name := verb + "." + gvr.Resource + "." + group
+		if h.mutating {
+			if mwc == nil {
+				mwc = &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name + "-mutating"}}
+			}
+			mwc.Webhooks = append(mwc.Webhooks, admissionregistrationv1.MutatingWebhook{Name: name, ClientConfig: client,
+				Rules: rules, FailurePolicy: &policy, SideEffects: &none, TimeoutSeconds: &timeout,
+				AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: cc.NamespaceSelector})
+			continue
+		}
+		if vwc == nil {
+			vwc = &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name + "-validating"}}
+		}
+		vwc.Webhooks = append(vwc.Webhooks, admissionregistrationv1.ValidatingWebhook{Name: name, ClientConfig: client,
+			Rules: rules, FailurePolicy: &policy, SideEffects: &none, TimeoutSeconds: &timeout,
+			AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: cc.NamespaceSelector})
+	}
+	return vwc, mwc, nil
+}
+
+// resourceOf names gvk's resource through mapper, or by the plural guess.
+func resourceOf(gvk schema.GroupVersionKind, mapper meta.RESTMapper) (schema.GroupVersionResource, error) {
+	if mapper == nil {
+		gvr, _ := meta.UnsafeGuessKindToResource(gvk)
+		return gvr, nil
+	}
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return schema.GroupVersionResource{}, fmt.Errorf("webhook: the resource of %s: %w", gvk, err)
+	}
+	return m.Resource, nil
+}
+
+// Install writes the webhook configurations (creating or replacing them)
+// and points the CRD of each kind with a registered conversion at
+// ConvertPath, so the API server calls the server from now on. Resources
+// are named by the server's discovery. It needs the permission to write
+// webhook configurations and CRDs: a set-up step for tests, demos and
+// development clusters; in production, apply the same configurations from
+// manifests (Configurations) with a certificate manager filling caBundle.
+func (s *Server) Install(ctx context.Context, cfg *rest.Config, cc ClientConfig) error {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	defer utilnet.CloseIdleConnectionsFor(hc.Transport)
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClient(kube.RESTClient())))
+	vwc, mwc, err := s.Configurations(cc, mapper)
+	if err != nil {
+		return err
+	}
+	if vwc != nil {
+		if err := upsert(ctx, kube.AdmissionregistrationV1().ValidatingWebhookConfigurations(), vwc); err != nil {
+			return err
+		}
+	}
+	if mwc != nil {
+		if err := upsert(ctx, kube.AdmissionregistrationV1().MutatingWebhookConfigurations(), mwc); err != nil {
+			return err
+		}
+	}
+	return s.installConversions(ctx, cfg, hc, cc, mapper)
+}
+
+// configClient is the part of a webhook configuration client upsert uses.
+type configClient[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// upsert creates obj, or replaces the one of its name.
+func upsert[T interface {
+	*admissionregistrationv1.ValidatingWebhookConfiguration | *admissionregistrationv1.MutatingWebhookConfiguration
+	metav1.Object
+}](ctx context.Context, c configClient[T], obj T) error {
+	_, err := c.Create(ctx, obj, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		return wrapInstall(obj.GetName(), err)
+	}
+	cur, err := c.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return wrapInstall(obj.GetName(), err)
+	}
+	obj.SetResourceVersion(cur.GetResourceVersion())
+	_, err = c.Update(ctx, obj, metav1.UpdateOptions{})
+	return wrapInstall(obj.GetName(), err)
+}
+
+func wrapInstall(name string, err error) error {
+	if err != nil {
+		return fmt.Errorf("webhook: writing %s: %w", name, err)
+	}
+	return nil
+}
+
+// installConversions sets the conversion webhook of each converted kind's
+// CRD with a merge patch of its spec.conversion.
+func (s *Server) installConversions(ctx context.Context, cfg *rest.Config, hc *http.Client, cc ClientConfig, mapper meta.RESTMapper) error {
+	s.mu.Lock()
+	var hubs []schema.GroupVersionKind
+	for _, c := range s.conv {
+		hubs = append(hubs, c.hub)
+	}
+	s.mu.Unlock()
+	if len(hubs) == 0 {
+		return nil
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return err
+	}
+	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	client, err := cc.webhookClientConfig(ConvertPath)
+	if err != nil {
+		return err
+	}
+	for _, hub := range hubs {
+		gvr, err := resourceOf(hub, mapper)
+		if err != nil {
+			return err
+		}
+		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"conversion": map[string]any{
+			"strategy": "Webhook",
+			"webhook":  map[string]any{"clientConfig": client, "conversionReviewVersions": []string{"v1"}},
+		}}})
+		if err != nil {
+			return err
+		}
+		name := gvr.Resource + "." + gvr.Group
+		if _, err := crds.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("webhook: pointing CRD %s at %s: %w", name, ConvertPath, err)
+		}
+	}
+	return nil
+}

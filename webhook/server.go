@@ -1,0 +1,179 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/ctrlkit/ctrlkit/telemetry"
+)
+
+// Options configure a Server.
+type Options struct {
+	telemetry.Telemetry
+	// Scheme maps each registered type to its group, version and kind.
+	// Default: client-go's scheme (Kubernetes' built-in types).
+	Scheme *runtime.Scheme
+	// CertDir holds the serving certificate and key, PEM encoded, as a
+	// Secret of type kubernetes.io/tls mounts them (see CertName and
+	// KeyName). They are read again when they change on disk: a rotated
+	// certificate is served from the next handshake on, without a
+	// restart and without closing open connections.
+	CertDir string
+	// CertName and KeyName are the file names in CertDir. Default:
+	// "tls.crt" and "tls.key".
+	CertName, KeyName string
+	// Name names the webhook configurations Install writes (and prefixes
+	// each webhook's name in them). Default: "ctrlkit".
+	Name string
+}
+
+// Server serves the registered webhooks. Register every handler before
+// the server serves its first request.
+type Server struct {
+	opts    Options
+	certs   *certWatcher
+	metrics *metrics
+
+	mux *http.ServeMux
+
+	mu    sync.Mutex
+	hooks []hook // in registration order
+	conv  map[schema.GroupKind]*conversion
+}
+
+// hook is one registered admission path.
+type hook struct {
+	path     string
+	gvk      schema.GroupVersionKind
+	mutating bool
+	verbs    []string // the operations the API server is asked to send
+}
+
+// NewServer returns a server reading its certificate from opts.CertDir.
+func NewServer(opts Options) (*Server, error) {
+	if opts.Scheme == nil {
+		opts.Scheme = scheme.Scheme
+	}
+	if opts.CertName == "" {
+		opts.CertName = "tls.crt"
+	}
+	if opts.KeyName == "" {
+		opts.KeyName = "tls.key"
+	}
+	if opts.Name == "" {
+		opts.Name = "ctrlkit"
+	}
+	if opts.CertDir == "" {
+		return nil, errors.New("webhook: Options.CertDir is empty: the server needs a certificate and key to serve HTTPS " +
+			"(in tests, SelfSigned writes a pair)")
+	}
+	m, err := newMetrics(opts.Telemetry)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, metrics: m, mux: http.NewServeMux(), conv: map[schema.GroupKind]*conversion{}}
+	s.mux.HandleFunc("/", s.notFound)
+	s.certs = newCertWatcher(opts.CertDir, opts.CertName, opts.KeyName, opts.Log(), m)
+	return s, nil
+}
+
+// TLSConfig is the server's TLS configuration: TLS 1.2 at least, the
+// certificate from CertDir, read again at a handshake after it changed.
+func (s *Server) TLSConfig() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.get, NextProtos: []string{"h2", "http/1.1"}}
+}
+
+// Ready returns nil once the certificate in CertDir loads, else why not.
+func (s *Server) Ready() error {
+	_, err := s.certs.get(nil)
+	return err
+}
+
+// ServeHTTP serves a registered path, and 404 naming the registered ones
+// for any other.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Serve serves HTTPS on ln until ctx ends, then shuts down, giving
+// requests in flight up to five seconds. The manager serves its Server
+// itself; Serve is for a Server used alone.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, TLSConfig: s.TLSConfig()}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(tls.NewListener(ln, srv.TLSConfig)) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("webhook: server stopped: %w", err)
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := srv.Shutdown(sctx)
+		<-served
+		return err
+	}
+}
+
+// Paths returns the registered paths, sorted.
+func (s *Server) Paths() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, h := range s.hooks {
+		out = append(out, h.path)
+	}
+	if len(s.conv) > 0 {
+		out = append(out, ConvertPath)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// register records hk (nil for the conversion path) and serves h at
+// path, refusing a path registered already.
+func (s *Server) register(path string, hk *hook, h http.Handler) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if hk != nil {
+		for _, o := range s.hooks {
+			if o.path == path {
+				return fmt.Errorf("webhook: %s is registered twice (one validator and one defaulter per type)", path)
+			}
+		}
+		s.hooks = append(s.hooks, *hk)
+	}
+	s.mux.Handle(path, s.instrument(path, h)) // a ServeMux may gain paths while it serves
+	return nil
+}
+
+// notFound answers a path nothing is registered at.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, fmt.Sprintf("webhook: nothing is registered at %s; registered: %s",
+		r.URL.Path, strings.Join(s.Paths(), ", ")))
+}
+
+// kindOf returns obj's kind in the scheme.
+func (s *Server) kindOf(obj runtime.Object) (schema.GroupVersionKind, error) {
+	gvks, _, err := s.opts.Scheme.ObjectKinds(obj)
+	if err != nil || len(gvks) == 0 {
+		return schema.GroupVersionKind{}, fmt.Errorf("webhook: %T is not in the scheme (Options.Scheme; "+
+			"with the manager, Options.AddToScheme): %w", obj, err)
+	}
+	return gvks[0], nil
+}
+
+// admissionPath returns kubebuilder's path for a kind's validating or
+// mutating webhook.
+func admissionPath(verb string, gvk schema.GroupVersionKind) string {
+	return "/" + verb + "-" + strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
+}
