@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,6 +30,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/ledger"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/shard"
+	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
 // Errors of New and Run; classify them with errors.Is.
@@ -136,6 +138,12 @@ type Options struct {
 	// goes to Logger while Run runs (see the package doc, "client-go's
 	// metrics and logs").
 	KeepKlogOutput bool
+	// Webhook configures the HTTPS listener of the admission and
+	// conversion webhooks registered with Webhooks: its address (default
+	// ":9443") and the directory of its certificate (CertDir, required
+	// once a webhook is registered). Its Telemetry and Scheme are the
+	// manager's. Without a registered webhook nothing listens.
+	Webhook webhook.Options
 }
 
 func (o Options) withDefaults() Options {
@@ -162,6 +170,8 @@ func (o Options) withDefaults() Options {
 	o.Informers.Registerer = o.Registry
 	o.LeaderElection.Logger = o.Logger
 	o.LeaderElection.Registerer = o.Registry
+	o.Webhook.Logger = o.Logger
+	o.Webhook.Registerer = o.Registry
 	return o
 }
 
@@ -206,6 +216,7 @@ type Manager struct {
 	sharder   *shard.Sharder    // nil without sharding
 	received  *received         // bytes per informer, shard fallbacks
 	ledger    *ledger.Ledger    // the writes made for keys, for ReadYourWrites
+	webhooks  *webhook.Server   // served once a webhook is registered
 
 	// mu guards the fields below. Invariant: once running, controllers and
 	// runnables do not change.
@@ -218,6 +229,7 @@ type Manager struct {
 	once        run.Once      // Run
 	listening   chan struct{} // closed when Run has bound its listener or failed
 	addr        string
+	webhookAddr string
 
 	clients map[reflect.Type]any // T → *client.Client[T], made by Client; guarded by mu
 }
@@ -274,6 +286,10 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		listening: make(chan struct{}),
 	}
 	m.recorder = &recorders{m: m}
+	opts.Webhook.Scheme = scheme
+	if m.webhooks, err = webhook.NewServer(opts.Webhook); err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
 	if m.received, err = newReceived(opts.Registry); err != nil {
 		return nil, err
 	}
@@ -289,6 +305,26 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	return m, nil
+}
+
+// Webhooks returns the manager's webhook server: register validators,
+// defaulters and conversions with webhook.AddValidator, AddDefaulter and
+// AddConversion before Run. Once one is registered, Run serves them over
+// HTTPS on Options.Webhook.Addr (a failure to bind fails Run) and /readyz
+// waits for the certificate.
+func (m *Manager) Webhooks() *webhook.Server { return m.webhooks }
+
+// WebhookAddr returns the address the webhook server is bound to, once
+// Run has bound it (waiting for that, or for ctx), or "" when no webhook
+// is registered.
+func (m *Manager) WebhookAddr(ctx context.Context) string {
+	select {
+	case <-m.listening:
+	case <-ctx.Done():
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.webhookAddr
 }
 
 // Kube returns a clientset for the manager's API server, for writes.
@@ -572,5 +608,37 @@ func (m *Manager) listen() ([]server, error) {
 			return nil, err
 		}
 	}
+	if len(m.webhooks.Paths()) > 0 {
+		srv, err := m.bindWebhooks()
+		if err != nil {
+			for _, s := range out {
+				s.ln.Close()
+			}
+			return nil, err
+		}
+		out = append(out, srv)
+	}
 	return out, nil
+}
+
+// bindWebhooks binds the webhook server's HTTPS listener. Its server has
+// the manager's timeouts but not its body limit: a review holds up to two
+// objects of the API server's largest size, and the webhook server bounds
+// what it reads itself.
+func (m *Manager) bindWebhooks() (server, error) {
+	if err := m.webhooks.Ready(); err != nil {
+		return server{}, fmt.Errorf("manager: webhooks %v are registered: %w", m.webhooks.Paths(), err)
+	}
+	ln, err := net.Listen("tcp", m.webhooks.Options().Addr)
+	if err != nil {
+		return server{}, fmt.Errorf("manager: webhook listener (Options.Webhook.Addr): %w", err)
+	}
+	m.mu.Lock()
+	m.webhookAddr = ln.Addr().String()
+	m.checks = append(m.checks, check{name: "webhook", ready: true, fn: func(*http.Request) error { return m.webhooks.Ready() }})
+	m.mu.Unlock()
+	srv := m.newServer(m.webhooks)
+	srv.Handler = m.webhooks
+	srv.TLSConfig = m.webhooks.TLSConfig()
+	return server{srv: srv, ln: tls.NewListener(ln, srv.TLSConfig)}, nil
 }

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -145,11 +144,10 @@ func resourceOf(gvk schema.GroupVersionKind, mapper meta.RESTMapper) (schema.Gro
 // development clusters; in production, apply the same configurations from
 // manifests (Configurations) with a certificate manager filling caBundle.
 func (s *Server) Install(ctx context.Context, cfg *rest.Config, cc ClientConfig) error {
-	hc, err := rest.HTTPClientFor(cfg)
+	hc, err := oneShotClient(cfg)
 	if err != nil {
 		return err
 	}
-	defer utilnet.CloseIdleConnectionsFor(hc.Transport)
 	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return err
@@ -170,6 +168,20 @@ func (s *Server) Install(ctx context.Context, cfg *rest.Config, cc ClientConfig)
 		}
 	}
 	return s.installConversions(ctx, cfg, hc, cc, mapper)
+}
+
+// oneShotClient returns an HTTP client for cfg whose connections close
+// after each request: Install's few requests leave no connection (nor its
+// goroutines) behind, and share no transport with the caller's clients.
+func oneShotClient(cfg *rest.Config) (*http.Client, error) {
+	tlsCfg, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.TLSClientConfig = rest.TLSClientConfig{}
+	cfg.Transport = &http.Transport{TLSClientConfig: tlsCfg, DisableKeepAlives: true, Proxy: http.ProxyFromEnvironment}
+	return rest.HTTPClientFor(cfg)
 }
 
 // configClient is the part of a webhook configuration client upsert uses.

@@ -22,6 +22,9 @@ import (
 // Options configure a Server.
 type Options struct {
 	telemetry.Telemetry
+	// Addr is where the manager listens for the API server's calls when a
+	// webhook is registered. Default: ":9443", as controller-runtime.
+	Addr string
 	// Scheme maps each registered type to its group, version and kind.
 	// Default: client-go's scheme (Kubernetes' built-in types).
 	Scheme *runtime.Scheme
@@ -61,8 +64,15 @@ type hook struct {
 	verbs    []string // the operations the API server is asked to send
 }
 
+// ErrNoCertDir is the error of a server that has no certificate directory.
+var ErrNoCertDir = errors.New("webhook: Options.CertDir is empty: the server needs a certificate and key to serve HTTPS " +
+	"(in tests, SelfSigned writes a pair)")
+
 // NewServer returns a server reading its certificate from opts.CertDir.
 func NewServer(opts Options) (*Server, error) {
+	if opts.Addr == "" {
+		opts.Addr = ":9443"
+	}
 	if opts.Scheme == nil {
 		opts.Scheme = scheme.Scheme
 	}
@@ -74,10 +84,6 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if opts.Name == "" {
 		opts.Name = "ctrlkit"
-	}
-	if opts.CertDir == "" {
-		return nil, errors.New("webhook: Options.CertDir is empty: the server needs a certificate and key to serve HTTPS " +
-			"(in tests, SelfSigned writes a pair)")
 	}
 	m, err := newMetrics(opts.Telemetry)
 	if err != nil {
@@ -95,8 +101,14 @@ func (s *Server) TLSConfig() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.get, NextProtos: []string{"h2", "http/1.1"}}
 }
 
+// Options returns the server's options, defaults filled in.
+func (s *Server) Options() Options { return s.opts }
+
 // Ready returns nil once the certificate in CertDir loads, else why not.
 func (s *Server) Ready() error {
+	if s.opts.CertDir == "" {
+		return ErrNoCertDir
+	}
 	_, err := s.certs.get(nil)
 	return err
 }
@@ -109,6 +121,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // requests in flight up to five seconds. The manager serves its Server
 // itself; Serve is for a Server used alone.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if s.opts.CertDir == "" {
+		ln.Close()
+		return ErrNoCertDir
+	}
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, TLSConfig: s.TLSConfig()}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(tls.NewListener(ln, srv.TLSConfig)) }()
