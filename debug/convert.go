@@ -8,6 +8,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
 // FromInformer converts an informer's snapshot, taken at now. The caller
@@ -51,6 +52,21 @@ func FromController[K comparable](st controller.Stats[K], leader string, now tim
 	}
 	for _, e := range st.LastErrors {
 		out.LastErrors = append(out.LastErrors, keyError(e))
+	}
+	return out
+}
+
+// FromWebhooks converts the webhook server's snapshot; addr is where it
+// listens.
+func FromWebhooks(st webhook.Stats, addr string) *Webhooks {
+	c := st.Certificate
+	out := &Webhooks{Addr: addr, Hooks: make([]Webhook, 0, len(st.Webhooks)),
+		Certificate: WebhookCertificate{Subject: c.Subject, Hosts: c.Hosts, NotAfter: timePtr(c.NotAfter),
+			LoadedAt: timePtr(c.LoadedAt), Error: c.Err}}
+	for _, w := range st.Webhooks {
+		out.Hooks = append(out.Hooks, Webhook{Path: w.Path, Type: w.Type, Kind: w.Kind, Requests: w.Requests,
+			Rejections: w.Rejections, Errors: w.Errors, Panics: w.Panics, LastError: w.LastError,
+			LastErrorAt: timePtr(w.LastErrorAt)})
 	}
 	return out
 }

@@ -12,6 +12,42 @@ type State struct {
 	Shard       *Shard       `json:"shard,omitempty"`
 	Informers   []Informer   `json:"informers"`
 	Controllers []Controller `json:"controllers"`
+	// Webhooks is the webhook server; nil when no webhook is registered.
+	Webhooks *Webhooks `json:"webhooks,omitempty"`
+}
+
+// Webhooks is the manager's admission and conversion webhook server.
+type Webhooks struct {
+	// Addr is the address it listens on ("" before Run has bound it).
+	Addr string `json:"addr"`
+	// Certificate is the serving certificate: subject, hosts, expiry, when
+	// it was read from disk, and the error of the last read if it failed.
+	Certificate WebhookCertificate `json:"certificate"`
+	Hooks       []Webhook          `json:"hooks"`
+}
+
+// WebhookCertificate describes the serving certificate.
+type WebhookCertificate struct {
+	Subject  string     `json:"subject,omitempty"`
+	Hosts    []string   `json:"hosts,omitempty"`
+	NotAfter *time.Time `json:"notAfter,omitempty"`
+	LoadedAt *time.Time `json:"loadedAt,omitempty"`
+	Error    string     `json:"error,omitempty"`
+}
+
+// Webhook is one webhook's path and counts since the process started.
+type Webhook struct {
+	Path string `json:"path"`
+	// Type is "validating", "mutating" or "conversion"; Kind the group,
+	// version and kind it admits ("" for conversion).
+	Type        string     `json:"type"`
+	Kind        string     `json:"kind,omitempty"`
+	Requests    int64      `json:"requests"`
+	Rejections  int64      `json:"rejections"`
+	Errors      int64      `json:"errors"`
+	Panics      int64      `json:"panics"`
+	LastError   string     `json:"lastError,omitempty"`
+	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
 }
 
 // Leader is this replica's view of its leader election.

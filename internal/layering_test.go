@@ -164,7 +164,7 @@ var allowed = map[string][]string{
 	"ledger":   {"object"},
 	"client":   {"object", "listwatch"},
 	"apply":    {"object"},
-	"debug":    {"object", "informer", "controller"},
+	"debug":    {"object", "informer", "controller", "webhook"},
 	"webhook":  {"object"},
 	"manager": {"object", "reflector", "listwatch", "informer", "handler", "controller", "client", "apply", "debug",
 		"election", "ledger", "shard", "lease", "webhook", "internal/run"},

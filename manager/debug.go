@@ -93,6 +93,12 @@ func (s debugSource) State() debug.State {
 			st.Shard.Ready = err.Error()
 		}
 	}
+	if len(m.webhooks.Paths()) > 0 {
+		m.mu.Lock()
+		addr := m.webhookAddr
+		m.mu.Unlock()
+		st.Webhooks = debug.FromWebhooks(m.webhooks.Stats(), addr)
+	}
 	return st
 }
 

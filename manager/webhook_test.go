@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/ctrlkit/ctrlkit/debug"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/webhook"
@@ -17,8 +19,8 @@ import (
 
 func TestManager_servesItsWebhooksToTheAPIServer(t *testing.T) {
 	srv := env.Get(t)
-	leakcheck.Check(t)
 	ns := srv.Namespace(t)
+	leakcheck.Check(t)
 	dir := t.TempDir()
 	ca, err := webhook.SelfSigned(dir, "127.0.0.1")
 	if err != nil {
@@ -58,9 +60,9 @@ func TestManager_servesItsWebhooksToTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		adm := m.Kube().AdmissionregistrationV1()
-		_ = adm.ValidatingWebhookConfigurations().Delete(context.Background(), "manager-"+ns+"-validating", metav1.DeleteOptions{})
-		_ = adm.MutatingWebhookConfigurations().Delete(context.Background(), "manager-"+ns+"-mutating", metav1.DeleteOptions{})
+		if err := m.Webhooks().Uninstall(context.Background(), srv.Config()); err != nil {
+			t.Error(err)
+		}
 	})
 	cms := m.Kube().CoreV1().ConfigMaps(ns)
 	_, err = cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "no"},
@@ -77,6 +79,18 @@ func TestManager_servesItsWebhooksToTheAPIServer(t *testing.T) {
 	}
 	if code, body := get(t, base+"/readyz"); code != 200 {
 		t.Errorf("/readyz: %d %s", code, body)
+	}
+	_, body := get(t, base+"/debug/ctrlkit/state.json")
+	var st debug.State
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Webhooks == nil || st.Webhooks.Addr != addr || st.Webhooks.Certificate.Subject != "CN=127.0.0.1" ||
+		len(st.Webhooks.Hooks) != 2 {
+		t.Fatalf("the debug page's webhooks: %+v", st.Webhooks)
+	}
+	if h := st.Webhooks.Hooks[1]; h.Path != "/validate--v1-configmap" || h.Type != "validating" || h.Rejections != 1 || h.Requests < 2 {
+		t.Errorf("the debug page's validator: %+v", h)
 	}
 	_, metrics := get(t, base+"/metrics")
 	if !strings.Contains(metrics, `ctrlkit_webhook_rejections_total{webhook="/validate--v1-configmap"} 1`) {

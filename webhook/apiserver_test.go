@@ -26,7 +26,6 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
@@ -130,14 +129,10 @@ func newFixture(t *testing.T) *fixture {
 	go func() { f.served <- f.server.Serve(ctx, ln) }()
 	t.Cleanup(f.stopServer)
 	f.install(t, f.ca, admissionregistrationv1.Fail)
-	kube, err := kubernetes.NewForConfigAndClient(f.cfg, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, "test-"+f.ns+"-validating", metav1.DeleteOptions{})
-		_ = kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, "test-"+f.ns+"-mutating", metav1.DeleteOptions{})
+		if err := f.server.Uninstall(context.Background(), f.cfg); err != nil {
+			t.Error(err)
+		}
 	})
 	dyn, err := dynamic.NewForConfigAndClient(f.cfg, hc)
 	if err != nil {

@@ -29,10 +29,12 @@ type certWatcher struct {
 	log               *slog.Logger
 	metrics           *metrics
 
-	mu   sync.Mutex
-	seen [2]fileID
-	cert *tls.Certificate
-	err  error // of the last read, when no pair has loaded since
+	mu       sync.Mutex
+	seen     [2]fileID
+	cert     *tls.Certificate
+	loadedAt time.Time
+	err      error // of the last read, when no pair has loaded since
+	lastErr  error // of the last read, nil once one succeeded since
 }
 
 // fileID tells one version of a file from another.
@@ -57,15 +59,17 @@ func (c *certWatcher) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c.seen = ids
 	pair, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
 	c.metrics.certLoaded(err)
+	c.lastErr = err
 	if err != nil {
 		err = fmt.Errorf("webhook: serving certificate: %w", err)
+		c.lastErr = err
 		c.log.Error("webhook: reading the serving certificate failed; serving the last good one", "err", err)
 		if c.cert == nil {
 			c.err = err
 		}
 		return c.result()
 	}
-	c.cert, c.err = &pair, nil
+	c.cert, c.err, c.loadedAt = &pair, nil, time.Now()
 	if leaf, err := x509.ParseCertificate(pair.Certificate[0]); err == nil {
 		c.log.Info("webhook: serving certificate loaded", "subject", leaf.Subject.String(), "dns", leaf.DNSNames,
 			"notAfter", leaf.NotAfter)

@@ -170,6 +170,36 @@ func (s *Server) Install(ctx context.Context, cfg *rest.Config, cc ClientConfig)
 	return s.installConversions(ctx, cfg, hc, cc, mapper)
 }
 
+// Uninstall deletes the webhook configurations Install wrote (those of
+// Options.Name); one already gone is not an error. CRDs keep their
+// conversion webhook: without it, the API server could not serve their
+// other versions.
+func (s *Server) Uninstall(ctx context.Context, cfg *rest.Config) error {
+	hc, err := oneShotClient(cfg)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return err
+	}
+	adm := kube.AdmissionregistrationV1()
+	var errs []error
+	for _, del := range []func() error{
+		func() error {
+			return adm.ValidatingWebhookConfigurations().Delete(ctx, s.opts.Name+"-validating", metav1.DeleteOptions{})
+		},
+		func() error {
+			return adm.MutatingWebhookConfigurations().Delete(ctx, s.opts.Name+"-mutating", metav1.DeleteOptions{})
+		},
+	} {
+		if err := del(); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("webhook: uninstall: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // oneShotClient returns an HTTP client for cfg whose connections close
 // after each request: Install's few requests leave no connection (nor its
 // goroutines) behind, and share no transport with the caller's clients.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -54,10 +55,12 @@ func markRejected(r *http.Request) {
 	}
 }
 
-// statusWriter remembers the status code written.
+// statusWriter remembers the status code written, and the start of an
+// error's body.
 type statusWriter struct {
 	http.ResponseWriter
 	code int
+	msg  string
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -67,10 +70,17 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code >= 400 && w.msg == "" {
+		w.msg = strings.TrimSpace(string(b[:min(len(b), 300)]))
+	}
+	return w.ResponseWriter.Write(b)
+}
+
 // instrument counts and times the requests of path, and answers 500 when
 // the handler panics: the panic is logged with its stack and counted, and
 // the server goes on.
-func (s *Server) instrument(path string, h http.Handler) http.Handler {
+func (s *Server) instrument(path string, c *counts, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		o := &outcome{}
@@ -79,7 +89,8 @@ func (s *Server) instrument(path string, h http.Handler) http.Handler {
 		s.metrics.inFlight(path, 1)
 		defer func() {
 			s.metrics.inFlight(path, -1)
-			if p := recover(); p != nil {
+			p := recover()
+			if p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
@@ -94,6 +105,7 @@ func (s *Server) instrument(path string, h http.Handler) http.Handler {
 				code = http.StatusOK
 			}
 			s.metrics.served(path, strconv.Itoa(code), o.rejected, time.Since(start))
+			c.record(code, o.rejected, p != nil, sw.msg)
 		}()
 		h.ServeHTTP(sw, r)
 	})

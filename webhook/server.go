@@ -51,9 +51,10 @@ type Server struct {
 
 	mux *http.ServeMux
 
-	mu    sync.Mutex
-	hooks []hook // in registration order
-	conv  map[schema.GroupKind]*conversion
+	mu     sync.Mutex
+	hooks  []hook // in registration order
+	conv   map[schema.GroupKind]*conversion
+	counts map[string]*counts // by path
 }
 
 // hook is one registered admission path.
@@ -89,7 +90,8 @@ func NewServer(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, metrics: m, mux: http.NewServeMux(), conv: map[schema.GroupKind]*conversion{}}
+	s := &Server{opts: opts, metrics: m, mux: http.NewServeMux(), conv: map[schema.GroupKind]*conversion{},
+		counts: map[string]*counts{}}
 	s.mux.HandleFunc("/", s.notFound)
 	s.certs = newCertWatcher(opts.CertDir, opts.CertName, opts.KeyName, opts.Log(), m)
 	return s, nil
@@ -168,7 +170,15 @@ func (s *Server) register(path string, hk *hook, h http.Handler) error {
 		}
 		s.hooks = append(s.hooks, *hk)
 	}
-	s.mux.Handle(path, s.instrument(path, h)) // a ServeMux may gain paths while it serves
+	c := &counts{WebhookStats: WebhookStats{Path: path, Type: "conversion"}}
+	if hk != nil {
+		c.Kind, c.Type = hk.gvk.String(), "validating"
+		if hk.mutating {
+			c.Type = "mutating"
+		}
+	}
+	s.counts[path] = c
+	s.mux.Handle(path, s.instrument(path, c, h)) // a ServeMux may gain paths while it serves
 	return nil
 }
 
