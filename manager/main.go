@@ -10,13 +10,17 @@ import (
 	"strings"
 	"syscall"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
-// Main is a controller program's main function. It adds --kubeconfig and
-// --http-addr to the command line's flags and parses them (define your own
-// flags before, and do not call flag.Parse), connects to the cluster as
+// Main is a controller program's main function. It adds --kubeconfig,
+// --http-addr, --webhook-cert-dir and --webhook-manifests to the command
+// line's flags and parses them (define your own flags before, and do not
+// call flag.Parse), connects to the cluster as
 // kubectl does (--kubeconfig, else $KUBECONFIG, ~/.kube/config, or the
 // in-cluster service account), makes a manager with opts, calls setup to
 // add the controllers, and runs it until SIGINT or SIGTERM, then returns
@@ -26,6 +30,12 @@ import (
 // With LeaderElection.Name set and no Namespace, the Lease lives in the
 // namespace the Pod runs in (read from its service account), else in
 // "default".
+//
+// --webhook-manifests=NAMESPACE/SERVICE prints the webhook configurations
+// of the webhooks setup registers, pointing at that Service (port 443),
+// as YAML on stdout, and exits without connecting to a cluster: the
+// manifests come from the code that serves them, so a path or a kind
+// cannot drift. Resources are named by the plural of the kind, lower case.
 func Main(opts Options, setup func(*Manager) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -40,8 +50,14 @@ func runMain(ctx context.Context, fs *flag.FlagSet, args []string, opts Options,
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&opts.HTTPAddr, "http-addr", opts.HTTPAddr,
 		`where /metrics, /healthz, /readyz and /debug/ctrlkit are served ("0": nowhere; default 127.0.0.1:8080)`)
+	fs.StringVar(&opts.Webhook.CertDir, "webhook-cert-dir", opts.Webhook.CertDir,
+		"directory of the webhook server's tls.crt and tls.key (needed once a webhook is registered)")
+	manifests := fs.String("webhook-manifests", "", "print the webhook configurations for the Service NAMESPACE/NAME and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *manifests != "" {
+		return printManifests(*manifests, opts, setup)
 	}
 	cfg, err := LoadConfig(*kubeconfig)
 	if err != nil {
@@ -81,4 +97,28 @@ func podNamespace() string {
 		return ns
 	}
 	return "default"
+}
+
+// printManifests prints the webhook configurations of what setup
+// registers, for the Service svc (NAMESPACE/NAME).
+func printManifests(svc string, opts Options, setup func(*Manager) error) error {
+	ns, name, ok := strings.Cut(svc, "/")
+	if !ok || ns == "" || name == "" {
+		return fmt.Errorf("--webhook-manifests=%q: want NAMESPACE/NAME of the webhook's Service", svc)
+	}
+	opts.HTTPAddr = "0"
+	m, err := New(&rest.Config{Host: "https://cluster.invalid"}, opts) // makes no request
+	if err != nil {
+		return err
+	}
+	if err := setup(m); err != nil {
+		return err
+	}
+	out, err := m.Webhooks().Manifests(webhook.ClientConfig{
+		Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: name}}, nil)
+	if err != nil {
+		return err
+	}
+	_, err = os.Stdout.Write(out)
+	return err
 }

@@ -1,11 +1,13 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
 )
 
 // ClientConfig is how the API server reaches the Server: URL or Service,
@@ -121,6 +124,53 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 			AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: cc.NamespaceSelector})
 	}
 	return vwc, mwc, nil
+}
+
+// Manifests returns Configurations as YAML documents, with their kind and
+// API version, for kubectl apply or a GitOps repository; the conversion
+// of each converted kind is a CRD patch (spec.conversion) in a comment,
+// since the CRD itself comes from controller-gen.
+func (s *Server) Manifests(cc ClientConfig, mapper meta.RESTMapper) ([]byte, error) {
+	vwc, mwc, err := s.Configurations(cc, mapper)
+	if err != nil {
+		return nil, err
+	}
+	var docs [][]byte
+	if mwc != nil {
+		mwc.TypeMeta = metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"}
+		docs = append(docs, mustYAML(mwc))
+	}
+	if vwc != nil {
+		vwc.TypeMeta = metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"}
+		docs = append(docs, mustYAML(vwc))
+	}
+	s.mu.Lock()
+	var kinds []string
+	for gk := range s.conv {
+		kinds = append(kinds, gk.String())
+	}
+	s.mu.Unlock()
+	slices.Sort(kinds)
+	if len(kinds) > 0 {
+		client, err := cc.webhookClientConfig(ConvertPath)
+		if err != nil {
+			return nil, err
+		}
+		patch := mustYAML(map[string]any{"spec": map[string]any{"conversion": map[string]any{"strategy": "Webhook",
+			"webhook": map[string]any{"clientConfig": client, "conversionReviewVersions": []string{"v1"}}}}})
+		docs = append(docs, []byte("# The CRDs of "+strings.Join(kinds, ", ")+" need this conversion (merge it into each CRD):\n#   "+
+			strings.ReplaceAll(strings.TrimSpace(string(patch)), "\n", "\n#   ")+"\n"))
+	}
+	return bytes.Join(docs, []byte("---\n")), nil
+}
+
+// mustYAML marshals v, which is made of API types and maps: it cannot fail.
+func mustYAML(v any) []byte {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // resourceOf names gvk's resource through mapper, or by the plural guess.
