@@ -182,13 +182,13 @@ var allowed = map[string][]string{
 	"internal/guidetest": nil,
 	"internal/run":       nil,
 
-	"examples/foo":              {"object", "store", "controller", "client", "manager", "examples/foo/api/v1alpha1", "examples/foo/config"},
+	"examples/foo":              {"object", "store", "controller", "client", "manager", "webhook", "examples/foo/api/v1alpha1", "examples/foo/config"},
 	"examples/foo/api/v1alpha1": nil,
 	"examples/foo/config":       nil,
 	"examples/guide":            {"object", "store", "controller", "manager", "internal/guidetest"},
 	"examples/mirror":           {"object", "store", "controller", "manager", "apply"},
 	"examples/podlogger":        {"object", "store", "controller", "manager"},
-	"cmd/ctrlkit": {"object", "controller", "debug", "election", "lease", "shard", "listwatch", "client", "manager", "apiserver",
+	"cmd/ctrlkit": {"object", "controller", "debug", "election", "lease", "shard", "listwatch", "client", "manager", "apiserver", "webhook",
 		"examples/foo", "examples/foo/api/v1alpha1", "examples/foo/config", "examples/podlogger"},
 }
 

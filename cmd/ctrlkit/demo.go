@@ -93,6 +93,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer cancel()
 	ctrlErr := make(chan error, 1)
 	var m *manager.Manager
+	showHooks := func() error { return nil } // the webhooks run in this process only
 	if *replicas > 1 {
 		if err := d.startReplicas(ctx, &wg, srv.Kubeconfig(), *replicas, *shards, ctrlErr); err != nil {
 			return err
@@ -106,12 +107,21 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			wg.Go(func() { d.killLeaderHalfway(ctx) })
 		}
 	} else {
-		m, err = manager.New(cfg, manager.Options{Registry: d.reg, HTTPAddr: "127.0.0.1:0",
-			AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme},
-			Logger:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		hooks, hookOpts, err := newDemoWebhooks()
 		if err != nil {
 			return err
 		}
+		defer hooks.close()
+		m, err = manager.New(cfg, manager.Options{Registry: d.reg, HTTPAddr: "127.0.0.1:0",
+			AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}, Webhook: hookOpts,
+			Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			return err
+		}
+		if err := hooks.register(m); err != nil {
+			return err
+		}
+		showHooks = func() error { return d.showWebhooks(ctx, cfg, m, hooks) }
 		ctrl, err := foo.Setup(m, "", manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 2}})
 		if err != nil {
 			return err
@@ -132,6 +142,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 	if d.ring != nil {
 		err = d.waitForRing(ctx, *timeout, ctrlErr)
+	}
+	if err == nil {
+		err = showHooks()
 	}
 	start := time.Now()
 	if err == nil {

@@ -17,7 +17,9 @@ func TestDemo_convergesAndSaysSo(t *testing.T) {
 	if err := runDemo(t.Context(), []string{"--foos", "40"}, &out, &errOut); err != nil {
 		t.Fatalf("demo: %v\n%s%s", err, out.String(), errOut.String())
 	}
-	for _, want := range []string{"caches synced", "CONVERGED", "40 created", "14 scaled", "4 deleted", "36 remain"} {
+	for _, want := range []string{"caches synced", "CONVERGED", "40 created", "14 scaled", "4 deleted", "36 remain",
+		`spec.deploymentName: Invalid value: "kube-proxy": the prefix "kube-" is reserved`,
+		"a Foo without replicas is stored with spec.replicas: 1, set by the defaulting webhook"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
