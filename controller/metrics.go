@@ -109,37 +109,17 @@ func (m *metrics) failed(terminal bool) {
 
 // drop counts a key given up on for reason.
 func (m *metrics) drop(reason string) {
-	if m != nil {
-		m.dropped.WithLabelValues(reason).Inc()
-	}
+	telemetry.Record(m, func() { m.dropped.WithLabelValues(reason).Inc() })
 }
 
-func (m *metrics) gated() {
-	if m != nil {
-		m.holds.Inc()
-	}
-}
+func (m *metrics) gated() { telemetry.Record(m, func() { m.holds.Inc() }) }
 
-func (m *metrics) panicked() {
-	if m != nil {
-		m.panics.Inc()
-	}
-}
+func (m *metrics) panicked() { telemetry.Record(m, func() { m.panics.Inc() }) }
 
-func (m *metrics) timedOut() {
-	if m != nil {
-		m.timeouts.Inc()
-	}
-}
+func (m *metrics) timedOut() { telemetry.Record(m, func() { m.timeouts.Inc() }) }
 
-func (m *metrics) workerBusy(d float64) {
-	if m != nil {
-		m.busy.Add(d)
-	}
-}
+func (m *metrics) workerBusy(d float64) { telemetry.Record(m, func() { m.busy.Add(d) }) }
 
 func (m *metrics) duration(d time.Duration) {
-	if m != nil {
-		m.latency.Observe(d.Seconds())
-	}
+	telemetry.Record(m, func() { m.latency.Observe(d.Seconds()) })
 }

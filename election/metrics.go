@@ -42,9 +42,7 @@ func (m *metrics) leading(v bool) {
 }
 
 func (m *metrics) renewed() {
-	if m != nil {
-		m.lastRenew.Set(float64(time.Now().UnixNano()) / 1e9)
-	}
+	telemetry.Record(m, func() { m.lastRenew.Set(float64(time.Now().UnixNano()) / 1e9) })
 }
 
 // observedLock tells fence of every successful write of the lease record

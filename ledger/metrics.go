@@ -27,20 +27,8 @@ func newMetrics(tel telemetry.Telemetry) (*metrics, error) {
 	})
 }
 
-func (m *metrics) recorded() {
-	if m != nil {
-		m.writes.Inc()
-	}
-}
+func (m *metrics) recorded() { telemetry.Record(m, func() { m.writes.Inc() }) }
 
-func (m *metrics) held(d time.Duration) {
-	if m != nil {
-		m.holds.Observe(d.Seconds())
-	}
-}
+func (m *metrics) held(d time.Duration) { telemetry.Record(m, func() { m.holds.Observe(d.Seconds()) }) }
 
-func (m *metrics) timedOut() {
-	if m != nil {
-		m.timeouts.Inc()
-	}
-}
+func (m *metrics) timedOut() { telemetry.Record(m, func() { m.timeouts.Inc() }) }

@@ -61,16 +61,10 @@ func (m *metrics) list(d time.Duration, err error) {
 }
 
 func (m *metrics) watch(err error) {
-	if m != nil {
-		m.watches.WithLabelValues(result(err)).Inc()
-	}
+	telemetry.Record(m, func() { m.watches.WithLabelValues(result(err)).Inc() })
 }
 
-func (m *metrics) relist() {
-	if m != nil {
-		m.relists.Inc()
-	}
-}
+func (m *metrics) relist() { telemetry.Record(m, func() { m.relists.Inc() }) }
 
 func (m *metrics) event(typ string) {
 	if m == nil {
@@ -84,22 +78,14 @@ func (m *metrics) event(typ string) {
 }
 
 func (m *metrics) skip(reason string, n int) {
-	if m != nil {
-		m.skipped.WithLabelValues(reason).Add(float64(n))
-	}
+	telemetry.Record(m, func() { m.skipped.WithLabelValues(reason).Add(float64(n)) })
 }
 
 func (m *metrics) failure(op string, code int32) {
-	if m != nil {
-		m.failures.WithLabelValues(op, strconv.Itoa(int(code))).Inc()
-	}
+	telemetry.Record(m, func() { m.failures.WithLabelValues(op, strconv.Itoa(int(code))).Inc() })
 }
 
-func (m *metrics) sinkError() {
-	if m != nil {
-		m.sinkErrors.Inc()
-	}
-}
+func (m *metrics) sinkError() { telemetry.Record(m, func() { m.sinkErrors.Inc() }) }
 
 func (m *metrics) setRV(rv string) {
 	if m == nil {

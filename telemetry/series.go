@@ -95,3 +95,16 @@ func (s *Series) Unregister() {
 		s.tel.Registerer.Unregister(c)
 	}
 }
+
+// Record calls record unless m, a component's metrics, is nil: metrics
+// are off and record nothing. It lets a component's recording methods read
+// as one line each, e.g.
+//
+//	func (m *metrics) relist() { telemetry.Record(m, func() { m.relists.Inc() }) }
+//
+// record runs only when m is not nil, so it may read m's fields.
+func Record[M any](m *M, record func()) {
+	if m != nil {
+		record()
+	}
+}

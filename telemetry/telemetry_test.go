@@ -102,3 +102,14 @@ func TestBuild_withoutRegistererBuildsNothing(t *testing.T) {
 		t.Fatalf("Build of a metric already registered = %v, %v; want nil and an error", m, err)
 	}
 }
+
+func TestRecord_callsOnlyWithMetrics(t *testing.T) {
+	type metrics struct{ n int }
+	var off *metrics
+	Record(off, func() { t.Fatal("Record called record with nil metrics") })
+	on := &metrics{}
+	Record(on, func() { on.n++ })
+	if on.n != 1 {
+		t.Fatalf("Record with metrics: record ran %d times, want 1", on.n)
+	}
+}

@@ -70,28 +70,16 @@ func newMetrics(reg prometheus.Registerer, name string, p progress) *metrics {
 
 // The methods below accept a nil *metrics (metrics off) and then do nothing.
 
-func (m *metrics) added() {
-	if m != nil {
-		m.adds.Inc()
-	}
-}
+func (m *metrics) added() { telemetry.Record(m, func() { m.adds.Inc() }) }
 
-func (m *metrics) retried() {
-	if m != nil {
-		m.retries.Inc()
-	}
-}
+func (m *metrics) retried() { telemetry.Record(m, func() { m.retries.Inc() }) }
 
 func (m *metrics) handedOut(waited time.Duration) {
-	if m != nil {
-		m.queueWait.Observe(waited.Seconds())
-	}
+	telemetry.Record(m, func() { m.queueWait.Observe(waited.Seconds()) })
 }
 
 func (m *metrics) finished(took time.Duration) {
-	if m != nil {
-		m.work.Observe(took.Seconds())
-	}
+	telemetry.Record(m, func() { m.work.Observe(took.Seconds()) })
 }
 
 // maxBandLabels caps the values of the band metrics' "priority" label: the
