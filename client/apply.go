@@ -27,7 +27,7 @@ import (
 // namespace)), one generated for a custom type by applyconfiguration-gen,
 // or ApplyObject(obj) for any other type.
 func (c *Client[T]) Apply(ctx context.Context, cfg runtime.ApplyConfiguration, opts metav1.ApplyOptions) (T, error) {
-	return c.apply(ctx, "apply", cfg, opts)
+	return c.apply(ctx, "apply", (*typedClient[T]).Apply, cfg, opts)
 }
 
 // ApplyStatus is Apply on the status subresource: only the status in cfg
@@ -35,10 +35,12 @@ func (c *Client[T]) Apply(ctx context.Context, cfg runtime.ApplyConfiguration, o
 // but the status fields this writer owns). A resource served without a
 // status subresource makes it fail with ErrNoStatusSubresource.
 func (c *Client[T]) ApplyStatus(ctx context.Context, cfg runtime.ApplyConfiguration, opts metav1.ApplyOptions) (T, error) {
-	return c.apply(ctx, "apply status of", cfg, opts)
+	return c.apply(ctx, "apply status of", (*typedClient[T]).ApplyStatus, cfg, opts)
 }
 
-func (c *Client[T]) apply(ctx context.Context, what string, cfg runtime.ApplyConfiguration, opts metav1.ApplyOptions) (T, error) {
+// apply makes the write of verb, the typed client's Apply or ApplyStatus.
+func (c *Client[T]) apply(ctx context.Context, what string, verb func(*typedClient[T], context.Context, named, metav1.ApplyOptions) (T, error),
+	cfg runtime.ApplyConfiguration, opts metav1.ApplyOptions) (T, error) {
 	var zero T
 	if c.err != nil {
 		return zero, c.err
@@ -47,12 +49,7 @@ func (c *Client[T]) apply(ctx context.Context, what string, cfg runtime.ApplyCon
 	if err != nil {
 		return zero, err
 	}
-	return c.write(ctx, what, name, what != "apply", func(g *typedClient[T]) (T, error) {
-		if what == "apply" {
-			return g.Apply(ctx, n, opts)
-		}
-		return g.ApplyStatus(ctx, n, opts)
-	})
+	return c.write(ctx, what, name, what != "apply", func(g *typedClient[T]) (T, error) { return verb(g, ctx, n, opts) })
 }
 
 // applyTarget checks cfg and opts and returns cfg (ApplyObject's with T's

@@ -92,7 +92,7 @@ func (c *Client[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions
 // conflict (apierrors.IsConflict): read again and retry. On a type with a
 // status subresource, the status in obj is ignored; see UpdateStatus.
 func (c *Client[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
-	return c.update(ctx, "update", obj, opts)
+	return c.update(ctx, "update", (*typedClient[T]).Update, obj, opts)
 }
 
 // UpdateStatus replaces the status of obj on the server (the status
@@ -100,10 +100,12 @@ func (c *Client[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions
 // resource served without a status subresource makes it fail with
 // ErrNoStatusSubresource.
 func (c *Client[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
-	return c.update(ctx, "update status of", obj, opts)
+	return c.update(ctx, "update status of", (*typedClient[T]).UpdateStatus, obj, opts)
 }
 
-func (c *Client[T]) update(ctx context.Context, what string, obj T, opts metav1.UpdateOptions) (T, error) {
+// update makes the write of verb, the typed client's Update or UpdateStatus.
+func (c *Client[T]) update(ctx context.Context, what string, verb func(*typedClient[T], context.Context, T, metav1.UpdateOptions) (T, error),
+	obj T, opts metav1.UpdateOptions) (T, error) {
 	var zero T
 	name, err := c.nameOf(what, obj)
 	if err == nil {
@@ -112,12 +114,7 @@ func (c *Client[T]) update(ctx context.Context, what string, obj T, opts metav1.
 	if err != nil {
 		return zero, err
 	}
-	return c.write(ctx, what, name, what != "update", func(g *typedClient[T]) (T, error) {
-		if what == "update" {
-			return g.Update(ctx, obj, opts)
-		}
-		return g.UpdateStatus(ctx, obj, opts)
-	})
+	return c.write(ctx, what, name, what != "update", func(g *typedClient[T]) (T, error) { return verb(g, ctx, obj, opts) })
 }
 
 // Patch changes the object called name with data, a patch of type pt

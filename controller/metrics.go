@@ -51,50 +51,35 @@ type metrics struct {
 }
 
 func newMetrics(tel telemetry.Telemetry, name string, workers int) (*metrics, error) {
-	if tel.Registerer == nil {
-		return nil, nil
-	}
-	l := prometheus.Labels{"controller": name}
-	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: l})
-	}
-	gauge := func(name, help string) prometheus.Gauge {
-		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: l})
-	}
-	m := &metrics{
-		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "controller_runtime_reconcile_total", ConstLabels: l,
-			Help: "Reconciles by how they ended: success, requeue_after (succeeded and asked to be run again later), error (any error, terminal ones included, and panics); requeue is always 0 in ctrlkit."},
-			[]string{"result"}),
-		errs: counter("controller_runtime_reconcile_errors_total",
-			"Reconciles that returned an error or panicked, terminal errors included."),
-		terminal: counter("controller_runtime_terminal_reconcile_errors_total",
-			"Reconciles that returned a terminal error (controller.Terminal): not retried."),
-		panics: counter("controller_runtime_reconcile_panics_total", "Reconciles that panicked (recovered, counted as errors too)."),
-		timeouts: counter("controller_runtime_reconcile_timeouts_total",
-			"Reconciles whose context ran out of Options.ReconcileTimeout."),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "controller_runtime_reconcile_time_seconds",
-			Help: "How long reconciles took, in seconds.", ConstLabels: l, Buckets: reconcileBuckets}),
-		busy:    gauge("controller_runtime_active_workers", "Workers reconciling a key now."),
-		workers: gauge("controller_runtime_max_concurrent_reconciles", "Workers of the controller (Options.Workers): the most keys reconciled at once."),
-		holds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "controller",
-			Name: "gate_holds_total", Help: "Times a key was held back by the gate (read-your-writes).", ConstLabels: l}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "controller",
-			Name: "dropped_keys_total", ConstLabels: l,
-			Help: "Keys given up on, by reason: max_retries (failed Options.MaxRetries times in a row; the reconciles count as errors too), not_owned (not reconciled here: another replica owns them, see sharding)."},
-			[]string{"reason"}),
-	}
-	for _, r := range []string{resultSuccess, resultError, resultRequeue, resultRequeueAfter} {
-		m.reconciles.WithLabelValues(r)
-	}
-	for _, r := range []string{dropMaxRetries, dropNotOwned} {
-		m.dropped.WithLabelValues(r)
-	}
-	m.workers.Set(float64(workers))
-	if err := tel.Register(m.reconciles, m.errs, m.terminal, m.panics, m.timeouts, m.latency, m.busy, m.workers,
-		m.holds, m.dropped); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return telemetry.Build(tel, prometheus.Labels{"controller": name}, func(s *telemetry.Series) *metrics {
+		m := &metrics{
+			reconciles: s.CounterVec("controller_runtime_reconcile_total",
+				"Reconciles by how they ended: success, requeue_after (succeeded and asked to be run again later), error (any error, terminal ones included, and panics); requeue is always 0 in ctrlkit.",
+				"result"),
+			errs: s.Counter("controller_runtime_reconcile_errors_total",
+				"Reconciles that returned an error or panicked, terminal errors included."),
+			terminal: s.Counter("controller_runtime_terminal_reconcile_errors_total",
+				"Reconciles that returned a terminal error (controller.Terminal): not retried."),
+			panics: s.Counter("controller_runtime_reconcile_panics_total", "Reconciles that panicked (recovered, counted as errors too)."),
+			timeouts: s.Counter("controller_runtime_reconcile_timeouts_total",
+				"Reconciles whose context ran out of Options.ReconcileTimeout."),
+			latency: s.Histogram("controller_runtime_reconcile_time_seconds", "How long reconciles took, in seconds.", reconcileBuckets),
+			busy:    s.Gauge("controller_runtime_active_workers", "Workers reconciling a key now."),
+			workers: s.Gauge("controller_runtime_max_concurrent_reconciles", "Workers of the controller (Options.Workers): the most keys reconciled at once."),
+			holds:   s.Counter("ctrlkit_controller_gate_holds_total", "Times a key was held back by the gate (read-your-writes)."),
+			dropped: s.CounterVec("ctrlkit_controller_dropped_keys_total",
+				"Keys given up on, by reason: max_retries (failed Options.MaxRetries times in a row; the reconciles count as errors too), not_owned (not reconciled here: another replica owns them, see sharding).",
+				"reason"),
+		}
+		for _, r := range []string{resultSuccess, resultError, resultRequeue, resultRequeueAfter} {
+			m.reconciles.WithLabelValues(r)
+		}
+		for _, r := range []string{dropMaxRetries, dropNotOwned} {
+			m.dropped.WithLabelValues(r)
+		}
+		m.workers.Set(float64(workers))
+		return m
+	})
 }
 
 // succeeded counts a reconcile that returned no error; later reports
@@ -124,37 +109,17 @@ func (m *metrics) failed(terminal bool) {
 
 // drop counts a key given up on for reason.
 func (m *metrics) drop(reason string) {
-	if m != nil {
-		m.dropped.WithLabelValues(reason).Inc()
-	}
+	telemetry.Record(m, func() { m.dropped.WithLabelValues(reason).Inc() })
 }
 
-func (m *metrics) gated() {
-	if m != nil {
-		m.holds.Inc()
-	}
-}
+func (m *metrics) gated() { telemetry.Record(m, func() { m.holds.Inc() }) }
 
-func (m *metrics) panicked() {
-	if m != nil {
-		m.panics.Inc()
-	}
-}
+func (m *metrics) panicked() { telemetry.Record(m, func() { m.panics.Inc() }) }
 
-func (m *metrics) timedOut() {
-	if m != nil {
-		m.timeouts.Inc()
-	}
-}
+func (m *metrics) timedOut() { telemetry.Record(m, func() { m.timeouts.Inc() }) }
 
-func (m *metrics) workerBusy(d float64) {
-	if m != nil {
-		m.busy.Add(d)
-	}
-}
+func (m *metrics) workerBusy(d float64) { telemetry.Record(m, func() { m.busy.Add(d) }) }
 
 func (m *metrics) duration(d time.Duration) {
-	if m != nil {
-		m.latency.Observe(d.Seconds())
-	}
+	telemetry.Record(m, func() { m.latency.Observe(d.Seconds()) })
 }

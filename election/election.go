@@ -73,14 +73,10 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Namespace == "" {
 		o.Namespace = "default"
 	}
-	if o.Identity == "" {
-		o.Identity = lease.DefaultIdentity()
-	}
-	t, err := o.Timing.WithDefaults()
-	if err != nil {
+	var err error
+	if o.Identity, o.Timing, err = lease.Defaults(o.Identity, o.Timing); err != nil {
 		return o, fmt.Errorf("election: %w", err)
 	}
-	o.Timing = t
 	o.Logger = o.Log()
 	return o, nil
 }

@@ -19,23 +19,14 @@ type metrics struct {
 }
 
 func newMetrics(tel telemetry.Telemetry, lease string) (*metrics, error) {
-	if tel.Registerer == nil {
-		return nil, nil
-	}
-	l := prometheus.Labels{"lease": lease}
-	m := &metrics{
-		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ctrlkit", Subsystem: "leader_election",
-			Name: "is_leader", Help: "1 while this replica holds the lease.", ConstLabels: l}),
-		transitions: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "leader_election",
-			Name: "transitions_total", Help: "Times this replica started or stopped leading.", ConstLabels: l}),
-		lastRenew: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ctrlkit", Subsystem: "leader_election",
-			Name: "last_renew_timestamp_seconds", ConstLabels: l,
-			Help: "Unix time of this replica's last successful acquire or renewal of the lease (time since: now minus this)."}),
-	}
-	if err := tel.Register(m.isLeader, m.transitions, m.lastRenew); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return telemetry.Build(tel, prometheus.Labels{"lease": lease}, func(s *telemetry.Series) *metrics {
+		return &metrics{
+			isLeader:    s.Gauge("ctrlkit_leader_election_is_leader", "1 while this replica holds the lease."),
+			transitions: s.Counter("ctrlkit_leader_election_transitions_total", "Times this replica started or stopped leading."),
+			lastRenew: s.Gauge("ctrlkit_leader_election_last_renew_timestamp_seconds",
+				"Unix time of this replica's last successful acquire or renewal of the lease (time since: now minus this)."),
+		}
+	})
 }
 
 func (m *metrics) leading(v bool) {
@@ -51,9 +42,7 @@ func (m *metrics) leading(v bool) {
 }
 
 func (m *metrics) renewed() {
-	if m != nil {
-		m.lastRenew.Set(float64(time.Now().UnixNano()) / 1e9)
-	}
+	telemetry.Record(m, func() { m.lastRenew.Set(float64(time.Now().UnixNano()) / 1e9) })
 }
 
 // observedLock tells fence of every successful write of the lease record

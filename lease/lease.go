@@ -66,6 +66,17 @@ func (t Timing) WithDefaults() (Timing, error) {
 	return t, nil
 }
 
+// Defaults returns what a replica taking part in a Lease starts with: its
+// identity, or DefaultIdentity() when identity is empty, and
+// t.WithDefaults() (or its error).
+func Defaults(identity string, t Timing) (string, Timing, error) {
+	if identity == "" {
+		identity = DefaultIdentity()
+	}
+	t, err := t.WithDefaults()
+	return identity, t, err
+}
+
 // DefaultIdentity names this process in a Lease when the user gave no
 // name: the host name, "_" and a random suffix, so two processes on one
 // host differ.

@@ -48,6 +48,19 @@ func TestDefaultIdentity_differsBetweenCalls(t *testing.T) {
 	}
 }
 
+func TestDefaults_fillsTheIdentityAndTheTiming(t *testing.T) {
+	id, tm, err := Defaults("", Timing{})
+	if err != nil || id == "" || tm != (Timing{15 * time.Second, 10 * time.Second, 2 * time.Second}) {
+		t.Fatalf("Defaults(\"\", {}) = %q, %+v, %v; want a generated identity and the default timing", id, tm, err)
+	}
+	if id, _, err := Defaults("me", Timing{}); err != nil || id != "me" {
+		t.Fatalf("Defaults(\"me\", {}) = %q, %v; want the identity given", id, err)
+	}
+	if _, _, err := Defaults("me", Timing{LeaseDuration: -time.Second}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Defaults with a negative duration: %v, want ErrInvalid", err)
+	}
+}
+
 // lapsed reports whether f's Lapsed channel is closed.
 func lapsed(f *Fence) bool {
 	select {

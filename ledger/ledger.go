@@ -6,10 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // Ref names one object of one resource.
@@ -47,8 +47,9 @@ type owed struct {
 type Options struct {
 	// Bound is the longest a key is held for its writes. Default: 5s.
 	Bound time.Duration
-	// Registerer receives the ledger's metrics. Default: none.
-	Registerer prometheus.Registerer
+	// Telemetry's Registerer receives the ledger's metrics. The ledger
+	// logs nothing.
+	telemetry.Telemetry
 }
 
 // Ledger records the writes made for owner keys and tells when the caches
@@ -74,7 +75,7 @@ func New(opts Options) (*Ledger, error) {
 	if opts.Bound <= 0 {
 		opts.Bound = 5 * time.Second
 	}
-	m, err := newMetrics(opts.Registerer)
+	m, err := newMetrics(opts.Telemetry)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/internal/metrics"
 	"github.com/ctrlkit/ctrlkit/ledger"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 var secrets = schema.GroupResource{Resource: "secrets"}
@@ -51,7 +52,7 @@ func (c *fakeCache) lookup(n object.ObjectName) (string, bool) {
 func newLedger(t *testing.T) (*ledger.Ledger, *fakeCache, *prometheus.Registry, *[]object.ObjectName) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	l, err := ledger.New(ledger.Options{Bound: 5 * time.Second, Registerer: reg})
+	l, err := ledger.New(ledger.Options{Bound: 5 * time.Second, Telemetry: telemetry.Telemetry{Registerer: reg}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/ledger"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/shard"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
@@ -262,7 +263,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if !opts.KeepKlogOutput {
 		routeKlog()
 	}
-	led, err := ledger.New(ledger.Options{Bound: opts.ReadYourWritesBound, Registerer: opts.Registry})
+	led, err := ledger.New(ledger.Options{Bound: opts.ReadYourWritesBound, Telemetry: telemetry.Telemetry{Registerer: opts.Registry}})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}

@@ -24,39 +24,26 @@ type metrics struct {
 }
 
 func newMetrics(tel telemetry.Telemetry, name string) (*metrics, error) {
-	if tel.Registerer == nil {
-		return nil, nil
-	}
-	l := prometheus.Labels{"name": name}
-	counter := func(n, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "ctrlkit", Subsystem: "reflector", Name: n, Help: help, ConstLabels: l}, labels)
-	}
-	m := &metrics{
-		lists:   counter("lists_total", "List requests (pages), by result.", "result"),
-		watches: counter("watches_total", "Watch requests, by result.", "result"),
-		relists: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "reflector",
-			Name: "relists_total", Help: "Full resynchronisations after the first sync.", ConstLabels: l}),
-		events:  counter("events_total", "Watch events received, by type.", "type"),
-		skipped: counter("skipped_objects_total", "Objects skipped as unusable, by reason.", "reason"),
-		failures: counter("failures_total",
-			"Failed lists and watches, by op and HTTP status code (0: none, e.g. connection refused).", "op", "code"),
-		sinkErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ctrlkit", Subsystem: "reflector",
-			Name: "sink_errors_total", Help: "Errors returned by the sink.", ConstLabels: l}),
-		lastRV: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "ctrlkit", Subsystem: "reflector",
-			Name: "last_synced_resource_version", Help: "Last resource version synced, when numeric.", ConstLabels: l}),
-		listDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "ctrlkit", Subsystem: "reflector",
-			Name: "list_duration_seconds", Help: "Duration of list requests (pages).", ConstLabels: l,
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
-	}
-	m.byType = map[string]prometheus.Counter{}
-	for _, t := range []string{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"} {
-		m.byType[t] = m.events.WithLabelValues(t)
-	}
-	if err := tel.Register(m.lists, m.watches, m.relists, m.events, m.skipped, m.failures, m.sinkErrors, m.lastRV, m.listDuration); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return telemetry.Build(tel, prometheus.Labels{"name": name}, func(s *telemetry.Series) *metrics {
+		m := &metrics{
+			lists:   s.CounterVec("ctrlkit_reflector_lists_total", "List requests (pages), by result.", "result"),
+			watches: s.CounterVec("ctrlkit_reflector_watches_total", "Watch requests, by result.", "result"),
+			relists: s.Counter("ctrlkit_reflector_relists_total", "Full resynchronisations after the first sync."),
+			events:  s.CounterVec("ctrlkit_reflector_events_total", "Watch events received, by type.", "type"),
+			skipped: s.CounterVec("ctrlkit_reflector_skipped_objects_total", "Objects skipped as unusable, by reason.", "reason"),
+			failures: s.CounterVec("ctrlkit_reflector_failures_total",
+				"Failed lists and watches, by op and HTTP status code (0: none, e.g. connection refused).", "op", "code"),
+			sinkErrors: s.Counter("ctrlkit_reflector_sink_errors_total", "Errors returned by the sink."),
+			lastRV:     s.Gauge("ctrlkit_reflector_last_synced_resource_version", "Last resource version synced, when numeric."),
+			listDuration: s.Histogram("ctrlkit_reflector_list_duration_seconds", "Duration of list requests (pages).",
+				prometheus.ExponentialBuckets(0.005, 2, 14)),
+		}
+		m.byType = map[string]prometheus.Counter{}
+		for _, t := range []string{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"} {
+			m.byType[t] = m.events.WithLabelValues(t)
+		}
+		return m
+	})
 }
 
 func result(err error) string {
@@ -74,16 +61,10 @@ func (m *metrics) list(d time.Duration, err error) {
 }
 
 func (m *metrics) watch(err error) {
-	if m != nil {
-		m.watches.WithLabelValues(result(err)).Inc()
-	}
+	telemetry.Record(m, func() { m.watches.WithLabelValues(result(err)).Inc() })
 }
 
-func (m *metrics) relist() {
-	if m != nil {
-		m.relists.Inc()
-	}
-}
+func (m *metrics) relist() { telemetry.Record(m, func() { m.relists.Inc() }) }
 
 func (m *metrics) event(typ string) {
 	if m == nil {
@@ -97,22 +78,14 @@ func (m *metrics) event(typ string) {
 }
 
 func (m *metrics) skip(reason string, n int) {
-	if m != nil {
-		m.skipped.WithLabelValues(reason).Add(float64(n))
-	}
+	telemetry.Record(m, func() { m.skipped.WithLabelValues(reason).Add(float64(n)) })
 }
 
 func (m *metrics) failure(op string, code int32) {
-	if m != nil {
-		m.failures.WithLabelValues(op, strconv.Itoa(int(code))).Inc()
-	}
+	telemetry.Record(m, func() { m.failures.WithLabelValues(op, strconv.Itoa(int(code))).Inc() })
 }
 
-func (m *metrics) sinkError() {
-	if m != nil {
-		m.sinkErrors.Inc()
-	}
-}
+func (m *metrics) sinkError() { telemetry.Record(m, func() { m.sinkErrors.Inc() }) }
 
 func (m *metrics) setRV(rv string) {
 	if m == nil {

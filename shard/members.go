@@ -82,17 +82,13 @@ func NewMembership(opts MembershipOptions) (*Membership, error) {
 	if opts.Kube == nil || opts.Namespace == "" || opts.Ring == "" {
 		return nil, errors.New("shard: MembershipOptions needs Kube, Namespace and Ring")
 	}
-	if opts.Identity == "" {
-		opts.Identity = lease.DefaultIdentity()
+	var err error
+	if opts.Identity, opts.Timing, err = lease.Defaults(opts.Identity, opts.Timing); err != nil {
+		return nil, fmt.Errorf("shard: %w", err)
 	}
 	if strings.Contains(opts.Identity, "#") {
 		return nil, fmt.Errorf("shard: identity %q contains '#'", opts.Identity)
 	}
-	t, err := opts.Timing.WithDefaults()
-	if err != nil {
-		return nil, fmt.Errorf("shard: %w", err)
-	}
-	opts.Timing = t
 	return &Membership{opts: opts, seen: map[string]observed{}}, nil
 }
 

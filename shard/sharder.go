@@ -140,14 +140,10 @@ func (o SharderOptions) withDefaults() (SharderOptions, error) {
 	if o.VirtualShards > MaxVirtualShards {
 		return o, fmt.Errorf("%w: %d virtual shards, want at most %d", ErrInvalid, o.VirtualShards, MaxVirtualShards)
 	}
-	if o.Identity == "" {
-		o.Identity = lease.DefaultIdentity()
-	}
-	t, err := o.Timing.WithDefaults()
-	if err != nil {
+	var err error
+	if o.Identity, o.Timing, err = lease.Defaults(o.Identity, o.Timing); err != nil {
 		return o, fmt.Errorf("shard: %w", err)
 	}
-	o.Timing = t
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 30 * time.Second
 	}

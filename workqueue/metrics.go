@@ -7,21 +7,21 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
-// metrics is one queue's Prometheus collector: the metric names, labels and
+// metrics are one queue's Prometheus series: the metric names, labels and
 // buckets controller-runtime registers for its queues, with the queue's name
-// as both constant labels "name" and "controller". Counters and histograms are updated as work flows; the gauges are
-// computed when the registry is scraped, so no goroutine keeps them fresh.
+// as both constant labels "name" and "controller". Counters and histograms
+// are updated as work flows; the gauges are computed when the registry is
+// scraped, so no goroutine keeps them fresh. A nil *metrics records nothing.
 type metrics struct {
-	adds       prometheus.Counter
-	retries    prometheus.Counter
-	queueWait  prometheus.Histogram
-	work       prometheus.Histogram
-	depth      prometheus.GaugeFunc
-	unfinished prometheus.GaugeFunc
-	longest    prometheus.GaugeFunc
-	bands      *bandMetrics
+	adds      prometheus.Counter
+	retries   prometheus.Counter
+	queueWait prometheus.Histogram
+	work      prometheus.Histogram
+	series    *telemetry.Series // all of them, registered by New and unregistered by ShutDown
 }
 
 // progress is what the scrape-time gauges read from the queue.
@@ -45,76 +45,41 @@ func queueLabels(name string) prometheus.Labels {
 	return prometheus.Labels{"name": name, "controller": name}
 }
 
-func newMetrics(name string, p progress) *metrics {
-	labels := queueLabels(name)
-	opts := func(metric, help string) prometheus.Opts {
-		return prometheus.Opts{Subsystem: "workqueue", Name: metric, Help: help, ConstLabels: labels}
+func newMetrics(reg prometheus.Registerer, name string, p progress) *metrics {
+	s := telemetry.Telemetry{Registerer: reg}.Series(queueLabels(name))
+	m := &metrics{
+		adds:    s.Counter("workqueue_adds_total", "Total number of adds handled by the work queue."),
+		retries: s.Counter("workqueue_retries_total", "Total number of retries (rate-limited adds) handled by the work queue."),
+		queueWait: s.Histogram("workqueue_queue_duration_seconds",
+			"How long in seconds a key waits in the work queue before it is handed out.", durationBuckets),
+		work: s.Histogram("workqueue_work_duration_seconds",
+			"How long in seconds processing a key from the work queue takes.", durationBuckets),
+		series: s,
 	}
-	histogram := func(metric, help string) prometheus.Histogram {
-		o := opts(metric, help)
-		return prometheus.NewHistogram(prometheus.HistogramOpts{
-			Subsystem: o.Subsystem, Name: o.Name, Help: o.Help, ConstLabels: labels, Buckets: durationBuckets,
-		})
-	}
-	return &metrics{
-		adds:      prometheus.NewCounter(prometheus.CounterOpts(opts("adds_total", "Total number of adds handled by the work queue."))),
-		retries:   prometheus.NewCounter(prometheus.CounterOpts(opts("retries_total", "Total number of retries (rate-limited adds) handled by the work queue."))),
-		queueWait: histogram("queue_duration_seconds", "How long in seconds a key waits in the work queue before it is handed out."),
-		work:      histogram("work_duration_seconds", "How long in seconds processing a key from the work queue takes."),
-		depth: prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("depth", "Current number of keys waiting in the work queue.")),
-			func() float64 { return float64(p.depth()) }),
-		unfinished: prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("unfinished_work_seconds",
-			"Seconds of work in progress that has not been observed by work_duration yet; a large value means stuck workers.")),
-			func() float64 { total, _ := p.inFlight(); return total }),
-		longest: prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts("longest_running_processor_seconds",
-			"Seconds the longest-running worker has been processing its key.")),
-			func() float64 { _, longest := p.inFlight(); return longest }),
-		bands: newBandMetrics(name, p),
-	}
-}
-
-func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.adds, m.retries, m.queueWait, m.work, m.depth, m.unfinished, m.longest, m.bands}
-}
-
-// Describe implements prometheus.Collector.
-func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.collectors() {
-		c.Describe(ch)
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (m *metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.collectors() {
-		c.Collect(ch)
-	}
+	s.GaugeFunc("workqueue_depth", "Current number of keys waiting in the work queue.",
+		func() float64 { return float64(p.depth()) })
+	s.GaugeFunc("workqueue_unfinished_work_seconds",
+		"Seconds of work in progress that has not been observed by work_duration yet; a large value means stuck workers.",
+		func() float64 { total, _ := p.inFlight(); return total })
+	s.GaugeFunc("workqueue_longest_running_processor_seconds",
+		"Seconds the longest-running worker has been processing its key.",
+		func() float64 { _, longest := p.inFlight(); return longest })
+	s.Collector(newBandMetrics(name, p))
+	return m
 }
 
 // The methods below accept a nil *metrics (metrics off) and then do nothing.
 
-func (m *metrics) added() {
-	if m != nil {
-		m.adds.Inc()
-	}
-}
+func (m *metrics) added() { telemetry.Record(m, func() { m.adds.Inc() }) }
 
-func (m *metrics) retried() {
-	if m != nil {
-		m.retries.Inc()
-	}
-}
+func (m *metrics) retried() { telemetry.Record(m, func() { m.retries.Inc() }) }
 
 func (m *metrics) handedOut(waited time.Duration) {
-	if m != nil {
-		m.queueWait.Observe(waited.Seconds())
-	}
+	telemetry.Record(m, func() { m.queueWait.Observe(waited.Seconds()) })
 }
 
 func (m *metrics) finished(took time.Duration) {
-	if m != nil {
-		m.work.Observe(took.Seconds())
-	}
+	telemetry.Record(m, func() { m.work.Observe(took.Seconds()) })
 }
 
 // maxBandLabels caps the values of the band metrics' "priority" label: the

@@ -119,7 +119,6 @@ type AddOpts struct {
 type Queue[K comparable] struct {
 	clock   Clock
 	metrics *metrics // nil when metrics are off
-	reg     prometheus.Registerer
 	delay   *delayer[K]
 	flowKey func(K) string
 
@@ -158,11 +157,11 @@ func New[K comparable](opts Options[K]) (*Queue[K], error) {
 		if opts.Name == "" {
 			return nil, errors.New("workqueue: Options.Registerer needs Options.Name")
 		}
-		m := newMetrics(opts.Name, (*queueProgress[K])(q))
-		if err := opts.Registerer.Register(m); err != nil {
+		m := newMetrics(opts.Registerer, opts.Name, (*queueProgress[K])(q))
+		if err := m.series.Register(); err != nil {
 			return nil, fmt.Errorf("workqueue: registering metrics of queue %q: %w", opts.Name, err)
 		}
-		q.metrics, q.reg = m, opts.Registerer
+		q.metrics = m
 	}
 	return q, nil
 }
@@ -313,8 +312,8 @@ func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 // stop unregisters the metrics, once.
 func (q *Queue[K]) stop() {
 	q.stopOnce.Do(func() {
-		if q.reg != nil {
-			q.reg.Unregister(q.metrics)
+		if q.metrics != nil {
+			q.metrics.series.Unregister()
 		}
 	})
 }
