@@ -318,15 +318,7 @@ func (m *Manager) Webhooks() *webhook.Server { return m.webhooks }
 // WebhookAddr returns the address the webhook server is bound to, once
 // Run has bound it (waiting for that, or for ctx), or "" when no webhook
 // is registered.
-func (m *Manager) WebhookAddr(ctx context.Context) string {
-	select {
-	case <-m.listening:
-	case <-ctx.Done():
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.webhookAddr
-}
+func (m *Manager) WebhookAddr(ctx context.Context) string { return m.bound(ctx, &m.webhookAddr) }
 
 // Kube returns a clientset for the manager's API server, for writes.
 func (m *Manager) Kube() kubernetes.Interface { return m.kube }
@@ -370,14 +362,18 @@ func (m *Manager) Elector() *election.Elector { return m.elector }
 // Addr returns the address the HTTP listener is bound to ("" when it is
 // off), once Run has bound it; it blocks until then, or until Run failed
 // to start or ctx ends.
-func (m *Manager) Addr(ctx context.Context) string {
+func (m *Manager) Addr(ctx context.Context) string { return m.bound(ctx, &m.addr) }
+
+// bound returns *addr, guarded by mu, once Run has bound its listeners
+// (or failed to), or ctx ended.
+func (m *Manager) bound(ctx context.Context, addr *string) string {
 	select {
 	case <-m.listening:
 	case <-ctx.Done():
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.addr
+	return *addr
 }
 
 // Run runs everything until ctx ends: it binds the HTTP listener, checks

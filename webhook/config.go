@@ -194,11 +194,7 @@ func resourceOf(gvk schema.GroupVersionKind, mapper meta.RESTMapper) (schema.Gro
 // development clusters; in production, apply the same configurations from
 // manifests (Configurations) with a certificate manager filling caBundle.
 func (s *Server) Install(ctx context.Context, cfg *rest.Config, cc ClientConfig) error {
-	hc, err := oneShotClient(cfg)
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	kube, hc, err := oneShotClients(cfg)
 	if err != nil {
 		return err
 	}
@@ -225,11 +221,7 @@ func (s *Server) Install(ctx context.Context, cfg *rest.Config, cc ClientConfig)
 // conversion webhook: without it, the API server could not serve their
 // other versions.
 func (s *Server) Uninstall(ctx context.Context, cfg *rest.Config) error {
-	hc, err := oneShotClient(cfg)
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	kube, _, err := oneShotClients(cfg)
 	if err != nil {
 		return err
 	}
@@ -250,18 +242,27 @@ func (s *Server) Uninstall(ctx context.Context, cfg *rest.Config) error {
 	return errors.Join(errs...)
 }
 
-// oneShotClient returns an HTTP client for cfg whose connections close
-// after each request: Install's few requests leave no connection (nor its
-// goroutines) behind, and share no transport with the caller's clients.
-func oneShotClient(cfg *rest.Config) (*http.Client, error) {
+// oneShotClients returns a clientset and its HTTP client for cfg, whose
+// connections close after each request: Install's few requests leave no
+// connection (nor its goroutines) behind, and share no transport with the
+// caller's clients.
+func oneShotClients(cfg *rest.Config) (*kubernetes.Clientset, *http.Client, error) {
 	tlsCfg, err := rest.TLSConfigFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("webhook: %w", err)
+		return nil, nil, fmt.Errorf("webhook: %w", err)
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.TLSClientConfig = rest.TLSClientConfig{}
 	cfg.Transport = &http.Transport{TLSClientConfig: tlsCfg, DisableKeepAlives: true, Proxy: http.ProxyFromEnvironment}
-	return rest.HTTPClientFor(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("webhook: %w", err)
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("webhook: %w", err)
+	}
+	return kube, hc, nil
 }
 
 // configClient is the part of a webhook configuration client upsert uses.
