@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -244,11 +245,14 @@ func (a *admitter[T]) mutate(ctx context.Context, req *admissionv1.AdmissionRequ
 	if err != nil {
 		return nil, fmt.Errorf("webhook: marshalling the defaulted %s: %w", a.gvk.Kind, err)
 	}
+	resp := &admissionv1.AdmissionResponse{Allowed: true}
+	if bytes.Equal(before, after) {
+		return resp, nil // nothing defaulted: no patch to compute
+	}
 	patch, err := diffJSON(before, after)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: the patch of the defaulted %s: %w", a.gvk.Kind, err)
 	}
-	resp := &admissionv1.AdmissionResponse{Allowed: true}
 	if len(patch) > 0 {
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.PatchType = &pt
