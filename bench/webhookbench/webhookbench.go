@@ -335,7 +335,7 @@ func answerOK(r *admissionv1.AdmissionResponse, uid types.UID, hook string) erro
 }
 
 // load runs senders concurrent senders against url for warmup, then
-// counts and times their answers for d.
+// counts and times the answers that arrive in the next d.
 func load(ctx context.Context, c *http.Client, url, hook string, pods []*corev1.Pod, senders int, warmup, d time.Duration) (Measure, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -355,18 +355,18 @@ func load(ctx context.Context, c *http.Client, url, hook string, pods []*corev1.
 				uid, body, err := reviewFor(pod)
 				if err == nil {
 					var r *admissionv1.AdmissionResponse
-					sent := time.Now()
 					var took time.Duration
 					r, took, err = send(ctx, c, url, body)
 					if err == nil {
 						err = answerOK(r, uid, hook)
 					}
 					if err == nil {
-						if !sent.Before(begin) && !sent.Add(took).After(end) {
-							lats[s] = append(lats[s], took)
-						}
-						if !time.Now().Before(end) {
+						now := time.Now()
+						if now.After(end) {
 							return
+						}
+						if !now.Before(begin) { // answered within the measurement
+							lats[s] = append(lats[s], took)
 						}
 						continue
 					}

@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestRun_tinyEverySideAnswersAndTheTableHasEveryRow(t *testing.T) {
 	rows, err := Run(t.Context(), Config{Protocols: []string{HTTP1, HTTP2}, Senders: []int{1, 3},
-		Warmup: 10 * time.Millisecond, Duration: 60 * time.Millisecond, Rounds: 1})
+		Warmup: 20 * time.Millisecond, Duration: 200 * time.Millisecond, Rounds: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
