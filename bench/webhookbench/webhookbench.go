@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -69,10 +70,10 @@ type Config struct {
 	Senders []int
 	// Warmup is sent before each measurement and not counted. Default: 250 ms.
 	Warmup time.Duration
-	// Duration is each measurement's length. Default: 1.5 s.
+	// Duration is each measurement's length. Default: 1 s.
 	Duration time.Duration
 	// Rounds is how many times each side is measured, the sides' order
-	// reversed every other round; the table shows medians. Default: 2.
+	// reversed every other round; the table shows medians. Default: 3.
 	Rounds int
 	// Progress receives a line per measurement. Default: discarded.
 	Progress io.Writer
@@ -99,13 +100,13 @@ func (c *Config) defaults() error {
 		c.Warmup = 250 * time.Millisecond
 	}
 	if c.Duration == 0 {
-		c.Duration = 1500 * time.Millisecond
+		c.Duration = time.Second
 	}
 	if c.Warmup < 0 || c.Duration < 0 {
 		return fmt.Errorf("webhookbench: negative warmup %v or duration %v", c.Warmup, c.Duration)
 	}
 	if c.Rounds == 0 {
-		c.Rounds = 2
+		c.Rounds = 3
 	}
 	if c.Rounds < 0 {
 		return fmt.Errorf("webhookbench: %d rounds", c.Rounds)
@@ -121,6 +122,10 @@ type Measure struct {
 	P50, P99 time.Duration
 	PerSec   float64 // answers per second
 	Requests int     // answers counted
+	// CPU is the process's CPU time (user and system, the load client's
+	// and the servers') over the measurement, per answer: unlike latency
+	// it barely moves when other processes take the machine's cores.
+	CPU time.Duration
 }
 
 // Row is one webhook at one protocol and number of senders: every side's
@@ -143,6 +148,7 @@ var Metrics = []Metric{
 	{"p50 latency", "µs", "lower", func(m Measure) float64 { return float64(m.P50) / 1e3 }},
 	{"p99 latency", "µs", "lower", func(m Measure) float64 { return float64(m.P99) / 1e3 }},
 	{"throughput", "req/s", "higher", func(m Measure) float64 { return m.PerSec }},
+	{"CPU per request, client and server", "µs", "lower", func(m Measure) float64 { return float64(m.CPU) / 1e3 }},
 }
 
 // Median returns side's median of m over the rounds, and the spread.
@@ -217,8 +223,8 @@ func measureAll(ctx context.Context, cfg Config, srv *servers) ([]Row, error) {
 						if err != nil {
 							return nil, fmt.Errorf("webhookbench: %s, %s, %d senders, round %d, %s: %w", proto, hook, senders, round+1, side, err)
 						}
-						fmt.Fprintf(cfg.Progress, "  %s %-8s C=%-3d round %d %-18s p50=%v p99=%v %.0f req/s (%d)\n",
-							proto, hook, senders, round+1, side, m.P50, m.P99, m.PerSec, m.Requests)
+						fmt.Fprintf(cfg.Progress, "  %s %-8s C=%-3d round %d %-18s p50=%v p99=%v %.0f req/s (%d) cpu/req=%v\n",
+							proto, hook, senders, round+1, side, m.P50, m.P99, m.PerSec, m.Requests, m.CPU)
 						row.Runs[side] = append(row.Runs[side], m)
 					}
 				}
@@ -381,6 +387,8 @@ func load(ctx context.Context, c *http.Client, url, hook string, pods []*corev1.
 			}
 		})
 	}
+	cpu0 := cpuAt(ctx, begin)
+	cpu1 := cpuAt(ctx, end)
 	wg.Wait()
 	if firstErr != nil {
 		return Measure{}, firstErr
@@ -393,7 +401,24 @@ func load(ctx context.Context, c *http.Client, url, hook string, pods []*corev1.
 		return Measure{}, fmt.Errorf("no answer within %v", d)
 	}
 	slices.Sort(all)
-	return Measure{P50: percentile(all, 0.50), P99: percentile(all, 0.99), PerSec: float64(len(all)) / d.Seconds(), Requests: len(all)}, nil
+	return Measure{P50: percentile(all, 0.50), P99: percentile(all, 0.99), PerSec: float64(len(all)) / d.Seconds(), Requests: len(all),
+		CPU: (cpu1 - cpu0) / time.Duration(len(all))}, nil
+}
+
+// cpuAt waits until t (or ctx's end) and returns the process's CPU time
+// then.
+func cpuAt(ctx context.Context, t time.Time) time.Duration {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // percentile is the nearest-rank percentile of sorted.

@@ -25,7 +25,7 @@ func TestRun_tinyEverySideAnswersAndTheTableHasEveryRow(t *testing.T) {
 	for _, r := range rows {
 		for _, side := range []string{Ctrlkit, ControllerRuntime, AA} {
 			runs := r.Runs[side]
-			if len(runs) != 1 || runs[0].Requests == 0 || runs[0].P50 <= 0 || runs[0].P99 < runs[0].P50 || runs[0].PerSec <= 0 {
+			if len(runs) != 1 || runs[0].Requests == 0 || runs[0].P50 <= 0 || runs[0].P99 < runs[0].P50 || runs[0].PerSec <= 0 || runs[0].CPU <= 0 {
 				t.Errorf("%s %s C=%d, %s: %+v", r.Protocol, r.Webhook, r.Senders, side, runs)
 			}
 		}
@@ -43,7 +43,8 @@ func TestRun_tinyEverySideAnswersAndTheTableHasEveryRow(t *testing.T) {
 			t.Errorf("row %q: want 8 cells, every one measured", l)
 		}
 	}
-	for _, want := range []string{"| mutate | HTTP/2 | 3 | p99 latency (µs, lower is better) |", "| validate | HTTP/1.1 | 1 | throughput (req/s, higher is better) |"} {
+	for _, want := range []string{"| mutate | HTTP/2 | 3 | p99 latency (µs, lower is better) |", "| validate | HTTP/1.1 | 1 | throughput (req/s, higher is better) |",
+		"| mutate | HTTP/1.1 | 1 | CPU per request, client and server (µs, lower is better) |"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no row %q in\n%s", want, b.String())
 		}

@@ -28,9 +28,9 @@ func run() error {
 	var cfg webhookbench.Config
 	protos := flag.String("proto", webhookbench.HTTP1, `comma-separated protocols: "http/1.1" (the API server's for a webhook behind a Service), "h2" (its for a loopback URL)`)
 	senders := flag.String("senders", "1,16", "comma-separated numbers of concurrent senders")
-	flag.DurationVar(&cfg.Duration, "duration", 0, "length of each measurement (default 1.5s)")
+	flag.DurationVar(&cfg.Duration, "duration", 0, "length of each measurement (default 1s)")
 	flag.DurationVar(&cfg.Warmup, "warmup", 0, "requests sent before each measurement, not counted (default 250ms)")
-	flag.IntVar(&cfg.Rounds, "rounds", 0, "measurements per side, the order reversed every other round (default 2)")
+	flag.IntVar(&cfg.Rounds, "rounds", 0, "measurements per side, the order reversed every other round (default 3)")
 	flag.Parse()
 	cfg.Protocols = strings.Split(*protos, ",")
 	for _, s := range strings.Split(*senders, ",") {
