@@ -93,6 +93,10 @@ func pod(i, namespaces int, rv string) corev1.Pod {
 	}
 }
 
+// Pod is Pod i of a cluster spread over namespaces, as the benchmarks'
+// caches hold it (see pod), for benchmarks outside this package.
+func Pod(i, namespaces int) corev1.Pod { return pod(i, namespaces, rvString(i+1)) }
+
 func podSpec(i int, app string) corev1.PodSpec {
 	return corev1.PodSpec{
 		Containers: []corev1.Container{{
