@@ -20,6 +20,7 @@ bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.out
 	cd bench && $(GO) run ./cmd/benchtable < bench.out
 	cd bench && $(GO) run ./cmd/scenarios -rounds 3 -json scenarios.json
+	cd bench && $(GO) run ./cmd/webhookbench
 
 ## fuzz: every Fuzz function of the root module for FUZZTIME each (default 60s), from its committed seed corpus
 FUZZTIME ?= 60s
