@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,5 +17,5 @@ func main() {
 	manager.Main(manager.Options{
 		AddToScheme:    []func(*runtime.Scheme) error{webv1.AddToScheme},
 		LeaderElection: election.Options{Name: "website"},
-	}, func(m *manager.Manager) error { return Setup(m, *directory) })
+	}, func(m *manager.Manager) error { return errors.Join(Setup(m, *directory), Webhooks(m)) })
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/webhook"
 
 	webv1 "example.com/website/api/v1"
 )
@@ -91,6 +93,52 @@ func TestWebsite_servesTheSiteThenLeavesTheDirectory(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestWebsite_webhooksDefaultTheImageAndGuardTheHost(t *testing.T) {
+	srv := env.Get(t)
+	ctx := t.Context()
+	if err := apiserver.InstallCRDs(ctx, srv.Config(), CRDs); err != nil {
+		t.Fatal(err)
+	}
+	ns, certs := srv.Namespace(t), t.TempDir()
+	ca, err := webhook.SelfSigned(certs, "127.0.0.1") // in a cluster, a certificate manager's Secret
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(srv.Config(), manager.Options{HTTPAddr: "0", Logger: slog.New(slog.DiscardHandler),
+		AddToScheme: []func(*runtime.Scheme) error{webv1.AddToScheme},
+		Webhook:     webhook.Options{Addr: "127.0.0.1:0", CertDir: certs, Name: ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Webhooks(m); err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	hooks := webhook.ClientConfig{URL: "https://" + m.WebhookAddr(ctx), CABundle: ca,
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}
+	if err := m.Webhooks().Install(ctx, srv.Config(), hooks); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Webhooks().Uninstall(context.Background(), srv.Config()) })
+	websites := manager.Client[*webv1.Website](m)
+
+	site, err := websites.Create(ctx, &webv1.Website{ObjectMeta: metav1.ObjectMeta{Name: "docs", Namespace: ns},
+		Spec: webv1.WebsiteSpec{Host: "docs.example.com"}}, metav1.CreateOptions{})
+	if err != nil || site.Spec.Image != defaultImage {
+		t.Fatalf("created %v, %v; want the default image", site, err)
+	}
+	site.Spec.Host = "www.example.com"
+	if _, err := websites.Update(ctx, site, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), "spec.host: Forbidden: the host of a Website cannot change") {
+		t.Errorf("changing the host: %v, want Invalid naming spec.host", err)
+	}
+	bad := &webv1.Website{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: ns}, Spec: webv1.WebsiteSpec{Host: "Not A Host"}}
+	if _, err := websites.Create(ctx, bad, metav1.CreateOptions{}); !apierrors.IsInvalid(err) ||
+		!strings.Contains(err.Error(), `spec.host: Invalid value: "Not A Host"`) {
+		t.Errorf("a host that is no DNS name: %v, want Invalid naming spec.host", err)
+	}
 }
 
 // start runs m until the test ends.

@@ -22,9 +22,10 @@ type WebsiteSpec struct {
 	// Host is the name the site answers to.
 	// +kubebuilder:validation:MinLength=1
 	Host string `json:"host"`
-	// Image is the container image serving the site on port 80.
-	// +kubebuilder:validation:MinLength=1
-	Image string `json:"image"`
+	// Image is the container image serving the site on port 80; the
+	// defaulting webhook sets one when it is empty.
+	// +optional
+	Image string `json:"image,omitempty"`
 	// Replicas is how many Pods serve it.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
