@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -116,7 +117,8 @@ func TestWebsite_webhooksDefaultTheImageAndGuardTheHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, m)
-	hooks := webhook.ClientConfig{URL: "https://" + m.WebhookAddr(ctx), CABundle: ca,
+	webhooks := url.URL{Scheme: "https", Host: m.WebhookAddr(ctx)} // where the API server calls them
+	hooks := webhook.ClientConfig{URL: webhooks.String(), CABundle: ca,
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}
 	if err := m.Webhooks().Install(ctx, srv.Config(), hooks); err != nil {
 		t.Fatal(err)
