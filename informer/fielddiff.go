@@ -86,30 +86,6 @@ func (w *fieldWalker) walk(a, b reflect.Value, depth int) {
 		return
 	}
 	switch a.Kind() {
-	case reflect.Bool:
-		if a.Bool() != b.Bool() {
-			w.report(a, b)
-		}
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if a.Int() != b.Int() {
-			w.report(a, b)
-		}
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		if a.Uint() != b.Uint() {
-			w.report(a, b)
-		}
-	case reflect.Float32, reflect.Float64:
-		if x, y := a.Float(), b.Float(); x != y && (x == x || y == y) { // two NaNs are the same value
-			w.report(a, b)
-		}
-	case reflect.Complex64, reflect.Complex128:
-		if a.Complex() != b.Complex() {
-			w.report(a, b)
-		}
-	case reflect.String:
-		if a.String() != b.String() {
-			w.report(a, b)
-		}
 	case reflect.Pointer:
 		w.walkPointer(a, b, depth)
 	case reflect.Interface:
@@ -126,11 +102,33 @@ func (w *fieldWalker) walk(a, b reflect.Value, depth int) {
 		w.walkMap(a, b, depth)
 	case reflect.Struct:
 		w.walkStruct(a, b, depth)
-	default: // func, chan, unsafe pointer: the same one or not
-		if a.Pointer() != b.Pointer() {
+	default:
+		if !sameScalar(a, b) {
 			w.report(a, b)
 		}
 	}
+}
+
+// sameScalar compares two values of one type whose kind holds no other
+// value: a number, a string, a bool, or a func, chan or unsafe pointer
+// (the same one or not).
+func sameScalar(a, b reflect.Value) bool {
+	switch a.Kind() {
+	case reflect.Bool:
+		return a.Bool() == b.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return a.Int() == b.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return a.Uint() == b.Uint()
+	case reflect.Float32, reflect.Float64:
+		x, y := a.Float(), b.Float()
+		return x == y || (x != x && y != y) // two NaNs are the same value
+	case reflect.Complex64, reflect.Complex128:
+		return a.Complex() == b.Complex()
+	case reflect.String:
+		return a.String() == b.String()
+	}
+	return a.Pointer() == b.Pointer()
 }
 
 func (w *fieldWalker) walkPointer(a, b reflect.Value, depth int) {

@@ -244,19 +244,11 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, errors.New("manager: nil rest.Config")
 	}
 	opts = opts.withDefaults()
-	scheme := runtime.NewScheme()
-	for _, add := range append([]func(*runtime.Scheme) error{clientgoscheme.AddToScheme}, opts.AddToScheme...) {
-		if err := add(scheme); err != nil {
-			return nil, fmt.Errorf("manager: scheme: %w", err)
-		}
+	scheme, err := newScheme(opts.AddToScheme)
+	if err != nil {
+		return nil, err
 	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
-		cfg.QPS, cfg.Burst = 20, 30
-	}
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
+	cfg = withClientDefaults(cfg)
 	if err := registerRESTClientMetrics(opts.Registry, opts.Logger); err != nil {
 		return nil, fmt.Errorf("manager: client-go's REST client metrics: %w", err)
 	}
@@ -306,6 +298,31 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	return m, nil
+}
+
+// newScheme returns client-go's scheme (Kubernetes' built-in types) with
+// the types of adds.
+func newScheme(adds []func(*runtime.Scheme) error) (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range append([]func(*runtime.Scheme) error{clientgoscheme.AddToScheme}, adds...) {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("manager: scheme: %w", err)
+		}
+	}
+	return scheme, nil
+}
+
+// withClientDefaults returns a copy of cfg with controller-runtime's rate
+// limits when it sets none, and client-go's user agent when it has none.
+func withClientDefaults(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
+		cfg.QPS, cfg.Burst = 20, 30
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return cfg
 }
 
 // Webhooks returns the manager's webhook server: register validators,
