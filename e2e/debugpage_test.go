@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fielderr "k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
@@ -20,6 +22,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
 // pages reconciles ConfigMaps: "bad-*" fail, "blocker" blocks until
@@ -40,13 +43,29 @@ func (p pages) Reconcile(ctx context.Context, n object.ObjectName) (controller.R
 }
 
 // startManager runs a manager with the controller "pages" (one worker) over
-// the ConfigMaps of ns until the test ends, and returns its listener's
-// base URL. The blocker's reconcile returns before the manager stops.
+// the ConfigMaps of ns, and a validating webhook refusing ConfigMaps of ns
+// with a "reject" key, until the test ends, and returns its listener's base
+// URL. The blocker's reconcile returns before the manager stops.
 func startManager(t *testing.T, cfg *rest.Config, ns string) string {
 	t.Helper()
-	m, err := manager.New(cfg, manager.Options{HTTPAddr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	certs := t.TempDir()
+	ca, err := webhook.SelfSigned(certs, "127.0.0.1")
 	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(cfg, manager.Options{HTTPAddr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second,
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Webhook: webhook.Options{Addr: "127.0.0.1:0", CertDir: certs, Name: ns}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := webhook.AddValidator(m.Webhooks(), webhook.Validator[*corev1.ConfigMap]{
+		Create: func(_ context.Context, cm *corev1.ConfigMap) (webhook.Warnings, error) {
+			if _, ok := cm.Data["reject"]; ok {
+				return nil, fielderr.Forbidden(fielderr.NewPath("data").Key("reject"), "this page refuses it")
+			}
+			return nil, nil
+		}}); err != nil {
 		t.Fatal(err)
 	}
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
@@ -69,6 +88,16 @@ func startManager(t *testing.T, cfg *rest.Config, ns string) string {
 	if addr == "" {
 		t.Fatal("the manager did not bind its listener")
 	}
+	hooks := url.URL{Scheme: "https", Host: m.WebhookAddr(ctx)}
+	if err := m.Webhooks().Install(ctx, cfg, webhook.ClientConfig{URL: hooks.String(), CABundle: ca,
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Webhooks().Uninstall(context.Background(), cfg); err != nil {
+			t.Error(err)
+		}
+	})
 	return "http://" + addr
 }
 
@@ -142,6 +171,17 @@ func TestDebugPage_inChromiumOnTheRealServer(t *testing.T) {
 	create("bad-1")
 	errRow := fmt.Sprintf(`#errors tr[data-key="%s/bad-1"]`, ns)
 	waitFor(t, ctx, 15*time.Second, "bad-1's error", field(errRow, "error")+`.includes("its template is bad")`)
+
+	// A ConfigMap the webhook refuses shows in the webhooks section.
+	_, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "refused"}, Data: map[string]string{"reject": "x"}}, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "this page refuses it") {
+		t.Fatalf("a ConfigMap with a reject key: %v, want the webhook's refusal", err)
+	}
+	hook := `#webhooks tr[data-webhook="/validate--v1-configmap"]`
+	waitFor(t, ctx, 10*time.Second, "the webhook with its rejection",
+		`!document.getElementById("webhooks-section").hidden && `+field(hook, "rejections")+` === "1" && `+
+			field(hook, "type")+` === "validating" && document.getElementById("webhooks-cert").textContent.includes("127.0.0.1")`)
 
 	// Explain answers for a queued key: the only worker is held by the
 	// blocker, so a key created after it waits in the queue.

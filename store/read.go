@@ -62,29 +62,32 @@ func (s *Indexer[T]) ListKeys() []string {
 // An unknown index is an error wrapping ErrNoIndex. The caller owns the
 // slice; the objects are read-only.
 func (s *Indexer[T]) ByIndex(indexName, value string) ([]T, error) {
-	i, err := s.funcs.Load().lookup(indexName)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.c.objects(s.c.indices[i][value]), nil
+	return readIndex(s, indexName, value, (*cache[T]).objects)
 }
 
 // IndexKeys is ByIndex returning keys instead of objects.
 func (s *Indexer[T]) IndexKeys(indexName, value string) ([]string, error) {
+	return readIndex(s, indexName, value, func(_ *cache[T], set keySet) []string {
+		out := make([]string, 0, len(set))
+		for key := range set {
+			out = append(out, key)
+		}
+		return out
+	})
+}
+
+// readIndex returns read of the cache and the keys under value in the
+// named index, called under the store's read lock; an unknown index is an
+// error wrapping ErrNoIndex.
+func readIndex[T object.Object, R any](s *Indexer[T], indexName, value string, read func(*cache[T], keySet) R) (R, error) {
 	i, err := s.funcs.Load().lookup(indexName)
 	if err != nil {
-		return nil, err
+		var zero R
+		return zero, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	set := s.c.indices[i][value]
-	out := make([]string, 0, len(set))
-	for key := range set {
-		out = append(out, key)
-	}
-	return out, nil
+	return read(s.c, s.c.indices[i][value]), nil
 }
 
 // Index returns the objects that share at least one value with obj in the
