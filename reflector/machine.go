@@ -336,6 +336,19 @@ func (m *machine[T]) onStreamFailed(in watchFailed) []action {
 	return m.fallBack(in.err)
 }
 
+// onStreamEnded handles a watch-list stream the server closed cleanly
+// before its end bookmark (its timeout ran out while the initial state was
+// being sent). As in client-go, the stream starts over at once; only a
+// stream that closed at once with nothing in it makes this sync list
+// instead, since streaming again would loop.
+func (m *machine[T]) onStreamEnded(now time.Time) []action {
+	if m.streamed == 0 && now.Sub(m.watchStart) < m.cfg.shortWatch {
+		return m.fallBack(errStreamEnded)
+	}
+	m.streamed, m.batch = 0, nil // the stream starts over
+	return []action{m.watchAction(m.rewatchRV(), true)}
+}
+
 // fallBack gives up this sync's watch-list attempt and lists instead.
 func (m *machine[T]) fallBack(why error) []action {
 	l := m.startList(nil)
@@ -441,7 +454,7 @@ func (m *machine[T]) onWatchEnded(in watchEnded) []action {
 	switch m.phase {
 	case streaming:
 		if in.err == nil {
-			in.err = errStreamEnded
+			return m.onStreamEnded(in.now)
 		}
 		return m.onWatchFailed(watchFailed(in))
 	case watching:
@@ -467,6 +480,6 @@ func (m *machine[T]) onWatchEnded(in watchEnded) []action {
 // Causes the machine names itself.
 var (
 	errVeryShortWatch   = errors.New("reflector: watch closed at once without events")
-	errStreamEnded      = errors.New("reflector: watch-list stream ended before its initial-events-end bookmark")
+	errStreamEnded      = errors.New("reflector: watch-list stream closed at once, empty, before its initial-events-end bookmark")
 	errWatchListIgnored = errors.New("reflector: server ignored the watch-list request")
 )
