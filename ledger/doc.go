@@ -21,8 +21,8 @@
 //
 // Writes of resources no informer caches are not waited for. Resource
 // versions the server returns that are not numbers cannot be compared: such
-// a write waits for the bound. Responses in protobuf are not read (the
-// manager's clients use JSON); such writes are not recorded.
+// a write waits for the bound. Responses are read in JSON and in Kubernetes
+// protobuf (the manager's clients use protobuf for built-in types).
 //
 // Concurrency: a Ledger is safe for concurrent use. Its hooks (Observe) are
 // cheap when nothing is pending: one atomic load.

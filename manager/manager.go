@@ -264,7 +264,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	kube, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	kube, err := kubernetes.NewForConfigAndClient(listwatch.PreferProtobuf(cfg), hc) // built-in types only: protobuf
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
@@ -337,7 +337,8 @@ func (m *Manager) Webhooks() *webhook.Server { return m.webhooks }
 // is registered.
 func (m *Manager) WebhookAddr(ctx context.Context) string { return m.bound(ctx, &m.webhookAddr) }
 
-// Kube returns a clientset for the manager's API server, for writes.
+// Kube returns a clientset for the manager's API server, for writes. It
+// speaks protobuf, the cheaper encoding Kubernetes' own types have.
 func (m *Manager) Kube() kubernetes.Interface { return m.kube }
 
 // Config returns a copy of the manager's rest.Config, e.g. for a client
