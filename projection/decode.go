@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
@@ -118,7 +119,7 @@ func (f *field) decode(b []byte, start, i int, w wireType, base unsafe.Pointer, 
 		if w == wireBytes && f.val.wire != wireBytes {
 			return i, f.decodePacked(payload, at)
 		}
-		at = f.appendElem(at, count(b, start, uint64(f.num)))
+		at = f.appendElem(at, b, start, false)
 	}
 	return i, f.val.store(at, v, payload, f.path, depth)
 }
@@ -202,11 +203,18 @@ type sliceHeader struct {
 	len, cap int
 }
 
-// appendElem makes room for one more element in the slice at p (growing it
-// to hold at least n more) and returns the new element's address.
-func (f *field) appendElem(p unsafe.Pointer, n int) unsafe.Pointer {
+// appendElem makes room for one more element in the slice at p and returns
+// the new element's address. A full slice grows to hold every record of f
+// in message b from start on; for packed scalars, b is the payload and
+// start the index after the value being added: it grows by at most the
+// bytes left, plus one.
+func (f *field) appendElem(p unsafe.Pointer, b []byte, start int, packed bool) unsafe.Pointer {
 	h := (*sliceHeader)(p)
 	if h.len == h.cap {
+		n := len(b) - start + 1
+		if !packed {
+			n = count(b, start, uint64(f.num))
+		}
 		s := reflect.NewAt(f.typ, p).Elem()
 		grown := reflect.MakeSlice(f.typ, h.len, h.len+max(n, 1))
 		reflect.Copy(grown, s)
@@ -233,9 +241,22 @@ func (f *field) decodePacked(payload []byte, p unsafe.Pointer) error {
 		if err != nil {
 			return fmt.Errorf("projection: %s: %w", f.path, err)
 		}
-		if err := f.val.store(f.appendElem(p, len(payload)-i+1), n, nil, f.path, 0); err != nil {
+		if err := f.val.store(f.appendElem(p, payload, i, true), n, nil, f.path, 0); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// DecodeJSON decodes the JSON encoding of one full object into a new P with
+// encoding/json, which skips the members P lacks (it still scans them).
+// Unlike Decode it fills kind and apiVersion, which JSON carries in the
+// object.
+func (p *Plan[P]) DecodeJSON(data []byte) (P, error) {
+	v := reflect.New(p.elem)
+	if err := json.Unmarshal(data, v.Interface()); err != nil {
+		var zero P
+		return zero, fmt.Errorf("projection: %s: %w", p.root.path, err)
+	}
+	return v.Interface().(P), nil
 }

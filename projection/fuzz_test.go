@@ -1,0 +1,39 @@
+package projection_test
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// FuzzDecode feeds arbitrary bytes, seeded with real Pods, to three plans:
+// none may panic, and the full type as its own projection must agree with
+// corev1.Pod.Unmarshal whenever both succeed.
+func FuzzDecode(f *testing.F) {
+	for _, pod := range []*corev1.Pod{testPod(1, false), testPod(2, true), {}} {
+		raw := marshal(f, pod)
+		f.Add(raw)
+		f.Add(raw[:len(raw)/2])
+	}
+	f.Add([]byte{0x78, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	view := mustPlan[*PodView, *corev1.Pod](f)
+	wide := mustPlan[*wideView, *corev1.Pod](f)
+	full := mustPlan[*corev1.Pod, *corev1.Pod](f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if v, err := view.Decode(data); (v == nil) != (err != nil) {
+			t.Fatalf("PodView: %v with error %v", v, err)
+		}
+		if v, err := wide.Decode(data); (v == nil) != (err != nil) {
+			t.Fatalf("wideView: %v with error %v", v, err)
+		}
+		got, err := full.Decode(data)
+		var want corev1.Pod
+		if err != nil || want.Unmarshal(data) != nil {
+			return
+		}
+		if !reflect.DeepEqual(got, &want) {
+			t.Fatalf("Decode differs from corev1.Pod.Unmarshal:\n got %v\nwant %v", got, &want)
+		}
+	})
+}
