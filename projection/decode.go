@@ -33,9 +33,12 @@ func (p *Plan[P]) Decode(data []byte) (P, error) {
 // DecodeEnvelope decodes a protobuf response body for one object: the
 // "k8s\x00" magic and the runtime.Unknown around the object's bytes (see
 // Unwrap). It fills P's kind and apiVersion, if P has them, from the
-// envelope.
+// envelope. An envelope whose kind is not F's type name is an error.
 func (p *Plan[P]) DecodeEnvelope(data []byte) (P, error) {
 	env, err := Unwrap(data)
+	if err == nil && env.Kind != "" && env.Kind != p.fName {
+		err = fmt.Errorf("projection: the body holds a %s, the plan decodes a %s", env.Kind, p.fName)
+	}
 	if err != nil {
 		var zero P
 		return zero, err

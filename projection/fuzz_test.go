@@ -4,11 +4,12 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/ctrlkit/ctrlkit/projection"
 	corev1 "k8s.io/api/core/v1"
 )
 
-// FuzzDecode feeds arbitrary bytes, seeded with real Pods, to three plans:
-// none may panic, and the full type as its own projection must agree with
+// FuzzDecode feeds arbitrary bytes, seeded with real Pods, to three plans
+// (Decode, DecodeList, DecodeEnvelope): none may panic, and the full type as its own projection must agree with
 // corev1.Pod.Unmarshal whenever both succeed.
 func FuzzDecode(f *testing.F) {
 	for _, pod := range []*corev1.Pod{testPod(1, false), testPod(2, true), {}} {
@@ -16,6 +17,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(raw)
 		f.Add(raw[:len(raw)/2])
 	}
+	f.Add(append([]byte("k8s\x00\x12\x03"), 0x0a, 0x01, 'x'))
 	f.Add([]byte{0x78, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
 	view := mustPlan[*PodView, *corev1.Pod](f)
 	wide := mustPlan[*wideView, *corev1.Pod](f)
@@ -26,6 +28,14 @@ func FuzzDecode(f *testing.F) {
 		}
 		if v, err := wide.Decode(data); (v == nil) != (err != nil) {
 			t.Fatalf("wideView: %v with error %v", v, err)
+		}
+		if l, err := view.DecodeList(data); err == nil && len(l.Items) > 0 && l.Items[len(l.Items)-1] == nil {
+			t.Fatal("DecodeList returned a nil item")
+		}
+		if _, err := projection.Unwrap(data); err == nil {
+			if v, err := view.DecodeEnvelope(data); (v == nil) != (err != nil) {
+				t.Fatalf("DecodeEnvelope: %v with error %v", v, err)
+			}
 		}
 		got, err := full.Decode(data)
 		var want corev1.Pod

@@ -14,8 +14,9 @@ import (
 // each field of P, where F puts it on the wire. A Plan is immutable and safe
 // for concurrent use.
 type Plan[P any] struct {
-	root *message
-	elem reflect.Type // the struct P points to
+	root  *message
+	elem  reflect.Type // the struct P points to
+	fName string       // F's type name, the kind DecodeEnvelope expects
 	// kind and apiVersion are the offsets of P's TypeMeta fields, filled by
 	// DecodeEnvelope (protobuf carries them in the envelope, not the
 	// object); -1 when P has none.
@@ -42,7 +43,7 @@ func New[P, F any]() (*Plan[P], error) {
 		return nil, fmt.Errorf("projection: F is %s, want a pointer to a struct", ft)
 	}
 	c := compiler{memo: map[[2]reflect.Type]*message{}}
-	plan := &Plan[P]{elem: pt.Elem(), kind: -1, apiVersion: -1}
+	plan := &Plan[P]{elem: pt.Elem(), fName: ft.Name(), kind: -1, apiVersion: -1}
 	plan.root = c.message(pt.Elem(), ft, pt.Elem().Name(), plan)
 	if len(c.errs) > 0 {
 		return nil, fmt.Errorf("projection: %s", strings.Join(c.errs, "; "))

@@ -330,3 +330,48 @@ func TestPlan_skippedFieldsCostNoAllocations(t *testing.T) {
 	}
 	t.Logf("%v allocations per PodView; small Pod %d bytes, big %d", a, len(smallRaw), len(bigRaw))
 }
+
+func TestPlan_DecodeListDecodesEveryItemAndTheListMetadata(t *testing.T) {
+	list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "812", Continue: "next-page"}}
+	for i := range 3 {
+		list.Items = append(list.Items, *testPod(i, i == 1))
+	}
+	raw, err := list.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := mustPlan[*PodView, *corev1.Pod](t)
+	got, err := plan.DecodeList(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != "812" || got.Continue != "next-page" || len(got.Items) != 3 {
+		t.Fatalf("DecodeList = rv %q, continue %q, %d items; want 812, next-page, 3", got.ResourceVersion, got.Continue, len(got.Items))
+	}
+	for i := range list.Items {
+		want := viaJSON[*PodView](t, &list.Items[i])
+		want.TypeMeta = metav1.TypeMeta{}
+		if !reflect.DeepEqual(got.Items[i], want) {
+			t.Errorf("item %d:\n got %+v\nwant %+v", i, got.Items[i], want)
+		}
+	}
+	if _, err := plan.DecodeList(raw[:len(raw)-10]); err == nil || !strings.Contains(err.Error(), "PodViewList") {
+		t.Errorf("DecodeList of a truncated list: %v, want an error naming PodViewList", err)
+	}
+}
+
+func TestPlan_DecodeEnvelopeRefusesAnotherKind(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "c"}}
+	if err := protobuf.NewSerializer(scheme, scheme).Encode(cm, &buf); err != nil {
+		t.Fatal(err)
+	}
+	_, err := mustPlan[*PodView, *corev1.Pod](t).DecodeEnvelope(buf.Bytes())
+	if err == nil || !strings.Contains(err.Error(), "holds a ConfigMap, the plan decodes a Pod") {
+		t.Errorf("DecodeEnvelope of a ConfigMap: %v", err)
+	}
+}
