@@ -1,7 +1,6 @@
 package projection
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
@@ -251,15 +250,25 @@ func (f *field) decodePacked(payload []byte, p unsafe.Pointer) error {
 	return nil
 }
 
-// DecodeJSON decodes the JSON encoding of one full object into a new P with
-// encoding/json, which skips the members P lacks (it still scans them).
+// DecodeJSON decodes the JSON encoding of one full object into a new P.
+// Members P lacks are skipped by a scan that balances brackets and finds
+// the ends of strings but checks nothing else; members P has decode as
+// encoding/json decodes them (names matched exactly, then ignoring case).
 // Unlike Decode it fills kind and apiVersion, which JSON carries in the
 // object.
 func (p *Plan[P]) DecodeJSON(data []byte) (P, error) {
 	v := reflect.New(p.elem)
-	if err := json.Unmarshal(data, v.Interface()); err != nil {
-		var zero P
-		return zero, fmt.Errorf("projection: %s: %w", p.root.path, err)
+	var zero P
+	i := space(data, 0)
+	if i == len(data) {
+		return zero, fmt.Errorf("projection: %s: %w", p.json.path, ErrTruncated)
+	}
+	end, err := p.json.decode(data, i, v.UnsafePointer(), 0)
+	if err != nil {
+		return zero, err
+	}
+	if space(data, end) != len(data) {
+		return zero, fmt.Errorf("projection: %s: %w: data after the object", p.json.path, errJSON)
 	}
 	return v.Interface().(P), nil
 }

@@ -1,6 +1,7 @@
 package projection_test
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 
@@ -46,4 +47,40 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode differs from corev1.Pod.Unmarshal:\n got %v\nwant %v", got, &want)
 		}
 	})
+}
+
+// FuzzDecodeJSON feeds arbitrary JSON, seeded with real Pods, to DecodeJSON:
+// it must not panic, and whenever encoding/json decodes the input into the
+// projection, DecodeJSON must decode the same (it may accept more: members
+// it skips are only scanned).
+func FuzzDecodeJSON(f *testing.F) {
+	for _, pod := range []*corev1.Pod{testPod(1, false), testPod(2, true), {}} {
+		js, err := json.Marshal(pod)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(js)
+		f.Add(js[:len(js)/2])
+	}
+	f.Add([]byte(`{"Metadata":{"NAME":"a\u0041","labels":null},"status":{"phase":"\u00e9"}}`))
+	view := mustPlan[*PodView, *corev1.Pod](f)
+	wide := mustPlan[*wideView, *corev1.Pod](f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkJSON(t, view, data)
+		checkJSON(t, wide, data)
+	})
+}
+
+func checkJSON[P any](t *testing.T, plan *projection.Plan[P], data []byte) {
+	got, err := plan.DecodeJSON(data)
+	want := reflect.New(reflect.TypeFor[P]().Elem()).Interface().(P)
+	if json.Unmarshal(data, want) != nil {
+		return
+	}
+	if err != nil {
+		t.Fatalf("encoding/json decodes %q, DecodeJSON fails: %v", data, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("DecodeJSON differs from encoding/json on %q:\n got %+v\nwant %+v", data, got, want)
+	}
 }

@@ -17,6 +17,7 @@ type Plan[P any] struct {
 	root  *message
 	elem  reflect.Type // the struct P points to
 	fName string       // F's type name, the kind DecodeEnvelope expects
+	json  *jsonObject
 	// kind and apiVersion are the offsets of P's TypeMeta fields, filled by
 	// DecodeEnvelope (protobuf carries them in the envelope, not the
 	// object); -1 when P has none.
@@ -45,6 +46,7 @@ func New[P, F any]() (*Plan[P], error) {
 	c := compiler{memo: map[[2]reflect.Type]*message{}}
 	plan := &Plan[P]{elem: pt.Elem(), fName: ft.Name(), kind: -1, apiVersion: -1}
 	plan.root = c.message(pt.Elem(), ft, pt.Elem().Name(), plan)
+	plan.json = jsonPlan(pt.Elem(), pt.Elem().Name(), map[reflect.Type]*jsonObject{})
 	if len(c.errs) > 0 {
 		return nil, fmt.Errorf("projection: %s", strings.Join(c.errs, "; "))
 	}

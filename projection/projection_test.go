@@ -375,3 +375,72 @@ func TestPlan_DecodeEnvelopeRefusesAnotherKind(t *testing.T) {
 		t.Errorf("DecodeEnvelope of a ConfigMap: %v", err)
 	}
 }
+
+func TestPlan_DecodeJSONEqualsEncodingJSON(t *testing.T) {
+	viewPlan := mustPlan[*PodView, *corev1.Pod](t)
+	widePlan := mustPlan[*wideView, *corev1.Pod](t)
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+	}{
+		{"a running pod", testPod(7, false)},
+		{"a pod being deleted", testPod(123, true)},
+		{"an empty pod", &corev1.Pod{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js, err := json.MarshalIndent(tc.pod, "", "  ") // spaces too
+			if err != nil {
+				t.Fatal(err)
+			}
+			view, err := viewPlan.DecodeJSON(js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want PodView
+			if err := json.Unmarshal(js, &want); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(view, &want) {
+				t.Errorf("PodView:\n got %+v\nwant %+v", view, &want)
+			}
+			wide, err := widePlan.DecodeJSON(js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantWide wideView
+			if err := json.Unmarshal(js, &wantWide); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(wide, &wantWide) {
+				t.Errorf("wideView:\n got %+v\nwant %+v", wide, &wantWide)
+			}
+		})
+	}
+}
+
+func TestPlan_DecodeJSONReportsBadInputWithThePath(t *testing.T) {
+	plan := mustPlan[*PodView, *corev1.Pod](t)
+	for _, tc := range []struct {
+		name, in string
+		want     []string
+	}{
+		{"empty", "", []string{"PodView", "truncated"}},
+		{"not an object", `[1]`, []string{"PodView", "where an object starts"}},
+		{"truncated in a skipped member", `{"spec":{"containers":[{"name":"a`, []string{"PodView.spec", "truncated"}},
+		{"a kept member of the wrong type", `{"metadata":{"labels":["a"]}}`, []string{"PodView.metadata.labels", "cannot unmarshal array"}},
+		{"data after the object", `{} {}`, []string{"PodView", "data after the object"}},
+		{"no colon", `{"status" 1}`, []string{"PodView", "no colon"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := plan.DecodeJSON([]byte(tc.in))
+			if err == nil {
+				t.Fatal("DecodeJSON succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
