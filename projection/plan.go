@@ -170,8 +170,10 @@ func (c *compiler) message(p, f reflect.Type, path string, root interface{ typeM
 		case !ok:
 			c.fail(fp, "%s has no field %q (json names: %s)", f.Name(), pf.name, strings.Join(sortedKeys(fs), ", "))
 			continue
-		case !ff.onWire && root != nil && pf.typ.Kind() == reflect.String && (pf.name == "kind" || pf.name == "apiVersion"):
-			root.typeMeta(pf.name, pf.off)
+		case !ff.onWire && pf.typ.Kind() == reflect.String && (pf.name == "kind" || pf.name == "apiVersion"):
+			if root != nil { // the envelope's; a nested object's stays empty, as in F
+				root.typeMeta(pf.name, pf.off)
+			}
 			continue
 		case !ff.onWire:
 			c.fail(fp, "%s.%s is not encoded in protobuf", f.Name(), pf.name)
@@ -315,7 +317,7 @@ func customEncoding(f reflect.Type) bool {
 		return false
 	}
 	for i := range f.NumField() {
-		if _, ok := f.Field(i).Tag.Lookup("protobuf"); ok {
+		if protobufTag(f.Field(i)) {
 			return false
 		}
 	}
@@ -331,7 +333,7 @@ func jsonName(sf reflect.StructField) (string, bool) {
 		return "", false
 	}
 	tag := sf.Tag.Get("json")
-	if _, pb := sf.Tag.Lookup("protobuf"); tag == "-" && pb {
+	if tag == "-" && protobufTag(sf) {
 		return sf.Name, true
 	} else if tag == "-" {
 		return "", false
@@ -366,7 +368,7 @@ func fFields(t reflect.Type, hops []hop, onWire bool, out map[string]fField) {
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		name, ok := jsonName(sf)
-		pb, tagged := sf.Tag.Lookup("protobuf")
+		pb, tagged := sf.Tag.Get("protobuf"), protobufTag(sf)
 		switch {
 		case !ok:
 		case name == "" && tagged:
@@ -378,6 +380,13 @@ func fFields(t reflect.Type, hops []hop, onWire bool, out map[string]fField) {
 			out[name] = fField{typ: sf.Type, tag: sf.Tag, hops: hops, onWire: onWire && tagged}
 		}
 	}
+}
+
+// protobufTag reports whether a field is sent in protobuf: it has a
+// protobuf tag other than "-".
+func protobufTag(sf reflect.StructField) bool {
+	pb, ok := sf.Tag.Lookup("protobuf")
+	return ok && pb != "-"
 }
 
 // parseTag reads the field number of a protobuf struct tag such as
