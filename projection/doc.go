@@ -14,6 +14,12 @@
 // into a new P, skipping every field P lacks by its wire type without
 // allocating for it.
 //
-// For JSON, encoding/json into P already ignores members P lacks; DecodeJSON
-// is that, kept beside Decode so both wire formats share one projection type.
+// Plan.DecodeList decodes one page of a list (a PodList for a Pod plan).
+// Plan.DecodeJSON is the same for JSON: members P lacks are skipped by a
+// scan that only balances brackets and finds the ends of strings.
+//
+// Measured on a realistic Pod (go test -bench . ./projection/): decoding a
+// small projection from protobuf takes under a fifth of the CPU of
+// corev1.Pod's Unmarshal and a sixth of its bytes; from JSON, about a third
+// of a full encoding/json decode.
 package projection

@@ -27,8 +27,11 @@ type Plan[P any] struct {
 // New compiles the plan of projection P (a pointer to a struct) against the
 // full type F (a pointer to a struct generated with protobuf tags, such as
 // *corev1.Pod). Each exported field of P is matched by its json name (the Go
-// name when untagged; fields tagged json:"-" are ignored) to F's field, and
-// must have the same Go kind, pointers aside. Types whose protobuf encoding
+// name when untagged or when json:"-" hides a field protobuf sends; other
+// json:"-" fields are ignored) to F's field, and must have the same Go kind,
+// pointers aside. kind and apiVersion (an embedded metav1.TypeMeta) are not
+// in an object's protobuf: DecodeEnvelope fills the top level's, nested
+// ones stay empty, as in F. Types whose protobuf encoding
 // is custom (metav1.Time, metav1.MicroTime, resource.Quantity, ...) must be
 // used as F declares them. The error names the path of every field that
 // does not match, and why.
