@@ -303,7 +303,8 @@ func TestNew_reportsEveryMismatchAtOnce(t *testing.T) {
 
 // TestPlan_skippedFieldsCostNoAllocations decodes PodView from a Pod and
 // from the same Pod with much more that PodView lacks (fifty containers,
-// big managed fields): the allocations are the same.
+// big managed fields): the allocations are the same, from protobuf and from
+// JSON.
 func TestPlan_skippedFieldsCostNoAllocations(t *testing.T) {
 	plan := mustPlan[*PodView, *corev1.Pod](t)
 	small := testPod(9, false)
@@ -312,7 +313,7 @@ func TestPlan_skippedFieldsCostNoAllocations(t *testing.T) {
 	for range 50 {
 		big.Spec.Containers = append(big.Spec.Containers, big.Spec.Containers[0])
 	}
-	big.ManagedFields[0].FieldsV1.Raw = bytes.Repeat([]byte(" "), 64<<10)
+	big.ManagedFields[0].FieldsV1.Raw = []byte(`{"f:spec":"` + strings.Repeat("x", 64<<10) + `"}`)
 	smallRaw, bigRaw := marshal(t, small), marshal(t, big)
 	if len(bigRaw) < 20*len(smallRaw) {
 		t.Fatalf("the big Pod is %d bytes, the small one %d: not a test of skipping", len(bigRaw), len(smallRaw))
@@ -329,6 +330,21 @@ func TestPlan_skippedFieldsCostNoAllocations(t *testing.T) {
 		t.Errorf("decoding PodView allocates %v times from the small Pod, %v from the big one", a, b)
 	}
 	t.Logf("%v allocations per PodView; small Pod %d bytes, big %d", a, len(smallRaw), len(bigRaw))
+
+	jsonAllocs := func(pod *corev1.Pod) float64 {
+		js, err := json.Marshal(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return testing.AllocsPerRun(100, func() {
+			if _, err := plan.DecodeJSON(js); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if a, b := jsonAllocs(small), jsonAllocs(big); a != b {
+		t.Errorf("DecodeJSON allocates %v times from the small Pod, %v from the big one", a, b)
+	}
 }
 
 func TestPlan_DecodeListDecodesEveryItemAndTheListMetadata(t *testing.T) {
