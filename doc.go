@@ -32,6 +32,8 @@
 //   - informer: steps 3 to 6, the shared informer that owns the cache and notifies handlers
 //   - telemetry: the logger and metrics registerer every stage's options embed
 //   - intern: the memory-first cache, repeated strings of cached objects shared
+//   - projection: lean objects, a projection type (only the fields a controller reads) decoded straight from
+//     protobuf, never building the full object
 //   - store: steps 4, 5 and 9, the Indexer (typed cache with indexes), Reader and Listers
 //   - handler: steps 6 and 7, resource event handlers and the enqueue helpers
 //   - workqueue: steps 7 and 8, the rate-limited work queue

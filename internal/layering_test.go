@@ -149,6 +149,7 @@ var allowed = map[string][]string{
 	"object":     nil,
 	"telemetry":  nil,
 	"intern":     nil,
+	"projection": {"object"},
 	"workqueue":  {"internal/fifo"},
 	"store":      {"object"},
 	"reflector":  {"object"},
