@@ -44,6 +44,14 @@ type FactoryOptions struct {
 	// takes about a sixth less memory (see README's benchmarks), for a hash
 	// per repeated string of each object written.
 	DisableInterning bool
+	// AtomicRelist holds each relist whole and swaps it into the cache at
+	// its end, as client-go's informers do since Kubernetes 1.36: a reader
+	// never sees the cache half relisted (some objects from the new list,
+	// others from before it), and handlers are told what changed once the
+	// new state is in place. It costs memory: the relist's objects beside
+	// the cache until the end (the streamed default applies each page as it
+	// arrives; see README's S4). Default: off, streamed.
+	AtomicRelist bool
 	// DetectMutations says when the informer checks that nobody writes
 	// into its cached objects, which every reader shares (a reconcile that
 	// changes a label of an object from a Reader changes it for everyone,

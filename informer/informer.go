@@ -70,6 +70,7 @@ type SharedIndexInformer[T object.Object] struct {
 	refl      *reflector.Reflector[T]
 	metrics   *metrics
 	det       *detector[T] // nil: mutations are not checked
+	atomic    bool         // Options.AtomicRelist
 	handlerID atomic.Int64
 
 	// mu guards the fields below, and makes each cache write and the
@@ -87,7 +88,8 @@ type SharedIndexInformer[T object.Object] struct {
 	// successor. relisted is closed and replaced at each (see Relist).
 	relists  uint64
 	relisted chan struct{}
-	stopping chan struct{} // closed when Run's context ends
+	held     *heldRelist[T] // AtomicRelist: the relist being received
+	stopping chan struct{}  // closed when Run's context ends
 	wg       sync.WaitGroup
 }
 
@@ -105,7 +107,7 @@ func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*Shar
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
 	}
 	i := &SharedIndexInformer[T]{
-		name: opts.Name, log: opts.Logger, idx: idx, fifo: deltafifo.New[T](),
+		name: opts.Name, log: opts.Logger, idx: idx, fifo: deltafifo.New[T](), atomic: opts.AtomicRelist,
 		syncedC: make(chan struct{}), stopping: make(chan struct{}), relisted: make(chan struct{}),
 	}
 	if i.det, err = newDetector(opts); err != nil {

@@ -96,6 +96,10 @@ func (i *SharedIndexInformer[T]) removeLocked(key string, obj T, finalStateUnkno
 func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	if i.atomic {
+		i.holdPartLocked(p)
+		return
+	}
 	if p.Begin {
 		i.idx.BeginRelist()
 	}
@@ -124,9 +128,109 @@ func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 		}
 		i.markSyncedLocked()
 	}
-	i.relists = max(i.relists, p.Seq) // a relist superseded in the FIFO is never applied: its successor counts
+	i.relistEndedLocked(p.Seq)
+}
+
+// relistEndedLocked counts a relist as ended, applied or abandoned.
+func (i *SharedIndexInformer[T]) relistEndedLocked(seq uint64) {
+	i.relists = max(i.relists, seq) // a relist superseded in the FIFO is never applied: its successor counts
 	close(i.relisted)
 	i.relisted = make(chan struct{})
+}
+
+// heldRelist is an atomic relist's state so far: the listed objects by
+// key, in the order first listed.
+type heldRelist[T object.Object] struct {
+	keys []string
+	objs map[string]T
+}
+
+// holdPartLocked adds one part of a relist to the held one (AtomicRelist)
+// and, at its end, swaps the whole of it into the cache.
+func (i *SharedIndexInformer[T]) holdPartLocked(p *deltafifo.RelistPart[T]) {
+	if p.Begin || i.held == nil { // a relist begun again supersedes the one held
+		i.held = &heldRelist[T]{objs: map[string]T{}}
+	}
+	h := i.held
+	for _, obj := range p.Items {
+		key, err := object.MetaNamespaceKeyFunc(obj)
+		if err != nil {
+			i.log.Error("informer: relist item without a valid key", "informer", i.name, "err", err)
+			continue
+		}
+		if _, ok := h.objs[key]; !ok {
+			h.keys = append(h.keys, key)
+		}
+		h.objs[key] = obj
+	}
+	for _, obj := range p.Deleted {
+		if key, err := object.MetaNamespaceKeyFunc(obj); err == nil {
+			delete(h.objs, key) // its key stays in h.keys, skipped by swapLocked
+		}
+	}
+	if !p.End {
+		return
+	}
+	i.held = nil
+	if !p.Abandoned {
+		i.swapLocked(h, p.ResourceVersion)
+		i.markSyncedLocked()
+	}
+	i.relistEndedLocked(p.Seq)
+}
+
+// swapLocked replaces the cache's content with h at once (readers see the
+// old content or the new, never a mix), then notifies: adds for new keys,
+// updates for objects that changed, deletes (FinalStateUnknown) for keys
+// the relist no longer has.
+func (i *SharedIndexInformer[T]) swapLocked(h *heldRelist[T], rv string) {
+	type change struct {
+		key string
+		obj T               // the object written; zero for a key removed
+		n   notification[T] // kind 0: nothing to tell
+	}
+	items := make([]T, 0, len(h.objs))
+	changes := make([]change, 0, len(h.objs))
+	written := make(map[string]struct{}, len(h.objs))
+	for _, key := range h.keys {
+		obj, ok := h.objs[key]
+		if !ok {
+			continue // deleted while the relist was sent, or listed twice
+		}
+		delete(h.objs, key)
+		written[key] = struct{}{}
+		items = append(items, obj)
+		c := change{key: key, obj: obj}
+		switch old, existed := i.idx.GetByKey(key); {
+		case !existed:
+			c.n = notification[T]{kind: addKind, obj: obj, initial: !i.synced}
+		case changed(old, obj):
+			c.n = notification[T]{kind: updateKind, old: old, obj: obj}
+		}
+		changes = append(changes, c)
+	}
+	listed := len(changes)
+	for _, key := range i.idx.ListKeys() {
+		if _, ok := written[key]; !ok {
+			old, _ := i.idx.GetByKey(key)
+			changes = append(changes, change{key: key, n: notification[T]{kind: deleteKind, del: tombstone(key, old, true)}})
+		}
+	}
+	if err := i.idx.Replace(items, rv); err != nil {
+		i.log.Error("informer: relist could not be applied; the cache keeps its content", "informer", i.name, "err", err)
+		return
+	}
+	now := time.Now()
+	for k, c := range changes {
+		if k < listed {
+			i.det.stored(c.key, c.obj)
+		} else {
+			i.det.removed(c.key)
+		}
+		if c.n.kind != 0 {
+			i.dispatchLocked(c.key, c.n, now)
+		}
+	}
 }
 
 // markSyncedLocked marks the informer synced after its first relist.

@@ -153,7 +153,7 @@ var allowed = map[string][]string{
 	"workqueue":  {"internal/fifo"},
 	"store":      {"object"},
 	"reflector":  {"object"},
-	"listwatch":  {"object", "reflector"},
+	"listwatch":  {"object", "reflector", "projection"},
 	"deltafifo":  {"object", "internal/fifo"},
 	"handler":    {"object", "workqueue"},
 	"informer":   {"object", "reflector", "deltafifo", "store", "handler", "intern", "internal/fifo", "internal/run"},

@@ -97,7 +97,7 @@ func checkListWatch[T object.Object](t *testing.T, lw reflector.ListerWatcher[T]
 	ev := firstEvent(t, w)
 	obj, ok := ev.Object.(T)
 	if !ok || ev.Type != watch.Added || obj.GetName() != "web-3" {
-		t.Fatalf("first event = %s %T, want ADDED web-3 as a %T", ev.Type, ev.Object, obj)
+		t.Fatalf("first event = %s %T (%v), want ADDED web-3 as a %T", ev.Type, ev.Object, ev.Object, obj)
 	}
 }
 

@@ -21,6 +21,10 @@ const maxDepth = 100
 // P's TypeMeta is left empty: protobuf sends it in the envelope (see
 // DecodeEnvelope).
 func (p *Plan[P]) Decode(data []byte) (P, error) {
+	if p.jsonOnly {
+		var zero P
+		return zero, ErrNoProtobuf
+	}
 	v := reflect.New(p.elem)
 	if err := p.root.decode(data, v.UnsafePointer(), 0); err != nil {
 		var zero P

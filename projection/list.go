@@ -16,6 +16,9 @@ type List[P any] struct {
 // raw bytes inside the envelope) into a List of projections. The items are
 // allocated once, counted first.
 func (p *Plan[P]) DecodeList(data []byte) (List[P], error) {
+	if p.jsonOnly {
+		return List[P]{}, ErrNoProtobuf
+	}
 	list := List[P]{Items: make([]P, 0, count(data, 0, 2))}
 	err := fields(data, p.root.path+"List", func(num uint64, v []byte) error {
 		switch num {

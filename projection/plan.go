@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -22,7 +23,14 @@ type Plan[P any] struct {
 	// DecodeEnvelope (protobuf carries them in the envelope, not the
 	// object); -1 when P has none.
 	kind, apiVersion int
+	// jsonOnly: F has no protobuf encoding (a custom resource); only
+	// DecodeJSON decodes.
+	jsonOnly bool
 }
+
+// ErrNoProtobuf is the error of a protobuf decode with a plan whose full
+// type has no protobuf encoding, such as a custom resource's Go type.
+var ErrNoProtobuf = errors.New("projection: the full type has no protobuf encoding (a custom resource?): decode JSON")
 
 // New compiles the plan of projection P (a pointer to a struct) against the
 // full type F (a pointer to a struct generated with protobuf tags, such as
@@ -31,7 +39,9 @@ type Plan[P any] struct {
 // json:"-" fields are ignored) to F's field, and must have the same Go kind,
 // pointers aside. kind and apiVersion (an embedded metav1.TypeMeta) are not
 // in an object's protobuf: DecodeEnvelope fills the top level's, nested
-// ones stay empty, as in F. Types whose protobuf encoding
+// ones stay empty, as in F. A full type without protobuf tags (a custom
+// resource's Go type) gives a plan that decodes JSON only, its fields
+// checked by name and kind all the same. Types whose protobuf encoding
 // is custom (metav1.Time, metav1.MicroTime, resource.Quantity, ...) must be
 // used as F declares them. The error names the path of every field that
 // does not match, and why.
@@ -46,14 +56,26 @@ func New[P, F any]() (*Plan[P], error) {
 	if ft.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("projection: F is %s, want a pointer to a struct", ft)
 	}
-	c := compiler{memo: map[[2]reflect.Type]*message{}}
-	plan := &Plan[P]{elem: pt.Elem(), fName: ft.Name(), kind: -1, apiVersion: -1}
+	c := compiler{memo: map[[2]reflect.Type]*message{}, jsonOnly: !onWire(ft)}
+	plan := &Plan[P]{elem: pt.Elem(), fName: ft.Name(), kind: -1, apiVersion: -1, jsonOnly: c.jsonOnly}
 	plan.root = c.message(pt.Elem(), ft, pt.Elem().Name(), plan)
 	plan.json = jsonPlan(pt.Elem(), pt.Elem().Name(), map[reflect.Type]*jsonObject{})
 	if len(c.errs) > 0 {
 		return nil, fmt.Errorf("projection: %s", strings.Join(c.errs, "; "))
 	}
 	return plan, nil
+}
+
+// onWire reports whether the struct f has a protobuf encoding: a field of
+// its own with a protobuf tag (Kubernetes' generated types have them;
+// custom resources' types do not).
+func onWire(f reflect.Type) bool {
+	for i := range f.NumField() {
+		if t := f.Field(i).Tag.Get("protobuf"); t != "" && t != "-" {
+			return true
+		}
+	}
+	return false
 }
 
 // kind is how one value is decoded.
@@ -128,6 +150,11 @@ func (m *message) add(f *field) {
 type compiler struct {
 	memo map[[2]reflect.Type]*message
 	errs []string
+	// jsonOnly compiles against a type with no protobuf encoding (a
+	// custom resource's): fields are checked by json name and kind, and
+	// get numbers of their own that no wire carries.
+	jsonOnly bool
+	fake     uint32
 }
 
 func (c *compiler) fail(path, format string, args ...any) {
@@ -169,6 +196,10 @@ func (c *compiler) message(p, f reflect.Type, path string, root interface{ typeM
 	for _, pf := range pFields(p, 0, nil) {
 		fp := path + "." + pf.name
 		ff, ok := fs[pf.name]
+		if ok && !ff.onWire && c.jsonOnly && !(pf.name == "kind" || pf.name == "apiVersion") {
+			c.fake++
+			ff.tag, ff.onWire = reflect.StructTag(fmt.Sprintf(`protobuf:"bytes,%d,opt"`, c.fake)), true
+		}
 		switch {
 		case !ok:
 			c.fail(fp, "%s has no field %q (json names: %s)", f.Name(), pf.name, strings.Join(sortedKeys(fs), ", "))

@@ -1,0 +1,299 @@
+package listwatch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/projection"
+)
+
+// Projected lists and watches the kind of the full type F (its group,
+// version and kind gvk, resolved by discovery as Kind does) and decodes
+// every object straight from the wire into the projection P, a type
+// holding only the fields a controller reads (see package projection):
+// the full object is never built. Kubernetes' own types are read in
+// protobuf, others in JSON. P embeds metav1.TypeMeta and metav1.ObjectMeta
+// and has a DeepCopyObject (controller-gen's object:root), like any API
+// type: watch events carry it and the reflector reads its metadata.
+// A P that does not fit F (a field F lacks, a type mismatch) is an error
+// here, not at the first event.
+func Projected[P object.Object, F any](d Discovery, gvk schema.GroupVersionKind, opts KindOptions) (*KindListerWatcher[P], error) {
+	plan, err := projection.New[P, F]()
+	if err != nil {
+		return nil, err
+	}
+	var zero P
+	if _, ok := any(zero).(runtime.Object); !ok {
+		return nil, fmt.Errorf("listwatch: projection %T is not a runtime.Object (embed metav1.TypeMeta and generate DeepCopyObject)", zero)
+	}
+	if _, ok := any(zero).(metav1.Object); !ok {
+		return nil, fmt.Errorf("listwatch: projection %T has no metav1.Object methods (embed metav1.ObjectMeta): "+
+			"the reflector reads names, resource versions and watch-list bookmarks through them", zero)
+	}
+	k := &KindListerWatcher[P]{d: d, gvk: gvk, opts: opts}
+	dec := &projected[P]{k: k, plan: plan}
+	k.lw = New[P](dec.list, dec.watch, opts.Options)
+	return k, nil
+}
+
+// projected decodes a kind's lists and watches into projections.
+type projected[P object.Object] struct {
+	k    *KindListerWatcher[P]
+	plan *projection.Plan[P]
+}
+
+// page is one decoded list page, shaped as the list object New reads.
+type page[P object.Object] struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []P
+}
+
+// DeepCopyObject returns a shallow copy: a page is read once, never
+// shared or changed.
+func (p *page[P]) DeepCopyObject() runtime.Object { c := *p; return &c }
+
+func (d *projected[P]) list(ctx context.Context, opts metav1.ListOptions) (*page[P], error) {
+	req, err := d.k.request(&opts)
+	if err != nil {
+		return nil, err
+	}
+	body, err := req.Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	if isProtobuf(body) {
+		env, err := projection.Unwrap(body)
+		if err != nil {
+			return nil, err
+		}
+		l, err := d.plan.DecodeList(env.Raw)
+		if err != nil {
+			return nil, fmt.Errorf("listwatch: decoding a list of %s: %w", d.k.gvk.Kind, err)
+		}
+		return &page[P]{ListMeta: metav1.ListMeta{ResourceVersion: l.ResourceVersion, Continue: l.Continue}, Items: l.Items}, nil
+	}
+	var l struct {
+		Metadata metav1.ListMeta   `json:"metadata"`
+		Items    []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(body, &l); err != nil {
+		return nil, fmt.Errorf("listwatch: decoding a list of %s: %w", d.k.gvk.Kind, err)
+	}
+	out := &page[P]{ListMeta: l.Metadata, Items: make([]P, 0, len(l.Items))}
+	for _, raw := range l.Items {
+		obj, err := d.plan.DecodeJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("listwatch: decoding a list of %s: %w", d.k.gvk.Kind, err)
+		}
+		out.Items = append(out.Items, obj)
+	}
+	return out, nil
+}
+
+func (d *projected[P]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	req, err := d.k.request(&opts)
+	if err != nil {
+		return nil, err
+	}
+	body, err := req.Stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w := &projectedWatch[P]{plan: d.plan, body: body, r: bufio.NewReaderSize(body, 64<<10),
+		out: make(chan watch.Event), done: make(chan struct{})}
+	go w.run()
+	return w, nil
+}
+
+// isProtobuf reports whether a response body is Kubernetes protobuf.
+func isProtobuf(body []byte) bool { return bytes.HasPrefix(body, []byte("k8s\x00")) }
+
+// projectedWatch decodes a watch stream, protobuf frames or JSON, into
+// events carrying projections.
+type projectedWatch[P object.Object] struct {
+	plan *projection.Plan[P]
+	body io.ReadCloser
+	r    *bufio.Reader
+	out  chan watch.Event
+	done chan struct{}
+	stop sync.Once
+}
+
+func (w *projectedWatch[P]) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *projectedWatch[P]) Stop() {
+	w.stop.Do(func() {
+		close(w.done)
+		w.body.Close()
+	})
+}
+
+// run reads events until the stream ends or Stop; a frame that does not
+// decode ends the watch with an error event (the reflector watches again
+// or relists).
+func (w *projectedWatch[P]) run() {
+	defer close(w.out)
+	defer w.body.Close()
+	first, err := w.r.Peek(1)
+	if err != nil {
+		return
+	}
+	next := w.nextProtobuf
+	if first[0] == '{' {
+		next = w.nextJSON(json.NewDecoder(w.r))
+	}
+	for {
+		ev, err := next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			select {
+			case <-w.done:
+				return
+			default:
+			}
+			ev = watch.Event{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure,
+				Message: "listwatch: a watch event did not decode as a projection: " + err.Error(), Reason: metav1.StatusReasonInternalError}}
+		}
+		select {
+		case w.out <- ev:
+		case <-w.done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// nextProtobuf reads one length-prefixed frame: a WatchEvent, without an
+// envelope (type 1, object 2: a RawExtension whose raw 1 is the object
+// in its own envelope).
+func (w *projectedWatch[P]) nextProtobuf() (watch.Event, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(w.r, size[:]); err != nil {
+		return watch.Event{}, io.EOF // the stream ended (or was stopped)
+	}
+	frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(w.r, frame); err != nil {
+		return watch.Event{}, io.EOF
+	}
+	typ, raw, err := watchEventFields(frame) // a frame has no envelope; the object inside has its own
+	if err != nil {
+		return watch.Event{}, err
+	}
+	return w.event(typ, raw, true)
+}
+
+// watchEventFields reads a WatchEvent's type and its object's raw bytes.
+func watchEventFields(b []byte) (typ string, raw []byte, err error) {
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return "", nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if wt != protowire.BytesType {
+			n = protowire.ConsumeFieldValue(num, wt, b)
+			if n < 0 {
+				return "", nil, protowire.ParseError(n)
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return "", nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		switch num {
+		case 1:
+			typ = string(v)
+		case 2: // RawExtension{raw = 1}
+			for len(v) > 0 {
+				inum, iwt, m := protowire.ConsumeTag(v)
+				if m < 0 {
+					return "", nil, protowire.ParseError(m)
+				}
+				v = v[m:]
+				m = protowire.ConsumeFieldValue(inum, iwt, v)
+				if m < 0 {
+					return "", nil, protowire.ParseError(m)
+				}
+				if inum == 1 && iwt == protowire.BytesType {
+					raw, _ = protowire.ConsumeBytes(v)
+				}
+				v = v[m:]
+			}
+		}
+	}
+	return typ, raw, nil
+}
+
+// nextJSON returns a reader of JSON watch events.
+func (w *projectedWatch[P]) nextJSON(dec *json.Decoder) func() (watch.Event, error) {
+	return func() (watch.Event, error) {
+		var ev struct {
+			Type   string          `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		if err := dec.Decode(&ev); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return watch.Event{}, io.EOF
+			}
+			select {
+			case <-w.done:
+				return watch.Event{}, io.EOF
+			default:
+			}
+			return watch.Event{}, err
+		}
+		return w.event(ev.Type, ev.Object, false)
+	}
+}
+
+// event decodes an event's object: a Status for ERROR, a projection
+// otherwise.
+func (w *projectedWatch[P]) event(typ string, raw []byte, protobuf bool) (watch.Event, error) {
+	if watch.EventType(typ) == watch.Error {
+		st := &metav1.Status{}
+		var err error
+		if protobuf {
+			var env projection.Envelope
+			if env, err = projection.Unwrap(raw); err == nil {
+				err = st.Unmarshal(env.Raw)
+			}
+		} else {
+			err = json.Unmarshal(raw, st)
+		}
+		return watch.Event{Type: watch.Error, Object: st}, err
+	}
+	var obj P
+	var err error
+	if protobuf {
+		obj, err = w.plan.DecodeEnvelope(raw)
+	} else {
+		obj, err = w.plan.DecodeJSON(raw)
+	}
+	if err != nil {
+		return watch.Event{}, fmt.Errorf("%s event: %w", typ, err)
+	}
+	return watch.Event{Type: watch.EventType(typ), Object: any(obj).(runtime.Object)}, nil
+}

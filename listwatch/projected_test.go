@@ -1,0 +1,155 @@
+package listwatch_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
+	"github.com/ctrlkit/ctrlkit/examples/foo/config"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+)
+
+// cmView is a projection of a ConfigMap: its metadata and data, not its
+// binaryData.
+type cmView struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Data              map[string]string `json:"data"`
+}
+
+func (v *cmView) DeepCopyObject() runtime.Object {
+	out := &cmView{TypeMeta: v.TypeMeta, Data: map[string]string{}}
+	v.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	for k, x := range v.Data {
+		out.Data[k] = x
+	}
+	return out
+}
+
+// fooView is a projection of the sample controller's Foo, a custom
+// resource (JSON on the wire): its metadata and replicas.
+type fooView struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Replicas *int32 `json:"replicas"`
+	} `json:"spec"`
+}
+
+func (v *fooView) DeepCopyObject() runtime.Object {
+	out := &fooView{TypeMeta: v.TypeMeta}
+	v.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if v.Spec.Replicas != nil {
+		r := *v.Spec.Replicas
+		out.Spec.Replicas = &r
+	}
+	return out
+}
+
+func discoveryOf(t *testing.T, cfg *rest.Config, add func(*runtime.Scheme) error) listwatch.Discovery {
+	t.Helper()
+	s := runtime.NewScheme()
+	for _, f := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, add} {
+		if err := f(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := listwatch.NewDiscovery(cfg, hc, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestProjected_listsAndWatchesABuiltInTypeFromProtobufIntoAProjection(t *testing.T) {
+	srv, ns := seed(t)
+	ct := &contentTypes{seen: map[string]int{}}
+	cfg := srv.Config()
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { ct.next = rt; return ct })
+	d := discoveryOf(t, cfg, func(*runtime.Scheme) error { return nil })
+	lw, err := listwatch.Projected[*cmView, corev1.ConfigMap](d, corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+		listwatch.KindOptions{Namespace: ns, Options: listwatch.Options{LabelSelector: "app=web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkListWatch(t, lw, kubernetes.NewForConfigOrDie(srv.Config()), ns)
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if n := ct.seen[runtime.ContentTypeProtobuf] + ct.seen[runtime.ContentTypeProtobuf+";stream=watch"]; n < 2 {
+		t.Fatalf("responses by content type: %v; want protobuf for list and watch", ct.seen)
+	}
+}
+
+func TestProjected_aCustomResourceIsReadFromJSON(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	if err := apiserver.InstallCRDs(t.Context(), srv.Config(), config.CRDs); err != nil {
+		t.Fatal(err)
+	}
+	d := discoveryOf(t, srv.Config(), v1alpha1.AddToScheme)
+	lw, err := listwatch.Projected[*fooView, v1alpha1.Foo](d, v1alpha1.SchemeGroupVersion.WithKind("Foo"),
+		listwatch.KindOptions{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foos := dynamic.NewForConfigOrDie(srv.Config()).Resource(v1alpha1.Resource).Namespace(ns)
+	create := func(name string, replicas int64) {
+		t.Helper()
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "samplecontroller.ctrlkit.dev/v1alpha1",
+			"kind": "Foo", "metadata": map[string]any{"name": name},
+			"spec": map[string]any{"deploymentName": name + "-web", "replicas": replicas}}}
+		if _, err := foos.Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("a", 2)
+	l, err := lw.List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 || l.Items[0].Name != "a" || l.Items[0].Spec.Replicas == nil || *l.Items[0].Spec.Replicas != 2 {
+		t.Fatalf("list = %+v, want Foo a with 2 replicas", l.Items)
+	}
+	w, err := lw.Watch(t.Context(), metav1.ListOptions{ResourceVersion: l.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create("b", 3)
+	ev := firstEvent(t, w)
+	if v, ok := ev.Object.(*fooView); !ok || ev.Type != watch.Added || v.Name != "b" || *v.Spec.Replicas != 3 {
+		t.Fatalf("first event = %s %#v, want ADDED b with 3 replicas", ev.Type, ev.Object)
+	}
+}
+
+// badView names a field a ConfigMap does not have.
+type badView struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Datta             map[string]string `json:"datta"`
+}
+
+func (v *badView) DeepCopyObject() runtime.Object { return v }
+
+func TestProjected_aProjectionThatDoesNotFitIsAnErrorAtOnce(t *testing.T) {
+	_, err := listwatch.Projected[*badView, corev1.ConfigMap](listwatch.Discovery{}, corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+		listwatch.KindOptions{})
+	if err == nil || !strings.Contains(err.Error(), `"datta"`) {
+		t.Fatalf("err = %v, want one naming the field datta", err)
+	}
+}
