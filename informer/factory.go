@@ -106,16 +106,24 @@ type Scope struct {
 	// everything. Their syntax is the API's (labels.Parse, fields.Parse).
 	LabelSelector string
 	FieldSelector string
+	// As names the projection the informer decodes the resource into
+	// (see listwatch.Projected), e.g. "PodView"; "" for the full type.
+	// An informer of a projection is another informer than the full
+	// type's of the same resource.
+	As string
 }
 
 // String names the scope in logs, metrics and errors:
-// "deployments.apps/v1 in namespace web where app=x".
+// "deployments.apps/v1 in namespace web where app=x", "pods/v1 as PodView".
 func (s Scope) String() string {
 	name := s.Resource.Resource
 	if s.Resource.Group != "" {
 		name += "." + s.Resource.Group
 	}
 	name += "/" + s.Resource.Version
+	if s.As != "" {
+		name += " as " + s.As
+	}
 	if s.Namespace != "" {
 		name += " in namespace " + s.Namespace
 	}

@@ -69,38 +69,96 @@ func Informer[T Object](m *Manager, scope Scope) *informer.SharedIndexInformer[T
 	gvk, err := m.kindOf(newObject[T]())
 	if err == nil {
 		var inf *informer.SharedIndexInformer[T]
-		if inf, err = sharedInformer[T](m, gvk, scope); err == nil {
+		if inf, err = sharedInformer(m, gvk, scope, "", func(opts listwatch.KindOptions) (*listwatch.KindListerWatcher[T], error) {
+			return listwatch.Kind[T](m.discovery, gvk, opts), nil
+		}); err == nil {
 			return inf
 		}
 	}
+	return unusable[T](m, err)
+}
+
+// unusable records err for Run to report and returns an informer that
+// caches nothing and never fails, for a caller that needs no error check.
+func unusable[T Object](m *Manager, err error) *informer.SharedIndexInformer[T] {
 	m.mu.Lock()
 	m.errs = append(m.errs, err)
 	m.mu.Unlock()
-	inf, _ := informer.New(listwatch.New[T](
-		func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, err },
-		func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, err },
-		listwatch.Options{}), informer.Options[T]{Name: fmt.Sprintf("%T (unusable)", newObject[T]()),
-		FactoryOptions: informer.FactoryOptions{DetectMutations: informer.DetectNever}}) // caches nothing; never fails
+	inf, _ := informer.New(failing[T](err), informer.Options[T]{Name: fmt.Sprintf("%T (unusable)", newObject[T]()),
+		FactoryOptions: informer.FactoryOptions{DetectMutations: informer.DetectNever}})
 	return inf
 }
 
-// sharedInformer returns the factory's informer of gvk in scope.
-func sharedInformer[T Object](m *Manager, gvk schema.GroupVersionKind, scope Scope) (*informer.SharedIndexInformer[T], error) {
+// failing is a ListerWatcher whose every call fails with err.
+func failing[T Object](err error) reflector.ListerWatcher[T] {
+	return listwatch.New[T](
+		func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, err },
+		func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, err },
+		listwatch.Options{})
+}
+
+// Projection returns the shared informer of P, a projection of the API
+// type F (see package projection), in scope: it lists and watches F's
+// resource and decodes each object straight from the wire into P, so the
+// cache holds, and the process ever builds, only P's fields (for a Pod,
+// say, its metadata, spec.nodeName and status.phase). It is an informer
+// like Informer's: Reader, For, Owns, Watches, sharding and the debug page
+// work with it; it is another informer than F's own in the same scope.
+//
+// P embeds metav1.TypeMeta and metav1.ObjectMeta and has DeepCopyObject
+// (controller-gen's object:root), and names its fields as F does (json
+// tags); F (e.g. corev1.Pod) must be in the manager's scheme. A P that
+// does not fit F makes Run fail at start, naming each field. Do not use a
+// projection to write the object back: an update would drop every field P
+// lacks (apply or patch only the fields you own).
+func Projection[P Object, F any](m *Manager, scope Scope) *informer.SharedIndexInformer[P] {
+	full, ok := reflect.New(reflect.TypeFor[F]()).Interface().(runtime.Object)
+	err := fmt.Errorf("manager: projection %T: %v is not an API type", newObject[P](), reflect.TypeFor[F]())
+	if ok {
+		var gvk schema.GroupVersionKind
+		if gvk, err = m.kindOf(full); err == nil {
+			var inf *informer.SharedIndexInformer[P]
+			if inf, err = sharedInformer(m, gvk, scope, reflect.TypeFor[P]().Elem().Name(),
+				func(opts listwatch.KindOptions) (*listwatch.KindListerWatcher[P], error) {
+					return listwatch.Projected[P, F](m.discovery, gvk, opts)
+				}); err == nil {
+				m.mu.Lock()
+				m.projections[reflect.TypeFor[P]()] = gvk
+				m.mu.Unlock()
+				return inf
+			}
+		}
+	}
+	return unusable[P](m, err)
+}
+
+// sharedInformer returns the factory's informer of gvk in scope, decoded
+// as the type T by the adapter build makes (as is T's name for a
+// projection, else "").
+func sharedInformer[T Object](m *Manager, gvk schema.GroupVersionKind, scope Scope, as string,
+	build func(listwatch.KindOptions) (*listwatch.KindListerWatcher[T], error)) (*informer.SharedIndexInformer[T], error) {
 	plural, _ := meta.UnsafeGuessKindToResource(gvk) // a stable name for sharing; the real one comes from discovery
 	key := informer.Scope{Resource: plural, Namespace: scope.Namespace, LabelSelector: scope.LabelSelector,
-		FieldSelector: scope.FieldSelector}
+		FieldSelector: scope.FieldSelector, As: as}
 	var lw *listwatch.KindListerWatcher[T]
+	var buildErr error
 	cut := new(atomic.Int32)
 	name := key.String() // the informer's name, as the factory gives it
 	inf, err := informer.For(m.factory, key, func() reflector.ListerWatcher[T] {
 		received := m.received.bytes.WithLabelValues(name)
-		lw = listwatch.Kind[T](m.discovery, gvk, listwatch.KindOptions{
+		lw, buildErr = build(listwatch.KindOptions{
 			Options:       m.cutOptions(listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}, cut, name),
 			Namespace:     scope.Namespace,
 			ReceivedBytes: func(n int) { received.Add(float64(n)) },
 		})
+		if buildErr != nil {
+			return failing[T](buildErr)
+		}
 		return lw
 	})
+	if err == nil {
+		err = buildErr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("manager: informer of %s: %w", gvk.Kind, err)
 	}
@@ -176,10 +234,17 @@ func newObject[T Object]() T {
 	return reflect.New(t.Elem()).Interface().(T)
 }
 
-// kindOf returns the group, version and kind of obj from the scheme.
+// kindOf returns the group, version and kind of obj from the scheme, or
+// of the type it is a projection of.
 func (m *Manager) kindOf(obj runtime.Object) (schema.GroupVersionKind, error) {
 	if obj == nil || reflect.ValueOf(obj).IsNil() {
 		return schema.GroupVersionKind{}, fmt.Errorf("manager: %T is not a pointer to an API type", obj)
+	}
+	m.mu.Lock()
+	gvk, projected := m.projections[reflect.TypeOf(obj)]
+	m.mu.Unlock()
+	if projected {
+		return gvk, nil
 	}
 	gvks, _, err := m.scheme.ObjectKinds(obj)
 	if err != nil || len(gvks) == 0 {

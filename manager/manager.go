@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -232,7 +233,8 @@ type Manager struct {
 	addr        string
 	webhookAddr string
 
-	clients map[reflect.Type]any // T → *client.Client[T], made by Client; guarded by mu
+	clients     map[reflect.Type]any                     // T → *client.Client[T], made by Client; guarded by mu
+	projections map[reflect.Type]schema.GroupVersionKind // projection type → its full type's kind; guarded by mu
 }
 
 // New returns a manager for the API server of cfg; it starts nothing and
@@ -276,7 +278,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		cfg: cfg, http: hc, opts: opts, ledger: led, scheme: scheme, kube: kube,
 		discovery: disc,
 		factory:   informer.NewFactory(opts.Informers),
-		listening: make(chan struct{}),
+		listening: make(chan struct{}), projections: map[reflect.Type]schema.GroupVersionKind{},
 	}
 	m.recorder = &recorders{m: m}
 	opts.Webhook.Scheme = scheme
