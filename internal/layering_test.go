@@ -189,6 +189,7 @@ var allowed = map[string][]string{
 	"examples/guide":            {"object", "store", "controller", "manager", "internal/guidetest"},
 	"examples/mirror":           {"object", "store", "controller", "manager", "apply"},
 	"examples/podlogger":        {"object", "store", "controller", "manager"},
+	"examples/podcensus":        {"object", "store", "controller", "manager"},
 	"cmd/ctrlkit": {"object", "controller", "debug", "election", "lease", "shard", "listwatch", "client", "manager", "apiserver", "webhook",
 		"examples/foo", "examples/foo/api/v1alpha1", "examples/foo/config", "examples/podlogger"},
 }
