@@ -215,6 +215,13 @@ func fromListObject[T object.Object](l runtime.Object) (reflector.List[T], error
 	}
 	out := reflector.List[T]{Items: make([]T, 0, len(objs)), ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue()}
 	for _, o := range objs {
+		if u, ok := o.(reflector.Undecodable); ok {
+			if out.Skipped == 0 {
+				out.Skip, out.SkipReason = fmt.Sprintf("list item does not decode: %v", u.Undecodable()), "undecodable"
+			}
+			out.Skipped++
+			continue
+		}
 		t, ok := o.(T)
 		if !ok {
 			if out.Skipped == 0 {

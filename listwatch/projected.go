@@ -56,11 +56,30 @@ type projected[P object.Object] struct {
 	plan *projection.Plan[P]
 }
 
-// page is one decoded list page, shaped as the list object New reads.
+// page is one decoded list page, shaped as the list object New reads: its
+// items are projections, or undecodable for those that did not decode.
 type page[P object.Object] struct {
 	metav1.TypeMeta
 	metav1.ListMeta
-	Items []P
+	Items []runtime.Object
+}
+
+// undecodable stands for an object that did not decode as the projection:
+// the reflector skips it, counted, and goes on.
+type undecodable struct {
+	metav1.TypeMeta
+	err error
+}
+
+func (u *undecodable) Undecodable() error             { return u.err }
+func (u *undecodable) DeepCopyObject() runtime.Object { return u }
+
+// item is obj as a list item, or an undecodable one.
+func item[P object.Object](obj P, err error) runtime.Object {
+	if err != nil {
+		return &undecodable{err: err}
+	}
+	return any(obj).(runtime.Object)
 }
 
 // DeepCopyObject returns a shallow copy: a page is read once, never
@@ -81,11 +100,13 @@ func (d *projected[P]) list(ctx context.Context, opts metav1.ListOptions) (*page
 		if err != nil {
 			return nil, err
 		}
-		l, err := d.plan.DecodeList(env.Raw)
-		if err != nil {
+		out := &page[P]{}
+		if err := listFields(env.Raw, &out.ListMeta, func(raw []byte) {
+			out.Items = append(out.Items, item(d.plan.Decode(raw)))
+		}); err != nil {
 			return nil, fmt.Errorf("listwatch: decoding a list of %s: %w", d.k.gvk.Kind, err)
 		}
-		return &page[P]{ListMeta: metav1.ListMeta{ResourceVersion: l.ResourceVersion, Continue: l.Continue}, Items: l.Items}, nil
+		return out, nil
 	}
 	var l struct {
 		Metadata metav1.ListMeta   `json:"metadata"`
@@ -94,15 +115,43 @@ func (d *projected[P]) list(ctx context.Context, opts metav1.ListOptions) (*page
 	if err := json.Unmarshal(body, &l); err != nil {
 		return nil, fmt.Errorf("listwatch: decoding a list of %s: %w", d.k.gvk.Kind, err)
 	}
-	out := &page[P]{ListMeta: l.Metadata, Items: make([]P, 0, len(l.Items))}
+	out := &page[P]{ListMeta: l.Metadata, Items: make([]runtime.Object, 0, len(l.Items))}
 	for _, raw := range l.Items {
-		obj, err := d.plan.DecodeJSON(raw)
-		if err != nil {
-			return nil, fmt.Errorf("listwatch: decoding a list of %s: %w", d.k.gvk.Kind, err)
-		}
-		out.Items = append(out.Items, obj)
+		out.Items = append(out.Items, item(d.plan.DecodeJSON(raw)))
 	}
 	return out, nil
+}
+
+// listFields reads a list's protobuf encoding: its metadata (field 1, a
+// ListMeta) into meta, each item's bytes (field 2) to each.
+func listFields(b []byte, meta *metav1.ListMeta, each func([]byte)) error {
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		if wt != protowire.BytesType || (num != 1 && num != 2) {
+			if n = protowire.ConsumeFieldValue(num, wt, b); n < 0 {
+				return protowire.ParseError(n)
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num == 1 {
+			if err := meta.Unmarshal(v); err != nil {
+				return err
+			}
+			continue
+		}
+		each(v)
+	}
+	return nil
 }
 
 func (d *projected[P]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
@@ -292,8 +341,5 @@ func (w *projectedWatch[P]) event(typ string, raw []byte, protobuf bool) (watch.
 	} else {
 		obj, err = w.plan.DecodeJSON(raw)
 	}
-	if err != nil {
-		return watch.Event{}, fmt.Errorf("%s event: %w", typ, err)
-	}
-	return watch.Event{Type: watch.EventType(typ), Object: any(obj).(runtime.Object)}, nil
+	return watch.Event{Type: watch.EventType(typ), Object: item(obj, err)}, nil
 }

@@ -1,6 +1,8 @@
 package listwatch_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -151,5 +153,34 @@ func TestProjected_aProjectionThatDoesNotFitIsAnErrorAtOnce(t *testing.T) {
 		listwatch.KindOptions{})
 	if err == nil || !strings.Contains(err.Error(), `"datta"`) {
 		t.Fatalf("err = %v, want one naming the field datta", err)
+	}
+}
+
+// mixedList is a list page holding a ConfigMap and an object that did not
+// decode, as Projected builds one.
+type mixedList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []runtime.Object
+}
+
+func (l *mixedList) DeepCopyObject() runtime.Object { return l }
+
+type notDecoded struct{ metav1.TypeMeta }
+
+func (*notDecoded) Undecodable() error               { return errors.New("truncated input") }
+func (n *notDecoded) DeepCopyObject() runtime.Object { return n }
+
+func TestNew_anItemThatDidNotDecodeIsSkippedAndNamed(t *testing.T) {
+	l := &mixedList{ListMeta: metav1.ListMeta{ResourceVersion: "5"},
+		Items: []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ok"}}, &notDecoded{}}}
+	lw := listwatch.New[*corev1.ConfigMap](func(context.Context, metav1.ListOptions) (*mixedList, error) { return l, nil },
+		nil, listwatch.Options{})
+	got, err := lw.List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Items) != 1 || got.Skipped != 1 || got.SkipReason != "undecodable" || !strings.Contains(got.Skip, "truncated input") {
+		t.Fatalf("list = %d items, skipped %d (%q, %q); want 1 item and 1 undecodable", len(got.Items), got.Skipped, got.SkipReason, got.Skip)
 	}
 }

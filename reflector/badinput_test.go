@@ -162,3 +162,36 @@ func write(t *testing.T, w *io.PipeWriter, frame string) {
 		t.Fatal("the reflector did not read the frame within 10s")
 	}
 }
+
+// notDecoded is an object a ListerWatcher could not decode.
+type notDecoded struct{ metav1.TypeMeta }
+
+func (*notDecoded) Undecodable() error               { return errorString("field 3: wire type 2, want 0") }
+func (n *notDecoded) DeepCopyObject() runtime.Object { return n }
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+func TestReflector_skipsAnUndecodableObjectAndGoesOn(t *testing.T) {
+	leakcheck.Check(t)
+	lw := newFakeLW(func() (List[*corev1.Pod], error) {
+		return List[*corev1.Pod]{Items: []*corev1.Pod{pod("a", "9")}, ResourceVersion: "10",
+			Skipped: 1, Skip: "list item does not decode: truncated", SkipReason: "undecodable"}, nil
+	})
+	sink := newMemSink[*corev1.Pod]()
+	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Telemetry: telemetry.Telemetry{Registerer: prometheus.NewRegistry()}})
+	runReflector(t, r)
+	w := lw.nextWatch(t)
+	w.Modify(&notDecoded{})
+	w.Add(pod("b", "12"))
+	sink.waitFor(t, 10*time.Second, "pod a listed and pod b watched", func(keys map[string]string, _ int) bool {
+		return keys["ns/a"] != "" && keys["ns/b"] == "12"
+	})
+	if n := testutil.ToFloat64(r.metrics.skipped.WithLabelValues("undecodable")); n != 2 {
+		t.Errorf("skipped{undecodable} = %v, want 2 (one list item, one event)", n)
+	}
+	if _, replaces := sink.snapshot(); replaces > 1 {
+		t.Errorf("%d replaces, want 1: an object that does not decode needs no resync", replaces)
+	}
+}

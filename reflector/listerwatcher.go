@@ -26,8 +26,18 @@ type List[T object.Object] struct {
 	Items           []T
 	ResourceVersion string // the list's resource version
 	Continue        string // token for the next page; "" on the last page
-	// Skipped counts items that were not a T and were left out; Skip
-	// describes the first of them.
-	Skipped int
-	Skip    string
+	// Skipped counts items that were left out, not being a T (or not
+	// decoding, with SkipReason "undecodable"); Skip describes the first
+	// of them. SkipReason labels them in the skipped-objects metric.
+	// Default: "wrong type".
+	Skipped    int
+	Skip       string
+	SkipReason string
+}
+
+// Undecodable is a watch event's object that a ListerWatcher could not
+// decode (the event's Object implements it): the Reflector skips the event
+// with a log line and the metric's "undecodable" reason, and goes on.
+type Undecodable interface {
+	Undecodable() error
 }

@@ -1,6 +1,7 @@
 package reflector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -197,7 +198,7 @@ func (r *Reflector[T]) list(ctx context.Context, a list) input {
 	r.succeeded(ctx, OpList)
 	r.setErr(nil)
 	if l.Skipped > 0 {
-		r.skip(l.Skip, "wrong type", l.Skipped)
+		r.skip(l.Skip, cmp.Or(l.SkipReason, "wrong type"), l.Skipped)
 	}
 	items := l.Items[:0]
 	for _, it := range l.Items {
@@ -292,6 +293,10 @@ func (r *Reflector[T]) convert(ctx context.Context, d *driver[T], ev watch.Event
 		end := acc.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
 		return event[T]{typ: watch.Bookmark, rv: acc.GetResourceVersion(), initialEnd: end}, nil
 	case watch.Added, watch.Modified, watch.Deleted:
+		if u, ok := ev.Object.(Undecodable); ok {
+			r.skip(fmt.Sprintf("%s event object does not decode: %v", ev.Type, u.Undecodable()), "undecodable", 1)
+			return event[T]{}, nil
+		}
 		obj, ok := ev.Object.(T)
 		if !ok {
 			var zero T
