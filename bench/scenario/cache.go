@@ -32,6 +32,8 @@ type cacheOptions struct {
 	stripClientGo bool
 	// onAdd and onUpdate, if set, are a handler's functions.
 	onAdd, onUpdate func()
+	// atomic gives ctrlkit's informer AtomicRelist.
+	atomic bool
 }
 
 // startCache starts an informer over src with the side's defaults and
@@ -41,7 +43,8 @@ type cacheOptions struct {
 func startCache[E any, P ptrObject[E]](ctx context.Context, side string, src *memSource[E, P], opts cacheOptions) (cacheSide[P], error) {
 	ctx, cancel := context.WithCancel(ctx)
 	if side == Ctrlkit {
-		inf, err := informer.New[P](newCtrlkitLW(src), informer.Options[P]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}, DetectMutations: informer.DetectNever}})
+		inf, err := informer.New[P](newCtrlkitLW(src), informer.Options[P]{FactoryOptions: informer.FactoryOptions{
+			Reflector: reflector.Options{DisableWatchList: true}, DetectMutations: informer.DetectNever, AtomicRelist: opts.atomic}})
 		if err == nil && (opts.onAdd != nil || opts.onUpdate != nil) {
 			_, err = inf.AddEventHandler(handler.Funcs[P]{AddFunc: func(P, bool) { call(opts.onAdd) },
 				UpdateFunc: func(_, _ P) { call(opts.onUpdate) }}, informer.HandlerOptions{})

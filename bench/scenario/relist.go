@@ -16,13 +16,21 @@ import (
 // RelistConfig sizes S4.
 type RelistConfig struct {
 	Objects, Namespaces int
+	// Atomic runs ctrlkit's informer with AtomicRelist (the relist held
+	// whole and swapped in at its end), as client-go does, instead of its
+	// streamed default.
+	Atomic bool
 }
 
 // Relist is S4: a full cache whose watch ends with 410 Gone, then the
 // relist: peak heap during it over the steady heap before it.
 func Relist(cfg RelistConfig) Scenario {
+	name := "S4 relist"
+	if cfg.Atomic {
+		name = "S4 relist, ctrlkit atomic"
+	}
 	return Scenario{
-		Name: "S4 relist",
+		Name: name,
 		Doc: fmt.Sprintf("%d ConfigMaps (as S1) generated page by page as the informer lists them, pages of 500, an informer "+
 			"with the namespace index, each side's defaults, both listing (no watch-list), and one handler counting adds and "+
 			"updates. Once synced and every add handled: steady = heap objects after runtime.GC twice. Then the watch sends an "+
@@ -70,7 +78,8 @@ func runRelist(ctx context.Context, cfg RelistConfig, side string) (Result, erro
 		return idleWatch(), nil
 	})
 	var adds, updates atomic.Int64
-	c, err := startCache(ctx, side, src, cacheOptions{onAdd: func() { adds.Add(1) }, onUpdate: func() { updates.Add(1) }})
+	c, err := startCache(ctx, side, src, cacheOptions{onAdd: func() { adds.Add(1) }, onUpdate: func() { updates.Add(1) },
+		atomic: cfg.Atomic})
 	if err != nil {
 		return nil, err
 	}

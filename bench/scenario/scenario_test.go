@@ -120,7 +120,13 @@ func TestMemory_bothLibrariesCacheEveryPodWithAndWithoutManagedFields(t *testing
 }
 
 func TestRelist_bothLibrariesRelistAfter410AndKeepEveryObject(t *testing.T) {
-	s := Relist(RelistConfig{Objects: 3000, Namespaces: 10})
+	for _, s := range []Scenario{Relist(RelistConfig{Objects: 3000, Namespaces: 10}),
+		Relist(RelistConfig{Objects: 3000, Namespaces: 10, Atomic: true})} {
+		testRelist(t, s)
+	}
+}
+
+func testRelist(t *testing.T, s Scenario) {
 	for _, side := range []string{Ctrlkit, ClientGo} {
 		res, err := s.Run(t.Context(), side)
 		if err != nil {

@@ -54,7 +54,8 @@ func run() error {
 		scenarios = append(scenarios, scenario.Queue(scenario.QueueConfig{Keys: *keys, Adds: *adds, Producers: 2, Workers: 2}))
 	}
 	if strings.Contains(*only, "S4") {
-		scenarios = append(scenarios, scenario.Relist(scenario.RelistConfig{Objects: *s4Objects, Namespaces: 100}))
+		scenarios = append(scenarios, scenario.Relist(scenario.RelistConfig{Objects: *s4Objects, Namespaces: 100}),
+			scenario.Relist(scenario.RelistConfig{Objects: *s4Objects, Namespaces: 100, Atomic: true}))
 	}
 	if strings.Contains(*only, "S6") {
 		scenarios = append(scenarios, scenario.NoisyNeighbour(scenario.FairConfig{Backlog: *backlog}))
