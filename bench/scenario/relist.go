@@ -83,7 +83,7 @@ func runRelist(ctx context.Context, cfg RelistConfig, side string) (Result, erro
 	if err != nil {
 		return nil, err
 	}
-	res, err := measureRelist(ctx, cfg, c, first, &adds, &updates)
+	res, err := measureRelist(ctx, cfg, c, first, &adds, &updates, src.listRV(1))
 	if serr := c.stop(); err == nil {
 		err = serr
 	}
@@ -96,7 +96,7 @@ func runRelist(ctx context.Context, cfg RelistConfig, side string) (Result, erro
 	return res, nil
 }
 
-func measureRelist(ctx context.Context, cfg RelistConfig, c cacheSide[*corev1.ConfigMap], first chan<- watch.Event, adds, updates *atomic.Int64) (Result, error) {
+func measureRelist(ctx context.Context, cfg RelistConfig, c cacheSide[*corev1.ConfigMap], first chan<- watch.Event, adds, updates *atomic.Int64, rv string) (Result, error) {
 	n := int64(cfg.Objects)
 	if err := poll(ctx, 5*time.Minute, time.Millisecond, "initial list handled", func() bool { return c.synced() && adds.Load() == n }); err != nil {
 		return nil, err
@@ -106,7 +106,11 @@ func measureRelist(ctx context.Context, cfg RelistConfig, c cacheSide[*corev1.Co
 	t0 := time.Now()
 	gone := apierrors.NewResourceExpired("too old resource version: 1 (100001)")
 	first <- watch.Event{Type: watch.Error, Object: &gone.ErrStatus}
-	err := poll(ctx, 5*time.Minute, time.Millisecond, "relist handled", func() bool { return updates.Load() == n })
+	// Done when every update was heard and the relist's end was taken in
+	// (a streamed relist's last page can be handled before its end is).
+	err := poll(ctx, 5*time.Minute, time.Millisecond, "relist handled", func() bool {
+		return updates.Load() == n && c.resourceVersion() == rv
+	})
 	d := time.Since(t0)
 	heap, live := peak.stop()
 	if err != nil {
