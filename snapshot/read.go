@@ -85,6 +85,9 @@ func read[T any](f *os.File, want Identity, decode func([]byte) (T, error)) (str
 	return h.rv, objects, nil
 }
 
+// maxPrealloc bounds the objects slice allocated from the header's count.
+const maxPrealloc = 1 << 16
+
 // errUndecodable marks an object that decode refused; read reports it only
 // if the checksum holds (otherwise the corruption is the better reason).
 var errUndecodable = errors.New("object does not decode")
@@ -97,7 +100,9 @@ func readObjects[T any](r *recordReader, count uint64, decode func([]byte) (T, e
 	if count > uint64(r.remaining) { // every record takes at least one byte
 		return nil, corrupt("%d objects cannot fit in %d bytes", count, r.remaining)
 	}
-	objects := make([]T, 0, count)
+	// The count is trusted only once the checksum holds: preallocate at most
+	// a bounded number, so that a crafted count cannot exhaust memory.
+	objects := make([]T, 0, min(count, maxPrealloc))
 	var decodeErr error
 	for i := range count {
 		b, err := r.record()

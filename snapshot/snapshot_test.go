@@ -63,6 +63,13 @@ func TestWriteRead_roundTrip(t *testing.T) {
 		if err != nil || rv != "42" || !slices.Equal(got, items) {
 			t.Fatalf("Read = %q, %v, %v; want 42, %v", rv, got, err, items)
 		}
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm() != 0o600 {
+			t.Errorf("the snapshot's mode is %v; want 0600: a cache may hold Secrets", info.Mode())
+		}
 	})
 	t.Run("protobuf", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "cm.snap")

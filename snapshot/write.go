@@ -25,7 +25,8 @@ import (
 // Version and Resource, and resourceVersion must not be empty: a snapshot
 // is only useful to watch from.
 //
-// Write blocks on file IO; it does not modify objects. A failure of encode
+// The file is readable by its owner only (mode 0600): a cache may hold
+// Secrets. Write blocks on file IO; it does not modify objects. A failure of encode
 // is returned, wrapped, naming the object's index.
 func Write[T any](path string, id Identity, resourceVersion string, objects []T, encode func(T) ([]byte, error)) error {
 	id = id.withType(reflect.TypeFor[T]())
