@@ -150,6 +150,7 @@ var allowed = map[string][]string{
 	"telemetry":  nil,
 	"intern":     nil,
 	"projection": {"object"},
+	"snapshot":   {"object"},
 	"workqueue":  {"internal/fifo"},
 	"store":      {"object"},
 	"reflector":  {"object"},

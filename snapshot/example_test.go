@@ -1,0 +1,54 @@
+package snapshot_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/ctrlkit/ctrlkit/snapshot"
+)
+
+// An informer writes its cache at shutdown and, at the next start, watches
+// from the snapshot's resource version if the snapshot is of what it watches;
+// otherwise it lists as usual.
+func Example() {
+	dir, err := os.MkdirTemp("", "snapshot-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "configmaps.snap")
+
+	type ConfigMap struct {
+		Name string            `json:"name"`
+		Data map[string]string `json:"data"`
+	}
+	id := snapshot.Identity{Cluster: "kube-system-uid", Version: "v1", Resource: "configmaps", Namespace: "shop"}
+	encode, decode := snapshot.JSON[ConfigMap]()
+
+	cache := []ConfigMap{{Name: "web", Data: map[string]string{"color": "blue"}}}
+	if err := snapshot.Write(path, id, "1234", cache, encode); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	rv, objects, err := snapshot.Read(path, id, decode)
+	fmt.Println(rv, objects, err)
+
+	other := id
+	other.Namespace = "billing"
+	_, _, err = snapshot.Read(path, other, decode)
+	var mismatch *snapshot.MismatchError
+	if errors.As(err, &mismatch) {
+		fmt.Println(errors.Is(err, snapshot.ErrMismatch), mismatch.Field, mismatch.Snapshot, mismatch.Want)
+	}
+
+	_, _, err = snapshot.Read(filepath.Join(dir, "none.snap"), id, decode)
+	fmt.Println(errors.Is(err, snapshot.ErrNotFound))
+	// Output:
+	// 1234 [{web map[color:blue]}] <nil>
+	// true Namespace shop billing
+	// true
+}
