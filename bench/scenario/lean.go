@@ -36,7 +36,10 @@ type LeanConfig struct {
 	Namespaces int // the Pods are spread over this many (ns-000, ...)
 	Writers    int // concurrent clients creating and changing Pods
 	PageSize   int // LIST page size
-	Progress   io.Writer
+	// CreateBudget, if set, bounds the time spent creating: the Pods
+	// created by then (the first k, each with its status) are the list.
+	CreateBudget time.Duration
+	Progress     io.Writer
 }
 
 func (c LeanConfig) withDefaults() LeanConfig {
@@ -119,7 +122,11 @@ func RecordLean(ctx context.Context, rc *rest.Config, cfg LeanConfig) (*LeanReco
 		}
 	}
 	start := time.Now()
-	err = parallel(ctx, cfg.Writers, cfg.Pods, func(ctx context.Context, i int) error {
+	var deadline time.Time
+	if cfg.CreateBudget > 0 {
+		deadline = start.Add(cfg.CreateBudget)
+	}
+	rec.Pods, err = parallel(ctx, cfg.Writers, cfg.Pods, deadline, func(ctx context.Context, i int) error {
 		p := pod(i, cfg.Namespaces, "")
 		status := p.Status
 		created, err := kube.CoreV1().Pods(p.Namespace).Create(ctx, &p, metav1.CreateOptions{})
@@ -134,7 +141,12 @@ func RecordLean(ctx context.Context, rc *rest.Config, cfg LeanConfig) (*LeanReco
 	if err != nil {
 		return nil, fmt.Errorf("creating Pods: %w", err)
 	}
-	fmt.Fprintf(cfg.Progress, "  S8: created %d Pods with status in %v (%d writers)\n", cfg.Pods, rec.CreateTime.Round(time.Millisecond), cfg.Writers)
+	fmt.Fprintf(cfg.Progress, "  S8: created %d Pods with status in %v (%d writers, %.0f Pods/s)\n", rec.Pods,
+		rec.CreateTime.Round(time.Millisecond), cfg.Writers, float64(rec.Pods)/rec.CreateTime.Seconds())
+	if rec.Pods < cfg.Pods {
+		fmt.Fprintf(cfg.Progress, "  S8: the creation budget of %v ran out: %d Pods instead of %d\n", cfg.CreateBudget, rec.Pods, cfg.Pods)
+	}
+	cfg.Pods = rec.Pods
 
 	var pages [][]byte
 	listRV, cont := "", ""
@@ -222,7 +234,7 @@ func recordWatch(ctx context.Context, kube kubernetes.Interface, rv string, cfg 
 		}
 	})
 	start := time.Now()
-	err = parallel(ctx, cfg.Writers, cfg.Updates, func(ctx context.Context, j int) error {
+	_, err = parallel(ctx, cfg.Writers, cfg.Updates, time.Time{}, func(ctx context.Context, j int) error {
 		i := j % cfg.Pods
 		ns, name := fmt.Sprintf("ns-%03d", i%cfg.Namespaces), podName(i)
 		pods := kube.CoreV1().Pods(ns)
@@ -254,19 +266,24 @@ func recordWatch(ctx context.Context, kube kubernetes.Interface, rv string, cfg 
 func podName(i int) string { return fmt.Sprintf("app-%d-7d9f8c6b5-%05d", i%50, i) }
 
 // parallel runs fn for 0..n-1 on workers goroutines and returns the first
-// error (the others stop taking work then).
-func parallel(ctx context.Context, workers, n int, fn func(context.Context, int) error) error {
+// error (the others stop taking work then). Past deadline (if not zero) no
+// new item starts: it returns how many did, 0..k-1, all done.
+func parallel(ctx context.Context, workers, n int, deadline time.Time, fn func(context.Context, int) error) (int, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var next atomic.Int64
+	var next, started atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
+				if ctx.Err() != nil || !deadline.IsZero() && time.Now().After(deadline) {
 					return
 				}
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				started.Add(1)
 				if err := fn(ctx, i); err != nil {
 					cancel(fmt.Errorf("item %d: %w", i, err))
 					return
@@ -275,10 +292,11 @@ func parallel(ctx context.Context, workers, n int, fn func(context.Context, int)
 		})
 	}
 	wg.Wait()
+	done := int(started.Load())
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
+		return done, err
 	}
-	return ctx.Err()
+	return done, ctx.Err()
 }
 
 // leanExpected decodes the recording with client-go, whole, to learn what
