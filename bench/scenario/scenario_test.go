@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 )
 
 func TestRun_alternatesSidesAndSummarisesMediansAndTheAARatio(t *testing.T) {
@@ -224,6 +225,7 @@ func TestMarkdown_addsARowPerExtraSide(t *testing.T) {
 }
 
 func TestLean_everySideCachesTheRecordedPodsAndEvents(t *testing.T) {
+	leakcheck.Check(t)
 	srv := apiserver.StartForTest(t, apiserver.Options{})
 	rec, err := RecordLean(t.Context(), srv.Config(), LeanConfig{Pods: 600, Updates: 400, Namespaces: 7, PageSize: 250, Progress: t.Output()})
 	if err != nil {
@@ -248,7 +250,10 @@ func TestLean_everySideCachesTheRecordedPodsAndEvents(t *testing.T) {
 	if _, err := s.Run(t.Context(), "nobody"); err == nil {
 		t.Error("an unknown side ran")
 	}
-	// Whole Pods cost more than trimmed ones, and those more than projections.
+	if r := results[Ctrlkit]; r["bytes_per_object_interned"] >= r["bytes_per_object"] {
+		t.Errorf("interning did not shrink ctrlkit's projections: %v", r)
+	}
+	// Whole Pods cost more than trimmed ones.
 	if !(results[ClientGo]["bytes_per_object"] > results[ClientGoTransform]["bytes_per_object"]) {
 		t.Errorf("client-go's whole Pods (%v B) are not larger than its trimmed ones (%v B)",
 			results[ClientGo]["bytes_per_object"], results[ClientGoTransform]["bytes_per_object"])
