@@ -76,8 +76,8 @@ type LeanRecording struct {
 
 // leanWant is what every side's store must hold for a Pod at the end.
 type leanWant struct {
-	rv, node, phase, ready string
-	conditions             int
+	rv, node, phase, ready, revision, uid string
+	conditions, labels                    int
 }
 
 // PodView is the projection S8 caches: what a controller that watches Pods'
@@ -305,7 +305,8 @@ func parallel(ctx context.Context, workers, n int, deadline time.Time, fn func(c
 func leanExpected(rec *LeanRecording) (map[string]leanWant, error) {
 	want := map[string]leanWant{}
 	add := func(p *corev1.Pod) {
-		w := leanWant{rv: p.ResourceVersion, node: p.Spec.NodeName, phase: string(p.Status.Phase), conditions: len(p.Status.Conditions)}
+		w := leanWant{rv: p.ResourceVersion, node: p.Spec.NodeName, phase: string(p.Status.Phase), conditions: len(p.Status.Conditions),
+			revision: p.Labels["revision"], labels: len(p.Labels), uid: string(p.UID)}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady {
 				w.ready = string(c.Status)
@@ -552,7 +553,7 @@ func runLean(rec *LeanRecording, side string) (Result, error) {
 			func(store map[string]*PodView) error { return projectedList(rec, plan, put(store)) },
 			func(store map[string]*PodView) error { return projectedWatch(rec, plan, put(store)) },
 			func(p *PodView) leanGot {
-				return leanGot{p.ResourceVersion, p.Spec.NodeName, string(p.Status.Phase), p.Status.Conditions, len(p.ManagedFields) > 0}
+				return leanGot{p.ResourceVersion, p.Spec.NodeName, string(p.Status.Phase), p.Status.Conditions, len(p.ManagedFields) > 0, &p.ObjectMeta}
 			})
 	case ClientGo, ClientGoTransform:
 		put := func(store map[string]*corev1.Pod) func(*corev1.Pod) {
@@ -566,7 +567,8 @@ func runLean(rec *LeanRecording, side string) (Result, error) {
 			func(store map[string]*corev1.Pod) error { return clientGoWatch(rec, put(store)) },
 			func(p *corev1.Pod) leanGot {
 				// client-go's defaults keep managedFields; the transform drops them.
-				g := leanGot{p.ResourceVersion, p.Spec.NodeName, string(p.Status.Phase), p.Status.Conditions, side == ClientGoTransform && len(p.ManagedFields) > 0}
+				g := leanGot{p.ResourceVersion, p.Spec.NodeName, string(p.Status.Phase), p.Status.Conditions,
+					side == ClientGoTransform && len(p.ManagedFields) > 0, &p.ObjectMeta}
 				if side == ClientGoTransform && (len(p.Spec.Containers) > 0 || p.Status.PodIP != "") {
 					g.phase = "untrimmed"
 				}
@@ -581,6 +583,7 @@ type leanGot struct {
 	rv, node, phase string
 	conditions      []corev1.PodCondition
 	managedFields   bool
+	meta            *metav1.ObjectMeta
 }
 
 // measureLean decodes the list into a fresh store, then (if set) interns
@@ -623,8 +626,9 @@ func measureLean[T any](rec *LeanRecording, internAll func(map[string]T), list, 
 				ready = string(c.Status)
 			}
 		}
-		if g.rv != w.rv || g.node != w.node || g.phase != w.phase || len(g.conditions) != w.conditions || ready != w.ready || g.managedFields {
-			return nil, fmt.Errorf("the store holds %s as %+v, want %+v", key, g, w)
+		if g.rv != w.rv || g.node != w.node || g.phase != w.phase || len(g.conditions) != w.conditions || ready != w.ready || g.managedFields ||
+			len(g.meta.Labels) != w.labels || g.meta.Labels["revision"] != w.revision || string(g.meta.UID) != w.uid {
+			return nil, fmt.Errorf("the store holds %s as %+v, labels %v, uid %s; want %+v", key, g, g.meta.Labels, g.meta.UID, w)
 		}
 	}
 	runtime.KeepAlive(store)
