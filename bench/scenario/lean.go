@@ -503,7 +503,7 @@ const ClientGoTransform = "client-go + transform"
 func Lean(rec *LeanRecording) Scenario {
 	return Scenario{
 		Name: "S8 lean objects",
-		Doc: fmt.Sprintf("%d realistic Pods (with status) created on the embedded kube-apiserver, listed in protobuf in %d pages "+
+		Doc: fmt.Sprintf("%d realistic Pods (with status; created in %v, changed in %v) on the embedded kube-apiserver, listed in protobuf in %d pages "+
 			"(%.1f MB), then %d changes (label changes and Ready flips alternately) recorded as protobuf watch frames; "+
 			"every side decodes the same recorded bytes, offline, into a map keyed by namespace/name. "+
 			"ctrlkit: projection.Plan DecodeList/DecodeEnvelope into a PodView {TypeMeta, ObjectMeta, spec.nodeName, "+
@@ -517,7 +517,7 @@ func Lean(rec *LeanRecording) Scenario {
 			"its sides repeat bytes_per_object; ctrlkit's watch events are then not interned); list_peak_mb: highest heap objects sampled every 200µs while "+
 			"decoding the list, garbage included, minus the heap before; cpu_us_per_event: process CPU decoding and "+
 			"storing the watch events, over the store of N, / events.",
-			rec.Pods, len(rec.Pages), float64(rec.ListBytes)/(1<<20), rec.Events),
+			rec.Pods, rec.CreateTime.Round(time.Second), rec.UpdateTime.Round(time.Second), len(rec.Pages), float64(rec.ListBytes)/(1<<20), rec.Events),
 		Metrics: []Metric{
 			{Name: "bytes_per_object", Unit: "B", Better: "lower"},
 			{Name: "bytes_per_object_interned", Unit: "B", Better: "lower"},
