@@ -46,7 +46,13 @@ type Scenario struct {
 	// Extra names more sides to compare ctrlkit with (ControllerRuntime):
 	// each runs every round, and Markdown adds a row per metric for it.
 	Extra []string
+	// AAOf is the side the A/A row runs again: ClientGo when empty, or
+	// Ctrlkit (the runs are then kept as AACtrlkit).
+	AAOf string
 }
+
+// AACtrlkit names the A/A runs of a scenario whose AAOf is Ctrlkit.
+const AACtrlkit = "ctrlkit (A/A)"
 
 // ControllerRuntime is an extra side: sigs.k8s.io/controller-runtime.
 const ControllerRuntime = "controller-runtime"
@@ -61,21 +67,31 @@ type Summary struct {
 	Spread   map[string]map[string][2]float64 `json:"spread"` // side -> metric -> [min, max]
 	Metrics  []Metric                         `json:"metrics"`
 	Extra    []string                         `json:"extra,omitempty"`
+	AAOf     string                           `json:"aa_of,omitempty"` // the side the A/A row reran (client-go if empty)
+}
+
+// aa is the side the A/A row reran, and the key of its runs.
+func (s Summary) aa() (of, key string) {
+	if s.AAOf == Ctrlkit {
+		return Ctrlkit, AACtrlkit
+	}
+	return ClientGo, AA
 }
 
 // Run runs every round of s, alternating the order of the sides, and
 // summarises. It stops at the first failed run.
 func Run(ctx context.Context, s Scenario, rounds int, progress io.Writer) (Summary, error) {
-	sum := Summary{Scenario: s.Name, Doc: s.Doc, Rounds: rounds, Metrics: s.Metrics, Extra: s.Extra, Runs: map[string][]Result{}}
+	sum := Summary{Scenario: s.Name, Doc: s.Doc, Rounds: rounds, Metrics: s.Metrics, Extra: s.Extra, AAOf: s.AAOf, Runs: map[string][]Result{}}
+	aaOf, aaKey := sum.aa()
 	for round := range rounds {
-		order := append([]string{Ctrlkit, ClientGo, AA}, s.Extra...)
+		order := append([]string{Ctrlkit, ClientGo, aaKey}, s.Extra...)
 		if round%2 == 1 {
 			slices.Reverse(order)
 		}
 		for _, side := range order {
 			impl := side
-			if side == AA {
-				impl = ClientGo
+			if side == aaKey {
+				impl = aaOf
 			}
 			res, err := s.Run(ctx, impl)
 			if err != nil {
@@ -118,9 +134,11 @@ func format(r Result, ms []Metric) string {
 }
 
 // Ratio is ctrlkit's median over client-go's for metric m, and the A/A
-// ratio (client-go's second run over its first) as the noise floor.
+// ratio (the second run of client-go, or of ctrlkit if AAOf says so, over
+// the first) as the noise floor.
 func (s Summary) Ratio(m string) (ratio, aa float64) {
-	return s.Median[Ctrlkit][m] / s.Median[ClientGo][m], s.Median[AA][m] / s.Median[ClientGo][m]
+	of, key := s.aa()
+	return s.Median[Ctrlkit][m] / s.Median[ClientGo][m], s.Median[key][m] / s.Median[of][m]
 }
 
 // Markdown writes one table row per metric.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 )
 
 func TestRun_alternatesSidesAndSummarisesMediansAndTheAARatio(t *testing.T) {
@@ -226,5 +227,63 @@ func TestMarkdown_addsARowPerExtraSide(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "| fake, vs controller-runtime | t (ms, lower is better) | 1.00 (1.00–1.00) | 20.00 (20.00–20.00) | 0.0500 |") {
 		t.Errorf("table:\n%s", b.String())
+	}
+}
+
+func TestLean_everySideCachesTheRecordedPodsAndEvents(t *testing.T) {
+	leakcheck.Check(t)
+	srv := apiserver.StartForTest(t, apiserver.Options{})
+	rec, err := RecordLean(t.Context(), srv.Config(), LeanConfig{Pods: 600, Updates: 400, Namespaces: 7, PageSize: 250, Progress: t.Output()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Pages) != 3 || rec.Events != 400 || len(rec.Frames) == 0 {
+		t.Fatalf("recorded %d pages and %d events (%d bytes); want 3 pages, 400 events", len(rec.Pages), rec.Events, len(rec.Frames))
+	}
+	s := Lean(rec)
+	results := map[string]Result{}
+	for _, side := range []string{Ctrlkit, ClientGo, ClientGoTransform} {
+		res, err := s.Run(t.Context(), side)
+		if err != nil {
+			t.Fatalf("%s: %v", side, err)
+		}
+		if res["bytes_per_object"] <= 0 || res["list_peak_mb"] <= 0 || res["cpu_us_per_event"] <= 0 {
+			t.Errorf("%s: implausible result %v", side, res)
+		}
+		results[side] = res
+		t.Logf("%s: %v", side, res)
+	}
+	if _, err := s.Run(t.Context(), "nobody"); err == nil {
+		t.Error("an unknown side ran")
+	}
+	if r := results[Ctrlkit]; r["bytes_per_object_interned"] >= r["bytes_per_object"] {
+		t.Errorf("interning did not shrink ctrlkit's projections: %v", r)
+	}
+	// Whole Pods cost more than trimmed ones.
+	if !(results[ClientGo]["bytes_per_object"] > results[ClientGoTransform]["bytes_per_object"]) {
+		t.Errorf("client-go's whole Pods (%v B) are not larger than its trimmed ones (%v B)",
+			results[ClientGo]["bytes_per_object"], results[ClientGoTransform]["bytes_per_object"])
+	}
+}
+
+func TestLean_aARowRerunsCtrlkit(t *testing.T) {
+	var order []string
+	s := Scenario{Name: "fake", Metrics: []Metric{{Name: "t", Unit: "ms", Better: "lower"}}, AAOf: Ctrlkit, Extra: []string{"x"},
+		Run: func(_ context.Context, side string) (Result, error) {
+			order = append(order, side)
+			return Result{"t": map[string]float64{Ctrlkit: 10, ClientGo: 40, "x": 20}[side]}, nil
+		}}
+	sum, err := Run(t.Context(), s, 1, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(order, ","); got != "ctrlkit,client-go,ctrlkit,x" {
+		t.Errorf("order = %s; want the A/A run to be ctrlkit's", got)
+	}
+	if r, aa := sum.Ratio("t"); r != 0.25 || aa != 1 {
+		t.Errorf("ratio %v (want 10/40), A/A %v (want 10/10)", r, aa)
+	}
+	if len(sum.Runs[AACtrlkit]) != 1 || len(sum.Runs[AA]) != 0 {
+		t.Errorf("runs kept as %v; want the A/A run under %q", sum.Runs, AACtrlkit)
 	}
 }

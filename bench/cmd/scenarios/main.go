@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,7 @@ func main() {
 
 func run() error {
 	rounds := flag.Int("rounds", 3, "rounds per scenario; each round runs ctrlkit, client-go and client-go again (A/A)")
-	only := flag.String("only", "S1,S2,S3,S4,S5,S6,S7", "comma-separated scenarios to run")
+	only := flag.String("only", "S1,S2,S3,S4,S5,S6,S7,S8", "comma-separated scenarios to run")
 	out := flag.String("json", "scenarios.json", "where to write every run as JSON")
 	s1Objects := flag.Int("s1-objects", 100000, "S1: ConfigMaps in the initial list")
 	s1Events := flag.Int("s1-events", 500000, "S1: watch events after the list")
@@ -39,6 +40,10 @@ func run() error {
 	adds := flag.Int("adds", 2000000, "S3: adds")
 	objects := flag.Int("objects", 20000, "S5: objects in the API server")
 	backlog := flag.Int("backlog", 100000, "S6, S7: keys added at once (namespace A's, the initial list's)")
+	s8Pods := flag.Int("s8-pods", 100000, "S8: Pods created on the embedded API server, listed and cached")
+	s8Updates := flag.Int("s8-updates", 20000, "S8: changes to those Pods recorded as watch frames")
+	s8Writers := flag.Int("s8-writers", 16, "S8: concurrent clients creating and changing Pods")
+	s8Budget := flag.Duration("s8-create-budget", 3*time.Minute, "S8: stop creating Pods after this long and cache those created (0: no limit); on 2 busy cores 3m creates about 15,000-20,000")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -69,6 +74,14 @@ func run() error {
 			return err
 		}
 		defer cleanup()
+		scenarios = append(scenarios, s)
+	}
+	if strings.Contains(*only, "S8") {
+		s, err := leanScenario(ctx, scenario.LeanConfig{Pods: *s8Pods, Updates: *s8Updates, Writers: *s8Writers,
+			Namespaces: 100, PageSize: 500, CreateBudget: *s8Budget, Progress: os.Stderr})
+		if err != nil {
+			return err
+		}
 		scenarios = append(scenarios, s)
 	}
 	var sums []scenario.Summary
@@ -110,4 +123,22 @@ func serverScenario(ctx context.Context, n int) (scenario.Scenario, func(), erro
 		return scenario.Scenario{}, nil, err
 	}
 	return scenario.Server(scenario.ServerConfig{Kube: kube, Namespace: "bench", Objects: n}), func() { srv.Stop() }, nil
+}
+
+// leanScenario starts the embedded API server, records S8's list and watch
+// from it, and stops it: S8 measures offline, on the recorded bytes.
+func leanScenario(ctx context.Context, cfg scenario.LeanConfig) (scenario.Scenario, error) {
+	fmt.Fprintf(os.Stderr, "== S8: starting the embedded API server and recording %d Pods and %d changes\n", cfg.Pods, cfg.Updates)
+	srv, err := apiserver.Start(ctx, apiserver.Options{Progress: os.Stderr})
+	if err != nil {
+		return scenario.Scenario{}, err
+	}
+	rec, err := scenario.RecordLean(ctx, srv.Config(), cfg)
+	if serr := srv.Stop(); err == nil && serr != nil {
+		err = serr
+	}
+	if err != nil {
+		return scenario.Scenario{}, err
+	}
+	return scenario.Lean(rec), nil
 }
