@@ -84,6 +84,10 @@ type KindOptions struct {
 	// response body read (lists and watches), e.g. to count an informer's
 	// traffic.
 	ReceivedBytes func(n int)
+	// KeepManagedFields makes Projected decode metadata.managedFields of a
+	// projection that declares them; by default they are skipped on the
+	// wire, as an informer would strip them after decoding.
+	KeepManagedFields bool
 }
 
 // KindListerWatcher lists and watches one kind through a REST client of its

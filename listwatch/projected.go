@@ -32,7 +32,11 @@ import (
 // A P that does not fit F (a field F lacks, a type mismatch) is an error
 // here, not at the first event.
 func Projected[P object.Object, F any](d Discovery, gvk schema.GroupVersionKind, opts KindOptions) (*KindListerWatcher[P], error) {
-	plan, err := projection.New[P, F]()
+	var skip []projection.Option
+	if !opts.KeepManagedFields {
+		skip = append(skip, projection.SkipManagedFields())
+	}
+	plan, err := projection.New[P, F](skip...)
 	if err != nil {
 		return nil, err
 	}

@@ -120,6 +120,7 @@ func Projection[P Object, F any](m *Manager, scope Scope) *informer.SharedIndexI
 			var inf *informer.SharedIndexInformer[P]
 			if inf, err = sharedInformer(m, gvk, scope, reflect.TypeFor[P]().Elem().Name(),
 				func(opts listwatch.KindOptions) (*listwatch.KindListerWatcher[P], error) {
+					opts.KeepManagedFields = m.opts.Informers.KeepManagedFields
 					return listwatch.Projected[P, F](m.discovery, gvk, opts)
 				}); err == nil {
 				m.mu.Lock()

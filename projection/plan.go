@@ -45,7 +45,7 @@ var ErrNoProtobuf = errors.New("projection: the full type has no protobuf encodi
 // is custom (metav1.Time, metav1.MicroTime, resource.Quantity, ...) must be
 // used as F declares them. The error names the path of every field that
 // does not match, and why.
-func New[P, F any]() (*Plan[P], error) {
+func New[P, F any](opts ...Option) (*Plan[P], error) {
 	pt, ft := reflect.TypeFor[P](), reflect.TypeFor[F]()
 	if pt.Kind() != reflect.Pointer || pt.Elem().Kind() != reflect.Struct {
 		return nil, fmt.Errorf("projection: P is %s, want a pointer to a struct", pt)
@@ -57,6 +57,9 @@ func New[P, F any]() (*Plan[P], error) {
 		return nil, fmt.Errorf("projection: F is %s, want a pointer to a struct", ft)
 	}
 	c := compiler{memo: map[[2]reflect.Type]*message{}, jsonOnly: !onWire(ft)}
+	for _, o := range opts {
+		o(&c)
+	}
 	plan := &Plan[P]{elem: pt.Elem(), fName: ft.Name(), kind: -1, apiVersion: -1, jsonOnly: c.jsonOnly}
 	plan.root = c.message(pt.Elem(), ft, pt.Elem().Name(), plan)
 	plan.json = jsonPlan(pt.Elem(), pt.Elem().Name(), map[reflect.Type]*jsonObject{})
@@ -155,7 +158,21 @@ type compiler struct {
 	// get numbers of their own that no wire carries.
 	jsonOnly bool
 	fake     uint32
+	// skipManaged leaves metav1.ObjectMeta's managedFields out of the plan.
+	skipManaged bool
 }
+
+// Option changes how New compiles a plan.
+type Option func(*compiler)
+
+// SkipManagedFields leaves metadata.managedFields out of the plan even when
+// P declares them (it embeds metav1.ObjectMeta): they are skipped on the
+// wire like any field P lacks. They are the larger part of a typical
+// object's metadata, and informers drop them anyway unless told to keep
+// them.
+func SkipManagedFields() Option { return func(c *compiler) { c.skipManaged = true } }
+
+var objectMetaType = reflect.TypeFor[metav1.ObjectMeta]()
 
 func (c *compiler) fail(path, format string, args ...any) {
 	c.errs = append(c.errs, path+": "+fmt.Sprintf(format, args...))
@@ -194,6 +211,9 @@ func (c *compiler) message(p, f reflect.Type, path string, root interface{ typeM
 	fs := map[string]fField{}
 	fFields(f, nil, true, fs)
 	for _, pf := range pFields(p, 0, nil) {
+		if c.skipManaged && pf.name == "managedFields" && f == objectMetaType {
+			continue
+		}
 		fp := path + "." + pf.name
 		ff, ok := fs[pf.name]
 		if ok && !ff.onWire && c.jsonOnly && !(pf.name == "kind" || pf.name == "apiVersion") {

@@ -460,3 +460,45 @@ func TestPlan_DecodeJSONReportsBadInputWithThePath(t *testing.T) {
 		})
 	}
 }
+
+// metaView embeds the whole ObjectMeta, as informers' projections do.
+type metaView struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		NodeName string `json:"nodeName"`
+	} `json:"spec"`
+}
+
+func TestSkipManagedFields_leavesThemOutAndCostsLess(t *testing.T) {
+	pod := testPod(7, false)
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{},"f:phase":{}}}`)}},
+		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{"f:app":{}},"f:ownerReferences":{}}}`)}},
+	}
+	raw := marshal(t, pod)
+	keep := mustPlan[*metaView, *corev1.Pod](t)
+	skip, err := projection.New[*metaView, *corev1.Pod](projection.SkipManagedFields())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := keep.Decode(raw)
+	if err != nil || len(kept.ManagedFields) != 2 {
+		t.Fatalf("without the option: %d managedFields (%v), want 2", len(kept.ManagedFields), err)
+	}
+	skipped, err := skip.Decode(raw)
+	if err != nil || skipped.ManagedFields != nil {
+		t.Fatalf("with SkipManagedFields: %v (%v), want none", skipped.ManagedFields, err)
+	}
+	kept.ManagedFields = nil
+	if !reflect.DeepEqual(kept, skipped) {
+		t.Errorf("the rest differs:\n with %+v\n without %+v", kept, skipped)
+	}
+	with := testing.AllocsPerRun(100, func() { _, _ = keep.Decode(raw) })
+	without := testing.AllocsPerRun(100, func() { _, _ = skip.Decode(raw) })
+	if without >= with {
+		t.Errorf("allocations with managedFields %v, skipped %v: want fewer when skipped", with, without)
+	}
+}

@@ -536,7 +536,7 @@ func Lean(rec *LeanRecording) Scenario {
 func runLean(rec *LeanRecording, side string) (Result, error) {
 	switch side {
 	case Ctrlkit:
-		plan, err := projection.New[*PodView, *corev1.Pod]()
+		plan, err := projection.New[*PodView, *corev1.Pod](projection.SkipManagedFields()) // as manager.Projection compiles it
 		if err != nil {
 			return nil, err
 		}
