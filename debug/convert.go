@@ -21,6 +21,14 @@ func FromInformer(st informer.Stats, failing error, now time.Time) Informer {
 		LastSync: timePtr(r.LastSync), LastSyncCause: r.LastSyncCause, ListErrors: r.ListErrors,
 		WatchErrors: r.WatchErrors, LastError: r.LastError, LastErrorAt: timePtr(r.LastErrorAt),
 		Failing: failing != nil, Handlers: make([]Handler, 0, len(st.Handlers))}
+	out.Start = st.Start.String()
+	if sn := st.Snapshot; sn.Writes > 0 || sn.Failures > 0 {
+		out.Snapshot = &Snapshot{Writes: sn.Writes, Failures: sn.Failures, LastBytes: sn.LastBytes,
+			LastObjects: sn.LastObjects, LastSeconds: sn.LastDuration.Seconds(), LastPauseSeconds: sn.LastPause.Seconds()}
+		if sn.LastErr != nil {
+			out.Snapshot.LastError = sn.LastErr.Error()
+		}
+	}
 	if !r.WatchSince.IsZero() {
 		age := now.Sub(r.WatchSince).Seconds()
 		out.WatchAgeSeconds = &age

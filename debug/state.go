@@ -91,6 +91,11 @@ type Informer struct {
 	FieldSelector string `json:"fieldSelector,omitempty"`
 	// Synced reports that the first list was applied to the cache.
 	Synced bool `json:"synced"`
+	// Start says how the cache started: "warm (N objects at resource
+	// version R)", "cold: why", or "pending" (see informer.CacheStart).
+	Start string `json:"start"`
+	// Snapshot describes the snapshots written of the cache, when on.
+	Snapshot *Snapshot `json:"snapshot,omitempty"`
 	// Objects is the number of cached objects; ApproxBytes an estimate of
 	// their encoded size (see informer.Stats).
 	Objects     int   `json:"objects"`
@@ -117,6 +122,20 @@ type Informer struct {
 	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
 	Failing     bool       `json:"failing"`
 	Handlers    []Handler  `json:"handlers"`
+}
+
+// Snapshot is what an informer wrote of its cache for warm restarts.
+type Snapshot struct {
+	Writes   int `json:"writes"`
+	Failures int `json:"failures"`
+	// LastBytes, LastObjects, LastSeconds and LastPauseSeconds describe
+	// the last write: its size, objects, time to encode and write, and the
+	// informer's pause to take the view.
+	LastBytes        int64   `json:"lastBytes"`
+	LastObjects      int     `json:"lastObjects"`
+	LastSeconds      float64 `json:"lastSeconds"`
+	LastPauseSeconds float64 `json:"lastPauseSeconds"`
+	LastError        string  `json:"lastError,omitempty"`
 }
 
 // Handler is one event handler of an informer (for a manager: one per

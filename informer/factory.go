@@ -2,18 +2,22 @@ package informer
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ctrlkit/ctrlkit/internal/run"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/snapshot"
 	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
@@ -72,9 +76,52 @@ type FactoryOptions struct {
 	// binary with the error (objects and fields) as the panic's message;
 	// a test may set it to record the error and fail with t.Error instead.
 	OnMutation func(error)
+	// Snapshots turns on warm restarts for every informer a Factory
+	// creates (see Snapshot); an informer made with New uses
+	// Options.Snapshot instead. Default: off.
+	Snapshots SnapshotOptions
 	// Telemetry: the Logger receives handler panics and cache errors, the
 	// Registerer the informer's and its reflector's metrics.
 	telemetry.Telemetry
+}
+
+// SnapshotOptions configure the snapshots of a Factory's informers: each
+// informer writes its cache to a file of its own in Dir, named after its
+// Scope, with an identity made of Cluster, Server and the Scope.
+type SnapshotOptions struct {
+	// Dir is the directory of the snapshot files, e.g. an emptyDir volume,
+	// which survives a container's restarts; "" turns snapshots off. It
+	// is created (0700) when missing.
+	Dir string
+	// Cluster returns the cluster's identity (the manager uses the UID of
+	// the kube-system namespace), called once, at the first informer's
+	// Run. An error makes every informer start cold, naming it. Required
+	// with Dir.
+	Cluster func(context.Context) (string, error)
+	// Server is the API server's address, part of the identity.
+	Server string
+	// Interval is how often each informer writes its cache; see
+	// Snapshot.Interval.
+	Interval time.Duration
+}
+
+// snapshotFor returns the Snapshot options of the informer of scope.
+func (o SnapshotOptions) snapshotFor(scope Scope, cluster func(context.Context) (string, error)) (string, snapshot.Identity) {
+	name := scope.String()
+	sum := sha256.Sum256([]byte(name))
+	file := strings.Map(func(r rune) rune {
+		if r == '.' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, name)
+	if len(file) > 80 {
+		file = file[:80]
+	}
+	id := snapshot.Identity{Server: o.Server, Group: scope.Resource.Group, Version: scope.Resource.Version,
+		Resource: scope.Resource.Resource, Namespace: scope.Namespace,
+		LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector, Shards: scope.As}
+	return filepath.Join(o.Dir, fmt.Sprintf("%s-%x.snap", file, sum[:4])), id
 }
 
 // Factory shares one informer per resource, namespace and selector between
@@ -91,6 +138,7 @@ type Factory struct {
 	once      run.Once
 	stopped   bool
 	wake      chan struct{}
+	cluster   func(context.Context) (string, error) // Snapshots.Cluster, called once
 }
 
 // Scope identifies one shared informer: what it lists and watches. Callers
@@ -144,12 +192,37 @@ type shared struct {
 	run     func(context.Context) error
 	synced  <-chan struct{}
 	lastErr func() error
+	start   func() CacheStart
 	started bool
 }
 
 // NewFactory returns an empty Factory; it starts nothing.
 func NewFactory(opts FactoryOptions) *Factory {
-	return &Factory{opts: opts, informers: map[Scope]*shared{}, wake: make(chan struct{}, 1)}
+	f := &Factory{opts: opts, informers: map[Scope]*shared{}, wake: make(chan struct{}, 1)}
+	if c := opts.Snapshots.Cluster; c != nil {
+		f.cluster = onceCluster(c)
+	}
+	return f
+}
+
+// onceCluster calls c once, with the first caller's context; every caller
+// gets its answer.
+func onceCluster(c func(context.Context) (string, error)) func(context.Context) (string, error) {
+	var (
+		mu   sync.Mutex
+		done bool
+		id   string
+		err  error
+	)
+	return func(ctx context.Context) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			id, err = c(ctx)
+			done = ctx.Err() == nil // a call cut short by ctx is tried again
+		}
+		return id, err
+	}
 }
 
 // For returns the informer of scope, creating it with a ListerWatcher from
@@ -174,11 +247,16 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() reflector.Lister
 	name := scope.String()
 	common := f.opts
 	common.Reflector.Name = ""
-	inf, err := New(newLW(), Options[T]{Name: name, FactoryOptions: common})
+	opts := Options[T]{Name: name, FactoryOptions: common}
+	if so := f.opts.Snapshots; so.Dir != "" {
+		opts.Snapshot.Path, opts.Snapshot.Identity = so.snapshotFor(scope, nil)
+		opts.Snapshot.Interval, opts.Snapshot.Cluster = so.Interval, f.cluster
+	}
+	inf, err := New(newLW(), opts)
 	if err != nil {
 		return nil, err
 	}
-	f.informers[scope] = &shared{name: name, inf: inf, run: inf.Run, synced: inf.syncedC, lastErr: inf.LastError}
+	f.informers[scope] = &shared{name: name, inf: inf, run: inf.Run, synced: inf.syncedC, lastErr: inf.LastError, start: inf.Start}
 	select {
 	case f.wake <- struct{}{}:
 	default:
@@ -232,6 +310,9 @@ type Status struct {
 	// Err is the last list or watch error (nil once one succeeded since),
 	// explained as WaitForCacheSync explains it.
 	Err error
+	// Start says whether the cache started warm, from a snapshot, or cold
+	// and why.
+	Start CacheStart
 }
 
 // Statuses returns the state of every informer of the factory, by name.
@@ -244,7 +325,7 @@ func (f *Factory) Statuses() []Status {
 	f.mu.Unlock()
 	out := make([]Status, 0, len(all))
 	for _, s := range all {
-		st := Status{Name: s.name}
+		st := Status{Name: s.name, Start: s.start()}
 		select {
 		case <-s.synced:
 			st.Synced = true

@@ -43,6 +43,9 @@ type Options[T object.Object] struct {
 	// it drops the add, update or whole relist, while a delete still goes
 	// through with the untransformed object. Default: none.
 	Transform func(T) (T, error)
+	// Snapshot keeps the cache across restarts; see Snapshot. Default: off
+	// (a Factory fills it from FactoryOptions.Snapshots).
+	Snapshot Snapshot[T]
 	// FactoryOptions are what every informer of a Factory shares: the
 	// reflector's options, managed fields, interning and telemetry.
 	FactoryOptions
@@ -72,6 +75,8 @@ type SharedIndexInformer[T object.Object] struct {
 	det       *detector[T] // nil: mutations are not checked
 	atomic    bool         // Options.AtomicRelist
 	handlerID atomic.Int64
+	table     *intern.Table // nil: no interning; used by the reflector's goroutine (and, before it starts, Run's)
+	snap      *snapshots[T] // nil: no snapshots
 
 	// mu guards the fields below, and makes each cache write and the
 	// notifications it causes one step for AddEventHandler and resyncs.
@@ -89,8 +94,12 @@ type SharedIndexInformer[T object.Object] struct {
 	relists  uint64
 	relisted chan struct{}
 	held     *heldRelist[T] // AtomicRelist: the relist being received
-	stopping chan struct{}  // closed when Run's context ends
-	wg       sync.WaitGroup
+	// relisting: a streamed relist has begun and not ended (the cache
+	// mixes two states); distrust: its objects are notified as changed
+	// whatever their versions (a snapshot newer than the server).
+	relisting, distrust bool
+	stopping            chan struct{} // closed when Run's context ends
+	wg                  sync.WaitGroup
 }
 
 // New returns an informer over lw; it starts nothing. It fails on invalid
@@ -113,7 +122,13 @@ func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*Shar
 	if i.det, err = newDetector(opts); err != nil {
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
 	}
-	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts)}
+	if i.snap, err = newSnapshots(opts.Snapshot); err != nil {
+		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
+	}
+	if !opts.DisableInterning {
+		i.table = intern.NewTable(0)
+	}
+	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts, i.table)}
 	i.refl, err = reflector.New(lw, reflector.Sink[T](sink), reflectorOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
@@ -136,14 +151,10 @@ func reflectorOptions[T object.Object](opts Options[T]) reflector.Options {
 }
 
 // transformFor returns the transform New's options ask for: managedFields
-// stripped, then the user's transform, then interning; nil when there is
-// nothing to do.
-func transformFor[T object.Object](opts Options[T]) func(T) (T, error) {
+// stripped, then the user's transform, then interning with table (nil:
+// none); nil when there is nothing to do.
+func transformFor[T object.Object](opts Options[T], table *intern.Table) func(T) (T, error) {
 	user, strip := opts.Transform, !opts.KeepManagedFields
-	var table *intern.Table // used by the reflector's goroutine only, as the transform is
-	if !opts.DisableInterning {
-		table = intern.NewTable(0)
-	}
 	if user == nil && !strip && table == nil {
 		return nil
 	}
@@ -169,7 +180,9 @@ func transformFor[T object.Object](opts Options[T]) func(T) (T, error) {
 // Run lists and watches, keeps the cache and notifies handlers until ctx
 // ends, then returns nil once every goroutine it started (reflector, queue
 // consumer, one per handler) has exited and, when mutations are detected,
-// every cached object was compared with its copy a last time. A second call
+// every cached object was compared with its copy a last time. With
+// snapshots (Options.Snapshot), it starts from the snapshot file when that
+// matches, and writes the cache to it before returning. A second call
 // returns ErrStarted.
 func (i *SharedIndexInformer[T]) Run(ctx context.Context) error {
 	i.mu.Lock()
@@ -182,13 +195,26 @@ func (i *SharedIndexInformer[T]) Run(ctx context.Context) error {
 	}
 	i.mu.Unlock()
 
+	reflDone := make(chan struct{})
+	looped := make(chan struct{})
 	i.wg.Go(func() {
+		defer close(looped)
+		i.processLoop(ctx, reflDone)
+	})
+	if i.snap != nil {
+		i.loadSnapshot(ctx)
+		i.wg.Go(func() { i.snap.ticker(ctx) })
+	}
+	i.wg.Go(func() {
+		defer close(reflDone)
 		if err := i.refl.Run(ctx); err != nil {
 			i.log.Error("informer: reflector stopped", "informer", i.name, "err", err)
 		}
 	})
-	i.wg.Go(func() { i.processLoop(ctx) })
 	<-ctx.Done()
+	if i.snap != nil {
+		<-looped // it applies what the reflector handed over, then takes a last view
+	}
 	i.fifo.Close()
 	i.mu.Lock()
 	i.stopped = true

@@ -15,6 +15,8 @@ import (
 type metrics struct {
 	pendingKeys, oldestAge, panics *prometheus.Desc
 	cached                         *prometheus.Desc
+	warm, snapWrites, snapBytes    *prometheus.Desc
+	snapSeconds                    *prometheus.Desc
 	collect                        func(ch chan<- prometheus.Metric, m *metrics)
 }
 
@@ -33,6 +35,14 @@ func newMetrics[T object.Object](tel telemetry.Telemetry, i *SharedIndexInformer
 			"Panics recovered from a handler.", labels, constant),
 		cached: prometheus.NewDesc("ctrlkit_informer_cached_objects",
 			"Objects in the informer's cache.", nil, constant),
+		warm: prometheus.NewDesc("ctrlkit_informer_cache_started_warm",
+			"1 when the cache started from a snapshot without listing, 0 when it started cold (see the log or /readyz?verbose for why); absent until decided.", nil, constant),
+		snapWrites: prometheus.NewDesc("ctrlkit_informer_snapshot_writes_total",
+			"Snapshots of the cache written, by result (ok, error).", []string{"result"}, constant),
+		snapBytes: prometheus.NewDesc("ctrlkit_informer_snapshot_last_bytes",
+			"Size of the last snapshot written.", nil, constant),
+		snapSeconds: prometheus.NewDesc("ctrlkit_informer_snapshot_last_write_seconds",
+			"Time the last snapshot took to encode, write and sync.", nil, constant),
 		collect: func(ch chan<- prometheus.Metric, m *metrics) { i.collect(ch, m) },
 	}
 	return m, tel.Register(m)
@@ -44,6 +54,10 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.oldestAge
 	ch <- m.panics
 	ch <- m.cached
+	ch <- m.warm
+	ch <- m.snapWrites
+	ch <- m.snapBytes
+	ch <- m.snapSeconds
 }
 
 // Collect implements prometheus.Collector.
@@ -54,6 +68,20 @@ func (i *SharedIndexInformer[T]) collect(ch chan<- prometheus.Metric, m *metrics
 	ls := append([]*listener[T](nil), i.listeners...)
 	i.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(m.cached, prometheus.GaugeValue, float64(i.idx.Len()))
+	if i.snap != nil {
+		if st := i.Start(); st.Decided {
+			warm := 0.0
+			if st.Warm {
+				warm = 1
+			}
+			ch <- prometheus.MustNewConstMetric(m.warm, prometheus.GaugeValue, warm)
+		}
+		sn := i.SnapshotStats()
+		ch <- prometheus.MustNewConstMetric(m.snapWrites, prometheus.CounterValue, float64(sn.Writes), "ok")
+		ch <- prometheus.MustNewConstMetric(m.snapWrites, prometheus.CounterValue, float64(sn.Failures), "error")
+		ch <- prometheus.MustNewConstMetric(m.snapBytes, prometheus.GaugeValue, float64(sn.LastBytes))
+		ch <- prometheus.MustNewConstMetric(m.snapSeconds, prometheus.GaugeValue, sn.LastDuration.Seconds())
+	}
 	now := time.Now()
 	for _, l := range ls {
 		keys, age := l.lag(now)

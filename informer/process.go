@@ -2,6 +2,7 @@ package informer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,28 +12,73 @@ import (
 
 // processLoop pops the FIFO until it is closed or ctx ends, applying each
 // Item to the cache and queuing the notifications it causes. It is the
-// cache's only writer.
-func (i *SharedIndexInformer[T]) processLoop(ctx context.Context) {
+// cache's only writer. With snapshots, it takes a view of the cache
+// whenever a poke ends its Pop (the FIFO is then empty: the cache holds
+// every event received), and when ctx ends it goes on applying what the
+// reflector hands over until the reflector has stopped (reflDone), then
+// writes the last snapshot.
+func (i *SharedIndexInformer[T]) processLoop(ctx context.Context, reflDone <-chan struct{}) {
+	pctx := i.snap.popContext(ctx)
 	for {
-		it, err := i.fifo.Pop(ctx)
+		it, err := i.fifo.Pop(pctx)
+		switch {
+		case err == nil:
+			i.process(it)
+		case i.snap == nil || errors.Is(err, deltafifo.ErrClosed):
+			return
+		case ctx.Err() == nil: // poked: a snapshot is due
+			if v, ok := i.takeView(); ok {
+				i.snap.wg.Go(func() { i.write(v) })
+			}
+			pctx = i.snap.popContext(ctx)
+		default:
+			i.drain(reflDone)
+			i.snap.wg.Wait()
+			if v, ok := i.takeView(); ok {
+				i.write(v)
+			}
+			return
+		}
+	}
+}
+
+// drain applies what the FIFO holds until the reflector has stopped and
+// nothing is left.
+func (i *SharedIndexInformer[T]) drain(reflDone <-chan struct{}) {
+	dctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-reflDone:
+			cancel()
+		case <-dctx.Done():
+		}
+	}()
+	for {
+		it, err := i.fifo.Pop(dctx)
 		if err != nil {
 			return
 		}
-		switch {
-		case it.Replace != nil: // a relist given whole: one part that is all of it
-			i.relistPart(&deltafifo.RelistPart[T]{Begin: true, Items: it.Replace.Items, End: true,
-				ResourceVersion: it.Replace.ResourceVersion, Seq: it.Replace.Seq})
-		case it.Relist != nil:
-			i.relistPart(it.Relist)
-		case it.Key != "":
-			for _, d := range it.Deltas {
-				i.apply(it.Key, d)
-			}
-		default:
-			i.idx.Bookmark(it.Bookmark)
-		}
-		i.det.flush()
+		i.process(it)
 	}
+}
+
+// process applies one item of the FIFO.
+func (i *SharedIndexInformer[T]) process(it deltafifo.Item[T]) {
+	switch {
+	case it.Replace != nil: // a relist given whole: one part that is all of it
+		i.relistPart(&deltafifo.RelistPart[T]{Begin: true, Items: it.Replace.Items, End: true,
+			ResourceVersion: it.Replace.ResourceVersion, Seq: it.Replace.Seq})
+	case it.Relist != nil:
+		i.relistPart(it.Relist)
+	case it.Key != "":
+		for _, d := range it.Deltas {
+			i.apply(it.Key, d)
+		}
+	default:
+		i.idx.Bookmark(it.Bookmark)
+	}
+	i.det.flush()
 }
 
 // dispatchLocked queues n for key with every handler.
@@ -70,7 +116,7 @@ func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool) {
 	switch {
 	case !existed:
 		i.dispatchLocked(key, notification[T]{kind: addKind, obj: obj, initial: relist && !i.synced}, time.Now())
-	case !relist || changed(old, obj):
+	case !relist || i.distrust || changed(old, obj):
 		i.dispatchLocked(key, notification[T]{kind: updateKind, old: old, obj: obj}, time.Now())
 	}
 }
@@ -102,6 +148,8 @@ func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 	}
 	if p.Begin {
 		i.idx.BeginRelist()
+		i.relisting = true
+		i.distrust = i.snap.relistBegins(i.refl.Resume())
 	}
 	for _, obj := range p.Items {
 		key, err := object.MetaNamespaceKeyFunc(obj)
@@ -119,6 +167,7 @@ func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 	if !p.End {
 		return
 	}
+	i.relisting, i.distrust = false, false
 	if !p.Abandoned {
 		now := time.Now()
 		for _, gone := range i.idx.EndRelist(p.ResourceVersion) {
@@ -126,6 +175,7 @@ func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 			i.dispatchLocked(gone.Key, notification[T]{kind: deleteKind,
 				del: tombstone(gone.Key, gone.Object, true)}, now)
 		}
+		i.snap.relistEnds(i.refl.Resume())
 		i.markSyncedLocked()
 	}
 	i.relistEndedLocked(p.Seq)
@@ -150,6 +200,7 @@ type heldRelist[T object.Object] struct {
 func (i *SharedIndexInformer[T]) holdPartLocked(p *deltafifo.RelistPart[T]) {
 	if p.Begin || i.held == nil { // a relist begun again supersedes the one held
 		i.held = &heldRelist[T]{objs: map[string]T{}}
+		i.snap.relistBegins(i.refl.Resume()) // a superseded snapshot was never applied: nothing to distrust
 	}
 	h := i.held
 	for _, obj := range p.Items {
@@ -174,6 +225,7 @@ func (i *SharedIndexInformer[T]) holdPartLocked(p *deltafifo.RelistPart[T]) {
 	i.held = nil
 	if !p.Abandoned {
 		i.swapLocked(h, p.ResourceVersion)
+		i.snap.relistEnds(i.refl.Resume())
 		i.markSyncedLocked()
 	}
 	i.relistEndedLocked(p.Seq)

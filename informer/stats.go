@@ -34,6 +34,11 @@ type Stats struct {
 	Reflector reflector.Stats
 	// Handlers are the registered handlers, by name.
 	Handlers []HandlerStats
+	// Start says whether the cache started warm, from a snapshot, or cold
+	// and why; Snapshot counts the snapshots written (see
+	// Options.Snapshot).
+	Start    CacheStart
+	Snapshot SnapshotStats
 }
 
 // HandlerStats is one handler's backlog.
@@ -60,7 +65,7 @@ const SampleSize = 64
 func (i *SharedIndexInformer[T]) Stats() Stats {
 	now := time.Now()
 	st := Stats{Name: i.name, Synced: i.HasSynced(), Queued: i.fifo.Len(),
-		ResourceVersion: i.idx.ResourceVersion(), Reflector: i.refl.Stats()}
+		ResourceVersion: i.idx.ResourceVersion(), Reflector: i.refl.Stats(), Start: i.Start(), Snapshot: i.SnapshotStats()}
 	sample, n := i.idx.Sample(SampleSize)
 	st.Objects = n
 	st.ApproxBytes = approxBytes(sample, n)

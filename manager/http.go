@@ -144,6 +144,11 @@ func (m *Manager) serveChecks(w http.ResponseWriter, r *http.Request, ready bool
 		return
 	}
 	fmt.Fprintln(w, "ok")
+	if ready && r.URL.Query().Has("verbose") {
+		for _, st := range m.factory.Statuses() {
+			fmt.Fprintf(w, "informer %s: synced, started %s\n", st.Name, st.Start)
+		}
+	}
 }
 
 // notReady explains, one line each, the informers that have not synced and
@@ -163,6 +168,8 @@ func (m *Manager) notReady() []string {
 		case st.Synced:
 		case st.Err != nil:
 			out = append(out, st.Err.Error()) // "informer: cache of NAME did not sync: why"
+		case !st.Start.Decided:
+			out = append(out, fmt.Sprintf("informer %s: not synced yet, start %s", st.Name, st.Start))
 		default:
 			out = append(out, fmt.Sprintf("informer %s: not synced yet", st.Name))
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -97,6 +98,18 @@ type Options struct {
 	// stops its controllers before its informers, so the informers' last
 	// check sees every reconcile's writes.
 	Informers informer.FactoryOptions
+	// CacheDir, when set, keeps every informer's cache across restarts: each
+	// writes a snapshot of its cache there at shutdown and every 5 minutes
+	// (Informers.Snapshots.Interval), and at the next start resumes from it
+	// instead of listing, when it is of the same cluster (the UID of the
+	// kube-system namespace, which the manager reads: RBAC get on
+	// namespaces), server, resource, namespace, selectors and Go type, and
+	// the server still has the history after it (see informer.Snapshot).
+	// Mount an emptyDir volume there: it survives a container's restarts,
+	// not the Pod's. /readyz?verbose and the debug page say how each cache
+	// started. Snapshots are off with Sharding (a replica's share is
+	// decided after it starts). Default: "", off.
+	CacheDir string
 	// ShutdownTimeout is each controller's default bound on in-flight
 	// reconciles at shutdown; see controller.Options. Default: 30s.
 	ShutdownTimeout time.Duration
@@ -277,7 +290,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, http: hc, opts: opts, ledger: led, scheme: scheme, kube: kube,
 		discovery: disc,
-		factory:   informer.NewFactory(opts.Informers),
+		factory:   informer.NewFactory(snapshotOptions(opts, cfg, kube)),
 		listening: make(chan struct{}), projections: map[reflect.Type]schema.GroupVersionKind{},
 	}
 	m.recorder = &recorders{m: m}
@@ -300,6 +313,28 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	return m, nil
+}
+
+// snapshotOptions are opts.Informers with snapshots in opts.CacheDir, when
+// set, identified by the cluster's kube-system namespace.
+func snapshotOptions(opts Options, cfg *rest.Config, kube kubernetes.Interface) informer.FactoryOptions {
+	fo := opts.Informers
+	switch {
+	case opts.CacheDir == "":
+		return fo
+	case opts.Sharding.Ring != "":
+		opts.Logger.Warn("manager: CacheDir is ignored with Sharding: caches start cold")
+		return fo
+	}
+	fo.Snapshots.Dir, fo.Snapshots.Server = opts.CacheDir, cfg.Host
+	fo.Snapshots.Cluster = func(ctx context.Context) (string, error) {
+		ns, err := kube.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("get namespace %s: %w", metav1.NamespaceSystem, err)
+		}
+		return string(ns.UID), nil
+	}
+	return fo
 }
 
 // newScheme returns client-go's scheme (Kubernetes' built-in types) with

@@ -65,6 +65,7 @@ type (
 		rv    string
 		limit int64
 		cont  string
+		probe bool  // only to learn the server's current RV (resuming)
 		cause error // why this sync happens; nil for the first one and for a fallback
 		// fallback is why the watch-list attempt of this sync was given up
 		// for this list; nil when the sync began with a list.
@@ -92,7 +93,18 @@ type (
 		rv  string // obj's resource version as it arrived
 	}
 	bookmark struct{ rv string } // the sink is current up to rv
-	wait     struct {            // wait d, then do then
+	// resumed: the server accepted the resource version of a resumed
+	// state; the relist the sink holds open (see Reflector.ResumeFrom) ends
+	// as of rv.
+	resumed struct{ rv string }
+	// resumeRefused: the resumed state cannot be confirmed and a sync
+	// follows; comparable is false when the server's versions cannot be
+	// compared with the state's (it is newer than the server).
+	resumeRefused struct {
+		cause      error
+		comparable bool
+	}
+	wait struct { // wait d, then do then
 		d    time.Duration
 		then action
 	}
@@ -106,6 +118,8 @@ func (relistDelete[T]) isAction() {}
 func (relistEnd) isAction()       {}
 func (apply[T]) isAction()        {}
 func (bookmark) isAction()        {}
+func (resumed) isAction()         {}
+func (resumeRefused) isAction()   {}
 func (wait) isAction()            {}
 
 type phase int
@@ -115,6 +129,7 @@ const (
 	listing         // list pages arriving
 	streaming       // watch-list: initial events arriving, until the end bookmark
 	watching        // a watch is open (or being opened) after a sync
+	resuming        // a watch from a resumed state's RV, until the server accepts it
 )
 
 // config is the machine's part of Options, with defaults applied.
@@ -123,6 +138,7 @@ type config struct {
 	explicitPageSize                         bool // the user chose pageSize: paginate every list
 	minTimeout, maxTimeout                   time.Duration
 	shortWatch                               time.Duration
+	confirmTimeout                           time.Duration // the server-side timeout of a resuming watch
 	silence                                  time.Duration // how long a watch-list stream may send nothing
 	disableWatchList                         bool
 	backoffInitial, backoffMax, backoffReset time.Duration
@@ -140,6 +156,12 @@ type machine[T object.Object] struct {
 	watchList       bool   // try watch-list; false once the server refused it, for good
 	serverPaginates bool   // a list at "0" came back paginated: the watch cache is off
 	synced          bool   // an initial list or stream has completed at least once
+	// resumeRV is the resource version of a state the sink holds (see
+	// Reflector.ResumeFrom), consumed by the next start; resumePending says
+	// that state is neither confirmed nor superseded by a sync's end;
+	// probed that the server's current RV was found no older than it.
+	resumeRV              string
+	resumePending, probed bool
 
 	phase phase
 	// listing: the pages received so far, the RV the list asked for,
@@ -169,6 +191,10 @@ func newMachine[T object.Object](cfg config, rnd func() float64) *machine[T] {
 func (m *machine[T]) next(in input) []action {
 	switch in := in.(type) {
 	case start:
+		if m.resumeRV != "" {
+			m.lastRV, m.resumeRV, m.resumePending = m.resumeRV, "", true
+			return []action{m.probe()}
+		}
 		return m.sync(nil)
 	case listed[T]:
 		return m.onListed(in)
@@ -255,6 +281,9 @@ func (m *machine[T]) watchAction(rv string, sendInitial bool) watchReq {
 }
 
 func (m *machine[T]) onListed(in listed[T]) []action {
+	if m.phase == resuming && !m.probed {
+		return m.onProbed(in.rv)
+	}
 	if m.phase != listing {
 		return nil
 	}
@@ -273,13 +302,16 @@ func (m *machine[T]) onListed(in listed[T]) []action {
 		return append(acts, list{limit: m.cfg.pageSize, cont: in.cont})
 	}
 	m.pages = 0
-	m.synced, m.rvUnavailable = true, false
+	m.synced, m.rvUnavailable, m.resumePending = true, false, false
 	m.lastRV = in.rv
 	m.phase = watching
 	return append(acts, relistEnd{rv: in.rv}, m.watchAction(m.lastRV, false))
 }
 
 func (m *machine[T]) onListFailed(in listFailed) []action {
+	if m.phase == resuming && !m.probed {
+		return m.onResumeFailed(in.err, in.now)
+	}
 	if m.phase != listing {
 		return nil
 	}
@@ -291,15 +323,18 @@ func (m *machine[T]) onListFailed(in listFailed) []action {
 		return []action{list{rv: m.listRV, cause: in.err}}
 	case (isExpired(in.err) || isTooLarge(in.err)) && !m.rvUnavailable:
 		m.rvUnavailable = true
-		return []action{m.startList(in.err)}
+		return append(m.distrustResumed(in.err), m.startList(in.err))
 	}
 	retry := m.startList(in.err)
 	return []action{wait{d: m.backoff.next(in.now, m.rnd()), then: retry}}
 }
 
 func (m *machine[T]) onWatchFailed(in watchFailed) []action {
-	if m.phase == streaming {
+	switch m.phase {
+	case streaming:
 		return m.onStreamFailed(in)
+	case resuming:
+		return m.onResumeFailed(in.err, in.now)
 	}
 	switch {
 	case isRetriable(in.err):
@@ -331,7 +366,7 @@ func (m *machine[T]) onStreamFailed(in watchFailed) []action {
 		return []action{wait{d: m.backoff.next(in.now, m.rnd()), then: again}}
 	case (isExpired(in.err) || isTooLarge(in.err)) && !m.rvUnavailable:
 		m.rvUnavailable = true
-		return m.sync(in.err)
+		return append(m.distrustResumed(in.err), m.sync(in.err)...)
 	}
 	return m.fallBack(in.err)
 }
@@ -367,6 +402,15 @@ func (m *machine[T]) onEvent(in event[T]) []action {
 	switch m.phase {
 	case streaming:
 		return m.onInitialEvent(in)
+	case resuming:
+		// Any event or bookmark: the server accepted the version (it sends
+		// "too old" as the first event of a watch it refuses).
+		acts := m.confirm()
+		m.watchEvent(in)
+		if in.typ == watch.Bookmark {
+			return append(acts, bookmark{rv: in.rv})
+		}
+		return append(acts, apply[T]{typ: in.typ, obj: in.obj, rv: in.rv})
 	case watching:
 		m.watchEvent(in)
 		if in.typ == watch.Bookmark {
@@ -409,7 +453,7 @@ func (m *machine[T]) onInitialEvent(in event[T]) []action {
 		}
 		acts = m.flushBatch(acts)
 		m.streamed = 0
-		m.synced, m.rvUnavailable = true, false
+		m.synced, m.rvUnavailable, m.resumePending = true, false, false
 		m.lastRV = in.rv
 		m.phase, m.events = watching, 0
 		return append(acts, relistEnd{rv: in.rv})
@@ -457,6 +501,13 @@ func (m *machine[T]) onWatchEnded(in watchEnded) []action {
 			return m.onStreamEnded(in.now)
 		}
 		return m.onWatchFailed(watchFailed(in))
+	case resuming:
+		if in.err == nil {
+			// The watch ran its whole (short) timeout and the server never
+			// said the version was too old: it accepted it.
+			return append(m.confirm(), m.watchAction(m.lastRV, false))
+		}
+		return m.onResumeFailed(in.err, in.now)
 	case watching:
 	default:
 		return nil
@@ -477,9 +528,79 @@ func (m *machine[T]) onWatchEnded(in watchEnded) []action {
 	return m.resyncAfterBackoff(in.now, in.err)
 }
 
+// probe lists one object from a consistent read, to learn the server's
+// current resource version: a resumed state newer than it is from another
+// history (a restored etcd, another cluster behind the same name).
+func (m *machine[T]) probe() list {
+	m.phase, m.probed = resuming, false
+	return list{limit: 1, probe: true}
+}
+
+// onProbed compares the server's current resource version with the
+// resumed state's, and watches from the state's when it is not newer.
+func (m *machine[T]) onProbed(current string) []action {
+	if c, ok := object.CompareResourceVersions(m.lastRV, current); !ok || c > 0 {
+		m.rvUnavailable = true
+		err := fmt.Errorf("%w: %s, the server's is %s", errResumeNewer, m.lastRV, current)
+		return append([]action{resumeRefused{cause: err, comparable: false}}, m.sync(err)...)
+	}
+	m.probed = true
+	return []action{m.resumeWatch()}
+}
+
+// resumeWatch watches from a resumed state's resource version with a short
+// server-side timeout: the server sends a bookmark shortly before a watch's
+// timeout, so a quiet resource confirms the version within about
+// confirmTimeout rather than at the first change; it sends "too old" as
+// the first event of a watch it refuses, so a watch that runs out without
+// one confirms it too.
+func (m *machine[T]) resumeWatch() watchReq {
+	m.phase = resuming
+	return watchReq{rv: m.lastRV, timeout: m.cfg.confirmTimeout}
+}
+
+// confirm ends the resumed state's relist: the server has the history
+// after its version, so the watch carries on from there.
+func (m *machine[T]) confirm() []action {
+	m.phase, m.events = watching, 0
+	m.synced, m.resumePending = true, false
+	return []action{resumed{rv: m.lastRV}}
+}
+
+// onResumeFailed handles a resuming watch that failed or was refused: after
+// 429 or a refused connection it waits and resumes again (the state is
+// still as good); after 410 it syncs from a consistent read, which the sink
+// compares with the resumed state; after "too large" (the state is newer
+// than the server: another etcd, a restore from backup) likewise, but the
+// resumed state's versions count for nothing; after anything else it backs
+// off and syncs.
+func (m *machine[T]) onResumeFailed(err error, now time.Time) []action {
+	switch {
+	case isRetriable(err) && !m.probed:
+		return []action{wait{d: m.backoff.next(now, m.rnd()), then: m.probe()}}
+	case isRetriable(err):
+		return []action{wait{d: m.backoff.next(now, m.rnd()), then: m.resumeWatch()}}
+	case isExpired(err) || isTooLarge(err):
+		m.rvUnavailable = true
+		return append([]action{resumeRefused{cause: err, comparable: !isTooLarge(err)}}, m.sync(err)...)
+	}
+	return append([]action{resumeRefused{cause: err, comparable: true}}, m.resyncAfterBackoff(now, err)...)
+}
+
+// distrustResumed marks the resumed state, while its sync has not ended,
+// as not comparable with the server's when err says its version is newer
+// than the server's.
+func (m *machine[T]) distrustResumed(err error) []action {
+	if !m.resumePending || !isTooLarge(err) {
+		return nil
+	}
+	return []action{resumeRefused{cause: err, comparable: false}}
+}
+
 // Causes the machine names itself.
 var (
 	errVeryShortWatch   = errors.New("reflector: watch closed at once without events")
 	errStreamEnded      = errors.New("reflector: watch-list stream closed at once, empty, before its initial-events-end bookmark")
 	errWatchListIgnored = errors.New("reflector: server ignored the watch-list request")
+	errResumeNewer      = errors.New("reflector: the resumed state's resource version is newer than the server's")
 )

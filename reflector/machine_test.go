@@ -51,7 +51,7 @@ func (e *netOpError) Unwrap() error { return e.errno }
 func testConfig(watchList bool) config {
 	return config{
 		pageSize: 500, minTimeout: 5 * time.Minute, maxTimeout: 10 * time.Minute,
-		shortWatch: time.Second, silence: 10 * time.Second, disableWatchList: !watchList,
+		shortWatch: time.Second, silence: 10 * time.Second, confirmTimeout: 2 * time.Second, disableWatchList: !watchList,
 		backoffInitial: 800 * time.Millisecond, backoffMax: 30 * time.Second, backoffReset: 2 * time.Minute,
 	}
 }
@@ -113,6 +113,9 @@ func describeOne(a action) string {
 		if a.cont != "" {
 			return fmt.Sprintf("list cont=%s limit=%d", a.cont, a.limit)
 		}
+		if a.probe {
+			return "probe"
+		}
 		return fmt.Sprintf("list rv=%q limit=%d", a.rv, a.limit)
 	case watchReq:
 		kind := "watch"
@@ -126,6 +129,10 @@ func describeOne(a action) string {
 		return "bookmark " + a.rv
 	case wait:
 		return fmt.Sprintf("wait %s then %s", a.d, describeOne(a.then))
+	case resumed:
+		return "resumed rv=" + a.rv
+	case resumeRefused:
+		return fmt.Sprintf("refused comparable=%t", a.comparable)
 	}
 	return fmt.Sprintf("%T", a)
 }
@@ -328,6 +335,77 @@ func TestMachine(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMachine[*corev1.Pod](testConfig(tc.watchList), func() float64 { return tc.rnd })
+			f := &relistFolder{}
+			for _, in := range tc.history {
+				f.describe(m.next(in))
+			}
+			if got := f.describe(m.next(tc.in)); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMachine_resume is the table of a start from a state the sink holds
+// at RV 50 (Reflector.ResumeFrom).
+// TestMachine_resume is the table of a start from a state the sink holds
+// at RV 50 (Reflector.ResumeFrom).
+func TestMachine_resume(t *testing.T) {
+	probed := []input{start{}, listedPage("60", "")}
+	resuming := append(probed, started(0))
+	for _, tc := range []struct {
+		name      string
+		watchList bool
+		history   []input
+		in        input
+		want      string
+	}{
+		{name: "the start lists one object to learn the server's RV, listing nothing else",
+			in: start{}, want: `probe`},
+		{name: "a server RV no older than the state's: watch from the state's RV with a short timeout",
+			history: []input{start{}}, in: listedPage("60", ""), want: `watch rv="50" timeout=2s`},
+		{name: "and so with watch-list on", watchList: true,
+			history: []input{start{}}, in: listedPage("50", ""), want: `watch rv="50" timeout=2s`},
+		{name: "a server RV older than the state's refuses it as not comparable and syncs from a consistent read",
+			history: []input{start{}}, in: listedPage("40", ""), want: `refused comparable=false; list rv="" limit=500`},
+		{name: "and streams when watch-list is on", watchList: true,
+			history: []input{start{}}, in: listedPage("40", ""), want: `refused comparable=false; watch-list rv="" timeout=5m0s`},
+		{name: "a probe refused with 429 waits and probes again", history: []input{start{}},
+			in: listErr(0, errThrottled), want: `wait 800ms then probe`},
+		{name: "a probe refused otherwise refuses the state, backs off and syncs", history: []input{start{}},
+			in: listErr(0, errForbidden), want: `refused comparable=true; wait 800ms then list rv="50" limit=0`},
+		{name: "an event confirms the state, then applies", history: resuming,
+			in: ev(watch.Modified, "a", "51"), want: `resumed rv=50; MODIFIED a`},
+		{name: "a bookmark confirms the state", history: resuming,
+			in: bm("60"), want: `resumed rv=50; bookmark 60`},
+		{name: "the short watch ending cleanly confirms the state and watches on as usual", history: resuming,
+			in: ended(2*time.Second, nil), want: `resumed rv=50; watch rv="50" timeout=5m0s`},
+		{name: "after the confirmation, events take the hot path's rules",
+			history: append(resuming, bm("60")), in: ended(time.Minute, errGone), want: `list rv="60" limit=0`},
+		{name: "410 refuses the state (comparable) and lists from a consistent read", history: resuming,
+			in: ended(0, errGone), want: `refused comparable=true; list rv="" limit=500`},
+		{name: "410 refuses the state and streams from a consistent read", watchList: true, history: resuming,
+			in: ended(0, errGone), want: `refused comparable=true; watch-list rv="" timeout=5m0s`},
+		{name: "a version too large for the watch refuses the state as not comparable", history: probed,
+			in: watchErr(0, errTooLarge), want: `refused comparable=false; list rv="" limit=500`},
+		{name: "429 on the watch waits and resumes again", history: probed,
+			in: watchErr(0, errThrottled), want: `wait 800ms then watch rv="50" timeout=2s`},
+		{name: "a refused connection waits and resumes again", history: resuming,
+			in: ended(0, errRefused), want: `wait 800ms then watch rv="50" timeout=2s`},
+		{name: "another error refuses the state, backs off and syncs from its RV", history: probed,
+			in: watchErr(0, errForbidden), want: `refused comparable=true; wait 800ms then list rv="50" limit=0`},
+		{name: "a version found too large by that sync's list marks the state not comparable",
+			history: append(probed, watchErr(0, errForbidden)),
+			in:      listErr(time.Second, errTooLarge), want: `refused comparable=false; list rv="" limit=500`},
+		{name: "once a sync ended, a later 410 is no longer about the state",
+			history: append(resuming, ended(0, errGone), listedPage("70", "", "a"), started(0)),
+			in:      ended(time.Minute, errGone), want: `list rv="70" limit=0`},
+		{name: "a relist request while resuming waits for the confirmation", history: resuming,
+			in: relistRequested{}, want: ``},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMachine[*corev1.Pod](testConfig(tc.watchList), func() float64 { return 0 })
+			m.resumeRV = "50"
 			f := &relistFolder{}
 			for _, in := range tc.history {
 				f.describe(m.next(in))

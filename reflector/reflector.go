@@ -138,10 +138,11 @@ type Reflector[T object.Object] struct {
 	relistC chan relistReq
 	ended   atomic.Uint64
 
-	mu     sync.Mutex // guards lastRV, err and stats
+	mu     sync.Mutex // guards lastRV, err, stats and resume
 	lastRV string
 	err    error
 	stats  Stats // ResourceVersion unused: lastRV is the one
+	resume Resume
 }
 
 // New returns a Reflector; it starts nothing. It fails only if its metrics
@@ -160,7 +161,7 @@ func New[T object.Object](lw ListerWatcher[T], sink Sink[T], opts Options) (*Ref
 		cfg: config{
 			pageSize: opts.PageSize, explicitPageSize: explicitPageSize,
 			minTimeout: opts.MinWatchTimeout, maxTimeout: 2 * opts.MinWatchTimeout,
-			shortWatch: time.Second, silence: 10 * time.Second,
+			shortWatch: time.Second, silence: 10 * time.Second, confirmTimeout: 2 * time.Second,
 			disableWatchList: opts.DisableWatchList,
 			backoffInitial:   800 * time.Millisecond, backoffMax: 30 * time.Second, backoffReset: 2 * time.Minute,
 		},

@@ -180,6 +180,16 @@ func (r *Reflector[T]) do(ctx context.Context, d *driver[T], a action) input {
 	case bookmark:
 		r.setRV(a.rv)
 		r.sink.Bookmark(a.rv)
+	case resumed:
+		r.setRV(a.rv)
+		r.setResume(ResumeAccepted, nil, true)
+		r.opts.Logger.Info("reflector: resumed from the state the sink held", "name", r.opts.Name, "resourceVersion", a.rv)
+		defer r.ended.Add(1)
+		r.sinkDo(r.relistSink.EndRelist(a.rv))
+	case resumeRefused:
+		r.setResume(ResumeRefused, a.cause, a.comparable)
+		r.opts.Logger.Info("reflector: the server refused the resumed state's resource version; synchronising",
+			"name", r.opts.Name, "cause", a.cause)
 	}
 	return nil
 }

@@ -1,0 +1,433 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/snapshot"
+)
+
+// Snapshot configures one informer's warm restarts: the cache is written to
+// a file at shutdown and every Interval, and the next Run starts from that
+// file when it is of exactly what the informer watches, watching from its
+// resource version instead of listing (see package snapshot for the file and
+// reflector.ResumeFrom for the resume).
+//
+// A snapshot is read at Run's start. When it is missing, of another
+// identity, damaged or unreadable, the informer starts cold (lists as
+// usual) and Start says why. When it matches, its objects are cached and
+// handed to handlers as the initial list (OnAdd with isInInitialList), and
+// the informer watches from its version; it counts as synced once the
+// server has accepted that version (an event or bookmark after it, within
+// about two seconds on a quiet resource). When the server no longer has
+// the history after it (410 Gone), the informer relists and handlers hear
+// only what changed against the snapshot: updates for objects whose
+// resource version moved, adds for new ones, deletes for the vanished.
+// When the snapshot is newer than the server (another etcd, a restore from
+// backup), its versions mean nothing: every relisted object is notified
+// as an update, as after a cold start.
+//
+// A snapshot is written only of a consistent cache: synced, not in the
+// middle of a relist, with every event received applied (so the cache is
+// exactly the server's state at its resource version). The view is taken
+// on the informer's processing goroutine, which pauses for the time it
+// takes to list the cache's pointers (the objects are shared read-only);
+// encoding and writing happen on a goroutine of their own.
+type Snapshot[T object.Object] struct {
+	// Path is the snapshot file; "" turns snapshots off (the default).
+	// Give each informer its own file (Factory does, in FactoryOptions.
+	// Snapshots's directory).
+	Path string
+	// Identity says what the cache is of: the cluster (e.g. the UID of the
+	// kube-system namespace), the server, the resource, namespace,
+	// selectors and shard ranges. Type and Fingerprint default to T's (see
+	// snapshot.Fingerprint): a change of the Go type's fields refuses the
+	// snapshots written before it.
+	Identity snapshot.Identity
+	// Interval is how often the cache is written while the informer runs,
+	// when it changed since the last write. Default: 5 minutes; negative:
+	// at shutdown only.
+	Interval time.Duration
+	// Cluster, when set, fills Identity.Cluster at Run; an error makes the
+	// informer start cold, naming it (and write no snapshot).
+	Cluster func(context.Context) (string, error)
+	// Encode and Decode turn an object into a snapshot record and back.
+	// Default: protobuf for types with Marshal and Unmarshal methods
+	// (client-go's built-in types), else JSON.
+	Encode func(T) ([]byte, error)
+	Decode func([]byte) (T, error)
+}
+
+// CacheStart says how an informer's cache started: warm, from a snapshot
+// the server accepted, or cold, by listing, and why.
+type CacheStart struct {
+	// Warm is true when the cache started from a snapshot without listing.
+	Warm bool
+	// Reason says why the cache started cold, in a few words ("no snapshot
+	// configured", "no snapshot yet", "snapshot of another Namespace",
+	// "corrupt snapshot: ...", "the server no longer has resource version
+	// 123", ...); empty while the start is undecided and for a warm start.
+	Reason string
+	// Objects is the number of objects the snapshot held, and
+	// ResourceVersion its version, when one was loaded.
+	Objects         int
+	ResourceVersion string
+	// Decided is false while the start is not known: before Run, and from
+	// loading a snapshot until the server accepts or refuses its version.
+	Decided bool
+}
+
+// String renders the start for logs and status pages: "warm (1000
+// objects at resource version 123)", "cold: no snapshot yet", "pending".
+func (s CacheStart) String() string {
+	switch {
+	case !s.Decided && s.Objects > 0:
+		return fmt.Sprintf("pending (%d objects loaded at resource version %s)", s.Objects, s.ResourceVersion)
+	case !s.Decided:
+		return "pending"
+	case s.Warm:
+		return fmt.Sprintf("warm (%d objects at resource version %s)", s.Objects, s.ResourceVersion)
+	}
+	return "cold: " + s.Reason
+}
+
+// snapshots is an informer's snapshot state. The fields after mu are
+// guarded by it; the others are set by New and read-only after.
+type snapshots[T object.Object] struct {
+	cfg      Snapshot[T]
+	identity snapshot.Identity
+	wg       sync.WaitGroup // periodic writes under way
+
+	mu      sync.Mutex
+	start   CacheStart
+	loaded  bool               // a snapshot was loaded and its resume not yet decided
+	poke    context.CancelFunc // ends the processing loop's current Pop: take a view
+	writing bool               // a write is under way (see wg)
+	lastRV  string             // the resource version of the last snapshot written or loaded
+	off     bool               // the identity is unknown: write nothing
+	stats   SnapshotStats
+}
+
+// SnapshotStats are an informer's snapshot writes so far.
+type SnapshotStats struct {
+	Writes, Failures int
+	// LastObjects, LastBytes, LastPause and LastDuration describe the
+	// last write: objects, file size, the processing goroutine's pause to
+	// take the view, and the time to encode, write and sync the file.
+	LastObjects  int
+	LastBytes    int64
+	LastPause    time.Duration
+	LastDuration time.Duration
+	LastErr      error
+}
+
+// view is a consistent cache taken for a write.
+type view[T object.Object] struct {
+	objs []T
+	rv   string
+}
+
+func newSnapshots[T object.Object](cfg Snapshot[T]) (*snapshots[T], error) {
+	if cfg.Path == "" {
+		return nil, nil
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = 5 * time.Minute
+	}
+	if (cfg.Encode == nil) != (cfg.Decode == nil) {
+		return nil, errors.New("snapshot: set both Encode and Decode, or neither")
+	}
+	if cfg.Encode == nil {
+		cfg.Encode, cfg.Decode = defaultCodec[T]()
+	}
+	return &snapshots[T]{cfg: cfg, identity: cfg.Identity}, nil
+}
+
+// defaultCodec is protobuf for a T with Marshal and Unmarshal (client-go's
+// types), JSON otherwise.
+func defaultCodec[T object.Object]() (func(T) ([]byte, error), func([]byte) (T, error)) {
+	type marshaler interface{ Marshal() ([]byte, error) }
+	type unmarshaler interface{ Unmarshal([]byte) error }
+	var zero T
+	t := reflect.TypeOf(zero)
+	if t == nil || t.Kind() != reflect.Pointer {
+		return snapshot.JSON[T]()
+	}
+	_, canMarshal := any(zero).(marshaler)
+	_, canUnmarshal := any(zero).(unmarshaler)
+	if !canMarshal || !canUnmarshal {
+		return snapshot.JSON[T]()
+	}
+	elem := t.Elem()
+	encode := func(obj T) ([]byte, error) { return any(obj).(marshaler).Marshal() }
+	decode := func(b []byte) (T, error) {
+		obj := reflect.New(elem).Interface().(T)
+		return obj, any(obj).(unmarshaler).Unmarshal(b)
+	}
+	return encode, decode
+}
+
+// load reads the snapshot and, when it is of what the informer watches,
+// hands its objects to the FIFO as a relist held open and tells the
+// reflector to resume from its version. It reports whether it did.
+func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) bool {
+	s := i.snap
+	if err := s.resolve(ctx); err != nil {
+		i.log.Warn("informer: starting cold, writing no snapshot", "informer", i.name, "reason", err)
+		s.decide(CacheStart{Reason: err.Error()})
+		return false
+	}
+	if err := os.MkdirAll(filepath.Dir(s.cfg.Path), 0o700); err != nil {
+		i.log.Warn("informer: snapshot directory unusable", "informer", i.name, "err", err)
+	}
+	rv, objs, err := snapshot.Read(s.cfg.Path, s.identity, s.cfg.Decode)
+	if err != nil {
+		reason := coldReason(err)
+		level := i.log.Warn
+		if errors.Is(err, snapshot.ErrNotFound) {
+			level = i.log.Info
+		}
+		level("informer: starting cold", "informer", i.name, "reason", reason, "path", s.cfg.Path)
+		s.decide(CacheStart{Reason: reason})
+		return false
+	}
+	if i.table != nil {
+		for _, obj := range objs {
+			i.table.Object(any(obj))
+		}
+	}
+	if err := i.refl.ResumeFrom(rv); err != nil {
+		s.decide(CacheStart{Reason: err.Error()})
+		return false
+	}
+	s.mu.Lock()
+	s.loaded, s.lastRV = true, rv
+	s.start = CacheStart{Objects: len(objs), ResourceVersion: rv}
+	s.mu.Unlock()
+	i.log.Info("informer: resuming from snapshot", "informer", i.name, "objects", len(objs), "resourceVersion", rv)
+	_ = i.fifo.BeginRelist()
+	for len(objs) > 0 {
+		n := min(len(objs), 500)
+		if err := i.fifo.RelistItems(objs[:n]); err != nil {
+			return true // closed: the informer is stopping
+		}
+		objs = objs[n:]
+	}
+	return true
+}
+
+// coldReason says in a few words why a snapshot was refused.
+func coldReason(err error) string {
+	var mismatch *snapshot.MismatchError
+	switch {
+	case errors.Is(err, snapshot.ErrNotFound):
+		return "no snapshot yet"
+	case errors.As(err, &mismatch):
+		return "snapshot of another " + mismatch.Field
+	case errors.Is(err, snapshot.ErrCorrupt):
+		return "corrupt snapshot: " + err.Error()
+	case errors.Is(err, fs.ErrPermission):
+		return "snapshot unreadable: " + err.Error()
+	}
+	return "snapshot unreadable: " + err.Error()
+}
+
+// resolve fills the identity's cluster, if it comes from Snapshot.Cluster.
+// On failure, snapshots are off for this run.
+func (s *snapshots[T]) resolve(ctx context.Context) error {
+	if s.cfg.Cluster == nil {
+		return nil
+	}
+	id, err := s.cfg.Cluster(ctx)
+	if err == nil && id == "" {
+		err = errors.New("empty")
+	}
+	if err != nil {
+		s.mu.Lock()
+		s.off = true
+		s.mu.Unlock()
+		return fmt.Errorf("cluster identity unknown: %w", err)
+	}
+	s.identity.Cluster = id
+	return nil
+}
+
+func (s *snapshots[T]) decide(start CacheStart) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start.Decided = true
+	s.start, s.loaded = start, false
+}
+
+// relistBegins is told, under the informer's lock, that a relist begins. It
+// reports whether the relist must notify every object as changed: the
+// loaded snapshot's versions cannot be compared with the server's.
+func (s *snapshots[T]) relistBegins(resume reflector.Resume) (distrust bool) {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.loaded || resume.State != reflector.ResumeRefused {
+		return false
+	}
+	s.start.Reason = refusedReason(resume)
+	return !resume.Comparable
+}
+
+// relistEnds is told, under the informer's lock, that a relist ended and
+// the informer is synced: the start is decided.
+func (s *snapshots[T]) relistEnds(resume reflector.Resume) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.start.Decided {
+		return
+	}
+	s.start.Decided = true
+	switch {
+	case s.loaded && resume.State == reflector.ResumeAccepted:
+		s.start.Warm = true
+	case s.loaded && s.start.Reason == "":
+		s.start.Reason = refusedReason(resume)
+	}
+	s.loaded = false
+}
+
+func refusedReason(r reflector.Resume) string {
+	switch {
+	case r.Err == nil:
+		return "the snapshot's resource version " + r.ResourceVersion + " was not confirmed"
+	case !r.Comparable:
+		return "the snapshot's resource version " + r.ResourceVersion + " is newer than the server's"
+	case apierrors.IsResourceExpired(r.Err) || apierrors.IsGone(r.Err):
+		return "the server no longer has resource version " + r.ResourceVersion
+	}
+	return "resuming from resource version " + r.ResourceVersion + " failed: " + r.Err.Error()
+}
+
+// Start says how the cache started: warm from a snapshot, or cold and why.
+// Decided is false until the informer has synced. Safe for concurrent use.
+func (i *SharedIndexInformer[T]) Start() CacheStart {
+	if i.snap == nil {
+		return CacheStart{Reason: "no snapshot configured", Decided: true}
+	}
+	i.snap.mu.Lock()
+	defer i.snap.mu.Unlock()
+	return i.snap.start
+}
+
+// SnapshotStats returns the snapshot writes so far; zero without snapshots.
+// Safe for concurrent use.
+func (i *SharedIndexInformer[T]) SnapshotStats() SnapshotStats {
+	if i.snap == nil {
+		return SnapshotStats{}
+	}
+	i.snap.mu.Lock()
+	defer i.snap.mu.Unlock()
+	return i.snap.stats
+}
+
+// popContext returns the context the processing loop pops with: ctx, ended
+// early by a poke when a snapshot is due (Pop then returns every queued
+// item first and ends with ctx's error once the FIFO is empty).
+func (s *snapshots[T]) popContext(ctx context.Context) context.Context {
+	if s == nil {
+		return ctx
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	s.mu.Lock()
+	s.poke = cancel
+	s.mu.Unlock()
+	return pctx
+}
+
+// ticker pokes the processing loop every Interval until ctx ends.
+func (s *snapshots[T]) ticker(ctx context.Context) {
+	if s.cfg.Interval < 0 {
+		return
+	}
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.mu.Lock()
+			if !s.writing && s.poke != nil {
+				s.poke()
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// takeView returns the cache as it is, if it is consistent and changed
+// since the last snapshot. It runs on the processing goroutine with the
+// FIFO empty: every event received has been applied.
+func (i *SharedIndexInformer[T]) takeView() (view[T], bool) {
+	start := time.Now()
+	i.mu.Lock()
+	ok := i.synced && !i.relisting && i.held == nil
+	var v view[T]
+	if ok {
+		v = view[T]{objs: i.idx.List(), rv: i.idx.ResourceVersion()}
+	}
+	i.mu.Unlock()
+	s := i.snap
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ok || s.off || s.writing || v.rv == "" || v.rv == s.lastRV {
+		return view[T]{}, false
+	}
+	s.writing = true
+	s.stats.LastPause = time.Since(start)
+	return v, true
+}
+
+// write writes v to the snapshot file and records how it went.
+func (i *SharedIndexInformer[T]) write(v view[T]) {
+	s := i.snap
+	start := time.Now()
+	err := snapshot.Write(s.cfg.Path, s.identity, v.rv, v.objs, s.cfg.Encode)
+	took := time.Since(start)
+	var size int64
+	if err == nil {
+		size = fileSize(s.cfg.Path)
+	} else {
+		i.log.Error("informer: snapshot write failed; the previous one stays", "informer", i.name, "path", s.cfg.Path, "err", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writing = false
+	s.stats.LastErr = err
+	if err != nil {
+		s.stats.Failures++
+		return
+	}
+	s.lastRV = v.rv
+	s.stats.Writes++
+	s.stats.LastObjects, s.stats.LastBytes, s.stats.LastDuration = len(v.objs), size, took
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}

@@ -1,0 +1,367 @@
+package informer_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/snapshot"
+	"github.com/ctrlkit/ctrlkit/telemetry"
+)
+
+// heard records what a handler was told, as "add a (initial)", "update b",
+// "delete c", in order per key.
+type heard struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (h *heard) handler() handler.Handler[*corev1.ConfigMap] {
+	return handler.Funcs[*corev1.ConfigMap]{
+		AddFunc: func(obj *corev1.ConfigMap, initial bool) {
+			s := "add " + obj.Name
+			if initial {
+				s += " (initial)"
+			}
+			h.note(s)
+		},
+		UpdateFunc: func(_, obj *corev1.ConfigMap) { h.note("update " + obj.Name) },
+		DeleteFunc: func(d object.Deleted[*corev1.ConfigMap]) { h.note("delete " + d.Name.Name) },
+	}
+}
+
+func (h *heard) note(s string) {
+	h.mu.Lock()
+	h.events = append(h.events, s)
+	h.mu.Unlock()
+}
+
+// counts returns how many events of each kind were heard ("add", "add
+// (initial)", "update", "delete").
+func (h *heard) counts() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]int{}
+	for _, e := range h.events {
+		kind, rest, _ := strings.Cut(e, " ")
+		if strings.HasSuffix(rest, "(initial)") {
+			kind += " (initial)"
+		}
+		out[kind]++
+	}
+	return out
+}
+
+func (h *heard) has(e string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, x := range h.events {
+		if x == e {
+			return true
+		}
+	}
+	return false
+}
+
+// countingLW counts what a ListerWatcher is asked: lists (a one-object
+// probe of the server's resource version aside), and watches that stream
+// the initial state (watch-list).
+type countingLW struct {
+	reflector.ListerWatcher[*corev1.ConfigMap]
+	lists, probes, streams atomic.Int32
+}
+
+func (c *countingLW) List(ctx context.Context, opts metav1.ListOptions) (reflector.List[*corev1.ConfigMap], error) {
+	if opts.Limit == 1 && opts.ResourceVersion == "" {
+		c.probes.Add(1)
+	} else {
+		c.lists.Add(1)
+	}
+	return c.ListerWatcher.List(ctx, opts)
+}
+
+func (c *countingLW) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		c.streams.Add(1)
+	}
+	return c.ListerWatcher.Watch(ctx, opts)
+}
+
+// warmRun runs one informer over cms with a snapshot at path until it has
+// synced, then stops it (writing the snapshot) and reports what it did.
+type warmRun struct {
+	start  informer.CacheStart
+	stats  informer.SnapshotStats
+	heard  *heard
+	lw     *countingLW
+	cached map[string]string // name -> resource version
+	// the metrics at the end: started warm, snapshots written (ok + error)
+	warmMetric, writesMetric float64
+}
+
+// metricSum sums the samples of the metric named name.
+func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+func runWarm(t *testing.T, cms typedcorev1.ConfigMapInterface, snap informer.Snapshot[*corev1.ConfigMap], during func()) warmRun {
+	t.Helper()
+	lw := &countingLW{ListerWatcher: listwatch.New[*corev1.ConfigMap](cms.List, cms.Watch, listwatch.Options{})}
+	reg := prometheus.NewRegistry()
+	inf, err := informer.New(lw, informer.Options[*corev1.ConfigMap]{Snapshot: snap,
+		FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: reg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &heard{}
+	if _, err := inf.AddEventHandler(h.handler(), informer.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- inf.Run(ctx) }()
+	waitFor(t, wait, "the informer to sync", inf.HasSynced)
+	if during != nil {
+		during()
+	}
+	r := warmRun{start: inf.Start(), heard: h, lw: lw, cached: map[string]string{}}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	r.warmMetric = metricSum(t, reg, "ctrlkit_informer_cache_started_warm")
+	r.writesMetric = metricSum(t, reg, "ctrlkit_informer_snapshot_writes_total")
+	for _, c := range inf.Reader().List("", nil) {
+		r.cached[c.Name] = c.ResourceVersion
+	}
+	r.stats = inf.SnapshotStats()
+	return r
+}
+
+func TestInformer_warmRestartResumesFromTheSnapshotWithoutListing(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	cms := configMaps(t, srv.Config(), ns)
+	w := newWriter(cms, 40)
+	w.createAll(t)
+	snap := informer.Snapshot[*corev1.ConfigMap]{Path: filepath.Join(t.TempDir(), "cms.snap"),
+		Identity: snapshot.Identity{Cluster: "test", Version: "v1", Resource: "configmaps", Namespace: ns}}
+
+	cold := runWarm(t, cms, snap, nil)
+	if cold.start.Warm || cold.start.Reason != "no snapshot yet" {
+		t.Fatalf("first start: %v, want cold: no snapshot yet", cold.start)
+	}
+	if cold.stats.Writes != 1 || cold.stats.LastObjects != 40 || cold.stats.LastBytes == 0 {
+		t.Fatalf("first run's snapshot writes: %+v, want one of 40 objects", cold.stats)
+	}
+	if cold.warmMetric != 0 || cold.writesMetric != 1 {
+		t.Fatalf("first run's metrics: started warm %v, snapshots written %v; want 0 and 1", cold.warmMetric, cold.writesMetric)
+	}
+
+	// While no controller runs: one change, one delete, one create.
+	ctx := t.Context()
+	if _, err := cms.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-00001"}, Data: map[string]string{"v": "2"}}, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(ctx, "cm-00002", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	warm := runWarm(t, cms, snap, nil)
+	if !warm.start.Warm || warm.start.Objects != 40 || warm.warmMetric != 1 {
+		t.Fatalf("second start: %v (metric %v), want warm from 40 objects", warm.start, warm.warmMetric)
+	}
+	if l, s, p := warm.lw.lists.Load(), warm.lw.streams.Load(), warm.lw.probes.Load(); l != 0 || s != 0 || p != 1 {
+		t.Fatalf("a warm start listed %d times, streamed %d times and probed %d, want one probe alone", l, s, p)
+	}
+	want := serverState(t, cms)()
+	if !maps.Equal(warm.cached, want) {
+		t.Fatalf("cache after a warm start:\n%v\nserver:\n%v", warm.cached, want)
+	}
+	// Handlers hear the snapshot as the initial list, then what changed.
+	got := warm.heard.counts()
+	if got["add (initial)"] != 40 || !warm.heard.has("update cm-00001") || !warm.heard.has("delete cm-00002") || !warm.heard.has("add new") {
+		t.Fatalf("handler heard %v (%v)", got, warm.heard.events)
+	}
+}
+
+func TestInformer_refusedSnapshotsRelistAndNotifyOnlyWhatChanged(t *testing.T) {
+	leakcheck.Check(t)                                    // last: after the server (whose restart starts goroutines) has stopped
+	srv := apiserver.StartForTest(t, apiserver.Options{}) // of its own: it compacts and restarts
+	ns := srv.Namespace(t)
+	cms := configMaps(t, srv.Config(), ns)
+	w := newWriter(cms, 30)
+	w.createAll(t)
+	id := snapshot.Identity{Cluster: "test", Version: "v1", Resource: "configmaps", Namespace: ns}
+	encode := func(c *corev1.ConfigMap) ([]byte, error) { return c.Marshal() }
+
+	for _, tc := range []struct {
+		name       string
+		rv         func(listed string) string
+		wantReason string
+		// updates is how many of the 30 objects handlers hear as updates:
+		// the one changed when the versions compare, all when they cannot.
+		updates int
+	}{
+		{name: "410: history compacted", rv: func(listed string) string { return listed },
+			wantReason: "the server no longer has resource version", updates: 1},
+		{name: "a snapshot newer than the server", rv: func(string) string { return "999999999999" },
+			wantReason: "newer than the server's", updates: 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := cms.List(t.Context(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := make([]*corev1.ConfigMap, len(l.Items))
+			for k := range l.Items {
+				objs[k] = &l.Items[k]
+			}
+			path := filepath.Join(t.TempDir(), "cms.snap")
+			if err := snapshot.Write(path, id, tc.rv(l.ResourceVersion), objs, encode); err != nil {
+				t.Fatal(err)
+			}
+			// Changed since the snapshot: one update; then the history
+			// after the snapshot is compacted away, and the server restarts
+			// (its watch cache starts from now).
+			cm := objs[0].DeepCopy()
+			cm.Data = map[string]string{"n": tc.name}
+			if _, err := cms.Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := srv.Compact(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Restart(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			r := runWarm(t, cms, informer.Snapshot[*corev1.ConfigMap]{Path: path, Identity: id}, nil)
+			if r.start.Warm || !strings.Contains(r.start.Reason, tc.wantReason) {
+				t.Fatalf("start: %v, want cold naming %q", r.start, tc.wantReason)
+			}
+			got := r.heard.counts()
+			if got["add (initial)"] != 30 || got["update"] != tc.updates || got["delete"] != 0 {
+				t.Fatalf("handler heard %v, want 30 initial adds and %d updates", got, tc.updates)
+			}
+			if want := serverState(t, cms)(); !maps.Equal(r.cached, want) {
+				t.Fatalf("cache:\n%v\nserver:\n%v", r.cached, want)
+			}
+		})
+	}
+}
+
+func TestInformer_untrustedSnapshotsStartCold(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	cms := configMaps(t, srv.Config(), ns)
+	w := newWriter(cms, 10)
+	w.createAll(t)
+	id := snapshot.Identity{Cluster: "test", Version: "v1", Resource: "configmaps", Namespace: ns}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.snap")
+	if r := runWarm(t, cms, informer.Snapshot[*corev1.ConfigMap]{Path: good, Identity: id}, nil); r.stats.Writes != 1 {
+		t.Fatalf("no snapshot written: %+v", r.stats)
+	}
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := func(f func(*snapshot.Identity)) snapshot.Identity { o := id; f(&o); return o }
+	for _, tc := range []struct {
+		name   string
+		id     snapshot.Identity
+		file   func(path string)
+		reason string
+	}{
+		{name: "another cluster", id: other(func(o *snapshot.Identity) { o.Cluster = "elsewhere" }), reason: "snapshot of another Cluster"},
+		{name: "another namespace", id: other(func(o *snapshot.Identity) { o.Namespace = "x" }), reason: "snapshot of another Namespace"},
+		{name: "other selectors", id: other(func(o *snapshot.Identity) { o.LabelSelector = "a=b" }), reason: "snapshot of another LabelSelector"},
+		{name: "another schema", id: other(func(o *snapshot.Identity) { o.Fingerprint = "v2" }), reason: "snapshot of another Fingerprint"},
+		{name: "truncated", id: id, file: func(p string) { write(t, p, data[:len(data)/2]) }, reason: "corrupt snapshot"},
+		{name: "a flipped byte", id: id, file: func(p string) {
+			bad := append([]byte(nil), data...)
+			bad[len(bad)/2] ^= 0x40
+			write(t, p, bad)
+		}, reason: "corrupt snapshot"},
+		{name: "unreadable", id: id, file: func(p string) { write(t, p, data); chmod(t, p, 0) }, reason: "snapshot unreadable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cms.snap")
+			if tc.file != nil {
+				tc.file(path)
+			} else {
+				write(t, path, data)
+			}
+			if os.Geteuid() == 0 && tc.name == "unreadable" {
+				t.Log("running as root: the file stays readable; checking a directory in its place instead")
+				if err := os.Remove(path); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Mkdir(path, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := runWarm(t, cms, informer.Snapshot[*corev1.ConfigMap]{Path: path, Identity: tc.id}, nil)
+			if r.start.Warm || !strings.Contains(r.start.Reason, tc.reason) {
+				t.Fatalf("start: %v, want cold: %s", r.start, tc.reason)
+			}
+			if got := r.heard.counts(); got["add (initial)"] != 10 || len(got) != 1 {
+				t.Fatalf("handler heard %v, want the 10 objects as a cold initial list", got)
+			}
+			if r.lw.lists.Load()+r.lw.streams.Load() == 0 {
+				t.Fatal("a cold start did not list")
+			}
+		})
+	}
+}
+
+func write(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chmod(t *testing.T, path string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
