@@ -51,7 +51,7 @@ func (e *netOpError) Unwrap() error { return e.errno }
 func testConfig(watchList bool) config {
 	return config{
 		pageSize: 500, minTimeout: 5 * time.Minute, maxTimeout: 10 * time.Minute,
-		shortWatch: time.Second, silence: 10 * time.Second, confirmTimeout: 2 * time.Second, disableWatchList: !watchList,
+		shortWatch: time.Second, silence: 10 * time.Second, confirmTimeout: time.Second, disableWatchList: !watchList,
 		backoffInitial: 800 * time.Millisecond, backoffMax: 30 * time.Second, backoffReset: 2 * time.Minute,
 	}
 }
@@ -363,9 +363,9 @@ func TestMachine_resume(t *testing.T) {
 		{name: "the start lists one object to learn the server's RV, listing nothing else",
 			in: start{}, want: `probe`},
 		{name: "a server RV no older than the state's: watch from the state's RV with a short timeout",
-			history: []input{start{}}, in: listedPage("60", ""), want: `watch rv="50" timeout=2s`},
+			history: []input{start{}}, in: listedPage("60", ""), want: `watch rv="50" timeout=1s`},
 		{name: "and so with watch-list on", watchList: true,
-			history: []input{start{}}, in: listedPage("50", ""), want: `watch rv="50" timeout=2s`},
+			history: []input{start{}}, in: listedPage("50", ""), want: `watch rv="50" timeout=1s`},
 		{name: "a server RV older than the state's refuses it as not comparable and syncs from a consistent read",
 			history: []input{start{}}, in: listedPage("40", ""), want: `refused comparable=false; list rv="" limit=500`},
 		{name: "and streams when watch-list is on", watchList: true,
@@ -389,9 +389,9 @@ func TestMachine_resume(t *testing.T) {
 		{name: "a version too large for the watch refuses the state as not comparable", history: probed,
 			in: watchErr(0, errTooLarge), want: `refused comparable=false; list rv="" limit=500`},
 		{name: "429 on the watch waits and resumes again", history: probed,
-			in: watchErr(0, errThrottled), want: `wait 800ms then watch rv="50" timeout=2s`},
+			in: watchErr(0, errThrottled), want: `wait 800ms then watch rv="50" timeout=1s`},
 		{name: "a refused connection waits and resumes again", history: resuming,
-			in: ended(0, errRefused), want: `wait 800ms then watch rv="50" timeout=2s`},
+			in: ended(0, errRefused), want: `wait 800ms then watch rv="50" timeout=1s`},
 		{name: "another error refuses the state, backs off and syncs from its RV", history: probed,
 			in: watchErr(0, errForbidden), want: `refused comparable=true; wait 800ms then list rv="50" limit=0`},
 		{name: "a version found too large by that sync's list marks the state not comparable",

@@ -161,7 +161,7 @@ func New[T object.Object](lw ListerWatcher[T], sink Sink[T], opts Options) (*Ref
 		cfg: config{
 			pageSize: opts.PageSize, explicitPageSize: explicitPageSize,
 			minTimeout: opts.MinWatchTimeout, maxTimeout: 2 * opts.MinWatchTimeout,
-			shortWatch: time.Second, silence: 10 * time.Second, confirmTimeout: 2 * time.Second,
+			shortWatch: time.Second, silence: 10 * time.Second, confirmTimeout: time.Second,
 			disableWatchList: opts.DisableWatchList,
 			backoffInitial:   800 * time.Millisecond, backoffMax: 30 * time.Second, backoffReset: 2 * time.Minute,
 		},
