@@ -6,14 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,7 +22,6 @@ import (
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/client"
 	"github.com/ctrlkit/ctrlkit/controller"
-	"github.com/ctrlkit/ctrlkit/examples/foo"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/examples/foo/config"
 	"github.com/ctrlkit/ctrlkit/listwatch"
@@ -43,7 +40,6 @@ type demo struct {
 	foos             int
 	kube             kubernetes.Interface
 	fooAPI           *client.Client[*v1alpha1.Foo]
-	reg              *prometheus.Registry
 	status           func() string                              // the controller's state for the progress line
 	stats            func() controller.Stats[object.ObjectName] // nil with --replicas
 	procs            map[string]*os.Process                     // with --replicas, by identity
@@ -52,6 +48,7 @@ type demo struct {
 	handoff          time.Duration                              // with --shards: from the kill until its shards moved; set before killed closes
 	created, updated atomic.Int64
 	deleted          atomic.Int64
+	restart          *restart // the single-process controller, which the demo restarts
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -112,28 +109,20 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		defer hooks.close()
-		m, err = manager.New(cfg, manager.Options{Registry: d.reg, HTTPAddr: "127.0.0.1:0",
-			AddToScheme: []func(*runtime.Scheme) error{v1alpha1.AddToScheme}, Webhook: hookOpts,
-			Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		cacheDir, err := os.MkdirTemp("", "ctrlkit-demo-cache-")
 		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(cacheDir)
+		d.restart = &restart{cfg: cfg, cacheDir: cacheDir, logs: stderr, ctrlErr: ctrlErr, wg: &wg}
+		if m, err = d.startController(ctx, &hookOpts); err != nil {
 			return err
 		}
 		if err := hooks.register(m); err != nil {
 			return err
 		}
 		showHooks = func() error { return d.showWebhooks(ctx, cfg, m, hooks) }
-		ctrl, err := foo.Setup(m, "", manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 2}})
-		if err != nil {
-			return err
-		}
-		d.stats = ctrl.Stats
-		d.status = func() string {
-			if ctrl.HasSynced() {
-				return "caches synced"
-			}
-			return "syncing caches"
-		}
-		wg.Go(func() { ctrlErr <- m.Run(ctx) })
+		d.restart.run()
 	}
 	wg.Go(func() { standIn(ctx, d.kube) })
 	progressCtx, stopProgress := context.WithCancel(ctx)
@@ -163,6 +152,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	d.summary(ctx, start, converged, detail)
+	if converged && d.restart != nil {
+		if m, err = d.showRestart(ctx, *timeout); err != nil {
+			return err
+		}
+	}
 	if *keep && converged {
 		fmt.Fprintf(stdout, "\nstill running; try: kubectl --kubeconfig %s -n %s get foos,deployments\n", srv.Kubeconfig(), demoNamespace)
 		if m != nil {
@@ -195,7 +189,7 @@ func newDemo(ctx context.Context, cfg *rest.Config, out io.Writer, n int) (*demo
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	return &demo{out: &lockedWriter{w: out}, foos: n, kube: kube, fooAPI: foos, reg: prometheus.NewRegistry()}, nil
+	return &demo{out: &lockedWriter{w: out}, foos: n, kube: kube, fooAPI: foos}, nil
 }
 
 // newFooClient returns a typed client of Foos outside a manager (with

@@ -17,9 +17,14 @@ func TestDemo_convergesAndSaysSo(t *testing.T) {
 	if err := runDemo(t.Context(), []string{"--foos", "40"}, &out, &errOut); err != nil {
 		t.Fatalf("demo: %v\n%s%s", err, out.String(), errOut.String())
 	}
+	if !regexp.MustCompile(`Deployments warm \(\d+ objects at resource version \d+\)`).MatchString(out.String()) {
+		t.Errorf("demo output does not show the Deployments' cache starting warm:\n%s", out.String())
+	}
 	for _, want := range []string{"caches synced", "CONVERGED", "40 created", "14 scaled", "4 deleted", "36 remain",
 		`spec.deploymentName: Invalid value: "kube-proxy": the prefix "kube-" is reserved`,
-		"a Foo without replicas is stored with spec.replicas: 1, set by the defaulting webhook"} {
+		"a Foo without replicas is stored with spec.replicas: 1, set by the defaulting webhook",
+		"5 Deployments were deleted while it was down", "Foos warm (36 objects at resource version",
+		"CONVERGED again"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
