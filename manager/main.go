@@ -18,7 +18,7 @@ import (
 )
 
 // Main is a controller program's main function. It adds --kubeconfig,
-// --http-addr, --webhook-cert-dir and --webhook-manifests to the command
+// --http-addr, --cache-dir, --webhook-cert-dir and --webhook-manifests to the command
 // line's flags and parses them (define your own flags before, and do not
 // call flag.Parse), connects to the cluster as
 // kubectl does (--kubeconfig, else $KUBECONFIG, ~/.kube/config, or the
@@ -52,6 +52,8 @@ func runMain(ctx context.Context, fs *flag.FlagSet, args []string, opts Options,
 		`where /metrics, /healthz, /readyz and /debug/ctrlkit are served ("0": nowhere; default 127.0.0.1:8080)`)
 	fs.StringVar(&opts.Webhook.CertDir, "webhook-cert-dir", opts.Webhook.CertDir,
 		"directory of the webhook server's tls.crt and tls.key (needed once a webhook is registered)")
+	fs.StringVar(&opts.CacheDir, "cache-dir", opts.CacheDir,
+		"directory where the informers keep snapshots of their caches, to start warm after a restart (e.g. an emptyDir volume; default: none)")
 	manifests := fs.String("webhook-manifests", "", "print the webhook configurations for the Service NAMESPACE/NAME and exit")
 	if err := fs.Parse(args); err != nil {
 		return err

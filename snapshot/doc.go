@@ -46,5 +46,9 @@
 // Concurrency: the functions hold no state and are safe for concurrent use
 // on different paths. Concurrent Writes to one path are safe (each renames a
 // complete file; the last rename wins); Read is safe beside a Write. Read
-// streams: it holds one object's bytes at a time besides the decoded objects.
+// streams: besides the decoded objects it holds one object's bytes at a
+// time, or, for a snapshot of 2048 objects or more with GOMAXPROCS above
+// one, the bytes of at most 2×GOMAXPROCS chunks of 512 objects, decoded on
+// GOMAXPROCS goroutines while the file is read (so decode must be safe for
+// concurrent use).
 package snapshot

@@ -12,6 +12,8 @@ import (
 	"io/fs"
 	"os"
 	"reflect"
+	"runtime"
+	"sync"
 )
 
 // Read reads the snapshot at path and returns its resource version and its
@@ -23,7 +25,9 @@ import (
 // No input makes it panic (other than a panic in decode).
 //
 // Read streams: besides the objects it returns it holds one object's bytes
-// at a time. decode must not keep the slice it is given. The identity is
+// at a time, or a few chunks of them when it decodes a large snapshot on
+// several goroutines (see the package documentation). decode must not keep
+// the slice it is given and must be safe for concurrent use. The identity is
 // checked before any object is decoded; the objects are returned only after
 // the checksum of the whole file has been verified.
 func Read[T any](path string, want Identity, decode func([]byte) (T, error)) (string, []T, error) {
@@ -92,13 +96,17 @@ const maxPrealloc = 1 << 16
 // if the checksum holds (otherwise the corruption is the better reason).
 var errUndecodable = errors.New("object does not decode")
 
-// readObjects reads count records and decodes them. After the first object
-// that does not decode it reads the rest without decoding, so that the
-// checksum can still be verified, and returns an error wrapping
-// errUndecodable.
+// readObjects reads count records and decodes them, on as many goroutines
+// as GOMAXPROCS for a large snapshot (decoding dominates a read). After the
+// first object that does not decode it still reads the rest, so that the
+// checksum can be verified, and returns an error wrapping errUndecodable.
 func readObjects[T any](r *recordReader, count uint64, decode func([]byte) (T, error)) ([]T, error) {
 	if count > uint64(r.remaining) { // every record takes at least one byte
 		return nil, corrupt("%d objects cannot fit in %d bytes", count, r.remaining)
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if workers > 1 && count >= 4*chunkObjects {
+		return readObjectsParallel(r, count, decode, workers)
 	}
 	// The count is trusted only once the checksum holds: preallocate at most
 	// a bounded number, so that a crafted count cannot exhaust memory.
@@ -119,13 +127,87 @@ func readObjects[T any](r *recordReader, count uint64, decode func([]byte) (T, e
 		}
 		objects = append(objects, obj)
 	}
+	return objects, r.finish(decodeErr)
+}
+
+// finish checks that nothing follows the last record and returns decodeErr.
+func (r *recordReader) finish(decodeErr error) error {
 	if r.remaining != 0 {
-		return nil, corrupt("%d unexpected bytes after the last object", r.remaining)
+		return corrupt("%d unexpected bytes after the last object", r.remaining)
 	}
-	if decodeErr != nil {
-		return nil, decodeErr
+	return decodeErr
+}
+
+// chunkObjects is how many records a decoding goroutine takes at a time.
+const chunkObjects = 512
+
+// chunk is consecutive records, from the first-th on, copied out of the
+// reader, and what decoding them gave.
+type chunk[T any] struct {
+	first uint64
+	data  []byte
+	ends  []int // ends[i] is where record i ends in data
+	out   []T
+	err   error
+}
+
+func (c *chunk[T]) decode(count uint64, decode func([]byte) (T, error)) {
+	c.out = make([]T, 0, len(c.ends))
+	start := 0
+	for i, end := range c.ends {
+		obj, err := decode(c.data[start:end])
+		if err != nil {
+			c.err = fmt.Errorf("object %d of %d: %w: %w", c.first+uint64(i), count, errUndecodable, err)
+			break
+		}
+		c.out = append(c.out, obj)
+		start = end
 	}
-	return objects, nil
+	c.data, c.ends = nil, nil
+}
+
+// readObjectsParallel is readObjects with workers goroutines decoding
+// chunks while this one reads (and hashes) the file. The chunks waiting
+// for a worker are bounded, and so is the memory beside the objects.
+func readObjectsParallel[T any](r *recordReader, count uint64, decode func([]byte) (T, error), workers int) ([]T, error) {
+	jobs := make(chan *chunk[T], workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for c := range jobs {
+				c.decode(count, decode)
+			}
+		})
+	}
+	var chunks []*chunk[T]
+	var readErr error
+	for i := uint64(0); i < count && readErr == nil; {
+		c := &chunk[T]{first: i}
+		for ; len(c.ends) < chunkObjects && i < count; i++ {
+			b, err := r.record()
+			if err != nil {
+				readErr = fmt.Errorf("object %d of %d: %w", i, count, err)
+				break
+			}
+			c.data = append(c.data, b...)
+			c.ends = append(c.ends, len(c.data))
+		}
+		chunks = append(chunks, c)
+		jobs <- c
+	}
+	close(jobs)
+	wg.Wait()
+	if readErr != nil {
+		return nil, readErr
+	}
+	objects := make([]T, 0, count) // every record has been read: the count is real
+	for _, c := range chunks {
+		if c.err != nil {
+			return nil, r.finish(c.err)
+		}
+		objects = append(objects, c.out...)
+	}
+	return objects, r.finish(nil)
 }
 
 // recordReader reads the checksummed part of a file, never past its end.

@@ -341,3 +341,50 @@ func unmarshalConfigMap(b []byte) (*corev1.ConfigMap, error) {
 	c := new(corev1.ConfigMap)
 	return c, c.Unmarshal(b)
 }
+
+// A large snapshot is decoded on several goroutines: the objects come back
+// in order, and a damaged or undecodable object is still refused.
+func TestRead_largeSnapshotsDecodeInParallelInOrder(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Fatalf("GOMAXPROCS is %d: this test needs two to take the parallel path", runtime.GOMAXPROCS(0))
+	}
+	many := make([]item, 5000)
+	for i := range many {
+		many[i] = item{Name: fmt.Sprintf("item-%05d", i), Value: i}
+	}
+	path := filepath.Join(t.TempDir(), "many.snap")
+	enc, dec := snapshot.JSON[item]()
+	if err := snapshot.Write(path, testID(), "7", many, enc); err != nil {
+		t.Fatal(err)
+	}
+	rv, got, err := snapshot.Read(path, testID(), dec)
+	if err != nil || rv != "7" || !slices.Equal(got, many) {
+		t.Fatalf("Read = %q, %d objects (equal: %t), %v", rv, len(got), slices.Equal(got, many), err)
+	}
+
+	refuse := func(n int) func([]byte) (item, error) {
+		return func(b []byte) (item, error) {
+			it, err := dec(b)
+			if err == nil && it.Value == n {
+				err = errors.New("refused")
+			}
+			return it, err
+		}
+	}
+	_, _, err = snapshot.Read(path, testID(), refuse(3333))
+	if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "object 3333 of 5000") {
+		t.Fatalf("an undecodable object in the middle: %v, want ErrCorrupt naming object 3333", err)
+	}
+
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x20
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := snapshot.Read(path, testID(), dec); !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Fatalf("a flipped byte in the middle: %v, want ErrCorrupt", err)
+	}
+}
