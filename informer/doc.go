@@ -40,6 +40,11 @@
 //     one is detected (when the object is replaced or deleted, and when Run
 //     returns) and reported with the object and the changed fields; see
 //     FactoryOptions.DetectMutations.
+//   - With Options.Snapshot (a Factory's FactoryOptions.Snapshots), the
+//     cache survives restarts: written at shutdown and every Interval, and
+//     at the next Run loaded and resumed when it is of what the informer
+//     watches and the server still has the history after it; otherwise a
+//     cold start, whose reason Start reports (see Snapshot).
 //
 // Factory shares one informer per resource and namespace between
 // controllers; its WaitForCacheSync names the cause of a cache that cannot

@@ -33,6 +33,14 @@
 // type). The machine outlives Run and ListAndWatch calls: the next call
 // resynchronises from the last synced resource version.
 //
+// A start from a state the sink already holds (ResumeFrom: a snapshot
+// loaded from disk) lists one object to learn the server's resource
+// version (a state newer than it is refused), then watches from the
+// state's version with a 1s timeout: the first event or bookmark, or the
+// watch ending cleanly, confirms it (the held relist ends there, nothing
+// listed); 410, "too large" or another failure refuses it and a sync
+// follows, as from the start (Resume says which).
+//
 // Backoff is exponential with jitter, 0.8s doubling to 30s, and forgets
 // after two minutes without a failure. Watches carry a random timeout
 // between MinWatchTimeout (at least 5m) and twice it and always ask for
