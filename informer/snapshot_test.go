@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -363,5 +364,84 @@ func chmod(t *testing.T, path string, mode os.FileMode) {
 	t.Helper()
 	if err := os.Chmod(path, mode); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestInformer_aSnapshotThatCannotBeWrittenLosesNothing(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	cms := configMaps(t, srv.Config(), ns)
+	w := newWriter(cms, 10)
+	w.createAll(t)
+	// The snapshot's directory is a file: every write fails, as on a full
+	// or read-only disk.
+	blocker := filepath.Join(t.TempDir(), "not-a-dir")
+	write(t, blocker, []byte("x"))
+	snap := informer.Snapshot[*corev1.ConfigMap]{Path: filepath.Join(blocker, "cms.snap"),
+		Identity: snapshot.Identity{Cluster: "test", Version: "v1", Resource: "configmaps", Namespace: ns}}
+	r := runWarm(t, cms, snap, nil)
+	if r.start.Warm || !strings.Contains(r.start.Reason, "snapshot unreadable") {
+		t.Errorf("start: %v, want cold, the snapshot unreadable", r.start)
+	}
+	if r.stats.Writes != 0 || r.stats.Failures != 1 || r.stats.LastErr == nil {
+		t.Errorf("snapshot stats %+v, want one failed write with its error", r.stats)
+	}
+	if want := serverState(t, cms)(); !maps.Equal(r.cached, want) {
+		t.Errorf("cache:\n%v\nserver:\n%v", r.cached, want)
+	}
+}
+
+// Snapshots written while objects change are each exactly the server's
+// state at their resource version (an exact LIST at that version).
+func TestInformer_periodicSnapshotsAreConsistentUnderChanges(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	cms := configMaps(t, srv.Config(), ns)
+	w := newWriter(cms, 60)
+	w.createAll(t)
+	path := filepath.Join(t.TempDir(), "cms.snap")
+	id := snapshot.Identity{Cluster: "test", Version: "v1", Resource: "configmaps", Namespace: ns}
+	snap := informer.Snapshot[*corev1.ConfigMap]{Path: path, Identity: id, Interval: 20 * time.Millisecond}
+	protoDecode := func(b []byte) (*corev1.ConfigMap, error) {
+		c := &corev1.ConfigMap{}
+		return c, c.Unmarshal(b)
+	}
+	checked := map[string]bool{} // resource versions of the snapshots checked
+	check := func() {
+		rv, objs, err := snapshot.Read(path, id, protoDecode)
+		if err != nil || checked[rv] {
+			return // not written yet, or seen
+		}
+		checked[rv] = true
+		l, err := cms.List(t.Context(), metav1.ListOptions{ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+		if err != nil {
+			t.Fatalf("exact LIST at %s: %v", rv, err)
+		}
+		want, got := map[string]string{}, map[string]string{}
+		for _, c := range l.Items {
+			want[c.Name] = c.ResourceVersion
+		}
+		for _, c := range objs {
+			got[c.Name] = c.ResourceVersion
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("snapshot at %s:\n%v\nserver at %s:\n%v", rv, got, rv, want)
+		}
+	}
+	runWarm(t, cms, snap, func() {
+		for round := range 6 {
+			w.do(t, 40, uint64(round))
+			waitFor(t, wait, "a snapshot of the changes", func() bool {
+				rv, _, err := snapshot.Read(path, id, protoDecode)
+				return err == nil && !checked[rv]
+			})
+			check()
+		}
+	})
+	check() // the one written at shutdown
+	if len(checked) < 6 {
+		t.Fatalf("checked %d distinct snapshots, want at least 6", len(checked))
 	}
 }
