@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"sync/atomic"
@@ -36,11 +37,14 @@ type result struct {
 	Reason          string `json:"reason,omitempty"`
 	SnapshotObjects int    `json:"snapshot_objects"`
 	// SyncMS is the time from the informer's start to HasSynced; Bytes
-	// and Requests are the response body bytes and requests the child
-	// received from the API server in that time; SyncCPUMS is the
+	// and Requests are the response body bytes (decompressed) and
+	// requests the child received from the API server in that time,
+	// WireBytes the bytes read from its connections (TLS, compressed
+	// responses as sent); SyncCPUMS is the
 	// process's CPU time in it.
 	SyncMS    float64 `json:"sync_ms"`
 	Bytes     int64   `json:"bytes"`
+	WireBytes int64   `json:"wire_bytes"`
 	Requests  int64   `json:"requests"`
 	SyncCPUMS float64 `json:"sync_cpu_ms"`
 	// Heard counts the handler's notifications up to the convergence check.
@@ -139,6 +143,7 @@ func runChild(ctx context.Context, c childConfig) error {
 	cfg.QPS, cfg.Burst = -1, 0
 	counter := &byteCounter{}
 	cfg.Wrap(counter.wrap)
+	cfg.Dial = counter.dial
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -159,11 +164,35 @@ func runChild(ctx context.Context, c childConfig) error {
 	return os.WriteFile(c.Out, b, 0o600)
 }
 
-// byteCounter counts the response body bytes and the requests of a
-// client while it is on.
+// byteCounter counts, while it is on, the response body bytes and the
+// requests of a client and the bytes read from its connections.
 type byteCounter struct {
-	on             atomic.Bool
-	bytes, request atomic.Int64
+	on                   atomic.Bool
+	bytes, wire, request atomic.Int64
+}
+
+// dial is a rest.Config dialer whose connections count what they read.
+func (c *byteCounter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: conn, c: c}, nil
+}
+
+// countingConn counts what is read from a connection.
+type countingConn struct {
+	net.Conn
+	c *byteCounter
+}
+
+func (cc *countingConn) Read(p []byte) (int, error) {
+	n, err := cc.Conn.Read(p)
+	if cc.c.on.Load() {
+		cc.c.wire.Add(int64(n))
+	}
+	return n, err
 }
 
 // wrap is a rest.Config transport wrapper.
@@ -217,7 +246,7 @@ func (m *meter) synced(res *result) {
 	res.SyncMS = ms(time.Since(m.start))
 	m.c.on.Store(false)
 	res.SyncCPUMS = ms(cpuTime() - m.cpu)
-	res.Bytes, res.Requests = m.c.bytes.Load(), m.c.request.Load()
+	res.Bytes, res.WireBytes, res.Requests = m.c.bytes.Load(), m.c.wire.Load(), m.c.request.Load()
 }
 
 // waitSynced polls synced every millisecond until it is true.

@@ -14,8 +14,8 @@ func writeReport(w io.Writer, rep report) {
 	fmt.Fprintf(w, "    %s\n\n", rep.Command)
 	fmt.Fprintf(w, "Each start is a fresh process (this binary re-executed) against the embedded kube-apiserver, "+
 		"protobuf on the wire. Medians (min–max) over %d round(s). *received*: response body bytes read from the "+
-		"server from the informer's start to HasSynced (after decompression); *CPU*: the child process's user+system "+
-		"time in the same span; *divergent*: keys on which the cache and a fresh LIST still disagree 10 s after the sync.\n\n", c.Rounds)
+		"server from the informer's start to HasSynced (after decompression); *on the wire*: bytes read from the child's connections in that span (TLS records, responses compressed as the server sent them); *CPU*: the child process's user+system "+
+		"time in the same span; *divergent*: keys on which the cache and a fresh LIST still disagree 10 s after the sync, and then keys on which what the handler was told differs from the cache after up to 10 s more.\n\n", c.Rounds)
 	writeStarts(w, rep.Rounds)
 	writeWrites(w, rep)
 	writeCompaction(w, rep.Compaction)
@@ -38,21 +38,23 @@ func writeStarts(w io.Writer, rounds []round) {
 	cg := pick(rounds, func(r round) result { return r.ClientGo })
 	ch := rounds[0].Churn
 	fmt.Fprintf(w, "## Cold vs warm (churn between them while nothing ran: %s)\n\n", churnText(ch))
-	fmt.Fprintln(w, "| start | how it started | sync ms | received | requests | CPU ms | heard: initial / add / update / delete | divergent |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| start | how it started | sync ms | received | on the wire | requests | CPU ms | heard: initial / add / update / delete | divergent |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, row := range []struct {
 		name string
 		rs   []result
 	}{{"ctrlkit cold", cold}, {"ctrlkit warm", warm}, {"client-go (cold)", cg}} {
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %d |\n", row.name, how(row.rs),
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", row.name, how(row.rs),
 			spread(row.rs, func(r result) float64 { return r.SyncMS }, "%.0f"),
 			spread(row.rs, func(r result) float64 { return float64(r.Bytes) }, "bytes"),
+			spread(row.rs, func(r result) float64 { return float64(r.WireBytes) }, "bytes"),
 			spread(row.rs, func(r result) float64 { return float64(r.Requests) }, "%.0f"),
 			spread(row.rs, func(r result) float64 { return r.SyncCPUMS }, "%.0f"),
 			heardText(row.rs[len(row.rs)-1].Heard), divergent(row.rs))
 	}
-	fmt.Fprintf(w, "\nwarm/cold (ctrlkit): received %s, sync time %s, CPU %s. client-go/ctrlkit cold: received %s, sync time %s.\n\n",
+	fmt.Fprintf(w, "\nwarm/cold (ctrlkit): received %s (on the wire %s), sync time %s, CPU %s. client-go/ctrlkit cold: received %s, sync time %s.\n\n",
 		ratio(warm, cold, func(r result) float64 { return float64(r.Bytes) }),
+		ratio(warm, cold, func(r result) float64 { return float64(r.WireBytes) }),
 		ratio(warm, cold, func(r result) float64 { return r.SyncMS }),
 		ratio(warm, cold, func(r result) float64 { return r.SyncCPUMS }),
 		ratio(cg, cold, func(r result) float64 { return float64(r.Bytes) }),
@@ -104,9 +106,13 @@ func writeChaos(w io.Writer, c config, ch chaos) {
 			warm++
 		}
 	}
+	cold := ""
+	if warm < len(ch.Starts) {
+		cold = " (" + how(ch.Starts) + ")"
+	}
 	fmt.Fprintf(w, "## Chaos\n\n%d ctrlkit restarts back to back while the parent wrote %d changes (~%d/s, %d failed): "+
-		"%d/%d started warm (%s), sync ms %s, received %s, divergent keys in total: %d.\n",
-		len(ch.Starts), ch.Changes, c.ChaosRate, ch.Errors, warm, len(ch.Starts), how(ch.Starts),
+		"%d/%d started warm%s, sync ms %s, received %s, divergent keys in total: %d.\n",
+		len(ch.Starts), ch.Changes, c.ChaosRate, ch.Errors, warm, len(ch.Starts), cold,
 		spread(ch.Starts, func(r result) float64 { return r.SyncMS }, "%.0f"),
 		spread(ch.Starts, func(r result) float64 { return float64(r.Bytes) }, "bytes"), divergent(ch.Starts))
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -21,16 +24,45 @@ import (
 	"github.com/ctrlkit/ctrlkit/snapshot"
 )
 
-// counters are a handler's notifications, counted as they come.
+// counters are a handler's notifications, counted as they come, and the
+// handler's view: name -> resource version of what it was told exists.
 type counters struct {
 	initialAdds, adds, updates, deletes atomic.Int64
+
+	mu   sync.Mutex
+	seen map[string]string
 }
 
-func (c *counters) add(initial bool) {
+func (c *counters) add(obj *corev1.ConfigMap, initial bool) {
 	if initial {
 		c.initialAdds.Add(1)
 	} else {
 		c.adds.Add(1)
+	}
+	c.see(obj.Name, obj.ResourceVersion)
+}
+
+func (c *counters) update(obj *corev1.ConfigMap) {
+	c.updates.Add(1)
+	c.see(obj.Name, obj.ResourceVersion)
+}
+
+func (c *counters) delete(name string) {
+	c.deletes.Add(1)
+	c.see(name, "")
+}
+
+// see records that the handler was told name is at rv ("": deleted).
+func (c *counters) see(name, rv string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[string]string{}
+	}
+	if rv == "" {
+		delete(c.seen, name)
+	} else {
+		c.seen[name] = rv
 	}
 }
 
@@ -38,22 +70,83 @@ func (c *counters) heard() heard {
 	return heard{InitialAdds: c.initialAdds.Load(), Adds: c.adds.Load(), Updates: c.updates.Load(), Deletes: c.deletes.Load()}
 }
 
+// behind returns the keys on which the handler's view differs from the
+// cache's objects, sorted.
+func (c *counters) behind(objs []*corev1.ConfigMap) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, o := range objs {
+		if c.seen[o.Name] != o.ResourceVersion {
+			out = append(out, o.Name)
+		}
+	}
+	if len(c.seen) != len(objs) {
+		cached := make(map[string]bool, len(objs))
+		for _, o := range objs {
+			cached[o.Name] = true
+		}
+		for name := range c.seen {
+			if !cached[name] {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// handlersCaughtUp waits up to convergeWithin for the handler's view to
+// equal the cache's, and returns the keys on which it still differs as
+// "handler view: KEY". Handlers are called after the cache is updated.
+func handlersCaughtUp(ctx context.Context, c *counters, view cacheView) ([]string, error) {
+	deadline := time.Now().Add(convergeWithin)
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		bad := c.behind(view())
+		if len(bad) == 0 || time.Now().After(deadline) {
+			for i := range bad {
+				bad[i] = "handler view: " + bad[i]
+			}
+			return bad, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 // ctrlkitHandler counts into c.
 func (c *counters) ctrlkitHandler() handler.Handler[*corev1.ConfigMap] {
 	return handler.Funcs[*corev1.ConfigMap]{
-		AddFunc:    func(_ *corev1.ConfigMap, initial bool) { c.add(initial) },
-		UpdateFunc: func(_, _ *corev1.ConfigMap) { c.updates.Add(1) },
-		DeleteFunc: func(object.Deleted[*corev1.ConfigMap]) { c.deletes.Add(1) },
+		AddFunc:    c.add,
+		UpdateFunc: func(_, obj *corev1.ConfigMap) { c.update(obj) },
+		DeleteFunc: func(d object.Deleted[*corev1.ConfigMap]) { c.delete(d.Name.Name) },
 	}
 }
 
 // clientGoHandler counts into c.
 func (c *counters) clientGoHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(_ any, initial bool) { c.add(initial) },
-		UpdateFunc: func(_, _ any) { c.updates.Add(1) },
-		DeleteFunc: func(any) { c.deletes.Add(1) },
+		AddFunc:    func(obj any, initial bool) { c.add(obj.(*corev1.ConfigMap), initial) },
+		UpdateFunc: func(_, obj any) { c.update(obj.(*corev1.ConfigMap)) },
+		DeleteFunc: func(obj any) { c.delete(deletedName(obj)) },
 	}
+}
+
+// deletedName is the name of an object client-go's handler is told was
+// deleted, which may be a tombstone.
+func deletedName(obj any) string {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		return cm.Name
+	}
+	return ""
 }
 
 // snapshotConfig is the ctrlkit child's snapshot: in dir, of the
@@ -100,7 +193,7 @@ func runCtrlkit(ctx context.Context, kube kubernetes.Interface, cfg *rest.Config
 	}
 	m.synced(&res)
 	reader := inf.Reader()
-	res.Divergent, err = converge(ctx, cms, func() []*corev1.ConfigMap { return reader.List("", nil) })
+	res.Divergent, err = check(ctx, cms, &count, func() []*corev1.ConfigMap { return reader.List("", nil) })
 	if err != nil {
 		cancel()
 		<-done
@@ -156,14 +249,31 @@ func runClientGo(ctx context.Context, kube kubernetes.Interface, c childConfig, 
 	}
 	m.synced(&res)
 	var err error
-	res.Divergent, err = converge(ctx, cms, func() []*corev1.ConfigMap {
-		objs := inf.GetStore().List()
+	res.Divergent, err = check(ctx, cms, &count, storeView(inf.GetStore()))
+	res.Heard, res.Cached = count.heard(), len(inf.GetStore().ListKeys())
+	return res, err
+}
+
+// storeView is the view of a client-go store of ConfigMaps.
+func storeView(s cache.Store) cacheView {
+	return func() []*corev1.ConfigMap {
+		objs := s.List()
 		out := make([]*corev1.ConfigMap, 0, len(objs))
 		for _, o := range objs {
 			out = append(out, o.(*corev1.ConfigMap))
 		}
 		return out
-	})
-	res.Heard, res.Cached = count.heard(), len(inf.GetStore().ListKeys())
-	return res, err
+	}
+}
+
+// check returns the keys on which the cache differs from the server's
+// (see converge), and then those on which the handler's view differs from
+// the cache's (see handlersCaughtUp).
+func check(ctx context.Context, cms typedcorev1.ConfigMapInterface, count *counters, view cacheView) ([]string, error) {
+	bad, err := converge(ctx, cms, view)
+	if err != nil {
+		return nil, err
+	}
+	behind, err := handlersCaughtUp(ctx, count, view)
+	return append(bad, behind...), err
 }
