@@ -90,7 +90,9 @@ func writeCompaction(w io.Writer, c compaction) {
 	fmt.Fprintf(w, "| %s | %.0f | %s | %.0f | %d | %d / %d / %d | %d / %d / %d | %d |\n\n", how([]result{r}), r.SyncMS, bytesText(float64(r.Bytes)),
 		r.SyncCPUMS, r.SnapshotObjects, r.newAdds(), r.Heard.Updates, r.Heard.Deletes, c.Churn.Created, c.Churn.Updated, c.Churn.Deleted, len(r.Divergent))
 	fmt.Fprintln(w, "Handlers hear the snapshot's objects as the initial list; objects new in the relist are initial-list adds too, "+
-		"so *add beyond the snapshot* counts every add less the snapshot's objects.")
+		"so *add beyond the snapshot* counts every add less the snapshot's objects. "+
+		"A handler's notifications of one object coalesce while undelivered (an update into the object's initial add, an add "+
+		"and a delete into nothing), so each heard count is at most the churned one; *divergent* checks what the handler was told.")
 	fmt.Fprintln(w)
 }
 
