@@ -38,7 +38,7 @@ func writeStarts(w io.Writer, rounds []round) {
 	cg := pick(rounds, func(r round) result { return r.ClientGo })
 	ch := rounds[0].Churn
 	fmt.Fprintf(w, "## Cold vs warm (churn between them while nothing ran: %s)\n\n", churnText(ch))
-	fmt.Fprintln(w, "| start | how it started | sync ms | received | on the wire | requests | CPU ms | heard: initial / add / update / delete | divergent |")
+	fmt.Fprintln(w, "| start | how it started | sync ms | received | on the wire | requests | CPU ms | heard (last round): initial / add / update / delete | divergent |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, row := range []struct {
 		name string
@@ -66,7 +66,7 @@ func writeStarts(w io.Writer, rounds []round) {
 func writeWrites(w io.Writer, rep report) {
 	rs := append(pick(rep.Rounds, func(r round) result { return r.Cold }), pick(rep.Rounds, func(r round) result { return r.Warm })...)
 	fmt.Fprintf(w, "## Snapshot write at shutdown, %d objects (%d writes)\n\n", rs[0].Snapshot.Objects, len(rs))
-	fmt.Fprintln(w, "| write ms (encode, write, fsync) | file | pause of the processing goroutine ms | cancel to Run's return ms | CPU ms | failures |")
+	fmt.Fprintln(w, "| write ms (encode, write, fsync) | file | pause of the processing goroutine ms | cancel to Run's return ms | CPU ms | failed or missing |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	failures := 0
 	for _, r := range rs {
