@@ -18,8 +18,9 @@
 //
 // Only fields that repeat in real clusters are interned; names and UIDs of
 // the objects themselves, IPs and container IDs are left alone. Container
-// resource lists (requests, limits) that are equal are shared whole, one
-// map for every Pod of a workload: cached objects are read-only, and here
+// resource lists (requests, limits), and label, annotation and node-selector
+// maps, that are equal are shared whole, one map for every Pod of a
+// workload: cached objects are read-only, and here
 // more so than anywhere: modifying one cached Pod's resources in place
 // would change others.
 //
@@ -61,6 +62,10 @@ type Table struct {
 	// whole: a map of two quantities costs ~600 bytes, and every Pod of a
 	// workload repeats the same ones.
 	lists []corev1.ResourceList
+	// maps holds label, annotation and node-selector maps to share whole:
+	// a small map costs ~300 bytes, and every Pod of a workload carries the
+	// same labels and annotations, stamped from its template.
+	maps []map[string]string
 }
 
 // NewTable returns a table of size slots, rounded up to a power of two (0:
@@ -74,7 +79,7 @@ func NewTable(size int) *Table {
 		n <<= 1
 	}
 	return &Table{slots: make([]string, n), mask: uint64(n - 1),
-		lists: make([]corev1.ResourceList, max(n/8, 1))}
+		lists: make([]corev1.ResourceList, max(n/8, 1)), maps: make([]map[string]string, max(n/8, 1))}
 }
 
 // String returns the table's copy of s, taking a slot on a miss.
@@ -147,8 +152,8 @@ func (t *Table) Object(obj any) {
 func (t *Table) Meta(m *metav1.ObjectMeta) {
 	m.Namespace = t.String(m.Namespace)
 	m.GenerateName = t.String(m.GenerateName)
-	t.stringMap(m.Labels, t.String)
-	t.stringMap(m.Annotations, t.short)
+	m.Labels = t.sharedMap(m.Labels, t.String)
+	m.Annotations = t.sharedMap(m.Annotations, t.short)
 	for i := range m.OwnerReferences {
 		r := &m.OwnerReferences[i]
 		r.APIVersion, r.Kind, r.Name = t.String(r.APIVersion), t.String(r.Kind), t.String(r.Name)
@@ -165,6 +170,43 @@ func (t *Table) stringMap(m map[string]string, value func(string) string) {
 	for k, v := range m {
 		m[t.String(k)] = value(v)
 	}
+}
+
+// sharedMap returns the table's copy of a map equal to m, taking m's slot
+// (its keys and values interned with value) on a miss. A map with a value
+// longer than maxValue (a certificate, a JSON blob) is only interned: it
+// rarely repeats, and hashing it would cost more than it saves.
+func (t *Table) sharedMap(m map[string]string, value func(string) string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	var h uint64
+	for k, v := range m { // order-independent: the sum of the entries' hashes
+		if len(v) > maxValue {
+			t.stringMap(m, value)
+			return m
+		}
+		h += hash(k) ^ hash(v)*0x9e3779b97f4a7c15
+	}
+	slot := &t.maps[h%uint64(len(t.maps))]
+	if sameMap(*slot, m) {
+		return *slot
+	}
+	t.stringMap(m, value)
+	*slot = m
+	return m
+}
+
+func sameMap(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range b {
+		if w, ok := a[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 // resourceList returns the table's copy of an equal resource list, taking
@@ -216,7 +258,7 @@ func (t *Table) podSpec(s *corev1.PodSpec) {
 	s.ServiceAccountName, s.DeprecatedServiceAccount = t.String(s.ServiceAccountName), t.String(s.DeprecatedServiceAccount)
 	s.NodeName, s.SchedulerName, s.PriorityClassName = t.String(s.NodeName), t.String(s.SchedulerName), t.String(s.PriorityClassName)
 	s.Subdomain = t.String(s.Subdomain)
-	t.stringMap(s.NodeSelector, t.String)
+	s.NodeSelector = t.sharedMap(s.NodeSelector, t.String)
 	for i := range s.Tolerations {
 		tol := &s.Tolerations[i]
 		tol.Key, tol.Operator, tol.Value, tol.Effect = t.String(tol.Key), of(t, tol.Operator), t.String(tol.Value), of(t, tol.Effect)

@@ -136,3 +136,29 @@ func BenchmarkObject_pod(b *testing.B) {
 		tab.Object(&p)
 	}
 }
+
+// Pods of one workload carry the labels and annotations of its template:
+// equal maps are shared whole; a map that differs, or holds a long value,
+// keeps its own.
+func TestObject_equalLabelAndAnnotationMapsAreSharedWhole(t *testing.T) {
+	tab := intern.NewTable(0)
+	a, b, c, d := decode(t), decode(t), decode(t), decode(t)
+	c.Labels["app"] = "other"
+	d.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = strings.Repeat("x", 200)
+	for _, p := range []*corev1.Pod{a, b, c, d} {
+		tab.Object(p)
+	}
+	ptr := func(m map[string]string) string { return fmt.Sprintf("%p", m) }
+	if ptr(a.Labels) != ptr(b.Labels) || ptr(a.Annotations) != ptr(b.Annotations) {
+		t.Error("equal label or annotation maps are not shared")
+	}
+	if ptr(c.Labels) == ptr(a.Labels) || c.Labels["app"] != "other" || a.Labels["app"] != "web" {
+		t.Errorf("different labels were merged: %v and %v", a.Labels, c.Labels)
+	}
+	if ptr(d.Annotations) == ptr(a.Annotations) || len(d.Annotations) != 2 || len(a.Annotations) != 1 {
+		t.Errorf("an annotation map with a long value was shared: %v", d.Annotations)
+	}
+	if !equality.Semantic.DeepEqual(a.Labels, decode(t).Labels) {
+		t.Errorf("sharing changed the labels: %v", a.Labels)
+	}
+}
