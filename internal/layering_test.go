@@ -157,7 +157,7 @@ var allowed = map[string][]string{
 	"listwatch":  {"object", "reflector", "projection"},
 	"deltafifo":  {"object", "internal/fifo"},
 	"handler":    {"object", "workqueue"},
-	"informer":   {"object", "reflector", "deltafifo", "store", "handler", "intern", "internal/fifo", "internal/run"},
+	"informer":   {"object", "reflector", "deltafifo", "store", "handler", "intern", "snapshot", "internal/fifo", "internal/run"},
 	"controller": {"workqueue", "internal/run"},
 
 	"lease":    nil,
@@ -168,6 +168,7 @@ var allowed = map[string][]string{
 	"apply":    {"object"},
 	"debug":    {"object", "informer", "controller", "webhook"},
 	"webhook":  {"object"},
+	"perturb":  nil,
 	"manager": {"object", "reflector", "listwatch", "informer", "handler", "controller", "client", "apply", "debug",
 		"election", "ledger", "shard", "lease", "webhook", "internal/run"},
 

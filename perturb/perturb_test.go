@@ -1,0 +1,186 @@
+package perturb_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/apply"
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/perturb"
+)
+
+var env apiserver.Shared
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+const children = 2
+
+// pairs is a small controller: every ConfigMap labelled role=owner gets
+// two Secrets labelled owner=NAME, owned by it. buggy creates the missing
+// ones with generated names, counting them in its cache (a classic bug:
+// a stale cache shows fewer children than exist); the fixed one names
+// them NAME-0 and NAME-1, so a create the cache has not seen yet fails
+// with AlreadyExists instead of adding a third.
+type pairs struct {
+	buggy   bool
+	kube    kubernetes.Interface
+	owners  func(object.ObjectName) (*corev1.ConfigMap, bool)
+	secrets func(namespace string, sel labels.Selector) []*corev1.Secret
+}
+
+func (p *pairs) Reconcile(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+	owner, ok := p.owners(name)
+	if !ok {
+		return controller.Result{}, nil
+	}
+	have := p.secrets(name.Namespace, labels.SelectorFromSet(labels.Set{"owner": name.Name}))
+	for i := len(have); i < children; i++ {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: name.Namespace, Labels: map[string]string{"owner": name.Name}}}
+		if p.buggy {
+			s.GenerateName = name.Name + "-"
+		} else {
+			s.Name = fmt.Sprintf("%s-%d", name.Name, i)
+		}
+		if err := apply.SetControllerReference(owner, s, scheme.Scheme); err != nil {
+			return controller.Result{}, err
+		}
+		_, err := p.kube.CoreV1().Secrets(name.Namespace).Create(ctx, s, metav1.CreateOptions{})
+		if err != nil && !(apierrors.IsAlreadyExists(err) && !p.buggy) {
+			return controller.Result{}, err
+		}
+	}
+	return controller.Result{}, nil
+}
+
+// runPairs runs the pairs controller as a program would: a manager, its
+// informers and the controller, until ctx ends.
+func runPairs(buggy bool) func(ctx context.Context, e perturb.Env) error {
+	return func(ctx context.Context, e perturb.Env) error {
+		m, err := manager.New(e.Config, manager.Options{HTTPAddr: "0", Registry: prometheus.NewRegistry(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: time.Second,
+			KeepKlogOutput: true}) // klog is process-wide: routing it would race with the workload's requests
+		if err != nil {
+			return err
+		}
+		owners := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: e.Namespace, LabelSelector: "role=owner"})
+		secrets := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: e.Namespace})
+		p := &pairs{buggy: buggy, kube: m.Kube(), owners: owners.Reader().Get, secrets: secrets.Reader().List}
+		if _, err := manager.NewController(m, "pairs", p, manager.ControllerOptions{},
+			manager.For(owners), manager.Owns(secrets)); err != nil {
+			return err
+		}
+		return m.Run(ctx)
+	}
+}
+
+// childrenOf counts each owner's Secrets, from a fresh LIST.
+func childrenOf(ctx context.Context, e perturb.Env) (map[string]int, error) {
+	kube, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return nil, err
+	}
+	l, err := kube.CoreV1().Secrets(e.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, s := range l.Items {
+		out[s.Labels["owner"]]++
+	}
+	return out, nil
+}
+
+func pairsScenario(t *testing.T, buggy bool, seed uint64, faults perturb.Faults) perturb.Scenario {
+	const owners = 4
+	return perturb.Scenario{
+		Config: env.Get(t).Config(),
+		Run:    runPairs(buggy),
+		Workload: func(ctx context.Context, e perturb.Env) error {
+			kube, err := kubernetes.NewForConfig(e.Config)
+			if err != nil {
+				return err
+			}
+			for i := range owners {
+				if _, err := kube.CoreV1().ConfigMaps(e.Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+					Name: fmt.Sprintf("owner-%d", i), Labels: map[string]string{"role": "owner"}}}, metav1.CreateOptions{}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Settled: func(ctx context.Context, e perturb.Env) error {
+			got, err := childrenOf(ctx, e)
+			if err != nil {
+				return err
+			}
+			for i := range owners {
+				if n := got[fmt.Sprintf("owner-%d", i)]; n < children {
+					return fmt.Errorf("owner-%d has %d children", i, n)
+				}
+			}
+			return nil
+		},
+		Invariants: []perturb.Invariant{{Name: "at most 2 children per owner", Check: func(ctx context.Context, e perturb.Env) error {
+			got, err := childrenOf(ctx, e)
+			if err != nil {
+				return err
+			}
+			for owner, n := range got {
+				if n > children {
+					return fmt.Errorf("%s has %d children", owner, n)
+				}
+			}
+			return nil
+		}}},
+		Seed:   seed,
+		Faults: faults,
+	}
+}
+
+func TestCheck_findsOverCreationOnAStaleCacheAndPassesTheFix(t *testing.T) {
+	env.Get(t)
+	leakcheck.Check(t)
+	faults := perturb.Faults{StaleReads: []string{"secrets"}, MaxHold: time.Second, StaleTrials: 2}
+	buggy := perturb.Check(t.Context(), pairsScenario(t, true, 7, faults))
+	t.Logf("buggy controller: %d trials in %s, %d failures", buggy.Trials, buggy.Took.Round(time.Millisecond), len(buggy.Failures))
+	if len(buggy.Failures) == 0 {
+		t.Fatal("the stale-cache bug was not found")
+	}
+	t.Logf("first failure:\n%v", buggy.Failures[0])
+
+	fixed := perturb.Check(t.Context(), pairsScenario(t, false, 7, faults))
+	t.Logf("fixed controller: %d trials in %s", fixed.Trials, fixed.Took.Round(time.Millisecond))
+	if err := fixed.Err(); err != nil {
+		t.Fatalf("the fixed controller failed:\n%v", err)
+	}
+}
+
+func TestCheck_aCorrectControllerSurvivesACrashAtEveryWrite(t *testing.T) {
+	env.Get(t)
+	leakcheck.Check(t)
+	res := perturb.Check(t.Context(), pairsScenario(t, false, 1, perturb.Faults{CrashAtEveryWrite: true}))
+	t.Logf("%d trials in %s", res.Trials, res.Took.Round(time.Millisecond))
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if res.Trials < 1+children*4 {
+		t.Fatalf("%d trials, want one per write (%d writes) and the unperturbed one", res.Trials, children*4)
+	}
+}
