@@ -127,6 +127,9 @@ func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*Shar
 	}
 	if !opts.DisableInterning {
 		i.table = intern.NewTable(0)
+		if opts.ShareMaps {
+			i.table.ShareMaps()
+		}
 	}
 	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts, i.table)}
 	i.refl, err = reflector.New(lw, reflector.Sink[T](sink), reflectorOptions(opts))

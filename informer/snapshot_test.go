@@ -2,6 +2,7 @@ package informer_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -443,5 +444,35 @@ func TestInformer_periodicSnapshotsAreConsistentUnderChanges(t *testing.T) {
 	check() // the one written at shutdown
 	if len(checked) < 6 {
 		t.Fatalf("checked %d distinct snapshots, want at least 6", len(checked))
+	}
+}
+
+func TestInformer_shareMapsSharesEqualLabelMapsOnlyWhenAsked(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	cms := configMaps(t, srv.Config(), ns)
+	for _, name := range []string{"a", "b"} {
+		if _, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{"app": "web", "tier": "front"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, share := range []bool{false, true} {
+		inf := realInformer(t, cms, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{ShareMaps: share}})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- inf.Run(ctx) }()
+		waitFor(t, wait, "sync", inf.HasSynced)
+		a, _ := inf.Reader().Get(object.ObjectName{Namespace: ns, Name: "a"})
+		b, _ := inf.Reader().Get(object.ObjectName{Namespace: ns, Name: "b"})
+		shared := fmt.Sprintf("%p", a.Labels) == fmt.Sprintf("%p", b.Labels)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if shared != share || a.Labels["app"] != "web" || b.Labels["tier"] != "front" {
+			t.Errorf("ShareMaps %t: labels shared %t (%v, %v)", share, shared, a.Labels, b.Labels)
+		}
 	}
 }

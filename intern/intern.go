@@ -18,9 +18,9 @@
 //
 // Only fields that repeat in real clusters are interned; names and UIDs of
 // the objects themselves, IPs and container IDs are left alone. Container
-// resource lists (requests, limits), and label, annotation and node-selector
-// maps, that are equal are shared whole, one map for every Pod of a
-// workload: cached objects are read-only, and here
+// resource lists (requests, limits) that are equal are shared whole (and,
+// with Table.ShareMaps, label, annotation and node-selector maps), one map
+// for every Pod of a workload: cached objects are read-only, and here
 // more so than anywhere: modifying one cached Pod's resources in place
 // would change others.
 //
@@ -62,10 +62,26 @@ type Table struct {
 	// whole: a map of two quantities costs ~600 bytes, and every Pod of a
 	// workload repeats the same ones.
 	lists []corev1.ResourceList
-	// maps holds label, annotation and node-selector maps to share whole:
-	// a small map costs ~300 bytes, and every Pod of a workload carries the
-	// same labels and annotations, stamped from its template.
+	// maps, when not nil (ShareMaps), holds label, annotation and
+	// node-selector maps to share whole: a small map costs ~300 bytes, and
+	// every Pod of a workload carries the same labels and annotations,
+	// stamped from its template.
 	maps []map[string]string
+}
+
+// ShareMaps makes t share equal label, annotation and node-selector maps
+// whole between the objects it interns, besides their strings: about 300
+// bytes saved per map, for every Pod of a workload. It is off by default
+// because of what it does to a bug elsewhere: a reconcile that writes into
+// a cached object's labels (instead of into a DeepCopy) then changes the
+// labels of every object sharing the map, and races with every reader of
+// any of them, which Go may stop with "concurrent map read and map
+// write". Turn it on for large caches of read-only consumers, with the
+// mutation detector on in tests (informer.FactoryOptions.DetectMutations).
+func (t *Table) ShareMaps() {
+	if t.maps == nil {
+		t.maps = make([]map[string]string, len(t.lists))
+	}
 }
 
 // NewTable returns a table of size slots, rounded up to a power of two (0:
@@ -79,7 +95,7 @@ func NewTable(size int) *Table {
 		n <<= 1
 	}
 	return &Table{slots: make([]string, n), mask: uint64(n - 1),
-		lists: make([]corev1.ResourceList, max(n/8, 1)), maps: make([]map[string]string, max(n/8, 1))}
+		lists: make([]corev1.ResourceList, max(n/8, 1))}
 }
 
 // String returns the table's copy of s, taking a slot on a miss.
@@ -173,11 +189,13 @@ func (t *Table) stringMap(m map[string]string, value func(string) string) {
 }
 
 // sharedMap returns the table's copy of a map equal to m, taking m's slot
-// (its keys and values interned with value) on a miss. A map with a value
+// (its keys and values interned with value) on a miss; without ShareMaps
+// it only interns m. A map with a value
 // longer than maxValue (a certificate, a JSON blob) is only interned: it
 // rarely repeats, and hashing it would cost more than it saves.
 func (t *Table) sharedMap(m map[string]string, value func(string) string) map[string]string {
-	if len(m) == 0 {
+	if len(m) == 0 || t.maps == nil {
+		t.stringMap(m, value)
 		return m
 	}
 	var h uint64

@@ -142,6 +142,7 @@ func BenchmarkObject_pod(b *testing.B) {
 // keeps its own.
 func TestObject_equalLabelAndAnnotationMapsAreSharedWhole(t *testing.T) {
 	tab := intern.NewTable(0)
+	tab.ShareMaps()
 	a, b, c, d := decode(t), decode(t), decode(t), decode(t)
 	c.Labels["app"] = "other"
 	d.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = strings.Repeat("x", 200)
@@ -160,5 +161,22 @@ func TestObject_equalLabelAndAnnotationMapsAreSharedWhole(t *testing.T) {
 	}
 	if !equality.Semantic.DeepEqual(a.Labels, decode(t).Labels) {
 		t.Errorf("sharing changed the labels: %v", a.Labels)
+	}
+}
+
+func TestObject_mapsAreNotSharedByDefault(t *testing.T) {
+	tab := intern.NewTable(0)
+	a, b := decode(t), decode(t)
+	tab.Object(a)
+	tab.Object(b)
+	if fmt.Sprintf("%p", a.Labels) == fmt.Sprintf("%p", b.Labels) {
+		t.Error("equal label maps are shared without ShareMaps")
+	}
+	for k := range a.Labels {
+		for k2 := range b.Labels {
+			if k == k2 && !same(k, k2) {
+				t.Errorf("label key %q is not interned", k)
+			}
+		}
 	}
 }

@@ -5,7 +5,7 @@
 // controller stopped right after each of its writes and started again.
 // Oracles: invariants the user states over the cluster's state, checked
 // throughout; the controller settling; and a fresh controller, started on
-// the settled state, making no write (the state is the one a fresh
+// the settled state, changing nothing (the state is the one a fresh
 // controller computes from a fresh LIST). A failure prints the seed, the
 // perturbation and the controller's writes in order.
 //

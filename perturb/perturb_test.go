@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 
@@ -92,11 +93,7 @@ func runPairs(buggy bool) func(ctx context.Context, e perturb.Env) error {
 
 // childrenOf counts each owner's Secrets, from a fresh LIST.
 func childrenOf(ctx context.Context, e perturb.Env) (map[string]int, error) {
-	kube, err := kubernetes.NewForConfig(e.Config)
-	if err != nil {
-		return nil, err
-	}
-	l, err := kube.CoreV1().Secrets(e.Namespace).List(ctx, metav1.ListOptions{})
+	l, err := e.Kube.CoreV1().Secrets(e.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -113,15 +110,23 @@ func pairsScenario(t *testing.T, buggy bool, seed uint64, faults perturb.Faults)
 		Config: env.Get(t).Config(),
 		Run:    runPairs(buggy),
 		Workload: func(ctx context.Context, e perturb.Env) error {
-			kube, err := kubernetes.NewForConfig(e.Config)
-			if err != nil {
-				return err
-			}
+			cms := e.Kube.CoreV1().ConfigMaps(e.Namespace)
 			for i := range owners {
-				if _, err := kube.CoreV1().ConfigMaps(e.Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+				if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 					Name: fmt.Sprintf("owner-%d", i), Labels: map[string]string{"role": "owner"}}}, metav1.CreateOptions{}); err != nil {
 					return err
 				}
+			}
+			// Users change their objects: each change is a reconcile, which
+			// reads whatever the cache holds of the children then.
+			for round := range 10 {
+				for i := range owners {
+					patch := fmt.Sprintf(`{"data":{"round":"%d"}}`, round)
+					if _, err := cms.Patch(ctx, fmt.Sprintf("owner-%d", i), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+						return err
+					}
+				}
+				time.Sleep(100 * time.Millisecond) // the workload's pace, not synchronisation
 			}
 			return nil
 		},

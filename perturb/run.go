@@ -11,23 +11,32 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
 // Env is what one trial runs in: the API server's configuration and a
-// namespace of its own, fresh for the trial.
+// namespace of its own, fresh for the trial. Kube is an unperturbed client
+// for the workload and the checks (its connections are closed when Check
+// returns); the controller under test builds its clients from Config,
+// which goes through the perturbations.
 type Env struct {
 	Config    *rest.Config
 	Namespace string
+	Kube      kubernetes.Interface
 }
 
 // Invariant is a property of the cluster's state that must hold at all
 // times, checked on fresh reads: Check returns an error saying what is
-// wrong (e.g. "owner a has 3 children").
+// wrong (e.g. "owner a has 3 children"). An Eventually invariant need only
+// hold once the controller has settled (e.g. "no external resource is left
+// without its owner", false while a deletion is being cleaned up): it is
+// checked at the end of each trial.
 type Invariant struct {
-	Name  string
-	Check func(ctx context.Context, env Env) error
+	Name       string
+	Check      func(ctx context.Context, env Env) error
+	Eventually bool
 }
 
 // Scenario is a controller under test, its workload and what must hold.
@@ -60,6 +69,8 @@ type Scenario struct {
 	// holds, for a trial to end; and how long a fresh controller is given
 	// to show it would change nothing. Default: 500ms.
 	Quiet time.Duration
+
+	kube kubernetes.Interface // Check's unperturbed client
 }
 
 // Faults are the perturbations a Scenario tries.
@@ -121,6 +132,15 @@ func Check(ctx context.Context, s Scenario) Result {
 	s = s.withDefaults()
 	began := time.Now()
 	var res Result
+	hc, err := rest.HTTPClientFor(s.Config)
+	if err == nil {
+		defer utilnet.CloseIdleConnectionsFor(hc.Transport)
+		s.kube, err = kubernetes.NewForConfigAndClient(s.Config, hc)
+	}
+	if err != nil {
+		res.Failures = append(res.Failures, Failure{Seed: s.Seed, Trial: "setup", Err: err})
+		return res
+	}
 	rnd := rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
 	trial := func(name string, crashAfter int, holds []hold) int {
 		res.Trials++
@@ -209,21 +229,23 @@ func (s Scenario) trial(ctx context.Context, crashAfter int, holds []hold) (int,
 	defer c.stop()
 	failed := make(chan error, 1)
 	checking, stopChecks := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	defer bg.Wait() // after stopChecks and cancel: no request of the trial outlives it
 	defer stopChecks()
-	go func() { failed <- s.watchInvariants(checking, env) }()
-	go c.perturb(ctx, holds)
-	if err := s.Workload(ctx, env); err != nil {
-		return 0, &trialError{err: fmt.Errorf("workload: %w", err), history: c.history()}
-	}
+	bg.Go(func() { failed <- s.watchInvariants(checking, env) })
+	bg.Go(func() { c.perturb(checking, holds) })
 	if crashAfter > 0 {
 		c.restartAfterCrash(ctx)
+	}
+	if err := s.Workload(ctx, env); err != nil {
+		return 0, &trialError{err: fmt.Errorf("workload: %w", err), history: c.history()}
 	}
 	err = s.settle(ctx, env, c, failed)
 	if err == nil {
 		err = s.freshChangesNothing(ctx, env, c)
 	}
 	if err == nil {
-		err = s.checkInvariants(ctx, env)
+		err = s.checkInvariants(ctx, env, true)
 	}
 	writes := len(c.first.history())
 	if err != nil {
@@ -234,21 +256,21 @@ func (s Scenario) trial(ctx context.Context, crashAfter int, holds []hold) (int,
 
 // namespace creates the trial's namespace.
 func (s Scenario) namespace(ctx context.Context) (Env, error) {
-	kube, err := kubernetes.NewForConfig(s.Config)
-	if err != nil {
-		return Env{}, err
-	}
-	ns, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+	ns, err := s.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "perturb-"}}, metav1.CreateOptions{})
 	if err != nil {
 		return Env{}, fmt.Errorf("perturb: create the trial's namespace: %w", err)
 	}
-	return Env{Config: s.Config, Namespace: ns.Name}, nil
+	return Env{Config: s.Config, Namespace: ns.Name, Kube: s.kube}, nil
 }
 
-// checkInvariants checks every invariant once.
-func (s Scenario) checkInvariants(ctx context.Context, env Env) error {
+// checkInvariants checks every invariant once; the Eventually ones only
+// when settled.
+func (s Scenario) checkInvariants(ctx context.Context, env Env, settled bool) error {
 	for _, inv := range s.Invariants {
+		if inv.Eventually && !settled {
+			continue
+		}
 		if err := inv.Check(ctx, env); err != nil {
 			return fmt.Errorf("invariant %q broken: %w", inv.Name, err)
 		}
@@ -267,7 +289,7 @@ func (s Scenario) watchInvariants(ctx context.Context, env Env) error {
 			return nil
 		case <-tick.C:
 		}
-		if err := s.checkInvariants(ctx, env); err != nil && ctx.Err() == nil {
+		if err := s.checkInvariants(ctx, env, false); err != nil && ctx.Err() == nil {
 			return err
 		}
 	}
@@ -298,7 +320,8 @@ func (s Scenario) settle(ctx context.Context, env Env, c *controllerRun, failed 
 
 // freshChangesNothing stops the controller and starts a fresh one on the
 // settled state: the state is the one a fresh controller computes only if
-// it makes no write.
+// none of its writes succeeds (a create answered AlreadyExists changes
+// nothing).
 func (s Scenario) freshChangesNothing(ctx context.Context, env Env, c *controllerRun) error {
 	c.stop()
 	fresh := &controllerRun{s: s, env: env}
@@ -316,8 +339,14 @@ func (s Scenario) freshChangesNothing(ctx context.Context, env Env, c *controlle
 		case <-tick.C:
 		}
 	}
-	if ws := fresh.first.history(); len(ws) > 0 {
-		return fmt.Errorf("a fresh controller changed the settled state: %v", ws)
+	var changed []Write // writes that failed (409 AlreadyExists, ...) changed nothing
+	for _, w := range fresh.first.history() {
+		if w.Status >= 200 && w.Status < 300 {
+			changed = append(changed, w)
+		}
+	}
+	if len(changed) > 0 {
+		return fmt.Errorf("a fresh controller changed the settled state: %v", changed)
 	}
 	return nil
 }
@@ -328,52 +357,63 @@ type controllerRun struct {
 	s     Scenario
 	env   Env
 	first *transport
+	aux   sync.WaitGroup // the restarter
 	mu    sync.Mutex
-	runs  []*transport
-	stops []context.CancelFunc
-	wg    sync.WaitGroup
+	runs  []*run
+	done  bool // stop was called: start nothing more
+}
+
+// run is one run of the controller (one process's life).
+type run struct {
+	t      *transport
+	cancel context.CancelFunc
+	ended  chan struct{}
 }
 
 func (c *controllerRun) start(ctx context.Context, crashAfter int) {
 	rctx, cancel := context.WithCancel(ctx)
-	t := newTransport(crashAfter, cancel)
+	r := &run{t: newTransport(crashAfter, cancel), cancel: cancel, ended: make(chan struct{})}
 	c.mu.Lock()
-	if c.first == nil {
-		c.first = t
+	if c.done {
+		c.mu.Unlock()
+		cancel()
+		return
 	}
-	c.runs = append(c.runs, t)
-	c.stops = append(c.stops, cancel)
+	if c.first == nil {
+		c.first = r.t
+	}
+	c.runs = append(c.runs, r)
 	c.mu.Unlock()
-	env := Env{Config: t.wrap(c.env.Config), Namespace: c.env.Namespace}
-	c.wg.Go(func() { _ = c.s.Run(rctx, env) })
+	env := Env{Config: r.t.wrap(c.env.Config), Namespace: c.env.Namespace, Kube: c.env.Kube}
+	go func() {
+		defer close(r.ended)
+		_ = c.s.Run(rctx, env)
+	}()
 }
 
-// restartAfterCrash waits for the crash (if the workload made the
-// controller write that often) and starts the controller again.
+// restartAfterCrash starts the controller again once its first run has
+// crashed and returned, as a supervisor restarts a process; nothing if it
+// never crashes (fewer writes this time) before the trial ends.
 func (c *controllerRun) restartAfterCrash(ctx context.Context) {
-	c.mu.Lock()
-	first := c.first
-	c.mu.Unlock()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(c.s.Timeout / 4)
-	for {
-		first.mu.Lock()
-		crashed := first.crashed
-		first.mu.Unlock()
-		if crashed {
-			break
+	c.aux.Go(func() {
+		c.mu.Lock()
+		first := c.runs[0]
+		c.mu.Unlock()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for !first.t.isCrashed() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
 		}
 		select {
+		case <-first.ended:
+			c.start(ctx, 0)
 		case <-ctx.Done():
-			return
-		case <-deadline:
-			return // fewer writes this time: nothing to restart
-		case <-tick.C:
 		}
-	}
-	c.wg.Wait() // the crashed run has returned
-	c.start(ctx, 0)
+	})
 }
 
 // perturb applies the stale-read spans, from the trial's start.
@@ -398,7 +438,7 @@ func (c *controllerRun) perturb(ctx context.Context, holds []hold) {
 func (c *controllerRun) current() *transport {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.runs[len(c.runs)-1]
+	return c.runs[len(c.runs)-1].t
 }
 
 // quietFor is how long the current run has made no write.
@@ -414,11 +454,11 @@ func (c *controllerRun) quietFor() time.Duration {
 // history is every run's writes, in order.
 func (c *controllerRun) history() []Write {
 	c.mu.Lock()
-	runs := append([]*transport(nil), c.runs...)
+	runs := append([]*run(nil), c.runs...)
 	c.mu.Unlock()
 	var out []Write
-	for i, t := range runs {
-		for _, w := range t.history() {
+	for i, r := range runs {
+		for _, w := range r.t.history() {
 			if i > 0 {
 				w.Path = fmt.Sprintf("%s (after restart %d)", w.Path, i)
 			}
@@ -428,13 +468,17 @@ func (c *controllerRun) history() []Write {
 	return out
 }
 
-// stop stops every run and waits for them.
+// stop stops every run, and the restarter, and waits for them.
 func (c *controllerRun) stop() {
 	c.mu.Lock()
-	stops := append([]context.CancelFunc(nil), c.stops...)
+	c.done = true
+	runs := append([]*run(nil), c.runs...)
 	c.mu.Unlock()
-	for _, stop := range stops {
-		stop()
+	for _, r := range runs {
+		r.cancel()
 	}
-	c.wg.Wait()
+	c.aux.Wait()
+	for _, r := range runs {
+		<-r.ended
+	}
 }

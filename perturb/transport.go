@@ -62,6 +62,14 @@ func (t *transport) wrap(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
+// WrappedRoundTripper returns the transport t wraps, so that client-go's
+// helpers (closing idle connections) reach it.
+func (t *transport) WrappedRoundTripper() http.RoundTripper {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.next
+}
+
 func isWrite(method string) bool {
 	switch method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
@@ -107,6 +115,12 @@ func (t *transport) recordWrite(req *http.Request, resp *http.Response) {
 		t.crashed = true
 		go t.crash()
 	}
+}
+
+func (t *transport) isCrashed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.crashed
 }
 
 // history returns the writes so far.

@@ -514,13 +514,16 @@ func Lean(rec *LeanRecording) Scenario {
 			"and watch frame is copied into a fresh buffer, as read from the network. bytes_per_object: live heap after the "+
 			"list (runtime.GC twice) minus before, / N; bytes_per_object_interned: the same once ctrlkit's cached projections "+
 			"went through intern.Table.Object, as manager.Projection's informer does by default (client-go has no interning: "+
-			"its sides repeat bytes_per_object; ctrlkit's watch events are then not interned); list_peak_mb: highest heap objects sampled every 200µs while "+
+			"its sides repeat bytes_per_object; ctrlkit's watch events are then not interned); bytes_per_object_shared_maps: "+
+			"the same once interned again by a table with ShareMaps (informer.FactoryOptions.ShareMaps: equal label and "+
+			"annotation maps shared whole; off by default); list_peak_mb: highest heap objects sampled every 200µs while "+
 			"decoding the list, garbage included, minus the heap before; cpu_us_per_event: process CPU decoding and "+
 			"storing the watch events, over the store of N, / events.",
 			rec.Pods, rec.CreateTime.Round(time.Second), rec.UpdateTime.Round(time.Second), len(rec.Pages), float64(rec.ListBytes)/(1<<20), rec.Events),
 		Metrics: []Metric{
 			{Name: "bytes_per_object", Unit: "B", Better: "lower"},
 			{Name: "bytes_per_object_interned", Unit: "B", Better: "lower"},
+			{Name: "bytes_per_object_shared_maps", Unit: "B", Better: "lower"},
 			{Name: "list_peak_mb", Unit: "MB", Better: "lower"},
 			{Name: "list_cpu_ms", Unit: "ms", Better: "lower"},
 			{Name: "cpu_us_per_event", Unit: "µs", Better: "lower"},
@@ -543,8 +546,11 @@ func runLean(rec *LeanRecording, side string) (Result, error) {
 		put := func(store map[string]*PodView) func(*PodView) {
 			return func(p *PodView) { p.ManagedFields = nil; store[p.Namespace+"/"+p.Name] = p } // as the informer does
 		}
-		internAll := func(store map[string]*PodView) {
+		internAll := func(store map[string]*PodView, shareMaps bool) {
 			t := intern.NewTable(0) // what the informer's default transform then does
+			if shareMaps {
+				t.ShareMaps() // with informer.FactoryOptions.ShareMaps
+			}
 			for _, p := range store {
 				t.Object(p)
 			}
@@ -589,7 +595,7 @@ type leanGot struct {
 // measureLean decodes the list into a fresh store, then (if set) interns
 // it, then decodes the watch frames; it measures each step and checks the
 // store against what client-go decoded when recording.
-func measureLean[T any](rec *LeanRecording, internAll func(map[string]T), list, events func(map[string]T) error, got func(T) leanGot) (Result, error) {
+func measureLean[T any](rec *LeanRecording, internAll func(map[string]T, bool), list, events func(map[string]T) error, got func(T) leanGot) (Result, error) {
 	before := liveHeap()
 	peak := startPeakSampler()
 	cpu := processCPU()
@@ -601,10 +607,12 @@ func measureLean[T any](rec *LeanRecording, internAll func(map[string]T), list, 
 		return nil, err
 	}
 	listed := liveHeap()
-	interned := listed
+	interned, shared := listed, listed
 	if internAll != nil {
-		internAll(store)
+		internAll(store, false)
 		interned = liveHeap()
+		internAll(store, true)
+		shared = liveHeap()
 	}
 	cpu = processCPU()
 	if err := events(store); err != nil {
@@ -634,10 +642,11 @@ func measureLean[T any](rec *LeanRecording, internAll func(map[string]T), list, 
 	runtime.KeepAlive(store)
 	mb := func(b uint64) float64 { return float64(b) / (1 << 20) }
 	return Result{
-		"bytes_per_object":          (float64(listed) - float64(before)) / float64(rec.Pods),
-		"bytes_per_object_interned": (float64(interned) - float64(before)) / float64(rec.Pods),
-		"list_peak_mb":              mb(heap - min(heap, before)),
-		"list_cpu_ms":               ms(listCPU),
-		"cpu_us_per_event":          float64(eventCPU.Nanoseconds()) / 1000 / float64(max(rec.Events, 1)),
+		"bytes_per_object":             (float64(listed) - float64(before)) / float64(rec.Pods),
+		"bytes_per_object_interned":    (float64(interned) - float64(before)) / float64(rec.Pods),
+		"bytes_per_object_shared_maps": (float64(shared) - float64(before)) / float64(rec.Pods),
+		"list_peak_mb":                 mb(heap - min(heap, before)),
+		"list_cpu_ms":                  ms(listCPU),
+		"cpu_us_per_event":             float64(eventCPU.Nanoseconds()) / 1000 / float64(max(rec.Events, 1)),
 	}, nil
 }
