@@ -143,7 +143,8 @@ func TestDebugPage_inChromiumOnTheRealServer(t *testing.T) {
 	// Every section renders, from the JSON the page polls.
 	inf := `#informers tr[data-informer]`
 	waitFor(t, ctx, 30*time.Second, "the synced informer with its one object",
-		field(inf, "objects")+` === "1" && `+field(inf, "synced")+` === "yes"`)
+		field(inf, "objects")+` === "1" && `+field(inf, "synced")+` === "yes" && `+
+			field(inf, "start")+` === "cold: no snapshot configured"`)
 	waitFor(t, ctx, 10*time.Second, "every section: handler, controller, errors, explain form",
 		`document.querySelector('#handlers tr[data-handler="pages"]') !== null &&
 		 document.querySelector('#controllers tr[data-controller="pages"]') !== null &&

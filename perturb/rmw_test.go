@@ -1,0 +1,133 @@
+package perturb_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/perturb"
+)
+
+// registry records every owner in one "registry" ConfigMap, a
+// read-modify-write from the cache. buggy writes it back without the
+// resource version it read (a blind overwrite: an entry added since is
+// lost); the fixed one sends it, so a stale read is a conflict, retried.
+type registry struct {
+	buggy    bool
+	kube     kubernetes.Interface
+	registry func(object.ObjectName) (*corev1.ConfigMap, bool)
+}
+
+func (r *registry) Reconcile(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+	if name.Name == "registry" {
+		return controller.Result{}, nil
+	}
+	cms := r.kube.CoreV1().ConfigMaps(name.Namespace)
+	reg, ok := r.registry(object.ObjectName{Namespace: name.Namespace, Name: "registry"})
+	if !ok {
+		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "registry"},
+			Data: map[string]string{name.Name: "seen"}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return controller.Result{RequeueAfter: 50 * time.Millisecond}, nil // the cache will show it
+		}
+		return controller.Result{}, err
+	}
+	if reg.Data[name.Name] == "seen" {
+		return controller.Result{}, nil
+	}
+	next := reg.DeepCopy()
+	if next.Data == nil {
+		next.Data = map[string]string{}
+	}
+	next.Data[name.Name] = "seen"
+	if r.buggy {
+		next.ResourceVersion = "" // "last write wins"
+	}
+	_, err := cms.Update(ctx, next, metav1.UpdateOptions{})
+	return controller.Result{}, err
+}
+
+func runRegistry(buggy bool) func(ctx context.Context, e perturb.Env) error {
+	return func(ctx context.Context, e perturb.Env) error {
+		m, err := manager.New(e.Config, manager.Options{HTTPAddr: "0", Registry: prometheus.NewRegistry(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: time.Second, KeepKlogOutput: true})
+		if err != nil {
+			return err
+		}
+		cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: e.Namespace})
+		r := &registry{buggy: buggy, kube: m.Kube(), registry: cms.Reader().Get}
+		if _, err := manager.NewController(m, "registry", r, manager.ControllerOptions{}, manager.For(cms)); err != nil {
+			return err
+		}
+		return m.Run(ctx)
+	}
+}
+
+func registryScenario(t *testing.T, buggy bool) perturb.Scenario {
+	const owners = 6
+	missing := func(ctx context.Context, e perturb.Env) error {
+		reg, err := e.Kube.CoreV1().ConfigMaps(e.Namespace).Get(ctx, "registry", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var lost []string
+		for i := range owners {
+			if n := fmt.Sprintf("owner-%d", i); reg.Data[n] != "seen" {
+				lost = append(lost, n)
+			}
+		}
+		if len(lost) > 0 {
+			return fmt.Errorf("the registry lacks %s", strings.Join(lost, ", "))
+		}
+		return nil
+	}
+	return perturb.Scenario{
+		Config: env.Get(t).Config(),
+		Run:    runRegistry(buggy),
+		Workload: func(ctx context.Context, e perturb.Env) error {
+			for i := range owners {
+				if _, err := e.Kube.CoreV1().ConfigMaps(e.Namespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+					Name: fmt.Sprintf("owner-%d", i)}}, metav1.CreateOptions{}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		// A lost entry is never written again (nothing makes its owner
+		// reconcile again): the controller never settles, within Timeout.
+		Settled: missing,
+		Timeout: 15 * time.Second,
+		Seed:    11,
+		Faults:  perturb.Faults{StaleReads: []string{"configmaps"}, MaxHold: time.Second, StaleTrials: 2},
+	}
+}
+
+func TestCheck_findsAnUpdateLostInABlindReadModifyWriteAndPassesTheFix(t *testing.T) {
+	env.Get(t)
+	leakcheck.Check(t)
+	buggy := perturb.Check(t.Context(), registryScenario(t, true))
+	t.Logf("buggy controller: %d trials in %s, %d failures", buggy.Trials, buggy.Took.Round(time.Millisecond), len(buggy.Failures))
+	if len(buggy.Failures) == 0 {
+		t.Fatal("the lost update was not found")
+	}
+	t.Logf("first failure:\n%v", buggy.Failures[0])
+	fixed := perturb.Check(t.Context(), registryScenario(t, false))
+	t.Logf("fixed controller: %d trials in %s", fixed.Trials, fixed.Took.Round(time.Millisecond))
+	if err := fixed.Err(); err != nil {
+		t.Fatalf("the fixed controller failed:\n%v", err)
+	}
+}
