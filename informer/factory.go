@@ -113,7 +113,7 @@ type SnapshotOptions struct {
 }
 
 // snapshotFor returns the Snapshot options of the informer of scope.
-func (o SnapshotOptions) snapshotFor(scope Scope, cluster func(context.Context) (string, error)) (string, snapshot.Identity) {
+func (o SnapshotOptions) snapshotFor(scope Scope) (string, snapshot.Identity) {
 	name := scope.String()
 	sum := sha256.Sum256([]byte(name))
 	file := strings.Map(func(r rune) rune {
@@ -127,7 +127,7 @@ func (o SnapshotOptions) snapshotFor(scope Scope, cluster func(context.Context) 
 	}
 	id := snapshot.Identity{Server: o.Server, Group: scope.Resource.Group, Version: scope.Resource.Version,
 		Resource: scope.Resource.Resource, Namespace: scope.Namespace,
-		LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector, Shards: scope.As}
+		LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector} // a projection differs by Type
 	return filepath.Join(o.Dir, fmt.Sprintf("%s-%x.snap", file, sum[:4])), id
 }
 
@@ -256,7 +256,7 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() reflector.Lister
 	common.Reflector.Name = ""
 	opts := Options[T]{Name: name, FactoryOptions: common}
 	if so := f.opts.Snapshots; so.Dir != "" {
-		opts.Snapshot.Path, opts.Snapshot.Identity = so.snapshotFor(scope, nil)
+		opts.Snapshot.Path, opts.Snapshot.Identity = so.snapshotFor(scope)
 		opts.Snapshot.Interval, opts.Snapshot.Cluster = so.Interval, f.cluster
 	}
 	inf, err := New(newLW(), opts)

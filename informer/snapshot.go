@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -178,15 +177,15 @@ func defaultCodec[T object.Object]() (func(T) ([]byte, error), func([]byte) (T, 
 	return encode, decode
 }
 
-// load reads the snapshot and, when it is of what the informer watches,
-// hands its objects to the FIFO as a relist held open and tells the
-// reflector to resume from its version. It reports whether it did.
-func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) bool {
+// loadSnapshot reads the snapshot and, when it is of what the informer
+// watches, hands its objects to the FIFO as a relist held open and tells
+// the reflector to resume from its version; otherwise the start is cold.
+func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) {
 	s := i.snap
 	if err := s.resolve(ctx); err != nil {
 		i.log.Warn("informer: starting cold, writing no snapshot", "informer", i.name, "reason", err)
 		s.decide(CacheStart{Reason: err.Error()})
-		return false
+		return
 	}
 	if err := os.MkdirAll(filepath.Dir(s.cfg.Path), 0o700); err != nil {
 		i.log.Warn("informer: snapshot directory unusable", "informer", i.name, "err", err)
@@ -200,7 +199,7 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) bool {
 		}
 		level("informer: starting cold", "informer", i.name, "reason", reason, "path", s.cfg.Path)
 		s.decide(CacheStart{Reason: reason})
-		return false
+		return
 	}
 	if i.table != nil {
 		for _, obj := range objs {
@@ -209,7 +208,7 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) bool {
 	}
 	if err := i.refl.ResumeFrom(rv); err != nil {
 		s.decide(CacheStart{Reason: err.Error()})
-		return false
+		return
 	}
 	s.mu.Lock()
 	s.loaded, s.lastRV = true, rv
@@ -220,11 +219,10 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) bool {
 	for len(objs) > 0 {
 		n := min(len(objs), 500)
 		if err := i.fifo.RelistItems(objs[:n]); err != nil {
-			return true // closed: the informer is stopping
+			return // closed: the informer is stopping
 		}
 		objs = objs[n:]
 	}
-	return true
 }
 
 // coldReason says in a few words why a snapshot was refused.
@@ -237,8 +235,6 @@ func coldReason(err error) string {
 		return "snapshot of another " + mismatch.Field
 	case errors.Is(err, snapshot.ErrCorrupt):
 		return "corrupt snapshot: " + err.Error()
-	case errors.Is(err, fs.ErrPermission):
-		return "snapshot unreadable: " + err.Error()
 	}
 	return "snapshot unreadable: " + err.Error()
 }

@@ -107,8 +107,11 @@ type Options struct {
 	// the server still has the history after it (see informer.Snapshot).
 	// Mount an emptyDir volume there: it survives a container's restarts,
 	// not the Pod's. /readyz?verbose and the debug page say how each cache
-	// started. Snapshots are off with Sharding (a replica's share is
-	// decided after it starts). Default: "", off.
+	// started. The files hold the cached objects (Secrets too, if cached):
+	// each is written 0600 by this process's user, and a missing directory
+	// is created 0700; give an existing one no wider access. Snapshots are
+	// off with Sharding (a replica's share is decided after it starts).
+	// Default: "", off.
 	CacheDir string
 	// ShutdownTimeout is each controller's default bound on in-flight
 	// reconciles at shutdown; see controller.Options. Default: 30s.
