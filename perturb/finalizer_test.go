@@ -4,13 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/controller"
-	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/perturb"
@@ -92,8 +88,7 @@ func ignoreNotFound(err error) error {
 
 func runExternals(buggy bool) func(ctx context.Context, e perturb.Env) error {
 	return func(ctx context.Context, e perturb.Env) error {
-		m, err := manager.New(e.Config, manager.Options{HTTPAddr: "0", Registry: prometheus.NewRegistry(),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: time.Second, KeepKlogOutput: true})
+		m, err := newManager(e)
 		if err != nil {
 			return err
 		}
@@ -200,17 +195,5 @@ func mapValues(m map[string]bool) []bool {
 }
 
 func TestCheck_findsAFinalizerRemovedBeforeCleanupAndPassesTheFix(t *testing.T) {
-	env.Get(t)
-	leakcheck.Check(t)
-	buggy := perturb.Check(t.Context(), externalsScenario(t, true))
-	t.Logf("buggy controller: %d trials in %s, %d failures", buggy.Trials, buggy.Took.Round(time.Millisecond), len(buggy.Failures))
-	if len(buggy.Failures) == 0 {
-		t.Fatal("the leak was not found")
-	}
-	t.Logf("first failure:\n%v", buggy.Failures[0])
-	fixed := perturb.Check(t.Context(), externalsScenario(t, false))
-	t.Logf("fixed controller: %d trials in %s", fixed.Trials, fixed.Took.Round(time.Millisecond))
-	if err := fixed.Err(); err != nil {
-		t.Fatalf("the fixed controller failed:\n%v", err)
-	}
+	findsAndPassesFix(t, "the leak", externalsScenario(t, true), externalsScenario(t, false))
 }

@@ -74,9 +74,7 @@ func (p *pairs) Reconcile(ctx context.Context, name object.ObjectName) (controll
 // informers and the controller, until ctx ends.
 func runPairs(buggy bool) func(ctx context.Context, e perturb.Env) error {
 	return func(ctx context.Context, e perturb.Env) error {
-		m, err := manager.New(e.Config, manager.Options{HTTPAddr: "0", Registry: prometheus.NewRegistry(),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: time.Second,
-			KeepKlogOutput: true}) // klog is process-wide: routing it would race with the workload's requests
+		m, err := newManager(e)
 		if err != nil {
 			return err
 		}
@@ -160,21 +158,8 @@ func pairsScenario(t *testing.T, buggy bool, seed uint64, faults perturb.Faults)
 }
 
 func TestCheck_findsOverCreationOnAStaleCacheAndPassesTheFix(t *testing.T) {
-	env.Get(t)
-	leakcheck.Check(t)
 	faults := perturb.Faults{StaleReads: []string{"secrets"}, MaxHold: time.Second, StaleTrials: 2}
-	buggy := perturb.Check(t.Context(), pairsScenario(t, true, 7, faults))
-	t.Logf("buggy controller: %d trials in %s, %d failures", buggy.Trials, buggy.Took.Round(time.Millisecond), len(buggy.Failures))
-	if len(buggy.Failures) == 0 {
-		t.Fatal("the stale-cache bug was not found")
-	}
-	t.Logf("first failure:\n%v", buggy.Failures[0])
-
-	fixed := perturb.Check(t.Context(), pairsScenario(t, false, 7, faults))
-	t.Logf("fixed controller: %d trials in %s", fixed.Trials, fixed.Took.Round(time.Millisecond))
-	if err := fixed.Err(); err != nil {
-		t.Fatalf("the fixed controller failed:\n%v", err)
-	}
+	findsAndPassesFix(t, "the stale-cache bug", pairsScenario(t, true, 7, faults), pairsScenario(t, false, 7, faults))
 }
 
 func TestCheck_aCorrectControllerSurvivesACrashAtEveryWrite(t *testing.T) {
@@ -187,5 +172,32 @@ func TestCheck_aCorrectControllerSurvivesACrashAtEveryWrite(t *testing.T) {
 	}
 	if res.Trials < 1+children*4 {
 		t.Fatalf("%d trials, want one per write (%d writes) and the unperturbed one", res.Trials, children*4)
+	}
+}
+
+// newManager makes the controller's manager as a program would, quiet. It
+// leaves klog alone: klog is process-wide, and routing it would race with
+// the workload's requests in the same process.
+func newManager(e perturb.Env) (*manager.Manager, error) {
+	return manager.New(e.Config, manager.Options{HTTPAddr: "0", Registry: prometheus.NewRegistry(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: time.Second, KeepKlogOutput: true})
+}
+
+// findsAndPassesFix checks that Check finds the planted bug in the buggy
+// controller and that the fixed one passes the same trials.
+func findsAndPassesFix(t *testing.T, bug string, buggy, fixed perturb.Scenario) {
+	t.Helper()
+	env.Get(t)
+	leakcheck.Check(t)
+	found := perturb.Check(t.Context(), buggy)
+	t.Logf("buggy controller: %d trials in %s, %d failures", found.Trials, found.Took.Round(time.Millisecond), len(found.Failures))
+	if len(found.Failures) == 0 {
+		t.Fatalf("%s was not found", bug)
+	}
+	t.Logf("first failure:\n%v", found.Failures[0])
+	passed := perturb.Check(t.Context(), fixed)
+	t.Logf("fixed controller: %d trials in %s", passed.Trials, passed.Took.Round(time.Millisecond))
+	if err := passed.Err(); err != nil {
+		t.Fatalf("the fixed controller failed:\n%v", err)
 	}
 }

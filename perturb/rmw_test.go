@@ -3,20 +3,16 @@ package perturb_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/controller"
-	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/perturb"
@@ -63,8 +59,7 @@ func (r *registry) Reconcile(ctx context.Context, name object.ObjectName) (contr
 
 func runRegistry(buggy bool) func(ctx context.Context, e perturb.Env) error {
 	return func(ctx context.Context, e perturb.Env) error {
-		m, err := manager.New(e.Config, manager.Options{HTTPAddr: "0", Registry: prometheus.NewRegistry(),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: time.Second, KeepKlogOutput: true})
+		m, err := newManager(e)
 		if err != nil {
 			return err
 		}
@@ -117,17 +112,5 @@ func registryScenario(t *testing.T, buggy bool) perturb.Scenario {
 }
 
 func TestCheck_findsAnUpdateLostInABlindReadModifyWriteAndPassesTheFix(t *testing.T) {
-	env.Get(t)
-	leakcheck.Check(t)
-	buggy := perturb.Check(t.Context(), registryScenario(t, true))
-	t.Logf("buggy controller: %d trials in %s, %d failures", buggy.Trials, buggy.Took.Round(time.Millisecond), len(buggy.Failures))
-	if len(buggy.Failures) == 0 {
-		t.Fatal("the lost update was not found")
-	}
-	t.Logf("first failure:\n%v", buggy.Failures[0])
-	fixed := perturb.Check(t.Context(), registryScenario(t, false))
-	t.Logf("fixed controller: %d trials in %s", fixed.Trials, fixed.Took.Round(time.Millisecond))
-	if err := fixed.Err(); err != nil {
-		t.Fatalf("the fixed controller failed:\n%v", err)
-	}
+	findsAndPassesFix(t, "the lost update", registryScenario(t, true), registryScenario(t, false))
 }
