@@ -179,10 +179,21 @@ func TestInformer_warmRestartResumesFromTheSnapshotWithoutListing(t *testing.T) 
 	cms := configMaps(t, srv.Config(), ns)
 	w := newWriter(cms, 40)
 	w.createAll(t)
-	snap := informer.Snapshot[*corev1.ConfigMap]{Path: filepath.Join(t.TempDir(), "cms.snap"),
+	dir := filepath.Join(t.TempDir(), "cache") // created by the informer
+	snap := informer.Snapshot[*corev1.ConfigMap]{Path: filepath.Join(dir, "cms.snap"),
 		Identity: snapshot.Identity{Cluster: "test", Version: "v1", Resource: "configmaps", Namespace: ns}}
 
 	cold := runWarm(t, cms, snap, nil)
+	// The snapshot holds the cached objects: only this user may read it.
+	for path, want := range map[string]os.FileMode{dir: 0o700, snap.Path: 0o600} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s has mode %v, want %v", path, fi.Mode().Perm(), want)
+		}
+	}
 	if cold.start.Warm || cold.start.Reason != "no snapshot yet" {
 		t.Fatalf("first start: %v, want cold: no snapshot yet", cold.start)
 	}
