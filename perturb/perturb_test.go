@@ -21,7 +21,9 @@ import (
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/apply"
 	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/lease"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/perturb"
@@ -175,12 +177,16 @@ func TestCheck_aCorrectControllerSurvivesACrashAtEveryWrite(t *testing.T) {
 	}
 }
 
-// newManager makes the controller's manager as a program would, quiet. It
-// leaves klog alone: klog is process-wide, and routing it would race with
-// the workload's requests in the same process.
+// newManager makes the controller's manager as a program would, quiet,
+// electing a leader (as replicas in production do; the failover trials
+// need it) on short timings. It leaves klog alone: klog is process-wide,
+// and routing it would race with the workload's requests in the same
+// process.
 func newManager(e perturb.Env) (*manager.Manager, error) {
 	return manager.New(e.Config, manager.Options{HTTPAddr: "0", Registry: prometheus.NewRegistry(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: time.Second, KeepKlogOutput: true})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: time.Second, KeepKlogOutput: true,
+		LeaderElection: election.Options{Name: "controller", Namespace: e.Namespace, Identity: e.Replica,
+			Timing: lease.Timing{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}}})
 }
 
 // findsAndPassesFix checks that Check finds the planted bug in the buggy
@@ -193,6 +199,9 @@ func findsAndPassesFix(t *testing.T, bug string, buggy, fixed perturb.Scenario) 
 	t.Logf("buggy controller: %d trials in %s, %d failures", found.Trials, found.Took.Round(time.Millisecond), len(found.Failures))
 	if len(found.Failures) == 0 {
 		t.Fatalf("%s was not found", bug)
+	}
+	for _, f := range found.Failures {
+		t.Logf("found by %s, after %s", f.Trial, f.After.Round(time.Millisecond))
 	}
 	t.Logf("first failure:\n%v", found.Failures[0])
 	passed := perturb.Check(t.Context(), fixed)

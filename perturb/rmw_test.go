@@ -72,7 +72,7 @@ func runRegistry(buggy bool) func(ctx context.Context, e perturb.Env) error {
 	}
 }
 
-func registryScenario(t *testing.T, buggy bool) perturb.Scenario {
+func registryScenario(t *testing.T, buggy bool, faults perturb.Faults) perturb.Scenario {
 	const owners = 6
 	missing := func(ctx context.Context, e perturb.Env) error {
 		reg, err := e.Kube.CoreV1().ConfigMaps(e.Namespace).Get(ctx, "registry", metav1.GetOptions{})
@@ -107,10 +107,18 @@ func registryScenario(t *testing.T, buggy bool) perturb.Scenario {
 		Settled: missing,
 		Timeout: 15 * time.Second,
 		Seed:    11,
-		Faults:  perturb.Faults{StaleReads: []string{"configmaps"}, MaxHold: time.Second, StaleTrials: 2},
+		Faults:  faults,
 	}
 }
 
 func TestCheck_findsAnUpdateLostInABlindReadModifyWriteAndPassesTheFix(t *testing.T) {
-	findsAndPassesFix(t, "the lost update", registryScenario(t, true), registryScenario(t, false))
+	faults := perturb.Faults{StaleReads: []string{"configmaps"}, MaxHold: time.Second, StaleTrials: 2}
+	findsAndPassesFix(t, "the lost update", registryScenario(t, true, faults), registryScenario(t, false, faults))
+}
+
+// A leader paused before its write, which lands after the other replica
+// took over, is the same lost update: the write is blind.
+func TestCheck_findsAnUpdateLostToAPausedLeaderAndPassesTheFix(t *testing.T) {
+	faults := perturb.Faults{Failovers: 2}
+	findsAndPassesFix(t, "the update lost to a paused leader", registryScenario(t, true, faults), registryScenario(t, false, faults))
 }

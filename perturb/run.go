@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,11 +21,16 @@ import (
 // namespace of its own, fresh for the trial. Kube is an unperturbed client
 // for the workload and the checks (its connections are closed when Check
 // returns); the controller under test builds its clients from Config,
-// which goes through the perturbations.
+// which goes through the perturbations. Replica names the controller's
+// process ("a", or "b" for the second replica of a failover trial; the
+// same after a restart, as a Pod's name is): with Faults.Failovers, Run
+// must elect a leader with Replica as its identity and the Lease in
+// Namespace.
 type Env struct {
 	Config    *rest.Config
 	Namespace string
 	Kube      kubernetes.Interface
+	Replica   string
 }
 
 // Invariant is a property of the cluster's state that must hold at all
@@ -84,10 +90,31 @@ type Faults struct {
 	// StaleTrials is how many trials with stale reads run, each with its
 	// own spans. Default: 3 when StaleReads is set.
 	StaleTrials int
+	// Relists lists resources whose watch streams are, in spans of up to
+	// MaxHold chosen from the seed, held back and then cut, the next watch
+	// answered 410 Gone as after a compaction of the server's history: the
+	// events of the span are never delivered one by one; the informer
+	// lists again and hears them coalesced (an object deleted and created
+	// again shows as changed, one deleted as a tombstone). Watch streams
+	// the server itself ends are resumed by the informer without loss, and
+	// so are not a perturbation of their own.
+	Relists []string
+	// RelistTrials is how many trials with relists run. Default: 3 when
+	// Relists is set.
+	RelistTrials int
 	// CrashAtEveryWrite runs one trial per write of an unperturbed run:
 	// trial N stops the controller right after its Nth write (every later
 	// request fails, its context is cancelled) and starts it again.
 	CrashAtEveryWrite bool
+	// Failovers is how many trials run two replicas of the controller
+	// (see Env.Replica) in which the leader stalls, as a paused process
+	// does, right before its Nth write (N from the seed, at most the
+	// unperturbed run's writes): none of its requests reaches the server
+	// until the other replica holds the lease, and then they all do,
+	// that write included, even if the replica has given up its lease
+	// meanwhile (a write already on its way is not called back). A
+	// replica whose Run returns is started again, as its Pod would be.
+	Failovers int
 }
 
 // Failure is one trial that broke an invariant or did not converge.
@@ -95,7 +122,8 @@ type Failure struct {
 	Seed    uint64
 	Trial   string // the perturbation, e.g. "crash after write 3"
 	Err     error
-	History []Write // the controller's writes in the trial, in order
+	History []Write       // the controller's writes in the trial, in order
+	After   time.Duration // how long Check had run when the trial ended
 }
 
 func (f Failure) Error() string {
@@ -124,8 +152,9 @@ func (r Result) Err() error {
 }
 
 // Check runs every trial of s and returns what they found: first an
-// unperturbed one (which must pass: it counts the writes the crash trials
-// stop after), then the stale-read trials, then one crash trial per write.
+// unperturbed one (which must pass: it counts the writes the crash and
+// failover trials stop at), then the stale-read, relist and failover
+// trials, then one crash trial per write.
 // In each, the controller must keep every invariant, settle, and leave a
 // state that a fresh controller, started on it, changes no further.
 func Check(ctx context.Context, s Scenario) Result {
@@ -141,29 +170,60 @@ func Check(ctx context.Context, s Scenario) Result {
 		res.Failures = append(res.Failures, Failure{Seed: s.Seed, Trial: "setup", Err: err})
 		return res
 	}
-	rnd := rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
-	trial := func(name string, crashAfter int, holds []hold) int {
+	trial := func(p perturbation) int {
 		res.Trials++
-		writes, err := s.trial(ctx, crashAfter, holds)
+		writes, err := s.trial(ctx, p)
 		if err != nil {
-			res.Failures = append(res.Failures, Failure{Seed: s.Seed, Trial: name, Err: err.err, History: err.history})
+			res.Failures = append(res.Failures, Failure{Seed: s.Seed, Trial: p.name, Err: err.err, History: err.history,
+				After: time.Since(began)})
 		}
 		return writes
 	}
-	writes := trial("no perturbation", 0, nil)
+	writes := trial(perturbation{name: "no perturbation"})
 	if len(res.Failures) == 0 {
-		for i := range s.Faults.StaleTrials {
-			holds := s.plan(rnd)
-			trial(fmt.Sprintf("stale reads, trial %d: %s", i+1, describe(holds)), 0, holds)
-		}
-		if s.Faults.CrashAtEveryWrite {
-			for n := 1; n <= writes; n++ {
-				trial(fmt.Sprintf("crash after write %d of %d", n, writes), n, nil)
-			}
+		for _, p := range s.schedule(writes) {
+			trial(p)
 		}
 	}
 	res.Took = time.Since(began)
 	return res
+}
+
+// perturbation is what one trial does to the controller.
+type perturbation struct {
+	name       string
+	holds      []hold
+	crashAfter int // stop the controller after its Nth write
+	stallAt    int // failover: the leader stalls before its Nth write
+}
+
+// schedule is every perturbed trial of s, in order, drawn from the seed
+// alone: the same seed and the same count of writes in the unperturbed
+// run give the same trials.
+func (s Scenario) schedule(writes int) []perturbation {
+	rnd := rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
+	var ps []perturbation
+	for i := range s.Faults.StaleTrials {
+		holds := s.plan(rnd, s.Faults.StaleReads, false)
+		ps = append(ps, perturbation{name: fmt.Sprintf("stale reads, trial %d: %s", i+1, describe(holds)), holds: holds})
+	}
+	for i := range s.Faults.RelistTrials {
+		holds := s.plan(rnd, s.Faults.Relists, true)
+		ps = append(ps, perturbation{name: fmt.Sprintf("relists, trial %d: %s", i+1, describe(holds)), holds: holds})
+	}
+	for i := range s.Faults.Failovers {
+		if writes == 0 {
+			break
+		}
+		n := 1 + rnd.IntN(writes)
+		ps = append(ps, perturbation{name: fmt.Sprintf("failover, trial %d: the leader stalls before write %d of %d", i+1, n, writes), stallAt: n})
+	}
+	if s.Faults.CrashAtEveryWrite {
+		for n := 1; n <= writes; n++ {
+			ps = append(ps, perturbation{name: fmt.Sprintf("crash after write %d of %d", n, writes), crashAfter: n})
+		}
+	}
+	return ps
 }
 
 func (s Scenario) withDefaults() Scenario {
@@ -179,21 +239,26 @@ func (s Scenario) withDefaults() Scenario {
 	if s.Faults.StaleTrials == 0 && len(s.Faults.StaleReads) > 0 {
 		s.Faults.StaleTrials = 3
 	}
+	if s.Faults.RelistTrials == 0 && len(s.Faults.Relists) > 0 {
+		s.Faults.RelistTrials = 3
+	}
 	return s
 }
 
-// hold is one span of stale reads: resource held from at for d.
+// hold is one span of stale reads: resource held from at for d, and
+// then, when relist, its watch cut and refused as after a compaction.
 type hold struct {
 	resource string
 	at, d    time.Duration
+	relist   bool
 }
 
-// plan draws the spans of one stale-read trial.
-func (s Scenario) plan(rnd *rand.Rand) []hold {
+// plan draws the spans of one trial, from the resources.
+func (s Scenario) plan(rnd *rand.Rand, resources []string, relist bool) []hold {
 	var hs []hold
 	at := time.Duration(0)
 	for range 3 {
-		h := hold{resource: s.Faults.StaleReads[rnd.IntN(len(s.Faults.StaleReads))],
+		h := hold{resource: resources[rnd.IntN(len(resources))], relist: relist,
 			at: at, d: time.Duration(1 + rnd.Int64N(int64(s.Faults.MaxHold)))}
 		hs = append(hs, h)
 		at += h.d + time.Duration(rnd.Int64N(int64(s.Faults.MaxHold)/4+1))
@@ -204,7 +269,11 @@ func (s Scenario) plan(rnd *rand.Rand) []hold {
 func describe(hs []hold) string {
 	var parts []string
 	for _, h := range hs {
-		parts = append(parts, fmt.Sprintf("%s held at +%s for %s", h.resource, h.at.Round(time.Millisecond), h.d.Round(time.Millisecond)))
+		then := ""
+		if h.relist {
+			then = " then relisted"
+		}
+		parts = append(parts, fmt.Sprintf("%s held at +%s for %s%s", h.resource, h.at.Round(time.Millisecond), h.d.Round(time.Millisecond), then))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -215,30 +284,33 @@ type trialError struct {
 	history []Write
 }
 
-// trial runs one trial in a fresh namespace and returns the writes of its
-// first run of the controller.
-func (s Scenario) trial(ctx context.Context, crashAfter int, holds []hold) (int, *trialError) {
+// trial runs one trial in a fresh namespace and returns the writes of the
+// controller's first run.
+func (s Scenario) trial(ctx context.Context, p perturbation) (int, *trialError) {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	env, err := s.namespace(ctx)
 	if err != nil {
 		return 0, &trialError{err: err}
 	}
-	c := &controllerRun{s: s, env: env}
-	c.start(ctx, crashAfter)
+	c := &controllerRun{s: s, env: env, began: time.Now(), perturbed: make(chan struct{})}
 	defer c.stop()
-	failed := make(chan error, 1)
+	c.supervise(ctx, "a", p.crashAfter, p.stallAt)
+	failed := make(chan error, 2) // the invariants' watch and the failover each send at most once
 	checking, stopChecks := context.WithCancel(ctx)
 	var bg sync.WaitGroup
 	defer bg.Wait() // after stopChecks and cancel: no request of the trial outlives it
 	defer stopChecks()
 	bg.Go(func() { failed <- s.watchInvariants(checking, env) })
-	bg.Go(func() { c.perturb(checking, holds) })
-	if crashAfter > 0 {
-		c.restartAfterCrash(ctx)
-	}
+	bg.Go(func() {
+		defer close(c.perturbed)
+		if p.stallAt > 0 {
+			c.failover(checking, failed)
+		}
+		c.perturb(checking, p.holds)
+	})
 	if err := s.Workload(ctx, env); err != nil {
-		return 0, &trialError{err: fmt.Errorf("workload: %w", err), history: c.history()}
+		return 0, c.failure(fmt.Errorf("workload: %w", err))
 	}
 	err = s.settle(ctx, env, c, failed)
 	if err == nil {
@@ -247,9 +319,9 @@ func (s Scenario) trial(ctx context.Context, crashAfter int, holds []hold) (int,
 	if err == nil {
 		err = s.checkInvariants(ctx, env, true)
 	}
-	writes := len(c.first.history())
+	writes := len(c.first().history())
 	if err != nil {
-		return writes, &trialError{err: err, history: c.history()}
+		return writes, c.failure(err)
 	}
 	return writes, nil
 }
@@ -295,8 +367,9 @@ func (s Scenario) watchInvariants(ctx context.Context, env Env) error {
 	}
 }
 
-// settle waits until Settled holds and the controller has made no write
-// for Quiet, or an invariant breaks.
+// settle waits until every perturbation has been applied and is over, Settled
+// holds and the controller has been quiet for Quiet (no write, no span
+// ending), or an invariant breaks.
 func (s Scenario) settle(ctx context.Context, env Env, c *controllerRun, failed <-chan error) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -312,6 +385,12 @@ func (s Scenario) settle(ctx context.Context, env Env, c *controllerRun, failed 
 			return fmt.Errorf("did not settle within %s: %v", s.Timeout, last)
 		case <-tick.C:
 		}
+		select {
+		case <-c.perturbed:
+		default:
+			last = errors.New("perturbations still under way")
+			continue
+		}
 		if last = s.Settled(ctx, env); last == nil && c.quietFor() >= s.Quiet {
 			return nil
 		}
@@ -324,9 +403,10 @@ func (s Scenario) settle(ctx context.Context, env Env, c *controllerRun, failed 
 // nothing).
 func (s Scenario) freshChangesNothing(ctx context.Context, env Env, c *controllerRun) error {
 	c.stop()
-	fresh := &controllerRun{s: s, env: env}
-	fresh.start(ctx, 0)
+	fresh := &controllerRun{s: s, env: env, began: time.Now(), perturbed: make(chan struct{})}
+	close(fresh.perturbed)
 	defer fresh.stop()
+	fresh.supervise(ctx, "a", 0, 0)
 	deadline := time.After(s.Timeout / 4)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -335,12 +415,12 @@ func (s Scenario) freshChangesNothing(ctx context.Context, env Env, c *controlle
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline:
-			return fmt.Errorf("a fresh controller kept writing: %v", fresh.first.history())
+			return fmt.Errorf("a fresh controller kept writing: %v", fresh.history())
 		case <-tick.C:
 		}
 	}
 	var changed []Write // writes that failed (409 AlreadyExists, ...) changed nothing
-	for _, w := range fresh.first.history() {
+	for _, w := range fresh.history() {
 		if w.Status >= 200 && w.Status < 300 {
 			changed = append(changed, w)
 		}
@@ -351,72 +431,123 @@ func (s Scenario) freshChangesNothing(ctx context.Context, env Env, c *controlle
 	return nil
 }
 
-// controllerRun is the controller under test in one trial: its first run
-// and, after a crash, its restart.
+// controllerRun is the controller under test in one trial: its replicas
+// (one, or two in a failover trial), each a run at a time, started again
+// when a run ends while the trial goes on.
 type controllerRun struct {
-	s     Scenario
-	env   Env
-	first *transport
-	aux   sync.WaitGroup // the restarter
-	mu    sync.Mutex
-	runs  []*run
-	done  bool // stop was called: start nothing more
+	s         Scenario
+	env       Env
+	began     time.Time      // writes are timed from here
+	perturbed chan struct{}  // closed once every perturbation has been applied
+	aux       sync.WaitGroup // the supervisors
+	mu        sync.Mutex
+	runs      []*run // every run of every replica, in start order
+	done      bool   // stop was called: start nothing more
 }
 
-// run is one run of the controller (one process's life).
+// run is one run of one replica of the controller (one process's life).
 type run struct {
-	t      *transport
-	cancel context.CancelFunc
-	ended  chan struct{}
+	replica string
+	restart int // 0 for the replica's first run
+	started time.Time
+	t       *transport
+	cancel  context.CancelFunc
+	ended   chan struct{}
+	err     error // what Run returned, once ended
 }
 
-func (c *controllerRun) start(ctx context.Context, crashAfter int) {
-	rctx, cancel := context.WithCancel(ctx)
-	r := &run{t: newTransport(crashAfter, cancel), cancel: cancel, ended: make(chan struct{})}
-	c.mu.Lock()
-	if c.done {
-		c.mu.Unlock()
-		cancel()
+// supervise starts the replica and, whenever its run ends before the trial
+// does, starts it again after 100ms (a crash-looping Run shows in the
+// failure as the errors it returned), as a kubelet restarts a container.
+func (c *controllerRun) supervise(ctx context.Context, replica string, crashAfter, stallAt int) {
+	r := c.start(ctx, replica, 0, crashAfter, stallAt)
+	if r == nil {
 		return
 	}
-	if c.first == nil {
-		c.first = r.t
-	}
-	c.runs = append(c.runs, r)
-	c.mu.Unlock()
-	env := Env{Config: r.t.wrap(c.env.Config), Namespace: c.env.Namespace, Kube: c.env.Kube}
-	go func() {
-		defer close(r.ended)
-		_ = c.s.Run(rctx, env)
-	}()
-}
-
-// restartAfterCrash starts the controller again once its first run has
-// crashed and returned, as a supervisor restarts a process; nothing if it
-// never crashes (fewer writes this time) before the trial ends.
-func (c *controllerRun) restartAfterCrash(ctx context.Context) {
 	c.aux.Go(func() {
-		c.mu.Lock()
-		first := c.runs[0]
-		c.mu.Unlock()
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for !first.t.isCrashed() {
+		for n := 1; ; n++ {
 			select {
+			case <-r.ended:
 			case <-ctx.Done():
 				return
-			case <-tick.C:
 			}
-		}
-		select {
-		case <-first.ended:
-			c.start(ctx, 0)
-		case <-ctx.Done():
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+				return
+			}
+			if r = c.start(ctx, replica, n, 0, 0); r == nil {
+				return
+			}
 		}
 	})
 }
 
-// perturb applies the stale-read spans, from the trial's start.
+// start starts a run, nil once stop was called.
+func (c *controllerRun) start(ctx context.Context, replica string, restart, crashAfter, stallAt int) *run {
+	rctx, cancel := context.WithCancel(ctx)
+	r := &run{replica: replica, restart: restart, started: time.Now(), t: newTransport(c.began, crashAfter, stallAt, cancel), cancel: cancel, ended: make(chan struct{})}
+	c.mu.Lock()
+	if c.done {
+		c.mu.Unlock()
+		cancel()
+		return nil
+	}
+	c.runs = append(c.runs, r)
+	c.mu.Unlock()
+	env := Env{Config: r.t.wrap(c.env.Config), Namespace: c.env.Namespace, Kube: c.env.Kube, Replica: replica}
+	go func() {
+		defer close(r.ended)
+		r.err = c.s.Run(rctx, env)
+	}()
+	return r
+}
+
+// failover makes the trial a failover: once the first replica leads, a
+// second starts; when the leader stalls (at the write its transport was
+// told), the stall lasts until the second replica holds the lease.
+func (c *controllerRun) failover(ctx context.Context, failed chan<- error) {
+	a := c.first()
+	if err := c.awaitLeader(ctx, "a"); err != nil {
+		failed <- err
+		return
+	}
+	c.supervise(ctx, "b", 0, 0)
+	select {
+	case <-a.stalled:
+	case <-ctx.Done():
+		return
+	}
+	if err := c.awaitLeader(ctx, "b"); err != nil {
+		failed <- err
+	}
+	a.resume()
+}
+
+// awaitLeader waits until a Lease in the trial's namespace names replica
+// as its holder.
+func (c *controllerRun) awaitLeader(ctx context.Context, replica string) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		l, err := c.env.Kube.CoordinationV1().Leases(c.env.Namespace).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, le := range l.Items {
+				if h := le.Spec.HolderIdentity; h != nil && *h == replica {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("failover: replica %q never held a Lease in the namespace (does Run elect a leader "+
+				"with Env.Replica as its identity and the Lease in Env.Namespace?)", replica)
+		case <-tick.C:
+		}
+	}
+}
+
+// perturb applies the spans, from the trial's start (the failover's end).
 func (c *controllerRun) perturb(ctx context.Context, holds []hold) {
 	began := time.Now()
 	for _, h := range holds {
@@ -425,50 +556,107 @@ func (c *controllerRun) perturb(ctx context.Context, holds []hold) {
 			return
 		case <-time.After(time.Until(began.Add(h.at))):
 		}
-		t := c.current()
+		t := c.latest()
 		t.hold(h.resource)
 		select {
 		case <-ctx.Done():
 		case <-time.After(h.d):
 		}
-		t.release(h.resource)
+		if h.relist {
+			t.relist(h.resource)
+		} else {
+			t.release(h.resource)
+		}
 	}
 }
 
-func (c *controllerRun) current() *transport {
+func (c *controllerRun) first() *transport {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs[0].t
+}
+
+func (c *controllerRun) latest() *transport {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.runs[len(c.runs)-1].t
 }
 
-// quietFor is how long the current run has made no write.
-func (c *controllerRun) quietFor() time.Duration {
-	t := c.current()
-	ws := t.history()
-	if len(ws) == 0 {
-		return time.Since(t.start)
-	}
-	return time.Since(t.start) - ws[len(ws)-1].At
+func (c *controllerRun) all() []*run {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*run(nil), c.runs...)
 }
 
-// history is every run's writes, in order.
-func (c *controllerRun) history() []Write {
-	c.mu.Lock()
-	runs := append([]*run(nil), c.runs...)
-	c.mu.Unlock()
-	var out []Write
-	for i, r := range runs {
-		for _, w := range r.t.history() {
-			if i > 0 {
-				w.Path = fmt.Sprintf("%s (after restart %d)", w.Path, i)
-			}
-			out = append(out, w)
+// quietFor is how long no run has started, made a write or been perturbed
+// (0 while a perturbation is under way).
+func (c *controllerRun) quietFor() time.Duration {
+	var last time.Time
+	for _, r := range c.all() {
+		busy, since := r.t.settling()
+		if busy {
+			return 0
 		}
+		if r.started.After(last) { // a run is given Quiet from its start
+			last = r.started
+		}
+		if ws := r.t.history(); len(ws) > 0 {
+			since = max(since, ws[len(ws)-1].At)
+		}
+		if at := r.t.start.Add(since); at.After(last) {
+			last = at
+		}
+	}
+	return time.Since(last)
+}
+
+// history is every run's writes, in the order they were made.
+func (c *controllerRun) history() []Write {
+	type at struct {
+		w Write
+		t time.Time
+	}
+	var ws []at
+	for _, r := range c.all() {
+		for _, w := range r.t.history() {
+			if r.replica != "a" {
+				w.Path += " (replica " + r.replica + ")"
+			}
+			if r.restart > 0 {
+				w.Path += fmt.Sprintf(" (after restart %d)", r.restart)
+			}
+			ws = append(ws, at{w, r.t.start.Add(w.At)})
+		}
+	}
+	slices.SortStableFunc(ws, func(x, y at) int { return x.t.Compare(y.t) })
+	out := make([]Write, len(ws))
+	for i, w := range ws {
+		out[i] = w.w
 	}
 	return out
 }
 
-// stop stops every run, and the restarter, and waits for them.
+// failure is a failed trial: err, with what the runs of the controller
+// returned (other than the end of their context), and the writes.
+func (c *controllerRun) failure(err error) *trialError {
+	var errs []string
+	for _, r := range c.all() {
+		select {
+		case <-r.ended:
+		default:
+			continue
+		}
+		if r.err != nil && !errors.Is(r.err, context.Canceled) && !errors.Is(r.err, ErrCrashed) {
+			errs = append(errs, fmt.Sprintf("replica %s, run %d: %v", r.replica, r.restart+1, r.err))
+		}
+	}
+	if len(errs) > 0 {
+		err = fmt.Errorf("%w (the controller's Run returned: %s)", err, strings.Join(errs, "; "))
+	}
+	return &trialError{err: err, history: c.history()}
+}
+
+// stop stops every run and the supervisors, and waits for them.
 func (c *controllerRun) stop() {
 	c.mu.Lock()
 	c.done = true
@@ -476,9 +664,11 @@ func (c *controllerRun) stop() {
 	c.mu.Unlock()
 	for _, r := range runs {
 		r.cancel()
+		r.t.resume() // a stalled run's held requests go out, so that it can end
 	}
 	c.aux.Wait()
-	for _, r := range runs {
+	for _, r := range c.all() { // and any the supervisors started meanwhile
+		r.cancel()
 		<-r.ended
 	}
 }
