@@ -6,9 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/apply"
@@ -31,7 +34,12 @@ import (
 
 var env apiserver.Shared
 
-func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+// TestMain silences klog (client-go's leader election logs through it)
+// before any goroutine runs: it is process-wide.
+func TestMain(m *testing.M) {
+	klog.SetLogger(logr.Discard())
+	os.Exit(env.Run(m))
+}
 
 const children = 2
 
@@ -198,7 +206,7 @@ func findsAndPassesFix(t *testing.T, bug string, buggy, fixed perturb.Scenario) 
 	found := perturb.Check(t.Context(), buggy)
 	t.Logf("buggy controller: %d trials in %s, %d failures", found.Trials, found.Took.Round(time.Millisecond), len(found.Failures))
 	if len(found.Failures) == 0 {
-		t.Fatalf("%s was not found", bug)
+		t.Fatalf("%s was not found by:\n%s", bug, strings.Join(found.Ran, "\n"))
 	}
 	for _, f := range found.Failures {
 		t.Logf("found by %s, after %s", f.Trial, f.After.Round(time.Millisecond))
@@ -208,5 +216,24 @@ func findsAndPassesFix(t *testing.T, bug string, buggy, fixed perturb.Scenario) 
 	t.Logf("fixed controller: %d trials in %s", passed.Trials, passed.Took.Round(time.Millisecond))
 	if err := passed.Err(); err != nil {
 		t.Fatalf("the fixed controller failed:\n%v", err)
+	}
+}
+
+// A correct controller passes every kind of perturbation, whatever the
+// seed.
+func TestCheck_aCorrectControllerPassesAcrossSeeds(t *testing.T) {
+	env.Get(t)
+	leakcheck.Check(t)
+	faults := perturb.Faults{StaleReads: []string{"secrets", "configmaps"}, Relists: []string{"secrets", "configmaps"},
+		MaxHold: time.Second, StaleTrials: 1, RelistTrials: 1, Failovers: 1}
+	for seed := uint64(100); seed < 103; seed++ {
+		res := perturb.Check(t.Context(), pairsScenario(t, false, seed, faults))
+		t.Logf("seed %d: %d trials in %s", seed, res.Trials, res.Took.Round(time.Millisecond))
+		if err := res.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if res.Trials != 4 {
+			t.Fatalf("seed %d: %d trials, want 4 (unperturbed, stale reads, relists, failover)", seed, res.Trials)
+		}
 	}
 }

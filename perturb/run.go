@@ -110,7 +110,8 @@ type Faults struct {
 	// (see Env.Replica) in which the leader stalls, as a paused process
 	// does, right before its Nth write (N from the seed, at most the
 	// unperturbed run's writes): none of its requests reaches the server
-	// until the other replica holds the lease, and then they all do,
+	// until the other replica holds the lease and a while more (up to
+	// MaxHold, from the seed), and then they all do,
 	// that write included, even if the replica has given up its lease
 	// meanwhile (a write already on its way is not called back). A
 	// replica whose Run returns is started again, as its Pod would be.
@@ -138,6 +139,7 @@ func (f Failure) Error() string {
 // Result is what a Scenario's trials found.
 type Result struct {
 	Trials   int
+	Ran      []string // each trial's perturbation, in order
 	Failures []Failure
 	Took     time.Duration
 }
@@ -172,6 +174,7 @@ func Check(ctx context.Context, s Scenario) Result {
 	}
 	trial := func(p perturbation) int {
 		res.Trials++
+		res.Ran = append(res.Ran, p.name)
 		writes, err := s.trial(ctx, p)
 		if err != nil {
 			res.Failures = append(res.Failures, Failure{Seed: s.Seed, Trial: p.name, Err: err.err, History: err.history,
@@ -195,6 +198,9 @@ type perturbation struct {
 	holds      []hold
 	crashAfter int // stop the controller after its Nth write
 	stallAt    int // failover: the leader stalls before its Nth write
+	// resumeAfter is how long the stalled leader stays stalled once the
+	// other replica leads.
+	resumeAfter time.Duration
 }
 
 // schedule is every perturbed trial of s, in order, drawn from the seed
@@ -215,8 +221,9 @@ func (s Scenario) schedule(writes int) []perturbation {
 		if writes == 0 {
 			break
 		}
-		n := 1 + rnd.IntN(writes)
-		ps = append(ps, perturbation{name: fmt.Sprintf("failover, trial %d: the leader stalls before write %d of %d", i+1, n, writes), stallAt: n})
+		n, more := 1+rnd.IntN(writes), time.Duration(rnd.Int64N(int64(s.Faults.MaxHold)))
+		ps = append(ps, perturbation{name: fmt.Sprintf("failover, trial %d: the leader stalls before write %d of %d "+
+			"until the other replica leads, and %s more", i+1, n, writes, more.Round(time.Millisecond)), stallAt: n, resumeAfter: more})
 	}
 	if s.Faults.CrashAtEveryWrite {
 		for n := 1; n <= writes; n++ {
@@ -302,13 +309,10 @@ func (s Scenario) trial(ctx context.Context, p perturbation) (int, *trialError) 
 	defer bg.Wait() // after stopChecks and cancel: no request of the trial outlives it
 	defer stopChecks()
 	bg.Go(func() { failed <- s.watchInvariants(checking, env) })
-	bg.Go(func() {
-		defer close(c.perturbed)
-		if p.stallAt > 0 {
-			c.failover(checking, failed)
-		}
-		c.perturb(checking, p.holds)
-	})
+	bg.Go(func() { c.perturb(checking, p.holds); close(c.perturbed) })
+	if p.stallAt > 0 {
+		bg.Go(func() { c.failover(checking, p.resumeAfter, failed) })
+	}
 	if err := s.Workload(ctx, env); err != nil {
 		return 0, c.failure(fmt.Errorf("workload: %w", err))
 	}
@@ -385,6 +389,7 @@ func (s Scenario) settle(ctx context.Context, env Env, c *controllerRun, failed 
 			return fmt.Errorf("did not settle within %s: %v", s.Timeout, last)
 		case <-tick.C:
 		}
+		prev := last
 		select {
 		case <-c.perturbed:
 		default:
@@ -393,6 +398,9 @@ func (s Scenario) settle(ctx context.Context, env Env, c *controllerRun, failed 
 		}
 		if last = s.Settled(ctx, env); last == nil && c.quietFor() >= s.Quiet {
 			return nil
+		}
+		if ctx.Err() != nil && prev != nil { // keep why it had not settled, not that time ran out
+			last = prev
 		}
 	}
 }
@@ -505,8 +513,9 @@ func (c *controllerRun) start(ctx context.Context, replica string, restart, cras
 
 // failover makes the trial a failover: once the first replica leads, a
 // second starts; when the leader stalls (at the write its transport was
-// told), the stall lasts until the second replica holds the lease.
-func (c *controllerRun) failover(ctx context.Context, failed chan<- error) {
+// told), the stall lasts until the second replica holds the lease, and
+// for more. A leader that makes fewer writes this time never stalls.
+func (c *controllerRun) failover(ctx context.Context, more time.Duration, failed chan<- error) {
 	a := c.first()
 	if err := c.awaitLeader(ctx, "a"); err != nil {
 		failed <- err
@@ -520,6 +529,10 @@ func (c *controllerRun) failover(ctx context.Context, failed chan<- error) {
 	}
 	if err := c.awaitLeader(ctx, "b"); err != nil {
 		failed <- err
+	}
+	select {
+	case <-time.After(more):
+	case <-ctx.Done():
 	}
 	a.resume()
 }
@@ -547,7 +560,7 @@ func (c *controllerRun) awaitLeader(ctx context.Context, replica string) error {
 	}
 }
 
-// perturb applies the spans, from the trial's start (the failover's end).
+// perturb applies the spans, from the trial's start.
 func (c *controllerRun) perturb(ctx context.Context, holds []hold) {
 	began := time.Now()
 	for _, h := range holds {
