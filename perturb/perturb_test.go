@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -220,13 +221,22 @@ func findsAndPassesFix(t *testing.T, bug string, buggy, fixed perturb.Scenario) 
 }
 
 // A correct controller passes every kind of perturbation, whatever the
-// seed.
+// seed: 3 seeds in make test, $CTRLKIT_PERTURB_SEEDS when set (the long
+// form).
 func TestCheck_aCorrectControllerPassesAcrossSeeds(t *testing.T) {
 	env.Get(t)
 	leakcheck.Check(t)
+	seeds := 3
+	if v := os.Getenv("CTRLKIT_PERTURB_SEEDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("CTRLKIT_PERTURB_SEEDS=%q: want a count of seeds", v)
+		}
+		seeds = n
+	}
 	faults := perturb.Faults{StaleReads: []string{"secrets", "configmaps"}, Relists: []string{"secrets", "configmaps"},
 		MaxHold: time.Second, StaleTrials: 1, RelistTrials: 1, Failovers: 1}
-	for seed := uint64(100); seed < 103; seed++ {
+	for seed := uint64(100); seed < 100+uint64(seeds); seed++ {
 		res := perturb.Check(t.Context(), pairsScenario(t, false, seed, faults))
 		t.Logf("seed %d: %d trials in %s", seed, res.Trials, res.Took.Round(time.Millisecond))
 		if err := res.Err(); err != nil {

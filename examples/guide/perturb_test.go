@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,10 +67,11 @@ func TestGreeter_underStaleReadsRelistsAndCrashes(t *testing.T) {
 				}
 				return nil // not created yet, or not greeted
 			}}},
-		Seed:   1, // a failure prints its seed: set it here to replay the same perturbations
-		Faults: perturb.Faults{StaleReads: []string{"configmaps"}, Relists: []string{"configmaps"}, CrashAtEveryWrite: true},
+		Seed: 1, // a failure prints its seed: set it here to replay the same perturbations
+		Faults: perturb.Faults{StaleReads: []string{"configmaps"}, StaleTrials: 2,
+			Relists: []string{"configmaps"}, RelistTrials: 2, CrashAtEveryWrite: true},
 	})
-	t.Logf("%d trials in %s", res.Trials, res.Took)
+	t.Logf("%d trials in %s", res.Trials, res.Took.Round(time.Millisecond))
 	if err := res.Err(); err != nil {
 		t.Fatal(err) // the seed, the perturbation, and the greeter's writes in order
 	}
