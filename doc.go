@@ -36,8 +36,8 @@
 //     protobuf, never building the full object
 //   - snapshot: warm restarts: a cache written to disk with what it is of, read back only if it matches and is
 //     intact (the informer resumes from it: informer.Options.Snapshot, manager.Options.CacheDir)
-//   - perturb: tests users' controllers under seeded stale reads and crashes after each write, with their
-//     invariants
+//   - perturb: tests users' controllers under seeded stale reads, relists, failover and crashes after each
+//     write, with their invariants
 //   - store: steps 4, 5 and 9, the Indexer (typed cache with indexes), Reader and Listers
 //   - handler: steps 6 and 7, resource event handlers and the enqueue helpers
 //   - workqueue: steps 7 and 8, the rate-limited work queue

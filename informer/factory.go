@@ -53,7 +53,10 @@ type FactoryOptions struct {
 	// intern.Table.ShareMaps): about 300 bytes less per map, for every Pod
 	// of a workload, but a reconcile that writes into a cached object's
 	// labels then changes every object sharing them, and may crash the
-	// process with a concurrent map write. Needs interning. Default: off.
+	// process with a concurrent map write. Needs interning. Default: on
+	// for projections (a Scope with As: a read-only view made for large
+	// caches, never written back whole), off for full objects; true turns
+	// it on for every informer.
 	ShareMaps bool
 	// AtomicRelist holds each relist whole and swaps it into the cache at
 	// its end, as client-go's informers do since Kubernetes 1.36: a reader
@@ -254,6 +257,7 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() reflector.Lister
 	name := scope.String()
 	common := f.opts
 	common.Reflector.Name = ""
+	common.ShareMaps = common.ShareMaps || scope.As != ""
 	opts := Options[T]{Name: name, FactoryOptions: common}
 	if so := f.opts.Snapshots; so.Dir != "" {
 		opts.Snapshot.Path, opts.Snapshot.Identity = so.snapshotFor(scope)

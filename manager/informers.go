@@ -110,7 +110,9 @@ func failing[T Object](err error) reflector.ListerWatcher[T] {
 // tags); F (e.g. corev1.Pod) must be in the manager's scheme. A P that
 // does not fit F makes Run fail at start, naming each field. Do not use a
 // projection to write the object back: an update would drop every field P
-// lacks (apply or patch only the fields you own).
+// lacks (apply or patch only the fields you own). Its cache shares equal
+// label and annotation maps between objects (informer.FactoryOptions.
+// ShareMaps): like every cached object, a projection is read-only.
 func Projection[P Object, F any](m *Manager, scope Scope) *informer.SharedIndexInformer[P] {
 	full, ok := reflect.New(reflect.TypeFor[F]()).Interface().(runtime.Object)
 	err := fmt.Errorf("manager: projection %T: %v is not an API type", newObject[P](), reflect.TypeFor[F]())

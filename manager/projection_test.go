@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -96,6 +97,17 @@ func TestManager_aProjectionInformerCachesOnlyTheDeclaredFields(t *testing.T) {
 		t.Errorf("cached view %+v, want the Pod's metadata", v)
 	}
 	eventually(t, 30*time.Second, "the full informer to hold both Pods", func() bool { return full.Reader().Len() == 2 })
+	// The projection's cache shares equal label maps; the full objects'
+	// does not (ShareMaps is on for projections only, by default).
+	w, _ := views.Reader().Get(object.ObjectName{Namespace: ns, Name: "b"})
+	fa, _ := full.Reader().Get(object.ObjectName{Namespace: ns, Name: "a"})
+	fb, _ := full.Reader().Get(object.ObjectName{Namespace: ns, Name: "b"})
+	if fmt.Sprintf("%p", v.Labels) != fmt.Sprintf("%p", w.Labels) {
+		t.Errorf("the projections' equal labels are two maps (%v, %v), want one shared", v.Labels, w.Labels)
+	}
+	if fmt.Sprintf("%p", fa.Labels) == fmt.Sprintf("%p", fb.Labels) {
+		t.Errorf("the full Pods share their labels map (%v), want one each", fa.Labels)
+	}
 }
 
 // wrongView names a field a Pod does not have.
