@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -163,7 +164,11 @@ func Check(ctx context.Context, s Scenario) Result {
 	s = s.withDefaults()
 	began := time.Now()
 	var res Result
-	hc, err := rest.HTTPClientFor(s.Config)
+	err := s.validate()
+	var hc *http.Client
+	if err == nil {
+		hc, err = rest.HTTPClientFor(s.Config)
+	}
 	if err == nil {
 		defer utilnet.CloseIdleConnectionsFor(hc.Transport)
 		s.kube, err = kubernetes.NewForConfigAndClient(s.Config, hc)
@@ -250,6 +255,27 @@ func (s Scenario) withDefaults() Scenario {
 		s.Faults.RelistTrials = 3
 	}
 	return s
+}
+
+// validate says what in s cannot run.
+func (s Scenario) validate() error {
+	var errs []error
+	if s.Config == nil || s.Run == nil || s.Workload == nil || s.Settled == nil {
+		errs = append(errs, errors.New("Config, Run, Workload and Settled are required"))
+	}
+	if s.Faults.StaleTrials > 0 && len(s.Faults.StaleReads) == 0 {
+		errs = append(errs, fmt.Errorf("%d stale-read trials, but no resource in Faults.StaleReads", s.Faults.StaleTrials))
+	}
+	if s.Faults.RelistTrials > 0 && len(s.Faults.Relists) == 0 {
+		errs = append(errs, fmt.Errorf("%d relist trials, but no resource in Faults.Relists", s.Faults.RelistTrials))
+	}
+	if s.Timeout < 0 || s.Quiet < 0 || s.Faults.MaxHold < 0 || s.Faults.StaleTrials < 0 || s.Faults.RelistTrials < 0 || s.Faults.Failovers < 0 {
+		errs = append(errs, errors.New("a negative duration or count"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("perturb: %w", err)
+	}
+	return nil
 }
 
 // hold is one span of stale reads: resource held from at for d, and

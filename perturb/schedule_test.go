@@ -1,9 +1,12 @@
 package perturb
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
 )
 
 // A seed replays the same perturbations: the trials are drawn from it
@@ -56,4 +59,27 @@ func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 
 func samePerturbation(a, b perturbation) bool {
 	return a.name == b.name && slices.Equal(a.holds, b.holds) && a.crashAfter == b.crashAfter && a.stallAt == b.stallAt
+}
+
+// A scenario that cannot run fails at setup, saying why, before any trial.
+func TestCheck_aScenarioThatCannotRunFailsAtSetup(t *testing.T) {
+	noop := func(context.Context, Env) error { return nil }
+	for _, c := range []struct {
+		s    Scenario
+		want string
+	}{
+		{Scenario{Run: noop, Workload: noop, Settled: noop}, "Config, Run, Workload and Settled are required"},
+		{Scenario{Config: &rest.Config{Host: "127.0.0.1:1"}, Run: noop, Workload: noop, Settled: noop,
+			Faults: Faults{StaleTrials: 2}}, "2 stale-read trials, but no resource in Faults.StaleReads"},
+		{Scenario{Config: &rest.Config{Host: "127.0.0.1:1"}, Run: noop, Workload: noop, Settled: noop,
+			Faults: Faults{RelistTrials: 1}}, "1 relist trials, but no resource in Faults.Relists"},
+		{Scenario{Config: &rest.Config{Host: "127.0.0.1:1"}, Run: noop, Workload: noop, Settled: noop,
+			Faults: Faults{Failovers: -1}}, "a negative duration or count"},
+	} {
+		res := Check(t.Context(), c.s)
+		if res.Trials != 0 || len(res.Failures) != 1 || res.Failures[0].Trial != "setup" ||
+			!strings.Contains(res.Failures[0].Err.Error(), c.want) {
+			t.Errorf("%+v: got %d trials, failures %v; want a setup failure saying %q", c.s.Faults, res.Trials, res.Err(), c.want)
+		}
+	}
 }
