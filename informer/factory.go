@@ -56,7 +56,7 @@ type FactoryOptions struct {
 	// process with a concurrent map write. Needs interning. Default: on
 	// for projections (a Scope with As: a read-only view made for large
 	// caches, never written back whole), off for full objects; true turns
-	// it on for every informer.
+	// it on for every informer, DisableInterning off for every informer.
 	ShareMaps bool
 	// AtomicRelist holds each relist whole and swaps it into the cache at
 	// its end, as client-go's informers do since Kubernetes 1.36: a reader

@@ -77,7 +77,8 @@ type Table struct {
 // labels of every object sharing the map, and races with every reader of
 // any of them, which Go may stop with "concurrent map read and map
 // write". Turn it on for large caches of read-only consumers, with the
-// mutation detector on in tests (informer.FactoryOptions.DetectMutations).
+// mutation detector on in tests (informer.FactoryOptions.DetectMutations);
+// a factory's informers of projections have it on.
 func (t *Table) ShareMaps() {
 	if t.maps == nil {
 		t.maps = make([]map[string]string, len(t.lists))

@@ -24,12 +24,19 @@
 //   - a crash right after each write of the controller, and a restart.
 //
 // The controller under test talks to the API server through a transport
-// of the package (Env.Config), which records its writes (not leases' or
-// access reviews'), holds back, cuts and refuses watch streams, pauses
-// every request of a stalled replica and fails every request after a
-// crash. A replica whose Run returns is started again, as its Pod would
+// of the package (Env.Config), which records its writes (not Leases',
+// access reviews' or Events'), holds back, cuts and refuses watch streams,
+// pauses every request of a stalled replica and fails every request after
+// a crash. A replica whose Run returns is started again, as its Pod would
 // be. A trial ends once every perturbation is over, Settled holds and the
-// controller has been quiet (no write) for Scenario.Quiet.
+// controller has been quiet (no write) for Scenario.Quiet; then a fresh
+// controller runs on the settled state (once it leads, with leader
+// election) and must make no write that succeeds (a write the server
+// finds changes nothing, an apply of the same fields, counts too: apply
+// only what differs). A passing trial's
+// namespace is deleted, a failing one's kept and named in the failure. A
+// crash or failover trial whose controller makes fewer writes than the
+// unperturbed one never reaches its write: Result.Ran says so.
 //
 // The controller runs in the test's process, beside the workload: give its
 // manager KeepKlogOutput (klog's logger is process-wide, and routing it

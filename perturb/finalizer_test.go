@@ -195,5 +195,5 @@ func mapValues(m map[string]bool) []bool {
 }
 
 func TestCheck_findsAFinalizerRemovedBeforeCleanupAndPassesTheFix(t *testing.T) {
-	findsAndPassesFix(t, "the leak", externalsScenario(t, true), externalsScenario(t, false))
+	findsAndPassesFix(t, "the leak", "leaked: its owner is gone", externalsScenario(t, true), externalsScenario(t, false))
 }

@@ -126,8 +126,21 @@ func pairsScenario(t *testing.T, buggy bool, seed uint64, faults perturb.Faults)
 					return err
 				}
 			}
-			// Users change their objects: each change is a reconcile, which
-			// reads whatever the cache holds of the children then.
+			// Once the controller is at work (a child exists), users change
+			// their objects: each change is a reconcile, which reads whatever
+			// the cache holds of the children then.
+			for {
+				if got, err := childrenOf(ctx, e); err != nil {
+					return err
+				} else if len(got) > 0 {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
 			for round := range 10 {
 				for i := range owners {
 					patch := fmt.Sprintf(`{"data":{"round":"%d"}}`, round)
@@ -170,7 +183,7 @@ func pairsScenario(t *testing.T, buggy bool, seed uint64, faults perturb.Faults)
 
 func TestCheck_findsOverCreationOnAStaleCacheAndPassesTheFix(t *testing.T) {
 	faults := perturb.Faults{StaleReads: []string{"secrets"}, MaxHold: time.Second, StaleTrials: 2}
-	findsAndPassesFix(t, "the stale-cache bug", pairsScenario(t, true, 7, faults), pairsScenario(t, false, 7, faults))
+	findsAndPassesFix(t, "the stale-cache bug", "children", pairsScenario(t, true, 7, faults), pairsScenario(t, false, 7, faults))
 }
 
 func TestCheck_aCorrectControllerSurvivesACrashAtEveryWrite(t *testing.T) {
@@ -199,8 +212,9 @@ func newManager(e perturb.Env) (*manager.Manager, error) {
 }
 
 // findsAndPassesFix checks that Check finds the planted bug in the buggy
-// controller and that the fixed one passes the same trials.
-func findsAndPassesFix(t *testing.T, bug string, buggy, fixed perturb.Scenario) {
+// controller, by a failure that says want, and that the fixed one passes
+// the same trials.
+func findsAndPassesFix(t *testing.T, bug, want string, buggy, fixed perturb.Scenario) {
 	t.Helper()
 	env.Get(t)
 	leakcheck.Check(t)
@@ -208,6 +222,11 @@ func findsAndPassesFix(t *testing.T, bug string, buggy, fixed perturb.Scenario) 
 	t.Logf("buggy controller: %d trials in %s, %d failures", found.Trials, found.Took.Round(time.Millisecond), len(found.Failures))
 	if len(found.Failures) == 0 {
 		t.Fatalf("%s was not found by:\n%s", bug, strings.Join(found.Ran, "\n"))
+	}
+	for _, f := range found.Failures {
+		if !strings.Contains(f.Err.Error(), want) {
+			t.Errorf("%s: a failure that does not say %q:\n%v", bug, want, f)
+		}
 	}
 	for _, f := range found.Failures {
 		t.Logf("found by %s, after %s", f.Trial, f.After.Round(time.Millisecond))

@@ -148,5 +148,5 @@ func provisionerScenario(t *testing.T, buggy bool) perturb.Scenario {
 }
 
 func TestCheck_findsAResourceLeakedByACrashBetweenCreateAndRecordAndPassesTheFix(t *testing.T) {
-	findsAndPassesFix(t, "the leaked external resource", provisionerScenario(t, true), provisionerScenario(t, false))
+	findsAndPassesFix(t, "the leaked external resource", "leaked: no owner records it", provisionerScenario(t, true), provisionerScenario(t, false))
 }

@@ -161,5 +161,5 @@ func copiesScenario(t *testing.T, buggy bool) perturb.Scenario {
 }
 
 func TestCheck_findsADeletedOwnerSeenAsPresentAndPassesTheFix(t *testing.T) {
-	findsAndPassesFix(t, "the Secret of a deleted owner", copiesScenario(t, true), copiesScenario(t, false))
+	findsAndPassesFix(t, "the Secret of a deleted owner", "a deleted owner", copiesScenario(t, true), copiesScenario(t, false))
 }

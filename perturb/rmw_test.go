@@ -115,12 +115,12 @@ func registryScenario(t *testing.T, buggy bool, seed uint64, faults perturb.Faul
 
 func TestCheck_findsAnUpdateLostInABlindReadModifyWriteAndPassesTheFix(t *testing.T) {
 	faults := perturb.Faults{StaleReads: []string{"configmaps"}, MaxHold: time.Second, StaleTrials: 2}
-	findsAndPassesFix(t, "the lost update", registryScenario(t, true, 11, faults), registryScenario(t, false, 11, faults))
+	findsAndPassesFix(t, "the lost update", "the registry lacks", registryScenario(t, true, 11, faults), registryScenario(t, false, 11, faults))
 }
 
 // A leader paused before its write, which lands after the other replica
 // took over, is the same lost update: the write is blind.
 func TestCheck_findsAnUpdateLostToAPausedLeaderAndPassesTheFix(t *testing.T) {
 	faults := perturb.Faults{Failovers: 2}
-	findsAndPassesFix(t, "the update lost to a paused leader", registryScenario(t, true, 4, faults), registryScenario(t, false, 4, faults))
+	findsAndPassesFix(t, "the update lost to a paused leader", "the registry lacks", registryScenario(t, true, 4, faults), registryScenario(t, false, 4, faults))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,15 +20,24 @@ var ErrCrashed = errors.New("perturb: the controller crashed here")
 
 // Write is one write the controller made, as the history a failure prints.
 type Write struct {
-	N      int // 1 for the controller's first write in this run
-	Method string
-	Path   string
-	Status int           // 0 when the request failed
-	At     time.Duration // since the trial began
+	Replica string // "a", or "b" in a failover trial
+	Restart int    // 0 in the replica's first run, n after its nth restart
+	N       int    // 1 for the first write of this run
+	Method  string
+	Path    string
+	Status  int           // 0 when the request failed
+	At      time.Duration // since the trial began
 }
 
 func (w Write) String() string {
-	return fmt.Sprintf("#%d %s %s -> %d (+%s)", w.N, w.Method, w.Path, w.Status, w.At.Round(time.Millisecond))
+	who := ""
+	if w.Replica != "a" && w.Replica != "" {
+		who = " (replica " + w.Replica + ")"
+	}
+	if w.Restart > 0 {
+		who += fmt.Sprintf(" (after restart %d)", w.Restart)
+	}
+	return fmt.Sprintf("#%d %s %s%s -> %d (+%s)", w.N, w.Method, w.Path, who, w.Status, w.At.Round(time.Millisecond))
 }
 
 // transport sits between one run of the controller and the API server. It
@@ -38,50 +48,53 @@ func (w Write) String() string {
 // stalls it right before a chosen write (no request reaches the server
 // until resume).
 type transport struct {
-	next  http.RoundTripper
-	start time.Time
+	replica string
+	restart int
+	start   time.Time
 
 	mu         sync.Mutex
 	writes     []Write
 	crashAfter int // 0: never
 	crashed    bool
 	crash      func()
-	stallAt    int                      // 0: never
-	issued     int                      // writes sent or stalled so far
-	stall      chan struct{}            // non-nil while stalled, closed by resume
-	stalled    chan struct{}            // closed when the stall begins
-	held       map[string]chan struct{} // resource -> closed when released
-	streams    map[*heldBody]struct{}   // open watch streams
-	gone       map[string]bool          // resource -> answer its next watch 410 Gone
-	relisting  map[string]bool          // resource -> relisted, no read of it has succeeded since
-	stirred    time.Duration            // since start: when a hold ended or a relist began reading
+	stallAt    int           // 0: never
+	issued     int           // writes sent or stalled so far
+	stall      chan struct{} // non-nil while stalled, closed by resume
+	stalled    chan struct{} // closed when the stall begins
+	stopped    bool          // shut down: no stall begins any more
+	held       map[string]chan struct{}
+	streams    map[*heldBody]struct{} // open watch streams
+	gone       map[string]bool        // watch -> answer its next request 410 Gone
+	relisting  map[string]bool        // watch -> cut, its informer has not read again since
+	stirred    time.Duration          // since start: when a hold ended or a relist began reading
 }
 
-func newTransport(start time.Time, crashAfter, stallAt int, crash func()) *transport {
-	return &transport{start: start, crashAfter: crashAfter, crash: crash, stallAt: stallAt, stalled: make(chan struct{}),
-		held: map[string]chan struct{}{}, streams: map[*heldBody]struct{}{}, gone: map[string]bool{},
-		relisting: map[string]bool{}}
+func newTransport(replica string, restart int, start time.Time, crashAfter, stallAt int, crash func()) *transport {
+	return &transport{replica: replica, restart: restart, start: start, crashAfter: crashAfter, crash: crash,
+		stallAt: stallAt, stalled: make(chan struct{}), held: map[string]chan struct{}{},
+		streams: map[*heldBody]struct{}{}, gone: map[string]bool{}, relisting: map[string]bool{}}
 }
 
 // wrap returns a copy of cfg whose requests go through t.
 func (t *transport) wrap(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		t.mu.Lock()
-		t.next = rt
-		t.mu.Unlock()
-		return t
-	})
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &wrapped{t: t, next: rt} })
 	return cfg
 }
 
-// WrappedRoundTripper returns the transport t wraps, so that client-go's
-// helpers (closing idle connections) reach it.
-func (t *transport) WrappedRoundTripper() http.RoundTripper {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.next
+// wrapped is t in front of one client's round tripper.
+type wrapped struct {
+	t    *transport
+	next http.RoundTripper
 }
+
+func (w *wrapped) RoundTrip(req *http.Request) (*http.Response, error) {
+	return w.t.roundTrip(w.next, req)
+}
+
+// WrappedRoundTripper returns the round tripper w wraps, so that
+// client-go's helpers (closing idle connections) reach it.
+func (w *wrapped) WrappedRoundTripper() http.RoundTripper { return w.next }
 
 func isWrite(method string) bool {
 	switch method {
@@ -91,54 +104,71 @@ func isWrite(method string) bool {
 	return false
 }
 
-// RoundTrip implements http.RoundTripper.
-func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	watch := req.URL.Query().Get("watch") == "true"
-	resource := resourceOf(req.URL.Path)
-	if stall := t.stallFor(req); stall != nil {
-		if isWrite(req.Method) { // a paused process's write goes out when it resumes
-			<-stall
+// isRuntimes tells the requests of the runtime (leases, access reviews,
+// Events) from the controller's own.
+func isRuntimes(path string) bool {
+	return slices.ContainsFunc(strings.Split(path, "/"), func(seg string) bool {
+		return seg == "leases" || seg == "events" || strings.HasSuffix(seg, "accessreviews")
+	})
+}
+
+// watchOf names the watch req opens (its collection and selectors), ""
+// for any other request.
+func watchOf(req *http.Request) string {
+	q := req.URL.Query()
+	if q.Get("watch") != "true" {
+		return ""
+	}
+	return strings.TrimRight(req.URL.Path, "/") + "?" + q.Get("labelSelector") + "&" + q.Get("fieldSelector")
+}
+
+// readOf names the collection a GET reads as watchOf does, so that a LIST
+// after a cut counts as the informer reading again.
+func readOf(req *http.Request) string {
+	q := req.URL.Query()
+	return strings.TrimRight(req.URL.Path, "/") + "?" + q.Get("labelSelector") + "&" + q.Get("fieldSelector")
+}
+
+func (t *transport) roundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error) {
+	if stall := t.admit(req); stall != nil {
+		<-stall // a paused process sees nothing, its context's end included
+		if isWrite(req.Method) {
+			// Its write goes out when it resumes, even if its context
+			// ended meanwhile: it was already on its way.
 			req = req.WithContext(context.WithoutCancel(req.Context()))
-		} else {
-			select {
-			case <-stall:
-			case <-req.Context().Done():
-				return nil, req.Context().Err()
-			}
 		}
 	}
+	watch := watchOf(req)
 	t.mu.Lock()
-	crashed, next, gone := t.crashed, t.next, watch && t.gone[resource]
-	if gone {
-		delete(t.gone, resource)
-	}
+	crashed, gone := t.crashed, watch != "" && t.gone[watch]
+	delete(t.gone, watch)
 	t.mu.Unlock()
 	switch {
 	case crashed:
 		return nil, ErrCrashed
 	case gone:
 		return expired(req), nil
-	}
-	if watch {
-		return t.roundTripWatch(next, req, resource)
+	case watch != "":
+		return t.roundTripWatch(next, req, watch)
 	}
 	resp, err := next.RoundTrip(req)
-	if isWrite(req.Method) && !isLeaseOrReview(req.URL.Path) {
+	if isWrite(req.Method) && !isRuntimes(req.URL.Path) {
 		t.recordWrite(req, resp)
 	} else if req.Method == http.MethodGet {
-		t.read(resource, resp)
+		t.read(readOf(req), resp)
 	}
 	return resp, err
 }
 
-// stallFor returns the channel req must wait on, nil when t is not
-// stalled; the stall begins at the stallAt-th write of the controller.
-func (t *transport) stallFor(req *http.Request) <-chan struct{} {
+// admit counts req if it is one of the controller's writes, starts the
+// stall at the stallAt-th, and returns the channel req must wait on (nil
+// when t is not stalled).
+func (t *transport) admit(req *http.Request) <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if isWrite(req.Method) && !isLeaseOrReview(req.URL.Path) {
+	if isWrite(req.Method) && !isRuntimes(req.URL.Path) {
 		t.issued++
-		if t.issued == t.stallAt {
+		if t.issued == t.stallAt && !t.stopped {
 			t.stall = make(chan struct{})
 			close(t.stalled)
 		}
@@ -157,23 +187,40 @@ func (t *transport) resume() {
 	}
 }
 
-// read notes a read of resource: the first that succeeds after a relist
-// ends it (the informer is reading the resource's state again).
-func (t *transport) read(resource string, resp *http.Response) {
+// shutdown ends every perturbation of t for good (the run is stopping):
+// no stall begins any more, a stall under way and every hold end.
+func (t *transport) shutdown() {
+	t.mu.Lock()
+	t.stopped = true
+	held := make([]string, 0, len(t.held))
+	for r := range t.held {
+		held = append(held, r)
+	}
+	t.relisting = map[string]bool{}
+	t.mu.Unlock()
+	t.resume()
+	for _, r := range held {
+		t.release(r)
+	}
+}
+
+// read notes a read of the collection watch names: the first that
+// succeeds after a cut ends the relist (the informer reads again).
+func (t *transport) read(watch string, resp *http.Response) {
 	if resp == nil || resp.StatusCode >= 300 {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.relisting[resource] {
-		delete(t.relisting, resource)
+	if t.relisting[watch] {
+		delete(t.relisting, watch)
 		t.stirred = time.Since(t.start)
 	}
 }
 
 // settling reports whether a perturbation is still under way: a hold not
-// released, or a relist whose informer has not read again; and since when
-// (from start) the last one has been over.
+// released, a relist whose informer has not read again, or a stall; and
+// since when (from start) the last one has been over.
 func (t *transport) settling() (busy bool, since time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -181,15 +228,15 @@ func (t *transport) settling() (busy bool, since time.Duration) {
 }
 
 // roundTripWatch opens a watch stream t can hold back and cut.
-func (t *transport) roundTripWatch(next http.RoundTripper, req *http.Request, resource string) (*http.Response, error) {
+func (t *transport) roundTripWatch(next http.RoundTripper, req *http.Request, watch string) (*http.Response, error) {
 	ctx, cut := context.WithCancel(req.Context())
 	resp, err := next.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		cut()
 		return resp, err
 	}
-	t.read(resource, resp)
-	b := &heldBody{ReadCloser: resp.Body, t: t, resource: resource, ctx: ctx, cancel: cut}
+	t.read(watch, resp)
+	b := &heldBody{ReadCloser: resp.Body, t: t, resource: resourceOf(req.URL.Path), watch: watch, ctx: ctx, cancel: cut}
 	t.mu.Lock()
 	t.streams[b] = struct{}{}
 	t.mu.Unlock()
@@ -211,16 +258,11 @@ func expired(req *http.Request) *http.Response {
 	}
 }
 
-// isLeaseOrReview tells the writes of the runtime (leases, access reviews)
-// from the controller's.
-func isLeaseOrReview(path string) bool {
-	return strings.Contains(path, "/leases") || strings.Contains(path, "accessreviews")
-}
-
 func (t *transport) recordWrite(req *http.Request, resp *http.Response) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	w := Write{N: len(t.writes) + 1, Method: req.Method, Path: req.URL.Path, At: time.Since(t.start)}
+	w := Write{Replica: t.replica, Restart: t.restart, N: len(t.writes) + 1, Method: req.Method, Path: req.URL.Path,
+		At: time.Since(t.start)}
 	if resp != nil {
 		w.Status = resp.StatusCode
 	}
@@ -249,7 +291,7 @@ func (t *transport) history() []Write {
 func (t *transport) hold(resource string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.held[resource]; !ok {
+	if _, ok := t.held[resource]; !ok && !t.stopped {
 		t.held[resource] = make(chan struct{})
 	}
 }
@@ -265,16 +307,16 @@ func (t *transport) release(resource string) {
 }
 
 // relist makes the informers of resource list again, as after a
-// compaction: its open watch streams end (what they had not delivered is
-// lost), and the next watch of it is answered 410 Gone. It also releases
-// a hold of resource.
+// compaction: each of its open watch streams ends (what it had not
+// delivered is lost), and the next request of each of those watches is
+// answered 410 Gone. It also releases a hold of resource.
 func (t *transport) relist(resource string) {
 	t.mu.Lock()
-	t.gone[resource], t.relisting[resource] = true, true
 	var cut []*heldBody
 	for b := range t.streams {
-		if b.resource == resource {
+		if b.resource == resource && !t.stopped {
 			cut = append(cut, b)
+			t.gone[b.watch], t.relisting[b.watch] = true, true
 		}
 	}
 	t.mu.Unlock()
@@ -284,15 +326,16 @@ func (t *transport) relist(resource string) {
 	t.release(resource)
 }
 
-// gate returns a channel closed when resource is not held and t not
-// stalled, nil if neither is the case now.
-func (t *transport) gate(resource string) <-chan struct{} {
+// gate returns a channel closed when resource is no longer held, and
+// whether the wait is a stall (which the stream's context does not end);
+// nil when the stream may go on.
+func (t *transport) gate(resource string) (<-chan struct{}, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stall != nil {
-		return t.stall
+		return t.stall, true
 	}
-	return t.held[resource]
+	return t.held[resource], false
 }
 
 // resourceOf returns the resource of a collection's path: "configmaps" in
@@ -302,12 +345,14 @@ func resourceOf(path string) string {
 	return path[strings.LastIndexByte(path, '/')+1:]
 }
 
-// heldBody is a watch stream that blocks while its resource is held, and
-// ends (io.EOF, as a connection the server closed) once cut off.
+// heldBody is a watch stream that blocks while its resource is held or
+// its transport stalled, and ends (io.EOF, as a connection the server
+// closed) once cut off.
 type heldBody struct {
 	io.ReadCloser
 	t        *transport
 	resource string
+	watch    string
 	ctx      context.Context
 	cancel   context.CancelFunc // aborts the request
 	cut      atomic.Bool
@@ -326,10 +371,14 @@ func (b *heldBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// wait blocks while the stream's resource is held or its transport
-// stalled.
+// wait blocks while the stream's resource is held (until its context
+// ends) or its transport stalled.
 func (b *heldBody) wait() {
-	for g := b.t.gate(b.resource); g != nil; g = b.t.gate(b.resource) {
+	for g, stall := b.t.gate(b.resource); g != nil; g, stall = b.t.gate(b.resource) {
+		if stall {
+			<-g
+			continue
+		}
 		select {
 		case <-g:
 		case <-b.ctx.Done():
