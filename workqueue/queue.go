@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"time"
 
@@ -217,7 +218,14 @@ func (q *Queue[K]) add(k K, prio int32) {
 // Done(k) when it has finished with it. After ShutDown, Get keeps handing
 // out the keys still queued and returns shutdown=true (and the zero key)
 // only once none is left. Safe for concurrent use.
+//
+// Get first yields its processor to any goroutine waiting for one: workers
+// that are busy on every processor otherwise keep the goroutines that feed
+// the queue (event handlers, a producer woken by a timer) waiting until the
+// runtime preempts a worker, about 10ms, and the keys they owe then arrive
+// in a burst. With nothing else to run, the yield costs ~0.1µs.
 func (q *Queue[K]) Get() (k K, shutdown bool) {
+	runtime.Gosched()
 	q.mu.Lock()
 	for q.core.queued == 0 && !q.shuttingDown {
 		q.cond.Wait()
