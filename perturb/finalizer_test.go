@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -87,18 +86,12 @@ func ignoreNotFound(err error) error {
 }
 
 func runExternals(buggy bool) func(ctx context.Context, e perturb.Env) error {
-	return func(ctx context.Context, e perturb.Env) error {
-		m, err := newManager(e)
-		if err != nil {
-			return err
-		}
+	return runManager(func(m *manager.Manager, e perturb.Env) error {
 		owners := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: e.Namespace, LabelSelector: "role=owner"})
 		x := &externals{buggy: buggy, kube: m.Kube(), owners: owners.Reader().Get}
-		if _, err := manager.NewController(m, "externals", x, manager.ControllerOptions{}, manager.For(owners)); err != nil {
-			return err
-		}
-		return m.Run(ctx)
-	}
+		_, err := manager.NewController(m, "externals", x, manager.ControllerOptions{}, manager.For(owners))
+		return err
+	})
 }
 
 // state reads owners and external resources afresh.
@@ -132,19 +125,11 @@ func externalsScenario(t *testing.T, buggy bool) perturb.Scenario {
 					return err
 				}
 			}
-			for { // every owner guarded and provisioned, then some deleted
+			if err := until(ctx, func() (bool, error) { // every owner guarded and provisioned, then some deleted
 				owners, exts, err := state(ctx, e)
-				if err != nil {
-					return err
-				}
-				if len(owners) == n && len(exts) == n && !slices.Contains(mapValues(owners), false) {
-					break
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(20 * time.Millisecond):
-				}
+				return len(owners) == n && len(exts) == n && !slices.Contains(mapValues(owners), false), err
+			}); err != nil {
+				return err
 			}
 			for i := range deleted {
 				if err := cms.Delete(ctx, fmt.Sprintf("owner-%d", i), metav1.DeleteOptions{}); err != nil {

@@ -109,7 +109,7 @@ func (f *fleet) failover(ctx context.Context, more time.Duration, failed chan<- 
 	a := f.first()
 	bound, cancel := context.WithTimeout(ctx, f.s.Timeout/2)
 	defer cancel()
-	if err := f.awaitLeader(bound, "a"); err != nil {
+	if err := f.awaitLeader(bound, "a", false); err != nil {
 		failed <- err
 		return
 	}
@@ -121,7 +121,7 @@ func (f *fleet) failover(ctx context.Context, more time.Duration, failed chan<- 
 	}
 	bound, cancel = context.WithTimeout(ctx, f.s.Timeout/2)
 	defer cancel()
-	if err := f.awaitLeader(bound, "b"); err != nil {
+	if err := f.awaitLeader(bound, "b", false); err != nil {
 		failed <- err
 	}
 	select {
@@ -132,37 +132,26 @@ func (f *fleet) failover(ctx context.Context, more time.Duration, failed chan<- 
 }
 
 // awaitLeader waits until a Lease in the trial's namespace names replica
-// as its holder, or ctx ends.
-func (f *fleet) awaitLeader(ctx context.Context, replica string) error {
-	_, err := f.leader(ctx, replica, false)
-	return err
-}
-
-// awaitLeaderIfElecting is awaitLeader when the namespace holds a Lease,
-// nothing otherwise (the controller does not elect a leader).
-func (f *fleet) awaitLeaderIfElecting(ctx context.Context, replica string) error {
-	_, err := f.leader(ctx, replica, true)
-	return err
-}
-
-func (f *fleet) leader(ctx context.Context, replica string, ifAny bool) (bool, error) {
+// as its holder, or ctx ends. With ifElecting, a namespace that holds no
+// Lease at all (the controller does not elect a leader) ends the wait too.
+func (f *fleet) awaitLeader(ctx context.Context, replica string, ifElecting bool) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		l, err := f.env.Kube.CoordinationV1().Leases(f.env.Namespace).List(ctx, metav1.ListOptions{})
 		if err == nil {
-			if ifAny && len(l.Items) == 0 {
-				return false, nil
+			if ifElecting && len(l.Items) == 0 {
+				return nil
 			}
 			for _, le := range l.Items {
 				if h := le.Spec.HolderIdentity; h != nil && *h == replica {
-					return true, nil
+					return nil
 				}
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return false, fmt.Errorf("replica %q never held a Lease in the namespace (does Run elect a leader "+
+			return fmt.Errorf("replica %q never held a Lease in the namespace (does Run elect a leader "+
 				"with Env.Replica as its identity and the Lease in Env.Namespace?)", replica)
 		case <-tick.C:
 		}

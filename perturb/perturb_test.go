@@ -84,20 +84,14 @@ func (p *pairs) Reconcile(ctx context.Context, name object.ObjectName) (controll
 // runPairs runs the pairs controller as a program would: a manager, its
 // informers and the controller, until ctx ends.
 func runPairs(buggy bool) func(ctx context.Context, e perturb.Env) error {
-	return func(ctx context.Context, e perturb.Env) error {
-		m, err := newManager(e)
-		if err != nil {
-			return err
-		}
+	return runManager(func(m *manager.Manager, e perturb.Env) error {
 		owners := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: e.Namespace, LabelSelector: "role=owner"})
 		secrets := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: e.Namespace})
 		p := &pairs{buggy: buggy, kube: m.Kube(), owners: owners.Reader().Get, secrets: secrets.Reader().List}
-		if _, err := manager.NewController(m, "pairs", p, manager.ControllerOptions{},
-			manager.For(owners), manager.Owns(secrets)); err != nil {
-			return err
-		}
-		return m.Run(ctx)
-	}
+		_, err := manager.NewController(m, "pairs", p, manager.ControllerOptions{},
+			manager.For(owners), manager.Owns(secrets))
+		return err
+	})
 }
 
 // childrenOf counts each owner's Secrets, from a fresh LIST.
@@ -129,17 +123,11 @@ func pairsScenario(t *testing.T, buggy bool, seed uint64, faults perturb.Faults)
 			// Once the controller is at work (a child exists), users change
 			// their objects: each change is a reconcile, which reads whatever
 			// the cache holds of the children then.
-			for {
-				if got, err := childrenOf(ctx, e); err != nil {
-					return err
-				} else if len(got) > 0 {
-					break
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(20 * time.Millisecond):
-				}
+			if err := until(ctx, func() (bool, error) {
+				got, err := childrenOf(ctx, e)
+				return len(got) > 0, err
+			}); err != nil {
+				return err
 			}
 			for round := range 10 {
 				for i := range owners {
@@ -148,7 +136,9 @@ func pairsScenario(t *testing.T, buggy bool, seed uint64, faults perturb.Faults)
 						return err
 					}
 				}
-				time.Sleep(100 * time.Millisecond) // the workload's pace, not synchronisation
+				if err := pace(ctx, 100*time.Millisecond); err != nil {
+					return err
+				}
 			}
 			return nil
 		},
@@ -196,6 +186,47 @@ func TestCheck_aCorrectControllerSurvivesACrashAtEveryWrite(t *testing.T) {
 	}
 	if res.Trials < 1+children*4 {
 		t.Fatalf("%d trials, want one per write (%d writes) and the unperturbed one", res.Trials, children*4)
+	}
+}
+
+// runManager runs a controller as a program would: a manager that setup
+// gives its informers and controllers, until ctx ends.
+func runManager(setup func(m *manager.Manager, e perturb.Env) error) func(ctx context.Context, e perturb.Env) error {
+	return func(ctx context.Context, e perturb.Env) error {
+		m, err := newManager(e)
+		if err != nil {
+			return err
+		}
+		if err := setup(m, e); err != nil {
+			return err
+		}
+		return m.Run(ctx)
+	}
+}
+
+// until reads the cluster every 20ms until done says so (or fails), or ctx
+// ends: a workload waiting for the controller.
+func until(ctx context.Context, done func() (bool, error)) error {
+	for {
+		if ok, err := done(); ok || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// pace waits d, the workload's pace between two changes (not
+// synchronisation), or until ctx ends.
+func pace(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
 	}
 }
 

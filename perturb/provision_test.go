@@ -66,18 +66,12 @@ func (p *provisioner) Reconcile(ctx context.Context, name object.ObjectName) (co
 }
 
 func runProvisioner(buggy bool) func(ctx context.Context, e perturb.Env) error {
-	return func(ctx context.Context, e perturb.Env) error {
-		m, err := newManager(e)
-		if err != nil {
-			return err
-		}
+	return runManager(func(m *manager.Manager, e perturb.Env) error {
 		owners := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: e.Namespace, LabelSelector: "role=owner"})
 		p := &provisioner{buggy: buggy, kube: m.Kube(), owners: owners.Reader().Get}
-		if _, err := manager.NewController(m, "provisioner", p, manager.ControllerOptions{}, manager.For(owners)); err != nil {
-			return err
-		}
-		return m.Run(ctx)
-	}
+		_, err := manager.NewController(m, "provisioner", p, manager.ControllerOptions{}, manager.For(owners))
+		return err
+	})
 }
 
 // provisioned reads afresh the external resource each owner records, and

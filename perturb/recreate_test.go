@@ -62,20 +62,14 @@ func (c *copies) Reconcile(ctx context.Context, name object.ObjectName) (control
 }
 
 func runCopies(buggy bool) func(ctx context.Context, e perturb.Env) error {
-	return func(ctx context.Context, e perturb.Env) error {
-		m, err := newManager(e)
-		if err != nil {
-			return err
-		}
+	return runManager(func(m *manager.Manager, e perturb.Env) error {
 		owners := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: e.Namespace, LabelSelector: "role=owner"})
 		secrets := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: e.Namespace, LabelSelector: "copy=true"})
 		c := &copies{buggy: buggy, kube: m.Kube(), owners: owners.Reader().Get, secrets: secrets.Reader().Get}
-		if _, err := manager.NewController(m, "copies", c, manager.ControllerOptions{},
-			manager.For(owners), manager.Owns(secrets)); err != nil {
-			return err
-		}
-		return m.Run(ctx)
-	}
+		_, err := manager.NewController(m, "copies", c, manager.ControllerOptions{},
+			manager.For(owners), manager.Owns(secrets))
+		return err
+	})
 }
 
 // copiesState reads, afresh, each owner's UID and the UID each Secret's
@@ -126,7 +120,9 @@ func copiesScenario(t *testing.T, buggy bool) perturb.Scenario {
 						return err
 					}
 				}
-				time.Sleep(250 * time.Millisecond) // the workload's pace, not synchronisation
+				if err := pace(ctx, 250*time.Millisecond); err != nil {
+					return err
+				}
 			}
 			return nil
 		},

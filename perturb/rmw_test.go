@@ -56,19 +56,13 @@ func (r *registry) Reconcile(ctx context.Context, name object.ObjectName) (contr
 }
 
 func runRegistry(buggy bool) func(ctx context.Context, e perturb.Env) error {
-	return func(ctx context.Context, e perturb.Env) error {
-		m, err := newManager(e)
-		if err != nil {
-			return err
-		}
+	return runManager(func(m *manager.Manager, e perturb.Env) error {
 		owners := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: e.Namespace})
 		cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: e.Namespace})
 		r := &registry{buggy: buggy, kube: m.Kube(), registry: cms.Reader().Get}
-		if _, err := manager.NewController(m, "registry", r, manager.ControllerOptions{}, manager.For(owners)); err != nil {
-			return err
-		}
-		return m.Run(ctx)
-	}
+		_, err := manager.NewController(m, "registry", r, manager.ControllerOptions{}, manager.For(owners))
+		return err
+	})
 }
 
 func registryScenario(t *testing.T, buggy bool, seed uint64, faults perturb.Faults) perturb.Scenario {
@@ -100,7 +94,9 @@ func registryScenario(t *testing.T, buggy bool, seed uint64, faults perturb.Faul
 					Name: fmt.Sprintf("owner-%d", i)}}, metav1.CreateOptions{}); err != nil {
 					return err
 				}
-				time.Sleep(150 * time.Millisecond) // the workload's pace, not synchronisation
+				if err := pace(ctx, 150*time.Millisecond); err != nil {
+					return err
+				}
 			}
 			return nil
 		},

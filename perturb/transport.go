@@ -112,19 +112,9 @@ func isRuntimes(path string) bool {
 	})
 }
 
-// watchOf names the watch req opens (its collection and selectors), ""
-// for any other request.
-func watchOf(req *http.Request) string {
-	q := req.URL.Query()
-	if q.Get("watch") != "true" {
-		return ""
-	}
-	return strings.TrimRight(req.URL.Path, "/") + "?" + q.Get("labelSelector") + "&" + q.Get("fieldSelector")
-}
-
-// readOf names the collection a GET reads as watchOf does, so that a LIST
-// after a cut counts as the informer reading again.
-func readOf(req *http.Request) string {
+// collectionOf names the collection req reads, with its selectors: a
+// watch and the LIST an informer makes after it is cut name the same.
+func collectionOf(req *http.Request) string {
 	q := req.URL.Query()
 	return strings.TrimRight(req.URL.Path, "/") + "?" + q.Get("labelSelector") + "&" + q.Get("fieldSelector")
 }
@@ -138,24 +128,26 @@ func (t *transport) roundTrip(next http.RoundTripper, req *http.Request) (*http.
 			req = req.WithContext(context.WithoutCancel(req.Context()))
 		}
 	}
-	watch := watchOf(req)
+	coll, watch := collectionOf(req), req.URL.Query().Get("watch") == "true"
 	t.mu.Lock()
-	crashed, gone := t.crashed, watch != "" && t.gone[watch]
-	delete(t.gone, watch)
+	crashed, gone := t.crashed, watch && t.gone[coll]
+	if gone {
+		delete(t.gone, coll)
+	}
 	t.mu.Unlock()
 	switch {
 	case crashed:
 		return nil, ErrCrashed
 	case gone:
 		return expired(req), nil
-	case watch != "":
-		return t.roundTripWatch(next, req, watch)
+	case watch:
+		return t.roundTripWatch(next, req, coll)
 	}
 	resp, err := next.RoundTrip(req)
 	if isWrite(req.Method) && !isRuntimes(req.URL.Path) {
 		t.recordWrite(req, resp)
 	} else if req.Method == http.MethodGet {
-		t.read(readOf(req), resp)
+		t.read(coll, resp)
 	}
 	return resp, err
 }
@@ -204,16 +196,16 @@ func (t *transport) shutdown() {
 	}
 }
 
-// read notes a read of the collection watch names: the first that
-// succeeds after a cut ends the relist (the informer reads again).
-func (t *transport) read(watch string, resp *http.Response) {
+// read notes a read of the collection coll: the first that succeeds after
+// a cut ends the relist (the informer reads again).
+func (t *transport) read(coll string, resp *http.Response) {
 	if resp == nil || resp.StatusCode >= 300 {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.relisting[watch] {
-		delete(t.relisting, watch)
+	if t.relisting[coll] {
+		delete(t.relisting, coll)
 		t.stirred = time.Since(t.start)
 	}
 }

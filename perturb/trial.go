@@ -189,7 +189,7 @@ func (s Scenario) freshChangesNothing(ctx context.Context, env Env, f *fleet) er
 func (s Scenario) watchFresh(ctx context.Context, fresh *fleet) error {
 	deadline, cancel := context.WithTimeout(ctx, s.Timeout/4)
 	defer cancel()
-	if err := fresh.awaitLeaderIfElecting(deadline, "a"); err != nil {
+	if err := fresh.awaitLeader(deadline, "a", true); err != nil {
 		return fmt.Errorf("the fresh controller: %w", err)
 	}
 	fresh.floor(time.Now())

@@ -607,10 +607,10 @@ func measureLean[T any](rec *LeanRecording, internAll func(map[string]T, bool), 
 		return nil, err
 	}
 	listed := liveHeap()
-	strings, interned := listed, listed
+	stringsOnly, interned := listed, listed
 	if internAll != nil {
 		internAll(store, false)
-		strings = liveHeap()
+		stringsOnly = liveHeap()
 		internAll(store, true)
 		interned = liveHeap()
 	}
@@ -643,7 +643,7 @@ func measureLean[T any](rec *LeanRecording, internAll func(map[string]T, bool), 
 	mb := func(b uint64) float64 { return float64(b) / (1 << 20) }
 	return Result{
 		"bytes_per_object":                  (float64(listed) - float64(before)) / float64(rec.Pods),
-		"bytes_per_object_strings_interned": (float64(strings) - float64(before)) / float64(rec.Pods),
+		"bytes_per_object_strings_interned": (float64(stringsOnly) - float64(before)) / float64(rec.Pods),
 		"bytes_per_object_interned":         (float64(interned) - float64(before)) / float64(rec.Pods),
 		"list_peak_mb":                      mb(heap - min(heap, before)),
 		"list_cpu_ms":                       ms(listCPU),
