@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -182,5 +183,96 @@ func TestNew_anItemThatDidNotDecodeIsSkippedAndNamed(t *testing.T) {
 	}
 	if len(got.Items) != 1 || got.Skipped != 1 || got.SkipReason != "undecodable" || !strings.Contains(got.Skip, "truncated input") {
 		t.Fatalf("list = %d items, skipped %d (%q, %q); want 1 item and 1 undecodable", len(got.Items), got.Skipped, got.SkipReason, got.Skip)
+	}
+}
+
+// acceptJSON makes every request ask for JSON only, as from a server that
+// does not send protobuf.
+type acceptJSON struct{ next http.RoundTripper }
+
+func (a acceptJSON) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Accept", runtime.ContentTypeJSON)
+	return a.next.RoundTrip(r)
+}
+
+func TestKind_decodesBuiltInTypesAsTheRESTClientDoesWithoutManagedFields(t *testing.T) {
+	srv, ns := seed(t)
+	cs := kubernetes.NewForConfigOrDie(srv.Config())
+	cms := cs.CoreV1().ConfigMaps(ns)
+	gvk := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	for _, c := range []struct {
+		name     string
+		keep     bool
+		json     bool
+		wantType string
+	}{
+		{name: "protobuf", wantType: runtime.ContentTypeProtobuf},
+		{name: "protobuf, managedFields kept", keep: true, wantType: runtime.ContentTypeProtobuf},
+		{name: "JSON", json: true, wantType: runtime.ContentTypeJSON},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ct := &contentTypes{seen: map[string]int{}}
+			cfg := srv.Config()
+			cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+				if c.json {
+					rt = acceptJSON{rt}
+				}
+				ct.next = rt
+				return ct
+			})
+			lw := listwatch.Kind[*corev1.ConfigMap](discoveryOf(t, cfg, func(*runtime.Scheme) error { return nil }), gvk,
+				listwatch.KindOptions{Namespace: ns, KeepManagedFields: c.keep, Options: listwatch.Options{LabelSelector: "app=web"}})
+			l, err := lw.List(t.Context(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := cms.List(t.Context(), metav1.ListOptions{LabelSelector: "app=web", ResourceVersion: l.ResourceVersion})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(l.Items) != len(want.Items) || len(want.Items) == 0 {
+				t.Fatalf("listed %d ConfigMaps, the REST client %d", len(l.Items), len(want.Items))
+			}
+			for i := range want.Items {
+				sameAsRESTClient(t, l.Items[i], &want.Items[i], c.keep)
+			}
+			w, err := lw.Watch(t.Context(), metav1.ListOptions{ResourceVersion: l.ResourceVersion})
+			if err != nil {
+				t.Fatal(err)
+			}
+			changed := want.Items[0].DeepCopy()
+			changed.Data = map[string]string{"run": c.name}
+			updated, err := cms.Update(t.Context(), changed, metav1.UpdateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev := firstEvent(t, w)
+			got, ok := ev.Object.(*corev1.ConfigMap)
+			if !ok || ev.Type != watch.Modified {
+				t.Fatalf("first event = %s %T, want MODIFIED *v1.ConfigMap", ev.Type, ev.Object)
+			}
+			updated.TypeMeta = metav1.TypeMeta{} // the REST client's decoding clears it, as a watch's does
+			sameAsRESTClient(t, got, updated, c.keep)
+			ct.mu.Lock()
+			defer ct.mu.Unlock()
+			if ct.seen[c.wantType]+ct.seen[c.wantType+";stream=watch"] < 2 {
+				t.Errorf("responses by content type: %v; want %s for list and watch", ct.seen, c.wantType)
+			}
+		})
+	}
+}
+
+func sameAsRESTClient(t *testing.T, got, want *corev1.ConfigMap, keep bool) {
+	t.Helper()
+	if len(want.ManagedFields) == 0 {
+		t.Fatalf("%s has no managedFields: the test would not notice them missing", want.Name)
+	}
+	if !keep {
+		want = want.DeepCopy()
+		want.ManagedFields = nil
+	}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("Kind decoded\n%v\nthe REST client\n%v", got, want)
 	}
 }

@@ -122,7 +122,6 @@ func Projection[P Object, F any](m *Manager, scope Scope) *informer.SharedIndexI
 			var inf *informer.SharedIndexInformer[P]
 			if inf, err = sharedInformer(m, gvk, scope, reflect.TypeFor[P]().Elem().Name(),
 				func(opts listwatch.KindOptions) (*listwatch.KindListerWatcher[P], error) {
-					opts.KeepManagedFields = m.opts.Informers.KeepManagedFields
 					return listwatch.Projected[P, F](m.discovery, gvk, opts)
 				}); err == nil {
 				m.mu.Lock()
@@ -151,8 +150,9 @@ func sharedInformer[T Object](m *Manager, gvk schema.GroupVersionKind, scope Sco
 		received := m.received.bytes.WithLabelValues(name)
 		lw, buildErr = build(listwatch.KindOptions{
 			Options:       m.cutOptions(listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}, cut, name),
-			Namespace:     scope.Namespace,
-			ReceivedBytes: func(n int) { received.Add(float64(n)) },
+			Namespace:         scope.Namespace,
+			ReceivedBytes:     func(n int) { received.Add(float64(n)) },
+			KeepManagedFields: m.opts.Informers.KeepManagedFields,
 		})
 		if buildErr != nil {
 			return failing[T](buildErr)

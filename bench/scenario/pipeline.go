@@ -30,39 +30,56 @@ type PipelineConfig struct {
 	Events     int // watch events after it
 	Namespaces int
 	PageSize   int // list page size both informers use by default (500): checked, not set
+	// Wire serves the input as the API server's protobuf bytes, which both
+	// sides decode through their usual clients (see wireServer), instead of
+	// handing them objects built as a decoder would. Its metrics include
+	// decoding: they have no _net suffix.
+	Wire bool
 
-	// eventPhase, if set, is called as the event phase starts, and the
-	// function it returns as the phase ends: a hook for profiling in tests.
-	eventPhase func() (end func())
+	// phase, if set, is called as each phase ("sync", "events") starts, and
+	// the function it returns as the phase ends: a hook for profiling in
+	// tests.
+	phase func(name string) (end func())
 }
 
 // Pipeline is S1: the whole pipeline, list then watch, through a handler
 // that enqueues keys to two workers reading the cache.
 func Pipeline(cfg PipelineConfig) Scenario {
+	name, doc, net := "S1 pipeline", fmt.Sprintf("In-memory source: %d ConfigMaps over %d namespaces (4 labels, 2 annotations, ~500 B of data, "+
+		"one managedFields entry), listed in pages of %d, then %d watch events (~98%% updates, ~1%% deletes, ~1%% creates, "+
+		"seeded). Every object is built when it is served, every string and map newly allocated, as a decoder does: "+
+		"list pages as they are requested, watch events by the watch's own goroutine as the consumer takes them (100 "+
+		"buffered). That source cost is measured once on its own and subtracted in the _net figures. Both sides list "+
+		"(ctrlkit Reflector.DisableWatchList; client-go's LW reports IsWatchListSemanticsUnSupported) through their "+
+		"usual list adapters (listwatch.New / cache.ListWatch). ",
+		cfg.Objects, cfg.Namespaces, cfg.PageSize, cfg.Events), "_net"
+	if cfg.Wire {
+		name, doc, net = "S1 pipeline, protobuf", fmt.Sprintf("The same input as S1 (%d ConfigMaps over %d namespaces in pages "+
+			"of %d, then %d watch events) as the API server sends it: every list page and watch frame encoded once per process "+
+			"with the server's own protobuf serializer and framer, kept outside the Go heap and served by an http.RoundTripper "+
+			"(no sockets) that answers GET /api/v1/configmaps. Each side reads and decodes the bytes through its usual client: "+
+			"ctrlkit listwatch.Kind (what the manager uses) with Reflector.DisableWatchList, client-go a clientset's "+
+			"ConfigMaps(\"\").List/Watch in protobuf (as its informer factory) reporting IsWatchListSemanticsUnSupported. "+
+			"Nothing is subtracted: CPU, allocations and bytes include decoding. ",
+			cfg.Objects, cfg.Namespaces, cfg.PageSize, cfg.Events), ""
+	}
 	return Scenario{
-		Name: "S1 pipeline",
-		Doc: fmt.Sprintf("In-memory source: %d ConfigMaps over %d namespaces (4 labels, 2 annotations, ~500 B of data, "+
-			"one managedFields entry), listed in pages of %d, then %d watch events (~98%% updates, ~1%% deletes, ~1%% creates, "+
-			"seeded). Every object is built when it is served, every string and map newly allocated, as a decoder does: "+
-			"list pages as they are requested, watch events by the watch's own goroutine as the consumer takes them (100 "+
-			"buffered). That source cost is measured once on its own and subtracted in the _net figures. Both sides list "+
-			"(ctrlkit Reflector.DisableWatchList; client-go's LW reports IsWatchListSemanticsUnSupported) through their "+
-			"usual list adapters (listwatch.New / cache.ListWatch). ctrlkit: informer.New + handler.EnqueueKey + "+
-			"controller.New/Run with 2 workers (defaults: managedFields stripped). client-go: NewSharedIndexInformer "+
-			"(defaults) + NewTypedRateLimitingQueue + 2 workers calling GetByKey. sync_ms: start to HasSynced (polled every "+
-			"ms on both sides), sync_cpu_ms the process CPU time meanwhile (building the list included); the event phase starts once every listed key was processed and ends when every key's final "+
-			"state was read by a worker; events_per_sec includes building the events (on the watch goroutine, in parallel); "+
-			"cpu, allocations and bytes are process rusage and runtime.MemStats deltas over that phase. reads_per_event: "+
-			"worker cache reads per event (below 1 where updates of a key coalesce). live_heap_mb: heap after the churn "+
+		Name: name,
+		Doc: doc + "ctrlkit: informer.New + handler.EnqueueKey + " +
+			"controller.New/Run with 2 workers (defaults: managedFields stripped). client-go: NewSharedIndexInformer " +
+			"(defaults) + NewTypedRateLimitingQueue + 2 workers calling GetByKey. sync_ms: start to HasSynced (polled every " +
+			"ms on both sides), sync_cpu_ms the process CPU time meanwhile (building the list included); the event phase starts once every listed key was processed and ends when every key's final " +
+			"state was read by a worker; events_per_sec includes building the events (on the watch goroutine, in parallel); " +
+			"cpu, allocations and bytes are process rusage and runtime.MemStats deltas over that phase. reads_per_event: " +
+			"worker cache reads per event (below 1 where updates of a key coalesce). live_heap_mb: heap after the churn " +
 			"and two GCs, minus the heap before the informer started.",
-			cfg.Objects, cfg.Namespaces, cfg.PageSize, cfg.Events),
 		Metrics: []Metric{
 			{Name: "sync_ms", Unit: "ms", Better: "lower"},
 			{Name: "sync_cpu_ms", Unit: "ms", Better: "lower"},
 			{Name: "events_per_sec", Unit: "events/s", Better: "higher"},
-			{Name: "cpu_us_per_event_net", Unit: "µs", Better: "lower"},
-			{Name: "allocs_per_event_net", Unit: "allocs", Better: "lower"},
-			{Name: "bytes_per_event_net", Unit: "B", Better: "lower"},
+			{Name: "cpu_us_per_event" + net, Unit: "µs", Better: "lower"},
+			{Name: "allocs_per_event" + net, Unit: "allocs", Better: "lower"},
+			{Name: "bytes_per_event" + net, Unit: "B", Better: "lower"},
 			{Name: "reads_per_event", Unit: "reads", Better: "lower"},
 			{Name: "live_heap_mb", Unit: "MB", Better: "lower"},
 		},
@@ -272,33 +289,53 @@ type pipeline interface {
 
 func runPipeline(ctx context.Context, cfg PipelineConfig, side string) (Result, error) {
 	in := newPipelineInput(cfg)
-	cost := measureSourceCost(in)
 	gate := make(chan struct{})
-	src := configMapSource(cfg.Objects, cfg.Namespaces, func(ctx context.Context, n int) (watch.Interface, error) {
-		if n > 0 {
-			return idleWatch(), nil // a second watch would mean the first one was lost: verification fails
+	var (
+		cost sourceCost
+		lws  pipelineLWs
+	)
+	if cfg.Wire {
+		w, err := wireInputOf(in, cfg)
+		if err != nil {
+			return nil, err
 		}
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		return newGeneratedWatch(in), nil
-	})
+		lws = (&wireServer{in: w, pageSize: cfg.PageSize, gate: gate}).listerWatchers()
+	} else {
+		cost = measureSourceCost(in)
+		src := configMapSource(cfg.Objects, cfg.Namespaces, func(ctx context.Context, n int) (watch.Interface, error) {
+			if n > 0 {
+				return idleWatch(), nil // a second watch would mean the first one was lost: verification fails
+			}
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return newGeneratedWatch(in), nil
+		})
+		lws = pipelineLWs{ctrlkit: newCtrlkitLW(src), clientGo: newClientGoLW(src), check: src.checkPipeline}
+	}
 	r := &pipelineRun{in: in, seen: make([]atomic.Int64, len(in.keys)), done: make(chan struct{})}
 	base := liveHeap()
 
+	endSync := func() {}
+	if cfg.phase != nil {
+		endSync = cfg.phase("sync")
+	}
 	cpuStart, start := processCPU(), time.Now()
-	p, err := startPipeline(ctx, side, src, r.observe)
+	p, err := startPipeline(ctx, side, lws, r.observe)
 	if err != nil {
 		return nil, err
 	}
-	res, err := measurePipeline(ctx, p, r, gate, start, cpuStart, cfg, cost, base)
+	res, err := measurePipeline(ctx, p, r, gate, start, cpuStart, endSync, cfg, cost, base)
 	if serr := p.stop(); err == nil {
 		err = serr
 	}
 	if err == nil {
-		err = verifyPipeline(p, r, src, cfg.PageSize)
+		err = lws.check(cfg.Objects, cfg.PageSize)
+	}
+	if err == nil {
+		err = verifyPipeline(p, r)
 	}
 	if err != nil {
 		return nil, err
@@ -306,17 +343,26 @@ func runPipeline(ctx context.Context, cfg PipelineConfig, side string) (Result, 
 	return res, nil
 }
 
-func startPipeline(ctx context.Context, side string, src *memSource[corev1.ConfigMap, *corev1.ConfigMap],
-	observe func(string, *corev1.ConfigMap, bool)) (pipeline, error) {
+// pipelineLWs is S1's source as each side's ListerWatcher, and the check
+// of what it served (n objects listed in pages of pageSize, one watch).
+type pipelineLWs struct {
+	ctrlkit  reflector.ListerWatcher[*corev1.ConfigMap]
+	clientGo cache.ListerWatcher
+	check    func(n, pageSize int) error
+}
+
+func startPipeline(ctx context.Context, side string, lws pipelineLWs, observe func(string, *corev1.ConfigMap, bool)) (pipeline, error) {
 	if side == Ctrlkit {
-		return startCtrlkitPipeline(ctx, src, observe)
+		return startCtrlkitPipeline(ctx, lws.ctrlkit, observe)
 	}
-	return startClientGoPipeline(ctx, src, observe), nil
+	return startClientGoPipeline(ctx, lws.clientGo, observe), nil
 }
 
 func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan struct{}, start time.Time, cpuStart time.Duration,
-	cfg PipelineConfig, cost sourceCost, base uint64) (Result, error) {
-	if err := poll(ctx, 5*time.Minute, time.Millisecond, "informer synced", p.synced); err != nil {
+	endSync func(), cfg PipelineConfig, cost sourceCost, base uint64) (Result, error) {
+	err := poll(ctx, 5*time.Minute, time.Millisecond, "informer synced", p.synced)
+	endSync()
+	if err != nil {
 		return nil, err
 	}
 	synced, syncCPU := time.Since(start), processCPU()-cpuStart
@@ -328,8 +374,8 @@ func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan 
 	runtime.ReadMemStats(&before)
 	reads := r.reads.Load()
 	end := func() {}
-	if cfg.eventPhase != nil {
-		end = cfg.eventPhase()
+	if cfg.phase != nil {
+		end = cfg.phase("events")
 	}
 	cpu0 := processCPU()
 	t0 := time.Now()
@@ -349,31 +395,25 @@ func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan 
 	end()
 	runtime.ReadMemStats(&after)
 	live := liveHeap() // the cache after the churn, the run's input excluded
-	n := float64(cfg.Events)
+	n, net := float64(cfg.Events), "_net"
+	if cfg.Wire {
+		net = ""
+	}
 	return Result{
-		"sync_ms":              ms(synced),
-		"sync_cpu_ms":          ms(syncCPU),
-		"events_per_sec":       n / elapsed.Seconds(),
-		"cpu_us_per_event_net": float64(cpu.Microseconds())/n - cost.cpu,
-		"allocs_per_event_net": float64(after.Mallocs-before.Mallocs)/n - cost.allocs,
-		"bytes_per_event_net":  float64(after.TotalAlloc-before.TotalAlloc)/n - cost.bytes,
-		"reads_per_event":      float64(r.reads.Load()-reads) / n,
-		"live_heap_mb":         (float64(live) - float64(base)) / (1 << 20),
+		"sync_ms":                ms(synced),
+		"sync_cpu_ms":            ms(syncCPU),
+		"events_per_sec":         n / elapsed.Seconds(),
+		"cpu_us_per_event" + net: float64(cpu.Microseconds())/n - cost.cpu,
+		"allocs_per_event" + net: float64(after.Mallocs-before.Mallocs)/n - cost.allocs,
+		"bytes_per_event" + net:  float64(after.TotalAlloc-before.TotalAlloc)/n - cost.bytes,
+		"reads_per_event":        float64(r.reads.Load()-reads) / n,
+		"live_heap_mb":           (float64(live) - float64(base)) / (1 << 20),
 	}, nil
 }
 
-// verifyPipeline checks that the side listed (no watch-list), watched once,
-// handed the workers only known keys, and that its cache equals the source.
-func verifyPipeline(p pipeline, r *pipelineRun, src *memSource[corev1.ConfigMap, *corev1.ConfigMap], pageSize int) error {
-	if err := src.checkPaths(1); err != nil {
-		return err
-	}
-	if n, want := int(src.pages.Load()), (src.n+pageSize-1)/pageSize; n != want {
-		return fmt.Errorf("listed %d pages, want %d of %d", n, want, pageSize)
-	}
-	if n := src.watches.Load(); n != 1 {
-		return fmt.Errorf("%d watches, want 1", n)
-	}
+// verifyPipeline checks that the side handed the workers only known keys
+// and that its cache equals the source.
+func verifyPipeline(p pipeline, r *pipelineRun) error {
 	if n := r.unknown.Load(); n > 0 {
 		return fmt.Errorf("workers got %d keys that are not in the input", n)
 	}
@@ -415,9 +455,9 @@ type ctrlkitPipeline struct {
 	errs   [2]error
 }
 
-func startCtrlkitPipeline(ctx context.Context, src *memSource[corev1.ConfigMap, *corev1.ConfigMap],
+func startCtrlkitPipeline(ctx context.Context, lw reflector.ListerWatcher[*corev1.ConfigMap],
 	observe func(string, *corev1.ConfigMap, bool)) (*ctrlkitPipeline, error) {
-	inf, err := informer.New[*corev1.ConfigMap](newCtrlkitLW(src),
+	inf, err := informer.New[*corev1.ConfigMap](lw,
 		informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}, DetectMutations: informer.DetectNever}})
 	if err != nil {
 		return nil, err
@@ -463,9 +503,9 @@ type clientGoPipeline struct {
 	wg     sync.WaitGroup
 }
 
-func startClientGoPipeline(ctx context.Context, src *memSource[corev1.ConfigMap, *corev1.ConfigMap],
+func startClientGoPipeline(ctx context.Context, lw cache.ListerWatcher,
 	observe func(string, *corev1.ConfigMap, bool)) *clientGoPipeline {
-	inf := cache.NewSharedIndexInformer(newClientGoLW(src), &corev1.ConfigMap{}, 0,
+	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	q := cgworkqueue.NewTypedRateLimitingQueue(cgworkqueue.DefaultTypedControllerRateLimiter[string]())
 	enqueue := func(obj any) {

@@ -102,6 +102,22 @@ func TestPipeline_bothLibrariesProcessEveryEventAndCacheTheSource(t *testing.T) 
 	}
 }
 
+func TestPipeline_wireBothLibrariesDecodeTheServersBytesAndCacheTheSource(t *testing.T) {
+	s := Pipeline(PipelineConfig{Objects: 3000, Events: 20000, Namespaces: 10, PageSize: 500, Wire: true})
+	for _, side := range []string{Ctrlkit, ClientGo} {
+		res, err := s.Run(t.Context(), side)
+		if err != nil {
+			t.Fatalf("%s: %v", side, err)
+		}
+		// Decoding a ConfigMap allocates its strings and maps: a side that
+		// did not decode would allocate far less.
+		if res["events_per_sec"] <= 0 || res["sync_ms"] <= 0 || res["allocs_per_event"] < 10 || res["live_heap_mb"] <= 0 {
+			t.Errorf("%s: implausible result %v", side, res)
+		}
+		t.Logf("%s: %v", side, res)
+	}
+}
+
 func TestMemory_bothLibrariesCacheEveryPodWithAndWithoutManagedFields(t *testing.T) {
 	s := Memory(MemoryConfig{Objects: 2000, Namespaces: 10})
 	for _, side := range []string{Ctrlkit, ClientGo} {
@@ -143,14 +159,27 @@ func testRelist(t *testing.T, s Scenario) {
 var eventProfile = flag.String("eventprofile", "", "BenchmarkPipeline: write a CPU profile of S1's event phase to `prefix`.cpu "+
 	"and heap profiles at its start and end to prefix.heap.start and prefix.heap.end (compare with pprof -base)")
 
+var profilePhase = flag.String("profilephase", "events", "BenchmarkPipeline: the phase -eventprofile profiles: events or sync")
+
+var wire = flag.Bool("wire", false, "BenchmarkPipeline: serve the input as protobuf bytes (S1 pipeline, protobuf)")
+
 // BenchmarkPipeline runs S1 once per iteration and side at its default size,
 // for profiling the event phase alone:
 //
-//	go test -run '^$' -bench 'Pipeline/ctrlkit' -benchtime 1x ./scenario/ -eventprofile /tmp/s1
+//	go test -run '^$' -bench 'Pipeline/ctrlkit' -benchtime 1x ./scenario/ -eventprofile /tmp/s1 [-wire]
 func BenchmarkPipeline(b *testing.B) {
-	cfg := PipelineConfig{Objects: 100000, Events: 500000, Namespaces: 100, PageSize: 500}
+	cfg := PipelineConfig{Objects: 100000, Events: 500000, Namespaces: 100, PageSize: 500, Wire: *wire}
+	net := "_net"
+	if *wire {
+		net = ""
+	}
 	if *eventProfile != "" {
-		cfg.eventPhase = func() func() { return profileEvents(b, *eventProfile) }
+		cfg.phase = func(name string) func() {
+			if name != *profilePhase {
+				return func() {}
+			}
+			return profileEvents(b, *eventProfile)
+		}
 	}
 	s := Pipeline(cfg)
 	for _, side := range []string{Ctrlkit, ClientGo} {
@@ -161,8 +190,8 @@ func BenchmarkPipeline(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.ReportMetric(res["events_per_sec"], "events/s")
-				b.ReportMetric(res["allocs_per_event_net"], "allocs/event-net")
-				b.ReportMetric(res["cpu_us_per_event_net"], "µs-cpu/event-net")
+				b.ReportMetric(res["allocs_per_event"+net], "allocs/event"+net)
+				b.ReportMetric(res["cpu_us_per_event"+net], "µs-cpu/event"+net)
 			}
 		})
 	}

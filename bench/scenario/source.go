@@ -46,6 +46,11 @@ type memSource[E any, P ptrObject[E]] struct {
 	// watch serves watch number n (0 for the first).
 	watch func(ctx context.Context, n int) (watch.Interface, error)
 
+	requests
+}
+
+// requests counts what a source served, for a run's verification.
+type requests struct {
 	lists, pages, watches, watchLists atomic.Int32
 }
 
@@ -86,12 +91,27 @@ func (s *memSource[E, P]) startWatch(ctx context.Context, opts metav1.ListOption
 }
 
 // checkPaths fails if a side tried watch-list or did not list wantLists times.
-func (s *memSource[E, P]) checkPaths(wantLists int) error {
+func (s *requests) checkPaths(wantLists int) error {
 	if n := s.watchLists.Load(); n > 0 {
 		return fmt.Errorf("%d watch-list requests: the side did not take the list path", n)
 	}
 	if n := int(s.lists.Load()); n != wantLists {
 		return fmt.Errorf("%d lists, want %d", n, wantLists)
+	}
+	return nil
+}
+
+// checkPipeline fails unless a side listed n objects once in pages of
+// pageSize, without watch-list, and watched once.
+func (s *requests) checkPipeline(n, pageSize int) error {
+	if err := s.checkPaths(1); err != nil {
+		return err
+	}
+	if got, want := int(s.pages.Load()), (n+pageSize-1)/pageSize; got != want {
+		return fmt.Errorf("listed %d pages, want %d of %d", got, want, pageSize)
+	}
+	if got := s.watches.Load(); got != 1 {
+		return fmt.Errorf("%d watches, want 1", got)
 	}
 	return nil
 }

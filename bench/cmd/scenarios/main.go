@@ -30,7 +30,7 @@ func main() {
 
 func run() error {
 	rounds := flag.Int("rounds", 3, "rounds per scenario; each round runs ctrlkit, client-go and client-go again (A/A)")
-	only := flag.String("only", "S1,S2,S3,S4,S5,S6,S7,S8", "comma-separated scenarios to run")
+	only := flag.String("only", "S1,S1w,S2,S3,S4,S5,S6,S7,S8", "comma-separated scenarios to run (S1w: S1 on protobuf bytes)")
 	out := flag.String("json", "scenarios.json", "where to write every run as JSON")
 	s1Objects := flag.Int("s1-objects", 100000, "S1: ConfigMaps in the initial list")
 	s1Events := flag.Int("s1-events", 500000, "S1: watch events after the list")
@@ -49,26 +49,33 @@ func run() error {
 	defer stop()
 
 	var scenarios []scenario.Scenario
-	if strings.Contains(*only, "S1") {
+	picked := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		picked[strings.TrimSpace(s)] = true
+	}
+	if picked["S1"] {
 		scenarios = append(scenarios, scenario.Pipeline(scenario.PipelineConfig{Objects: *s1Objects, Events: *s1Events, Namespaces: 100, PageSize: 500}))
 	}
-	if strings.Contains(*only, "S2") {
+	if picked["S1w"] {
+		scenarios = append(scenarios, scenario.Pipeline(scenario.PipelineConfig{Objects: *s1Objects, Events: *s1Events, Namespaces: 100, PageSize: 500, Wire: true}))
+	}
+	if picked["S2"] {
 		scenarios = append(scenarios, scenario.Memory(scenario.MemoryConfig{Objects: *s2Pods, Namespaces: 100}))
 	}
-	if strings.Contains(*only, "S3") {
+	if picked["S3"] {
 		scenarios = append(scenarios, scenario.Queue(scenario.QueueConfig{Keys: *keys, Adds: *adds, Producers: 2, Workers: 2}))
 	}
-	if strings.Contains(*only, "S4") {
+	if picked["S4"] {
 		scenarios = append(scenarios, scenario.Relist(scenario.RelistConfig{Objects: *s4Objects, Namespaces: 100}),
 			scenario.Relist(scenario.RelistConfig{Objects: *s4Objects, Namespaces: 100, Atomic: true}))
 	}
-	if strings.Contains(*only, "S6") {
+	if picked["S6"] {
 		scenarios = append(scenarios, scenario.NoisyNeighbour(scenario.FairConfig{Backlog: *backlog}))
 	}
-	if strings.Contains(*only, "S7") {
+	if picked["S7"] {
 		scenarios = append(scenarios, scenario.Startup(scenario.FairConfig{Backlog: *backlog}))
 	}
-	if strings.Contains(*only, "S5") {
+	if picked["S5"] {
 		s, cleanup, err := serverScenario(ctx, *objects)
 		if err != nil {
 			return err
@@ -76,7 +83,7 @@ func run() error {
 		defer cleanup()
 		scenarios = append(scenarios, s)
 	}
-	if strings.Contains(*only, "S8") {
+	if picked["S8"] {
 		s, err := leanScenario(ctx, scenario.LeanConfig{Pods: *s8Pods, Updates: *s8Updates, Writers: *s8Writers,
 			Namespaces: 100, PageSize: 500, CreateBudget: *s8Budget, Progress: os.Stderr})
 		if err != nil {

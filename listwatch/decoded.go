@@ -49,15 +49,23 @@ func Projected[P object.Object, F any](d Discovery, gvk schema.GroupVersionKind,
 			"the reflector reads names, resource versions and watch-list bookmarks through them", zero)
 	}
 	k := &KindListerWatcher[P]{d: d, gvk: gvk, opts: opts}
-	dec := &projected[P]{k: k, plan: plan}
+	dec := &decoder[P]{k: k, item: plan.Decode, envelope: plan.DecodeEnvelope, fromJSON: plan.DecodeJSON, as: "a projection"}
 	k.lw = New[P](dec.list, dec.watch, opts.Options)
 	return k, nil
 }
 
-// projected decodes a kind's lists and watches into projections.
-type projected[P object.Object] struct {
-	k    *KindListerWatcher[P]
-	plan *projection.Plan[P]
+// decoder lists and watches a kind with its own decoding in place of the
+// REST client's: list pages, watch frames and envelopes are read where
+// they lie in the body, and only each object's bytes are decoded, by item
+// (protobuf, an object inside a list), envelope (protobuf, an object in
+// its own envelope, as in a watch event) or fromJSON. Every decoding
+// function copies what it keeps: a body's buffer is reused.
+type decoder[P object.Object] struct {
+	k        *KindListerWatcher[P]
+	item     func([]byte) (P, error)
+	envelope func([]byte) (P, error)
+	fromJSON func([]byte) (P, error)
+	as       string // what the objects are decoded as, for errors: "a projection"
 }
 
 // page is one decoded list page, shaped as the list object New reads: its
@@ -90,14 +98,15 @@ func item[P object.Object](obj P, err error) runtime.Object {
 // shared or changed.
 func (p *page[P]) DeepCopyObject() runtime.Object { c := *p; return &c }
 
-func (d *projected[P]) list(ctx context.Context, opts metav1.ListOptions) (*page[P], error) {
+func (d *decoder[P]) list(ctx context.Context, opts metav1.ListOptions) (*page[P], error) {
 	req, err := d.k.request(&opts)
 	if err != nil {
 		return nil, err
 	}
-	body, err := req.Do(ctx).Raw()
+	res := req.Do(ctx)
+	body, err := res.Raw()
 	if err != nil {
-		return nil, err
+		return nil, res.Error() // the server's Status, as the REST client's Get reports it
 	}
 	if isProtobuf(body) {
 		env, err := projection.Unwrap(body)
@@ -106,7 +115,7 @@ func (d *projected[P]) list(ctx context.Context, opts metav1.ListOptions) (*page
 		}
 		out := &page[P]{}
 		if err := listFields(env.Raw, &out.ListMeta, func(raw []byte) {
-			out.Items = append(out.Items, item(d.plan.Decode(raw)))
+			out.Items = append(out.Items, item(d.item(raw)))
 		}); err != nil {
 			return nil, fmt.Errorf("listwatch: decoding a list of %s: %w", d.k.gvk.Kind, err)
 		}
@@ -121,7 +130,7 @@ func (d *projected[P]) list(ctx context.Context, opts metav1.ListOptions) (*page
 	}
 	out := &page[P]{ListMeta: l.Metadata, Items: make([]runtime.Object, 0, len(l.Items))}
 	for _, raw := range l.Items {
-		out.Items = append(out.Items, item(d.plan.DecodeJSON(raw)))
+		out.Items = append(out.Items, item(d.fromJSON(raw)))
 	}
 	return out, nil
 }
@@ -158,7 +167,7 @@ func listFields(b []byte, meta *metav1.ListMeta, each func([]byte)) error {
 	return nil
 }
 
-func (d *projected[P]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+func (d *decoder[P]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
 	req, err := d.k.request(&opts)
 	if err != nil {
@@ -168,7 +177,7 @@ func (d *projected[P]) watch(ctx context.Context, opts metav1.ListOptions) (watc
 	if err != nil {
 		return nil, err
 	}
-	w := &projectedWatch[P]{plan: d.plan, body: body, r: bufio.NewReaderSize(body, 64<<10),
+	w := &decodedWatch[P]{d: d, body: body, r: bufio.NewReaderSize(body, 64<<10),
 		out: make(chan watch.Event), done: make(chan struct{})}
 	go w.run()
 	return w, nil
@@ -177,20 +186,21 @@ func (d *projected[P]) watch(ctx context.Context, opts metav1.ListOptions) (watc
 // isProtobuf reports whether a response body is Kubernetes protobuf.
 func isProtobuf(body []byte) bool { return bytes.HasPrefix(body, []byte("k8s\x00")) }
 
-// projectedWatch decodes a watch stream, protobuf frames or JSON, into
-// events carrying projections.
-type projectedWatch[P object.Object] struct {
-	plan *projection.Plan[P]
-	body io.ReadCloser
-	r    *bufio.Reader
-	out  chan watch.Event
-	done chan struct{}
-	stop sync.Once
+// decodedWatch decodes a watch stream, protobuf frames or JSON, into
+// events carrying the decoder's objects.
+type decodedWatch[P object.Object] struct {
+	d     *decoder[P]
+	body  io.ReadCloser
+	r     *bufio.Reader
+	frame []byte // the last protobuf frame read; reused
+	out   chan watch.Event
+	done  chan struct{}
+	stop  sync.Once
 }
 
-func (w *projectedWatch[P]) ResultChan() <-chan watch.Event { return w.out }
+func (w *decodedWatch[P]) ResultChan() <-chan watch.Event { return w.out }
 
-func (w *projectedWatch[P]) Stop() {
+func (w *decodedWatch[P]) Stop() {
 	w.stop.Do(func() {
 		close(w.done)
 		w.body.Close()
@@ -200,7 +210,7 @@ func (w *projectedWatch[P]) Stop() {
 // run reads events until the stream ends or Stop; a frame that does not
 // decode ends the watch with an error event (the reflector watches again
 // or relists).
-func (w *projectedWatch[P]) run() {
+func (w *decodedWatch[P]) run() {
 	defer close(w.out)
 	defer w.body.Close()
 	first, err := w.r.Peek(1)
@@ -223,7 +233,7 @@ func (w *projectedWatch[P]) run() {
 			default:
 			}
 			ev = watch.Event{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure,
-				Message: "listwatch: a watch event did not decode as a projection: " + err.Error(), Reason: metav1.StatusReasonInternalError}}
+				Message: "listwatch: a watch event did not decode as " + w.d.as + ": " + err.Error(), Reason: metav1.StatusReasonInternalError}}
 		}
 		select {
 		case w.out <- ev:
@@ -239,12 +249,16 @@ func (w *projectedWatch[P]) run() {
 // nextProtobuf reads one length-prefixed frame: a WatchEvent, without an
 // envelope (type 1, object 2: a RawExtension whose raw 1 is the object
 // in its own envelope).
-func (w *projectedWatch[P]) nextProtobuf() (watch.Event, error) {
+func (w *decodedWatch[P]) nextProtobuf() (watch.Event, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(w.r, size[:]); err != nil {
 		return watch.Event{}, io.EOF // the stream ended (or was stopped)
 	}
-	frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+	n := int(binary.BigEndian.Uint32(size[:]))
+	if cap(w.frame) < n {
+		w.frame = make([]byte, n)
+	}
+	frame := w.frame[:n]
 	if _, err := io.ReadFull(w.r, frame); err != nil {
 		return watch.Event{}, io.EOF
 	}
@@ -301,7 +315,7 @@ func watchEventFields(b []byte) (typ string, raw []byte, err error) {
 }
 
 // nextJSON returns a reader of JSON watch events.
-func (w *projectedWatch[P]) nextJSON(dec *json.Decoder) func() (watch.Event, error) {
+func (w *decodedWatch[P]) nextJSON(dec *json.Decoder) func() (watch.Event, error) {
 	return func() (watch.Event, error) {
 		var ev struct {
 			Type   string          `json:"type"`
@@ -322,9 +336,9 @@ func (w *projectedWatch[P]) nextJSON(dec *json.Decoder) func() (watch.Event, err
 	}
 }
 
-// event decodes an event's object: a Status for ERROR, a projection
-// otherwise.
-func (w *projectedWatch[P]) event(typ string, raw []byte, protobuf bool) (watch.Event, error) {
+// event decodes an event's object: a Status for ERROR, the decoder's
+// object otherwise.
+func (w *decodedWatch[P]) event(typ string, raw []byte, protobuf bool) (watch.Event, error) {
 	if watch.EventType(typ) == watch.Error {
 		st := &metav1.Status{}
 		var err error
@@ -341,9 +355,9 @@ func (w *projectedWatch[P]) event(typ string, raw []byte, protobuf bool) (watch.
 	var obj P
 	var err error
 	if protobuf {
-		obj, err = w.plan.DecodeEnvelope(raw)
+		obj, err = w.d.envelope(raw)
 	} else {
-		obj, err = w.plan.DecodeJSON(raw)
+		obj, err = w.d.fromJSON(raw)
 	}
 	return watch.Event{Type: watch.EventType(typ), Object: item(obj, err)}, nil
 }

@@ -1,0 +1,157 @@
+package listwatch
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/projection"
+)
+
+// protoMessage is a type with generated protobuf decoding, as every type
+// of Kubernetes' own API has.
+type protoMessage interface{ Unmarshal([]byte) error }
+
+// direct returns the decoder of Kind for T when T is one of Kubernetes' own
+// types, which the API server sends in protobuf: each object is decoded by
+// T's generated Unmarshal straight from the list page or watch frame, with
+// none of the copies the REST client's decoding makes on the way (the
+// watch event's raw object, the envelope's raw bytes), and, unless
+// opts.KeepManagedFields, without its metadata.managedFields, which are
+// cut from the bytes before decoding (an informer would strip them after).
+// A JSON response (a server that does not send protobuf) is decoded by
+// d.Serializer's JSON serializer, as the REST client would, and its
+// managedFields dropped after. It reports
+// false for any other T, which Kind reads through the REST client.
+func direct[T object.Object](k *KindListerWatcher[T]) (*decoder[T], bool) {
+	typ := reflect.TypeFor[T]()
+	if typ.Kind() != reflect.Pointer || typ.Elem().Kind() != reflect.Struct || !clientgoscheme.Scheme.IsVersionRegistered(k.gvk.GroupVersion()) {
+		return nil, false
+	}
+	if _, ok := reflect.Zero(typ).Interface().(protoMessage); !ok {
+		return nil, false
+	}
+	var js runtime.Decoder
+	for _, info := range k.d.Serializer.SupportedMediaTypes() {
+		if info.MediaType == runtime.ContentTypeJSON {
+			js = info.Serializer
+		}
+	}
+	if js == nil {
+		return nil, false
+	}
+	strip := !k.opts.KeepManagedFields && metadataIsField1(typ.Elem())
+	elem, kind := typ.Elem(), k.gvk.Kind
+	item := func(b []byte) (T, error) {
+		obj := reflect.New(elem).Interface().(T)
+		if strip {
+			buf := scratch.Get().(*[]byte)
+			defer scratch.Put(buf)
+			b = withoutManagedFields(b, buf)
+		}
+		return obj, any(obj).(protoMessage).Unmarshal(b)
+	}
+	return &decoder[T]{k: k, item: item, as: "a " + kind,
+		envelope: func(b []byte) (T, error) {
+			env, err := projection.Unwrap(b)
+			if err == nil && env.Kind != "" && env.Kind != kind {
+				err = fmt.Errorf("the object is a %s, not a %s", env.Kind, kind)
+			}
+			if err != nil {
+				var zero T
+				return zero, err
+			}
+			return item(env.Raw)
+		},
+		fromJSON: func(b []byte) (T, error) {
+			obj := reflect.New(elem).Interface().(T)
+			_, _, err := js.Decode(b, nil, any(obj).(runtime.Object))
+			any(obj).(runtime.Object).GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{}) // as the REST client's decoding leaves it
+			if m, ok := any(obj).(metav1.Object); ok && !k.opts.KeepManagedFields {
+				m.SetManagedFields(nil)
+			}
+			return obj, err
+		},
+	}, true
+}
+
+// scratch holds buffers for withoutManagedFields.
+var scratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// metadataIsField1 reports whether the struct t has its ObjectMeta as
+// protobuf field 1, as Kubernetes' types do.
+func metadataIsField1(t reflect.Type) bool {
+	f, ok := t.FieldByName("ObjectMeta")
+	return ok && strings.HasPrefix(f.Tag.Get("protobuf"), "bytes,1,")
+}
+
+// withoutManagedFields returns obj, an object's protobuf encoding, without
+// metadata.managedFields (field 17 of ObjectMeta, field 1 of the object),
+// built in *buf; obj itself when it has none or does not parse (Unmarshal
+// then reports what is wrong, or the fields are stripped after decoding).
+func withoutManagedFields(obj []byte, buf *[]byte) []byte {
+	start, meta, end := 0, []byte(nil), 0
+	for off := 0; off < len(obj); {
+		num, wt, n := protowire.ConsumeTag(obj[off:])
+		if n < 0 {
+			return obj
+		}
+		m := protowire.ConsumeFieldValue(num, wt, obj[off+n:])
+		if m < 0 {
+			return obj
+		}
+		if num == 1 && wt == protowire.BytesType {
+			meta, _ = protowire.ConsumeBytes(obj[off+n:])
+			start, end = off, off+n+m
+			break
+		}
+		off += n + m
+	}
+	keep, found := 0, false
+	if !eachField(meta, func(num protowire.Number, field []byte) {
+		if num == 17 {
+			found = true
+		} else {
+			keep += len(field)
+		}
+	}) || !found {
+		return obj
+	}
+	b := append((*buf)[:0], obj[:start]...)
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(keep))
+	eachField(meta, func(num protowire.Number, field []byte) {
+		if num != 17 {
+			b = append(b, field...)
+		}
+	})
+	b = append(b, obj[end:]...)
+	*buf = b
+	return b
+}
+
+// eachField calls fn with the number and whole encoding (tag included) of
+// each field of the message b, and reports whether b parsed.
+func eachField(b []byte, fn func(protowire.Number, []byte)) bool {
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		m := protowire.ConsumeFieldValue(num, wt, b[n:])
+		if m < 0 {
+			return false
+		}
+		fn(num, b[:n+m])
+		b = b[n+m:]
+	}
+	return true
+}
