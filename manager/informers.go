@@ -149,7 +149,7 @@ func sharedInformer[T Object](m *Manager, gvk schema.GroupVersionKind, scope Sco
 	inf, err := informer.For(m.factory, key, func() reflector.ListerWatcher[T] {
 		received := m.received.bytes.WithLabelValues(name)
 		lw, buildErr = build(listwatch.KindOptions{
-			Options:       m.cutOptions(listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}, cut, name),
+			Options:           m.cutOptions(listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}, cut, name),
 			Namespace:         scope.Namespace,
 			ReceivedBytes:     func(n int) { received.Add(float64(n)) },
 			KeepManagedFields: m.opts.Informers.KeepManagedFields,
