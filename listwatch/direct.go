@@ -97,61 +97,71 @@ func metadataIsField1(t reflect.Type) bool {
 // metadata.managedFields (field 17 of ObjectMeta, field 1 of the object),
 // built in *buf; obj itself when it has none or does not parse (Unmarshal
 // then reports what is wrong, or the fields are stripped after decoding).
+// Encoders write fields in order, so managedFields are one run at the end
+// of the metadata: the copy is of the bytes around that run.
 func withoutManagedFields(obj []byte, buf *[]byte) []byte {
-	start, meta, end := 0, []byte(nil), 0
-	for off := 0; off < len(obj); {
-		num, wt, n := protowire.ConsumeTag(obj[off:])
-		if n < 0 {
+	num, meta, start, n := nextField(obj, 0)
+	for num != 1 {
+		if n <= 0 {
 			return obj
 		}
-		m := protowire.ConsumeFieldValue(num, wt, obj[off+n:])
-		if m < 0 {
-			return obj
-		}
-		if num == 1 && wt == protowire.BytesType {
-			meta, _ = protowire.ConsumeBytes(obj[off+n:])
-			start, end = off, off+n+m
-			break
-		}
-		off += n + m
+		num, meta, start, n = nextField(obj, start+n)
 	}
-	keep, found := 0, false
-	if !eachField(meta, func(num protowire.Number, field []byte) {
-		if num == 17 {
-			found = true
-		} else {
-			keep += len(field)
+	// meta is [metaStart, start+n) in obj: find the run of field 17 in it.
+	metaStart := start + n - len(meta)
+	from, to := -1, -1
+	for off := 0; off < len(meta); {
+		f, _, at, m := nextField(meta, off)
+		if m <= 0 {
+			return obj
 		}
-	}) || !found {
+		switch {
+		case f == 17 && from == -1:
+			from = at
+		case f == 17 && to != -1:
+			return obj // a second run: not as an encoder writes; leave it to the informer's strip
+		case f != 17 && from != -1 && to == -1:
+			to = at
+		}
+		off = at + m
+	}
+	if from == -1 {
 		return obj
+	}
+	if to == -1 {
+		to = len(meta)
 	}
 	b := append((*buf)[:0], obj[:start]...)
 	b = protowire.AppendTag(b, 1, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(keep))
-	eachField(meta, func(num protowire.Number, field []byte) {
-		if num != 17 {
-			b = append(b, field...)
-		}
-	})
-	b = append(b, obj[end:]...)
+	b = protowire.AppendVarint(b, uint64(len(meta)-(to-from)))
+	b = append(b, obj[metaStart:metaStart+from]...)
+	b = append(b, obj[metaStart+to:]...)
 	*buf = b
 	return b
 }
 
-// eachField calls fn with the number and whole encoding (tag included) of
-// each field of the message b, and reports whether b parsed.
-func eachField(b []byte, fn func(protowire.Number, []byte)) bool {
-	for len(b) > 0 {
-		num, wt, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		m := protowire.ConsumeFieldValue(num, wt, b[n:])
-		if m < 0 {
-			return false
-		}
-		fn(num, b[:n+m])
-		b = b[n+m:]
+// nextField reads the field of b at off: its number, its value when it is
+// length-delimited, where it starts and its whole length; n <= 0 at the end
+// of b or where b does not parse.
+func nextField(b []byte, off int) (num protowire.Number, value []byte, at, n int) {
+	if off >= len(b) {
+		return 0, nil, off, 0
 	}
-	return true
+	num, wt, t := protowire.ConsumeTag(b[off:])
+	if t < 0 {
+		return 0, nil, off, -1
+	}
+	var m int
+	switch wt {
+	case protowire.BytesType:
+		value, m = protowire.ConsumeBytes(b[off+t:])
+	case protowire.VarintType:
+		_, m = protowire.ConsumeVarint(b[off+t:])
+	default:
+		m = protowire.ConsumeFieldValue(num, wt, b[off+t:])
+	}
+	if m < 0 {
+		return 0, nil, off, -1
+	}
+	return num, value, off, t + m
 }
