@@ -175,6 +175,10 @@ func (c *Controller[K]) Add(key K) { c.queue.Add(key) }
 // concurrent use.
 func (c *Controller[K]) AddWithPriority(key K, priority int) { c.queue.AddWithPriority(key, priority) }
 
+// NeverBlocks declares that Add and AddWithPriority never wait on anything
+// but the queue's short lock (handler.NonBlockingAdder).
+func (c *Controller[K]) NeverBlocks() {}
+
 // Queue returns the controller's work queue, for AddAfter and inspection.
 func (c *Controller[K]) Queue() *workqueue.Queue[K] { return c.queue }
 

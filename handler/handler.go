@@ -63,6 +63,24 @@ type KeyHandler interface {
 	OnKey(key string, background bool)
 }
 
+// InlineKeyHandler is a KeyHandler whose OnKey only adds to a queue that
+// never waits: when Inline reports true, an informer calls OnKey on its own
+// goroutine, in order, as it applies each change, instead of handing the key
+// to a goroutine of the handler's (one hand-off, two allocations and a
+// goroutine wake-up less per event). A panic in OnKey is recovered and
+// counted as any handler's. EnqueueKey's handler is one when its queue is a
+// NonBlockingAdder.
+type InlineKeyHandler interface {
+	KeyHandler
+	Inline() bool
+}
+
+// NonBlockingAdder is an Adder whose Add never waits on anything but a
+// short lock of its own: workqueue.Queue and controller.Controller.
+type NonBlockingAdder interface {
+	NeverBlocks()
+}
+
 // Adder is where EnqueueKey puts keys: a workqueue.Queue[K] satisfies it.
 type Adder[K comparable] interface {
 	// Add queues k. It must not block for long: it runs on the handler's
@@ -132,6 +150,13 @@ type enqueueKey[T object.Object] struct {
 // OnKey adds key: the informer's way in, the key computed once; background
 // work goes in at workqueue.LowPriority as in OnAdd and OnUpdate.
 func (e *enqueueKey[T]) OnKey(key string, background bool) { e.q.add(key, background) }
+
+// Inline reports whether the queue never blocks, so the informer may call
+// OnKey on its own goroutine.
+func (e *enqueueKey[T]) Inline() bool {
+	_, ok := e.q.q.(NonBlockingAdder)
+	return ok
+}
 
 func (e *enqueueKey[T]) OnAdd(obj T, isInInitialList bool) {
 	key, err := object.MetaNamespaceKeyFunc(obj)

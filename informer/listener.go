@@ -39,21 +39,36 @@ type listener[T object.Object] struct {
 	armed   bool // the handler has been given the whole cache
 	removed bool
 
+	// inline, if set, is h when it may be called on the informer's
+	// goroutine (handler.InlineKeyHandler): enqueue calls it at once, so
+	// nothing is ever pending for it.
+	inline handler.KeyHandler
+
 	wake chan struct{} // buffer 1: "pending may have grown"
 	stop chan struct{} // closed by Remove
 }
 
 func newListener[T object.Object](i *SharedIndexInformer[T], name string, h handler.Handler[T], resync time.Duration) *listener[T] {
-	return &listener[T]{
+	l := &listener[T]{
 		name: name, h: h, resync: resync, inf: i,
 		pending: map[string]*pendingKey[T]{},
 		wake:    make(chan struct{}, 1), stop: make(chan struct{}),
 	}
+	if ih, ok := h.(handler.InlineKeyHandler); ok && ih.Inline() {
+		l.inline = ih
+	}
+	return l
 }
 
-// enqueue merges n into the key's pending notifications. It never blocks
-// for long and runs no user code.
+// enqueue merges n into the key's pending notifications, or hands the key
+// to an inline handler at once. It is called with the informer's lock
+// held (so an inline handler hears of keys in the informer's order), never
+// blocks for long and runs no user code but an inline handler's OnKey.
 func (l *listener[T]) enqueue(key string, n notification[T], now time.Time) {
+	if l.inline != nil {
+		l.guarded(0, func() { l.inline.OnKey(key, background([]notification[T]{n})) })
+		return
+	}
 	l.mu.Lock()
 	pk, ok := l.pending[key]
 	if !ok {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -21,6 +22,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // pagedLW serves n ConfigMaps one per page. Before serving page p it waits
@@ -205,5 +207,59 @@ func TestInformer_relistOnRequestReturnsWhenATransformAbandonsTheRelist(t *testi
 	slices.Sort(keys)
 	if want := []string{"ns/a", "ns/b"}; !slices.Equal(keys, want) {
 		t.Errorf("cache after the abandoned relist = %q, want %q (nothing deleted)", keys, want)
+	}
+}
+
+// inlineRecorder is a KeyHandler an informer calls on its own goroutine;
+// it panics on the key panicOn after recording it.
+type inlineRecorder struct {
+	keyRecorder
+	panicOn string
+}
+
+func (r *inlineRecorder) Inline() bool { return true }
+
+func (r *inlineRecorder) OnKey(key string, background bool) {
+	r.keyRecorder.OnKey(key, background)
+	if key == r.panicOn {
+		panic("inline handler failed")
+	}
+}
+
+func TestInformer_anInlineKeyHandlerHearsEveryKeyInOrderAndItsPanicsAreCounted(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("a")
+	reg := prometheus.NewRegistry()
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: reg}}})
+	k := &inlineRecorder{panicOn: "ns/b"}
+	r, err := inf.AddEventHandler(k, informer.HandlerOptions{Name: "inline"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	waitFor(t, wait, "sync", r.HasSynced)
+	for i, change := range []func(){ // one at a time: the FIFO would merge changes of one key
+		func() { srv.create("b", nil) },
+		func() { srv.update("a", map[string]string{"k": "v"}) },
+		func() { srv.update("b", map[string]string{"k": "v"}) },
+	} {
+		change()
+		waitFor(t, wait, fmt.Sprintf("change %d", i+1), func() bool { return len(k.calls()) == i+2 })
+	}
+	want := []string{"ns/a background=true", "ns/b background=false", "ns/a background=false", "ns/b background=false"}
+	if got := k.calls(); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if n := counter(t, reg, "ctrlkit_informer_handler_panics_total", "inline"); n != 2 {
+		t.Errorf("%v panics counted, want 2", n)
+	}
+	late := &inlineRecorder{}
+	if _, err := inf.AddEventHandler(late, informer.HandlerOptions{Name: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	got := late.calls() // an inline handler added late is given the cache before AddEventHandler returns
+	slices.Sort(got)
+	if want := []string{"ns/a background=true", "ns/b background=true"}; !slices.Equal(got, want) {
+		t.Errorf("late handler got %q, want %q", got, want)
 	}
 }
