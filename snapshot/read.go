@@ -171,18 +171,30 @@ func (c *chunk[T]) decode(count uint64, decode func([]byte) (T, error)) {
 // for a worker are bounded, and so is the memory beside the objects.
 func readObjectsParallel[T any](r *recordReader, count uint64, decode func([]byte) (T, error), workers int) ([]T, error) {
 	jobs := make(chan *chunk[T], workers)
+	spare := make(chan []byte, 2*workers) // decoded chunks' buffers, for the next chunks (decode keeps no slice)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for c := range jobs {
+				buf := c.data
 				c.decode(count, decode)
+				select {
+				case spare <- buf[:0]:
+				default:
+				}
 			}
 		})
 	}
 	var chunks []*chunk[T]
 	var readErr error
+	size := 0 // the last chunk's bytes: the next is sized as it was, to copy each record once
 	for i := uint64(0); i < count && readErr == nil; {
-		c := &chunk[T]{first: i}
+		c := &chunk[T]{first: i, ends: make([]int, 0, chunkObjects)}
+		select {
+		case c.data = <-spare:
+		default:
+			c.data = make([]byte, 0, size+size/8)
+		}
 		for ; len(c.ends) < chunkObjects && i < count; i++ {
 			b, err := r.record()
 			if err != nil {
@@ -192,6 +204,7 @@ func readObjectsParallel[T any](r *recordReader, count uint64, decode func([]byt
 			c.data = append(c.data, b...)
 			c.ends = append(c.ends, len(c.data))
 		}
+		size = len(c.data)
 		chunks = append(chunks, c)
 		jobs <- c
 	}
