@@ -67,7 +67,9 @@ type KeyHandler interface {
 // never waits: when Inline reports true, an informer calls OnKey on its own
 // goroutine, in order, as it applies each change, instead of handing the key
 // to a goroutine of the handler's (one hand-off, two allocations and a
-// goroutine wake-up less per event). A panic in OnKey is recovered and
+// goroutine wake-up less per event). OnKey then runs while the informer
+// holds its lock: it must not block, nor call the informer or its
+// Registration (that would deadlock). A panic in OnKey is recovered and
 // counted as any handler's. EnqueueKey's handler is one when its queue is a
 // NonBlockingAdder.
 type InlineKeyHandler interface {
@@ -76,7 +78,9 @@ type InlineKeyHandler interface {
 }
 
 // NonBlockingAdder is an Adder whose Add never waits on anything but a
-// short lock of its own: workqueue.Queue and controller.Controller.
+// short lock of its own, nor calls back into an informer: workqueue.Queue
+// and controller.Controller. (Their Add runs the queue's FlowKey, which
+// must not either.)
 type NonBlockingAdder interface {
 	NeverBlocks()
 }
@@ -84,7 +88,7 @@ type NonBlockingAdder interface {
 // Adder is where EnqueueKey puts keys: a workqueue.Queue[K] satisfies it.
 type Adder[K comparable] interface {
 	// Add queues k. It must not block for long: it runs on the handler's
-	// goroutine.
+	// goroutine, or on the informer's for a NonBlockingAdder.
 	Add(k K)
 }
 

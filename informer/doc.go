@@ -27,6 +27,10 @@
 //     the oldest old to the newest, add then delete is nothing, update then
 //     delete is the delete), so it is bounded by the number of distinct keys
 //     and a slow handler delays only itself. The lag is exported as metrics.
+//     The exception is an inline key handler (handler.InlineKeyHandler, such
+//     as EnqueueKey's into a workqueue.Queue): it is called on the informer's
+//     goroutine, under its lock, as each change is applied, and must
+//     neither block nor call the informer or its Registration.
 //   - A handler added late first gets the cached objects as OnAdd(obj, true);
 //     each Registration has its own HasSynced, true once the handler has
 //     returned from every initial-list notification.
@@ -54,8 +58,9 @@
 // nothing; Run starts the reflector, one goroutine popping the FIFO (the
 // cache's only writer) and one goroutine per handler, and returns only after
 // all of them have exited. No handler, transform or user function runs under
-// a lock of the FIFO; index functions run while the informer holds its own
-// lock (which only handler registration and resync also take), so that a
+// a lock of the FIFO; index functions and inline key handlers run while the
+// informer holds its own lock (which only handler registration and resync
+// also take), so that a
 // late handler's snapshot of the cache and the notifications that follow it
 // line up exactly.
 package informer

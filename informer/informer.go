@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,8 +64,9 @@ type HandlerOptions struct {
 
 // SharedIndexInformer keeps an indexed cache of one resource in step with
 // the API server and tells any number of handlers about every change, each
-// from its own goroutine (steps 1 to 6 of the pipeline). See the package
-// documentation for its guarantees.
+// from its own goroutine, or an inline key handler from the informer's
+// (steps 1 to 6 of the pipeline). See the package documentation for its
+// guarantees.
 type SharedIndexInformer[T object.Object] struct {
 	name      string
 	log       *slog.Logger
@@ -272,6 +274,9 @@ func (i *SharedIndexInformer[T]) removeListener(l *listener[T]) {
 func (i *SharedIndexInformer[T]) resyncListener(l *listener[T]) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	if !slices.Contains(i.listeners, l) { // removed since the tick
+		return
+	}
 	now := time.Now()
 	for _, obj := range i.idx.List() {
 		l.enqueue(object.NameOf(obj).String(), notification[T]{kind: updateKind, old: obj, obj: obj}, now)

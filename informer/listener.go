@@ -226,6 +226,7 @@ type Registration struct {
 func (r *Registration) HasSynced() bool { return r.synced() }
 
 // Remove stops notifying the handler. It does not wait for a call in
-// progress to return (it may be called from the handler itself); the
+// progress to return (it may be called from the handler itself, unless the
+// handler is inline: see handler.InlineKeyHandler); the
 // informer's Run waits for it. Calling it again does nothing.
 func (r *Registration) Remove() { r.remove() }

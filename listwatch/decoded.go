@@ -173,7 +173,7 @@ func (d *decoder[P]) watch(ctx context.Context, opts metav1.ListOptions) (watch.
 	if err != nil {
 		return nil, err
 	}
-	body, err := req.Stream(ctx)
+	body, err := req.Throttle(nil).Stream(ctx) // a watch waits on no client-side rate limiter, as the REST client's Watch
 	if err != nil {
 		return nil, err
 	}
@@ -246,6 +246,10 @@ func (w *decodedWatch[P]) run() {
 	}
 }
 
+// maxFrame bounds a watch frame, as the REST client's stream decoder does:
+// a length beyond it is a broken stream, not an object to allocate for.
+const maxFrame = 16 << 20
+
 // nextProtobuf reads one length-prefixed frame: a WatchEvent, without an
 // envelope (type 1, object 2: a RawExtension whose raw 1 is the object
 // in its own envelope).
@@ -254,8 +258,11 @@ func (w *decodedWatch[P]) nextProtobuf() (watch.Event, error) {
 	if _, err := io.ReadFull(w.r, size[:]); err != nil {
 		return watch.Event{}, io.EOF // the stream ended (or was stopped)
 	}
-	n := int(binary.BigEndian.Uint32(size[:]))
-	if cap(w.frame) < n {
+	n := int64(binary.BigEndian.Uint32(size[:]))
+	if n > maxFrame {
+		return watch.Event{}, fmt.Errorf("a watch frame of %d bytes is larger than %d", n, maxFrame)
+	}
+	if int64(cap(w.frame)) < n {
 		w.frame = make([]byte, n)
 	}
 	frame := w.frame[:n]

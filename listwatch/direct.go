@@ -39,6 +39,9 @@ func direct[T object.Object](k *KindListerWatcher[T]) (*decoder[T], bool) {
 	if _, ok := reflect.Zero(typ).Interface().(protoMessage); !ok {
 		return nil, false
 	}
+	if k.d.Serializer == nil {
+		return nil, false // the REST client reports it at the first request
+	}
 	var js runtime.Decoder
 	for _, info := range k.d.Serializer.SupportedMediaTypes() {
 		if info.MediaType == runtime.ContentTypeJSON {
@@ -73,7 +76,10 @@ func direct[T object.Object](k *KindListerWatcher[T]) (*decoder[T], bool) {
 		},
 		fromJSON: func(b []byte) (T, error) {
 			obj := reflect.New(elem).Interface().(T)
-			_, _, err := js.Decode(b, nil, any(obj).(runtime.Object))
+			out, gvk, err := js.Decode(b, nil, any(obj).(runtime.Object))
+			if err == nil && out != any(obj).(runtime.Object) {
+				err = fmt.Errorf("the object is a %s, not a %s", gvk.Kind, kind)
+			}
 			any(obj).(runtime.Object).GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{}) // as the REST client's decoding leaves it
 			if m, ok := any(obj).(metav1.Object); ok && !k.opts.KeepManagedFields {
 				m.SetManagedFields(nil)

@@ -1,12 +1,24 @@
 package listwatch
 
 import (
+	"bufio"
 	"bytes"
+	"io"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/object"
 )
 
 func managedPod(withManaged bool) *corev1.Pod {
@@ -77,5 +89,76 @@ func TestWithoutManagedFields_keepsBytesWithoutThem(t *testing.T) {
 	}
 	if cut := withoutManagedFields(with, &buf); len(cut) != len(b) {
 		t.Errorf("cut %d bytes to %d, want %d (the same Pod without them)", len(with), len(cut), len(b))
+	}
+}
+
+// watchOf starts a decodedWatch of dec over body.
+func watchOf[T object.Object](dec *decoder[T], body []byte) *decodedWatch[T] {
+	w := &decodedWatch[T]{d: dec, body: io.NopCloser(bytes.NewReader(body)), r: bufio.NewReader(bytes.NewReader(body)),
+		out: make(chan watch.Event), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// frame encodes a watch event as the API server frames it in protobuf.
+func frame(t *testing.T, typ watch.EventType, cm *corev1.ConfigMap) []byte {
+	t.Helper()
+	info, _ := runtime.SerializerInfoForMediaType(clientgoscheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	var obj, ev, out bytes.Buffer
+	if err := clientgoscheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion).Encode(cm, &obj); err != nil {
+		t.Fatal(err)
+	}
+	we := metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: obj.Bytes()}}
+	if err := info.StreamSerializer.Serializer.Encode(&we, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := info.StreamSerializer.Framer.NewFrameWriter(&out).Write(ev.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+func configMapDecoder(t *testing.T) *decoder[*corev1.ConfigMap] {
+	t.Helper()
+	k := &KindListerWatcher[*corev1.ConfigMap]{gvk: corev1.SchemeGroupVersion.WithKind("ConfigMap"),
+		d: Discovery{Serializer: serializer.NewCodecFactory(clientgoscheme.Scheme).WithoutConversion()}}
+	dec, ok := direct(k)
+	if !ok {
+		t.Fatal("ConfigMap is not decoded directly")
+	}
+	return dec
+}
+
+func TestDecodedWatch_anEventKeepsItsObjectWhenTheNextReusesTheFrame(t *testing.T) {
+	leakcheck.Check(t)
+	cm := func(name, value string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: "7",
+			Labels: map[string]string{"app": value}}, Data: map[string]string{"k": value},
+			BinaryData: map[string][]byte{"b": []byte(value)}}
+	}
+	w := watchOf(configMapDecoder(t), slices.Concat(frame(t, watch.Added, cm("first", "aaaaaaaa")),
+		frame(t, watch.Modified, cm("other", "bbbbbbbb"))))
+	defer w.Stop()
+	first, second := <-w.ResultChan(), <-w.ResultChan()
+	got, ok := first.Object.(*corev1.ConfigMap)
+	if !ok || !equality.Semantic.DeepEqual(got, cm("first", "aaaaaaaa")) {
+		t.Errorf("first event's object after the second was read: %v", first.Object)
+	}
+	if got, ok := second.Object.(*corev1.ConfigMap); !ok || got.Name != "other" {
+		t.Errorf("second event: %v", second.Object)
+	}
+}
+
+func TestDecodedWatch_aFrameLargerThanTheLimitEndsTheWatchWithAnError(t *testing.T) {
+	leakcheck.Check(t)
+	w := watchOf(configMapDecoder(t), []byte{0xff, 0xff, 0xff, 0xff, 0x0a})
+	defer w.Stop()
+	ev := <-w.ResultChan()
+	st, ok := ev.Object.(*metav1.Status)
+	if ev.Type != watch.Error || !ok || !strings.Contains(st.Message, "larger than") {
+		t.Fatalf("got %s %v, want an ERROR event naming the frame's size", ev.Type, ev.Object)
+	}
+	if _, open := <-w.ResultChan(); open {
+		t.Error("the watch went on after a broken frame")
 	}
 }

@@ -116,9 +116,13 @@ type KindListerWatcher[T object.Object] struct {
 // Kubernetes' own types (a group version of client-go's scheme, a type
 // with generated protobuf decoding) are read in protobuf and decoded by
 // Kind itself, straight from each list page and watch frame, skipping
-// metadata.managedFields unless opts.KeepManagedFields: the same objects as
-// the REST client's decoding gives, for less CPU and half the garbage.
-// Other types, custom resources among them, go through the REST client.
+// metadata.managedFields unless opts.KeepManagedFields (an informer that
+// keeps them needs both): the same objects as the REST client's decoding
+// gives, for less CPU and half the garbage. A watch event that does not
+// decode is handed to the reflector as an undecodable object, which it skips
+// and counts, as it does an undecodable list item (the REST client ended the
+// watch instead). Other types, custom resources among them, go through the
+// REST client.
 func Kind[T object.Object](d Discovery, gvk schema.GroupVersionKind, opts KindOptions) *KindListerWatcher[T] {
 	k := &KindListerWatcher[T]{d: d, gvk: gvk, opts: opts}
 	if dec, ok := direct(k); ok {

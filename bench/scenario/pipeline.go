@@ -60,11 +60,19 @@ func Pipeline(cfg PipelineConfig) Scenario {
 			"(no sockets) that answers GET /api/v1/configmaps. Each side reads and decodes the bytes through its usual client: "+
 			"ctrlkit listwatch.Kind (what the manager uses) with Reflector.DisableWatchList, client-go a clientset's "+
 			"ConfigMaps(\"\").List/Watch in protobuf (as its informer factory) reporting IsWatchListSemanticsUnSupported. "+
-			"Nothing is subtracted: CPU, allocations and bytes include decoding. ",
+			"Nothing is subtracted: CPU, allocations and bytes include decoding. ctrlkit's handler is EnqueueKey into the "+
+			"controller, which its informer calls inline (the manager's For/Owns sources still use a listener goroutine); "+
+			"neither side counts bytes received. Rows \"vs client-go + strip\": client-go with SetTransform stripping "+
+			"managedFields after decoding (ctrlkit cuts them before). ",
 			cfg.Objects, cfg.Namespaces, cfg.PageSize, cfg.Events), ""
 	}
+	var extra []string
+	if cfg.Wire {
+		extra = []string{ClientGoStrip}
+	}
 	return Scenario{
-		Name: name,
+		Name:  name,
+		Extra: extra,
 		Doc: doc + "ctrlkit: informer.New + handler.EnqueueKey + " +
 			"controller.New/Run with 2 workers (defaults: managedFields stripped). client-go: NewSharedIndexInformer " +
 			"(defaults) + NewTypedRateLimitingQueue + 2 workers calling GetByKey. sync_ms: start to HasSynced (polled every " +
@@ -355,8 +363,12 @@ func startPipeline(ctx context.Context, side string, lws pipelineLWs, observe fu
 	if side == Ctrlkit {
 		return startCtrlkitPipeline(ctx, lws.ctrlkit, observe)
 	}
-	return startClientGoPipeline(ctx, lws.clientGo, observe), nil
+	return startClientGoPipeline(ctx, lws.clientGo, observe, side == ClientGoStrip)
 }
+
+// ClientGoStrip is an extra side of S1 on the wire: client-go's informer
+// with a transform that strips managedFields, as ctrlkit's does by default.
+const ClientGoStrip = "client-go + strip"
 
 func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan struct{}, start time.Time, cpuStart time.Duration,
 	endSync func(), cfg PipelineConfig, cost sourceCost, base uint64) (Result, error) {
@@ -504,9 +516,14 @@ type clientGoPipeline struct {
 }
 
 func startClientGoPipeline(ctx context.Context, lw cache.ListerWatcher,
-	observe func(string, *corev1.ConfigMap, bool)) *clientGoPipeline {
+	observe func(string, *corev1.ConfigMap, bool), strip bool) (*clientGoPipeline, error) {
 	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if strip {
+		if err := inf.SetTransform(stripManagedFields); err != nil {
+			return nil, err
+		}
+	}
 	q := cgworkqueue.NewTypedRateLimitingQueue(cgworkqueue.DefaultTypedControllerRateLimiter[string]())
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -537,7 +554,7 @@ func startClientGoPipeline(ctx context.Context, lw cache.ListerWatcher,
 			}
 		})
 	}
-	return p
+	return p, nil
 }
 
 func (p *clientGoPipeline) synced() bool { return p.inf.HasSynced() }

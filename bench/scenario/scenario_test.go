@@ -104,7 +104,7 @@ func TestPipeline_bothLibrariesProcessEveryEventAndCacheTheSource(t *testing.T) 
 
 func TestPipeline_wireBothLibrariesDecodeTheServersBytesAndCacheTheSource(t *testing.T) {
 	s := Pipeline(PipelineConfig{Objects: 3000, Events: 20000, Namespaces: 10, PageSize: 500, Wire: true})
-	for _, side := range []string{Ctrlkit, ClientGo} {
+	for _, side := range []string{Ctrlkit, ClientGo, ClientGoStrip} {
 		res, err := s.Run(t.Context(), side)
 		if err != nil {
 			t.Fatalf("%s: %v", side, err)
