@@ -138,33 +138,16 @@ func (d *decoder[P]) list(ctx context.Context, opts metav1.ListOptions) (*page[P
 // listFields reads a list's protobuf encoding: its metadata (field 1, a
 // ListMeta) into meta, each item's bytes (field 2) to each.
 func listFields(b []byte, meta *metav1.ListMeta, each func([]byte)) error {
-	for len(b) > 0 {
-		num, wt, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
+	return eachField(b, func(num protowire.Number, wt protowire.Type, v []byte) error {
+		switch {
+		case wt != protowire.BytesType:
+		case num == 1:
+			return meta.Unmarshal(v)
+		case num == 2:
+			each(v)
 		}
-		b = b[n:]
-		if wt != protowire.BytesType || (num != 1 && num != 2) {
-			if n = protowire.ConsumeFieldValue(num, wt, b); n < 0 {
-				return protowire.ParseError(n)
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		if num == 1 {
-			if err := meta.Unmarshal(v); err != nil {
-				return err
-			}
-			continue
-		}
-		each(v)
-	}
-	return nil
+		return nil
+	})
 }
 
 func (d *decoder[P]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
@@ -278,47 +261,22 @@ func (w *decodedWatch[P]) nextProtobuf() (watch.Event, error) {
 
 // watchEventFields reads a WatchEvent's type and its object's raw bytes.
 func watchEventFields(b []byte) (typ string, raw []byte, err error) {
-	for len(b) > 0 {
-		num, wt, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return "", nil, protowire.ParseError(n)
-		}
-		b = b[n:]
-		if wt != protowire.BytesType {
-			n = protowire.ConsumeFieldValue(num, wt, b)
-			if n < 0 {
-				return "", nil, protowire.ParseError(n)
-			}
-			b = b[n:]
-			continue
-		}
-		v, n := protowire.ConsumeBytes(b)
-		if n < 0 {
-			return "", nil, protowire.ParseError(n)
-		}
-		b = b[n:]
-		switch num {
-		case 1:
+	err = eachField(b, func(num protowire.Number, wt protowire.Type, v []byte) error {
+		switch {
+		case wt != protowire.BytesType:
+		case num == 1:
 			typ = string(v)
-		case 2: // RawExtension{raw = 1}
-			for len(v) > 0 {
-				inum, iwt, m := protowire.ConsumeTag(v)
-				if m < 0 {
-					return "", nil, protowire.ParseError(m)
+		case num == 2: // RawExtension{raw = 1}
+			return eachField(v, func(num protowire.Number, wt protowire.Type, v []byte) error {
+				if num == 1 && wt == protowire.BytesType {
+					raw = v
 				}
-				v = v[m:]
-				m = protowire.ConsumeFieldValue(inum, iwt, v)
-				if m < 0 {
-					return "", nil, protowire.ParseError(m)
-				}
-				if inum == 1 && iwt == protowire.BytesType {
-					raw, _ = protowire.ConsumeBytes(v)
-				}
-				v = v[m:]
-			}
+				return nil
+			})
 		}
-	}
-	return typ, raw, nil
+		return nil
+	})
+	return typ, raw, err
 }
 
 // nextJSON returns a reader of JSON watch events.

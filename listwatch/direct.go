@@ -1,6 +1,7 @@
 package listwatch
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -106,18 +107,18 @@ func metadataIsField1(t reflect.Type) bool {
 // Encoders write fields in order, so managedFields are one run at the end
 // of the metadata: the copy is of the bytes around that run.
 func withoutManagedFields(obj []byte, buf *[]byte) []byte {
-	num, meta, start, n := nextField(obj, 0)
-	for num != 1 {
+	num, wt, meta, start, n := nextField(obj, 0)
+	for num != 1 || wt != protowire.BytesType {
 		if n <= 0 {
 			return obj
 		}
-		num, meta, start, n = nextField(obj, start+n)
+		num, wt, meta, start, n = nextField(obj, start+n)
 	}
 	// meta is [metaStart, start+n) in obj: find the run of field 17 in it.
 	metaStart := start + n - len(meta)
 	from, to := -1, -1
 	for off := 0; off < len(meta); {
-		f, _, at, m := nextField(meta, off)
+		f, _, _, at, m := nextField(meta, off)
 		if m <= 0 {
 			return obj
 		}
@@ -146,16 +147,16 @@ func withoutManagedFields(obj []byte, buf *[]byte) []byte {
 	return b
 }
 
-// nextField reads the field of b at off: its number, its value when it is
-// length-delimited, where it starts and its whole length; n <= 0 at the end
-// of b or where b does not parse.
-func nextField(b []byte, off int) (num protowire.Number, value []byte, at, n int) {
+// nextField reads the field of b at off: its number and wire type, its
+// value when it is length-delimited, where it starts and its whole length;
+// n is 0 at the end of b and negative where b does not parse.
+func nextField(b []byte, off int) (num protowire.Number, wt protowire.Type, value []byte, at, n int) {
 	if off >= len(b) {
-		return 0, nil, off, 0
+		return 0, 0, nil, off, 0
 	}
 	num, wt, t := protowire.ConsumeTag(b[off:])
 	if t < 0 {
-		return 0, nil, off, -1
+		return 0, 0, nil, off, -1
 	}
 	var m int
 	switch wt {
@@ -167,7 +168,27 @@ func nextField(b []byte, off int) (num protowire.Number, value []byte, at, n int
 		m = protowire.ConsumeFieldValue(num, wt, b[off+t:])
 	}
 	if m < 0 {
-		return 0, nil, off, -1
+		return 0, 0, nil, off, -1
 	}
-	return num, value, off, t + m
+	return num, wt, value, off, t + m
+}
+
+// errMalformed is a protobuf message that does not parse.
+var errMalformed = errors.New("malformed protobuf")
+
+// eachField calls fn with each field of the message b (value as in
+// nextField) until fn returns an error, which it returns; errMalformed
+// where b does not parse.
+func eachField(b []byte, fn func(num protowire.Number, wt protowire.Type, value []byte) error) error {
+	for off := 0; off < len(b); {
+		num, wt, v, at, n := nextField(b, off)
+		if n <= 0 {
+			return errMalformed
+		}
+		if err := fn(num, wt, v); err != nil {
+			return err
+		}
+		off = at + n
+	}
+	return nil
 }
