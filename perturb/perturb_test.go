@@ -172,7 +172,10 @@ func pairsScenario(t *testing.T, buggy bool, seed uint64, faults perturb.Faults)
 }
 
 func TestCheck_findsOverCreationOnAStaleCacheAndPassesTheFix(t *testing.T) {
-	faults := perturb.Faults{StaleReads: []string{"secrets"}, MaxHold: time.Second, StaleTrials: 2}
+	// Holds of up to 2s from the trial's start: on a loaded machine the
+	// controller's first creates (after it wins its Lease) can come later
+	// than a 1s hold, and the bug shows only when they are held.
+	faults := perturb.Faults{StaleReads: []string{"secrets"}, MaxHold: 2 * time.Second, StaleTrials: 3}
 	findsAndPassesFix(t, "the stale-cache bug", "children", pairsScenario(t, true, 7, faults), pairsScenario(t, false, 7, faults))
 }
 
