@@ -307,7 +307,9 @@ func runPipeline(ctx context.Context, cfg PipelineConfig, side string) (Result, 
 		if err != nil {
 			return nil, err
 		}
-		lws = (&wireServer{in: w, pageSize: cfg.PageSize, gate: gate}).listerWatchers()
+		if lws, err = (&wireServer{in: w, pageSize: cfg.PageSize, gate: gate}).listerWatchers(); err != nil {
+			return nil, err
+		}
 	} else {
 		cost = measureSourceCost(in)
 		src := configMapSource(cfg.Objects, cfg.Namespaces, func(ctx context.Context, n int) (watch.Interface, error) {

@@ -220,7 +220,7 @@ func (b *watchBody) Close() error {
 // listerWatchers builds each side's usual client over s: ctrlkit's
 // listwatch.Kind, as the manager does for a built-in kind, and client-go's
 // clientset in protobuf, as its informer factory does; neither rate limits.
-func (s *wireServer) listerWatchers() pipelineLWs {
+func (s *wireServer) listerWatchers() (pipelineLWs, error) {
 	cfg := &rest.Config{Host: "http://wire.invalid", QPS: -1,
 		ContentConfig: rest.ContentConfig{ContentType: kruntime.ContentTypeProtobuf,
 			AcceptContentTypes: kruntime.ContentTypeProtobuf + "," + kruntime.ContentTypeJSON}}
@@ -232,7 +232,7 @@ func (s *wireServer) listerWatchers() pipelineLWs {
 		Serializer: serializer.NewCodecFactory(clientgoscheme.Scheme).WithoutConversion()}
 	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
 	if err != nil {
-		panic(err) // a static configuration: cannot fail
+		return pipelineLWs{}, err
 	}
 	cms := cs.CoreV1().ConfigMaps("")
 	return pipelineLWs{
@@ -244,7 +244,7 @@ func (s *wireServer) listerWatchers() pipelineLWs {
 			WatchFuncWithContext: cms.Watch,
 		}},
 		check: s.checkPipeline,
-	}
+	}, nil
 }
 
 // staticMapper is a RESTMapper that knows its kinds from the start.
