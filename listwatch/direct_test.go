@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -160,5 +161,26 @@ func TestDecodedWatch_aFrameLargerThanTheLimitEndsTheWatchWithAnError(t *testing
 	}
 	if _, open := <-w.ResultChan(); open {
 		t.Error("the watch went on after a broken frame")
+	}
+}
+
+func TestStartsList_isAListsFirstPageOrAWatchWithInitialEvents(t *testing.T) {
+	for query, want := range map[string]bool{
+		"limit=500":                                   true,
+		"limit=500&continue=abc":                      false,
+		"watch=true&resourceVersion=7":                false,
+		"watch=1&allowWatchBookmarks=true":            false,
+		"watch=true&sendInitialEvents=true":           true,
+		"labelSelector=app%3Dweb&resourceVersion=0":   true,
+		"watch=false&limit=1":                         true,
+		"watch=true&sendInitialEvents=false&limit=10": false,
+	} {
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := startsList(q); got != want {
+			t.Errorf("startsList(%q) = %v, want %v", query, got, want)
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,6 +86,11 @@ type KindOptions struct {
 	// response body read (lists and watches), e.g. to count an informer's
 	// traffic.
 	ReceivedBytes func(n int)
+	// ListStarted, when set with ReceivedBytes, is called as each list
+	// begins (its first page is requested, or a watch that sends the
+	// initial events opens), before any of its bytes are reported: with
+	// it a caller can tell what one list costs.
+	ListStarted func()
 	// KeepManagedFields makes Kind (for Kubernetes' own types) and
 	// Projected (for a projection that declares them) decode
 	// metadata.managedFields; by default they are skipped on the wire, as
@@ -212,7 +219,8 @@ func (k *KindListerWatcher[T]) client() (rest.Interface, error) {
 	hc := k.d.HTTPClient
 	if k.opts.ReceivedBytes != nil {
 		c := *hc
-		c.Transport = counting{next: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), n: k.opts.ReceivedBytes}
+		c.Transport = counting{next: cmp.Or[http.RoundTripper](hc.Transport, http.DefaultTransport), n: k.opts.ReceivedBytes,
+			listStarted: k.opts.ListStarted}
 		hc = &c
 	}
 	rc, err := k.d.RESTClient(k.gvk.GroupVersion(), hc)
@@ -242,16 +250,31 @@ func (k *KindListerWatcher[T]) watch(ctx context.Context, opts metav1.ListOption
 
 // counting is an http.RoundTripper that reports the response body bytes read.
 type counting struct {
-	next http.RoundTripper
-	n    func(int)
+	next        http.RoundTripper
+	n           func(int)
+	listStarted func() // optional
 }
 
 func (c counting) RoundTrip(req *http.Request) (*http.Response, error) {
+	if c.listStarted != nil && startsList(req.URL.Query()) {
+		c.listStarted()
+	}
 	resp, err := c.next.RoundTrip(req)
 	if resp != nil && resp.Body != nil {
 		resp.Body = &countingBody{ReadCloser: resp.Body, n: c.n}
 	}
 	return resp, err
+}
+
+// startsList reports whether a request with query q begins a list: a
+// list's first page, or a watch that sends the initial events.
+func startsList(q url.Values) bool {
+	if q.Get("continue") != "" {
+		return false
+	}
+	watch, _ := strconv.ParseBool(q.Get("watch"))
+	initial, _ := strconv.ParseBool(q.Get("sendInitialEvents"))
+	return !watch || initial
 }
 
 type countingBody struct {

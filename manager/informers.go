@@ -147,11 +147,12 @@ func sharedInformer[T Object](m *Manager, gvk schema.GroupVersionKind, scope Sco
 	cut := new(atomic.Int32)
 	name := key.String() // the informer's name, as the factory gives it
 	inf, err := informer.For(m.factory, key, func() reflector.ListerWatcher[T] {
-		received := m.received.bytes.WithLabelValues(name)
+		received, sinceList := m.received.bytes.WithLabelValues(name), m.received.sinceList.WithLabelValues(name)
 		lw, buildErr = build(listwatch.KindOptions{
 			Options:           m.cutOptions(listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}, cut, name),
 			Namespace:         scope.Namespace,
-			ReceivedBytes:     func(n int) { received.Add(float64(n)) },
+			ReceivedBytes:     func(n int) { received.Add(float64(n)); sinceList.Add(float64(n)) },
+			ListStarted:       func() { sinceList.Set(0) },
 			KeepManagedFields: m.opts.Informers.KeepManagedFields,
 		})
 		if buildErr != nil {

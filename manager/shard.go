@@ -243,18 +243,21 @@ func (p *partition) deleted(n object.ObjectName, uid types.UID) {
 // received counts response bytes per informer and reports, once per
 // informer, a server that did not apply the shard selector.
 type received struct {
-	bytes    *prometheus.CounterVec
-	fallback *prometheus.GaugeVec
+	bytes     *prometheus.CounterVec
+	sinceList *prometheus.GaugeVec
+	fallback  *prometheus.GaugeVec
 }
 
 func newReceived(reg prometheus.Registerer) (*received, error) {
 	r := &received{
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctrlkit_informer_received_bytes_total",
 			Help: "Bytes of response bodies an informer received from the API server (lists and watches)."}, []string{"informer"}),
+		sinceList: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ctrlkit_informer_received_bytes_since_list",
+			Help: "Bytes an informer received since its latest list began: that list's pages and the watch events after it."}, []string{"informer"}),
 		fallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ctrlkit_informer_shard_fallback",
 			Help: "1 when the API server did not apply an informer's shard selector and the informer filters on the client."}, []string{"informer"}),
 	}
-	for _, c := range []prometheus.Collector{r.bytes, r.fallback} {
+	for _, c := range []prometheus.Collector{r.bytes, r.sinceList, r.fallback} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("manager: metrics: %w", err)
 		}
