@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -89,11 +91,13 @@ type writeCost struct {
 type childConfig struct {
 	Side, Kubeconfig, Dir, Out string
 	Timeout                    time.Duration
+	Profile                    string // optional: where to write the sync's CPU profile
 }
 
 // childArgs renders c as the child's command line, -child first.
 func childArgs(c childConfig) []string {
-	return []string{"-child", c.Side, "-kubeconfig", c.Kubeconfig, "-dir", c.Dir, "-out", c.Out, "-timeout", c.Timeout.String()}
+	return []string{"-child", c.Side, "-kubeconfig", c.Kubeconfig, "-dir", c.Dir, "-out", c.Out, "-timeout", c.Timeout.String(),
+		"-cpuprofile", c.Profile}
 }
 
 // childMain runs a child: it measures one start and writes the result to
@@ -107,6 +111,7 @@ func childMain(args []string, stderr io.Writer) int {
 	fs.StringVar(&c.Dir, "dir", "", "the snapshot folder (ctrlkit)")
 	fs.StringVar(&c.Out, "out", "", "the JSON result file")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Minute, "bound on the sync")
+	fs.StringVar(&c.Profile, "cpuprofile", "", "write the sync's CPU profile here")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -141,7 +146,7 @@ func runChild(ctx context.Context, c childConfig) error {
 	}
 	cfg = listwatch.PreferProtobuf(cfg)
 	cfg.QPS, cfg.Burst = -1, 0
-	counter := &byteCounter{}
+	counter := &byteCounter{profile: c.Profile}
 	cfg.Wrap(counter.wrap)
 	cfg.Dial = counter.dial
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -169,6 +174,7 @@ func runChild(ctx context.Context, c childConfig) error {
 type byteCounter struct {
 	on                   atomic.Bool
 	bytes, wire, request atomic.Int64
+	profile              string // optional: the meter's CPU profile
 }
 
 // dial is a rest.Config dialer whose connections count what they read.
@@ -228,22 +234,38 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// meter measures a sync: wall time, CPU time, bytes and requests.
+// meter measures a sync: wall time, CPU time, bytes and requests, and
+// with a profile path its CPU profile.
 type meter struct {
-	c     *byteCounter
-	start time.Time
-	cpu   time.Duration
+	c       *byteCounter
+	start   time.Time
+	cpu     time.Duration
+	profile *os.File
 }
 
 // startMeter turns the counter on and notes the time.
 func startMeter(c *byteCounter) *meter {
+	m := &meter{c: c}
+	if c.profile != "" {
+		f, err := os.Create(c.profile)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			m.profile = f
+		} else {
+			fmt.Fprintf(os.Stderr, "warmrestart child: no CPU profile: %v\n", cmp.Or(err, errors.New("profiling already on")))
+		}
+	}
 	c.on.Store(true)
-	return &meter{c: c, start: time.Now(), cpu: cpuTime()}
+	m.start, m.cpu = time.Now(), cpuTime()
+	return m
 }
 
 // synced turns the counter off and records the sync into res.
 func (m *meter) synced(res *result) {
 	res.SyncMS = ms(time.Since(m.start))
+	if m.profile != nil {
+		pprof.StopCPUProfile()
+		m.profile.Close()
+	}
 	m.c.on.Store(false)
 	res.SyncCPUMS = ms(cpuTime() - m.cpu)
 	res.Bytes, res.WireBytes, res.Requests = m.c.bytes.Load(), m.c.wire.Load(), m.c.request.Load()

@@ -62,6 +62,9 @@ type config struct {
 	ChaosRate int
 	// Timeout bounds each child.
 	Timeout time.Duration
+	// Profiles, when set, is a folder where each child writes the CPU
+	// profile of its sync (child-N-SIDE.pprof).
+	Profiles string
 }
 
 // parseConfig parses and checks the parent's flags.
@@ -74,6 +77,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.Chaos, "chaos", 5, "ctrlkit restarts back to back while the parent writes")
 	fs.IntVar(&c.ChaosRate, "chaos-rate", 50, "changes per second written during the chaos restarts")
 	fs.DurationVar(&c.Timeout, "child-timeout", 10*time.Minute, "bound on each child process")
+	fs.StringVar(&c.Profiles, "cpuprofiles", "", "folder for a CPU profile of each child's sync")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

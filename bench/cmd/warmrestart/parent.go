@@ -204,6 +204,9 @@ func (b *bench) child(ctx context.Context, side string) (result, error) {
 	b.children++
 	cc := childConfig{Side: side, Kubeconfig: b.srv.Kubeconfig(), Dir: b.snapDir, Timeout: b.cfg.Timeout,
 		Out: filepath.Join(b.work, fmt.Sprintf("child-%d.json", b.children))}
+	if b.cfg.Profiles != "" {
+		cc.Profile = filepath.Join(b.cfg.Profiles, fmt.Sprintf("child-%d-%s.pprof", b.children, side))
+	}
 	fmt.Fprintf(b.progress, "== child %d: %s\n", b.children, side)
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout+time.Minute)
 	defer cancel()
