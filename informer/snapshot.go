@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/ctrlkit/ctrlkit/deltafifo"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/snapshot"
@@ -190,9 +191,37 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) {
 	if err := os.MkdirAll(filepath.Dir(s.cfg.Path), 0o700); err != nil {
 		i.log.Warn("informer: snapshot directory unusable", "informer", i.name, "err", err)
 	}
-	rv, objs, err := snapshot.Read(s.cfg.Path, s.identity, s.cfg.Decode)
+	// The objects go to the FIFO as a relist held open, batch by batch as
+	// they decode, so the processing goroutine applies some while the next
+	// decode. The reflector resumes only once all of them are in.
+	var rv string
+	objects, begun := 0, false
+	err := snapshot.ReadEach(s.cfg.Path, s.identity, s.cfg.Decode, func(version string, count int) error {
+		rv, begun = version, true
+		i.idx.Reserve(count)
+		return i.fifo.BeginRelist()
+	}, func(objs []T) error {
+		if i.table != nil {
+			for _, obj := range objs {
+				i.table.Object(any(obj))
+			}
+		}
+		objects += len(objs)
+		return i.fifo.RelistItems(objs)
+	})
+	reason := ""
 	if err != nil {
-		reason := coldReason(err)
+		reason = coldReason(err)
+	} else if err = i.refl.ResumeFrom(rv); err != nil {
+		reason = err.Error()
+	}
+	if err != nil {
+		if begun {
+			i.fifo.AbandonRelist() // what was applied stays, unsynced, and the list that follows settles it
+		}
+		if errors.Is(err, deltafifo.ErrClosed) {
+			return // the informer is stopping
+		}
 		level := i.log.Warn
 		if errors.Is(err, snapshot.ErrNotFound) {
 			level = i.log.Info
@@ -201,28 +230,11 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) {
 		s.decide(CacheStart{Reason: reason})
 		return
 	}
-	if i.table != nil {
-		for _, obj := range objs {
-			i.table.Object(any(obj))
-		}
-	}
-	if err := i.refl.ResumeFrom(rv); err != nil {
-		s.decide(CacheStart{Reason: err.Error()})
-		return
-	}
 	s.mu.Lock()
 	s.loaded, s.lastRV = true, rv
-	s.start = CacheStart{Objects: len(objs), ResourceVersion: rv}
+	s.start = CacheStart{Objects: objects, ResourceVersion: rv}
 	s.mu.Unlock()
-	i.log.Info("informer: resuming from snapshot", "informer", i.name, "objects", len(objs), "resourceVersion", rv)
-	_ = i.fifo.BeginRelist()
-	for len(objs) > 0 {
-		n := min(len(objs), 500)
-		if err := i.fifo.RelistItems(objs[:n]); err != nil {
-			return // closed: the informer is stopping
-		}
-		objs = objs[n:]
-	}
+	i.log.Info("informer: resuming from snapshot", "informer", i.name, "objects", objects, "resourceVersion", rv)
 }
 
 // coldReason says in a few words why a snapshot was refused.

@@ -2,6 +2,7 @@ package informer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -484,6 +485,81 @@ func TestInformer_shareMapsSharesEqualLabelMapsOnlyWhenAsked(t *testing.T) {
 		}
 		if shared != share || a.Labels["app"] != "web" || b.Labels["tier"] != "front" {
 			t.Errorf("ShareMaps %t: labels shared %t (%v, %v)", share, shared, a.Labels, b.Labels)
+		}
+	}
+}
+
+// A snapshot hands its objects over batch by batch as they decode; one that
+// fails to decode halfway (intact bytes the decoder refuses) starts cold:
+// the list that follows deletes what the batches before the failure added
+// and nothing of the snapshot is served as synced.
+func TestInformer_aSnapshotThatFailsToDecodeHalfwayStartsColdAndSettles(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	cms := configMaps(t, srv.Config(), ns)
+	w := newWriter(cms, 10)
+	w.createAll(t)
+	list, err := cms.List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The snapshot: the 10 real objects, then 590 that the server never had.
+	objs := make([]*corev1.ConfigMap, 0, 600)
+	for i := range list.Items {
+		objs = append(objs, &list.Items[i])
+	}
+	for i := len(objs); i < 600; i++ {
+		objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("ghost-%03d", i),
+			ResourceVersion: list.ResourceVersion}})
+	}
+	id := snapshot.Identity{Cluster: "test", Version: "v1", Resource: "configmaps", Namespace: ns}
+	path := filepath.Join(t.TempDir(), "cms.snap")
+	encode := func(c *corev1.ConfigMap) ([]byte, error) { return c.Marshal() }
+	if err := snapshot.Write(path, id, list.ResourceVersion, objs, encode); err != nil {
+		t.Fatal(err)
+	}
+	decode := func(b []byte) (*corev1.ConfigMap, error) {
+		c := new(corev1.ConfigMap)
+		if err := c.Unmarshal(b); err != nil {
+			return nil, err
+		}
+		if c.Name == "ghost-550" {
+			return nil, errors.New("refused")
+		}
+		return c, nil
+	}
+	r := runWarm(t, cms, informer.Snapshot[*corev1.ConfigMap]{Path: path, Identity: id, Encode: encode, Decode: decode}, nil)
+	if r.start.Warm || !strings.Contains(r.start.Reason, "object 550 of 600") {
+		t.Fatalf("start: %v, want cold naming object 550", r.start)
+	}
+	if len(r.cached) != 10 {
+		t.Fatalf("cache holds %d objects after the sync, want the server's 10", len(r.cached))
+	}
+	for name := range r.cached {
+		if strings.HasPrefix(name, "ghost-") {
+			t.Fatalf("cache holds %s, which only the refused snapshot had", name)
+		}
+	}
+	t.Logf("the handler heard %v", r.heard.counts())
+	// What the handler was told, replayed: the server's 10 objects. (A
+	// ghost's add and delete may have coalesced into nothing.)
+	view := map[string]bool{}
+	r.heard.mu.Lock()
+	for _, e := range r.heard.events {
+		kind, rest, _ := strings.Cut(e, " ")
+		name, _, _ := strings.Cut(rest, " ")
+		view[name] = kind != "delete"
+	}
+	r.heard.mu.Unlock()
+	for name, present := range view {
+		if present != (r.cached[name] != "") {
+			t.Errorf("the handler was last told %s is present=%t; the cache says %t", name, present, !present)
+		}
+	}
+	for name := range r.cached {
+		if !view[name] {
+			t.Errorf("the handler never heard of %s", name)
 		}
 	}
 }

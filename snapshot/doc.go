@@ -15,8 +15,11 @@
 //	ErrCorrupt    bad magic, unknown format version, a bad checksum, a truncated
 //	              or overlong file, an object that does not decode
 //
-// A refused snapshot is never served in part: Read returns objects only after
-// the checksum over the whole file has been verified.
+// A refused snapshot is never served in part: Read and ReadEach decode
+// objects only after the checksum over the whole file has been verified.
+// ReadEach hands them over in batches as they decode (an informer applies
+// some while the next decode); only an object that its decoder refuses in an
+// intact file can end it after some batches.
 //
 // # File format (version 1)
 //
@@ -41,14 +44,15 @@
 //
 // Inputs and outputs: Write takes objects and an encode function (JSON[T] for
 // any type, or a protobuf Marshal for built-in types); Read takes a decode
-// function and returns the resource version and the objects.
+// function and returns the resource version and the objects; ReadEach
+// takes the same and calls back with the version, then with each batch.
 //
 // Concurrency: the functions hold no state and are safe for concurrent use
 // on different paths. Concurrent Writes to one path are safe (each renames a
-// complete file; the last rename wins); Read is safe beside a Write. Read
-// streams: besides the decoded objects it holds one object's bytes at a
+// complete file; the last rename wins); Read is safe beside a Write. Reads
+// stream: besides the decoded objects they hold one object's bytes at a
 // time, or, for a snapshot of 2048 objects or more with GOMAXPROCS above
-// one, the bytes of at most 2×GOMAXPROCS chunks of 512 objects, decoded on
+// one, at most 3×GOMAXPROCS chunks of 512 objects read ahead, decoded on
 // GOMAXPROCS goroutines while the file is read (so decode must be safe for
 // concurrent use).
 package snapshot

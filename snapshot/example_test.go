@@ -52,3 +52,45 @@ func Example() {
 	// true Namespace shop billing
 	// true
 }
+
+// ReadEach hands the objects over in batches as they decode, after the
+// identity and the checksum have been checked, so that a cache can apply
+// some while the next decode.
+func ExampleReadEach() {
+	dir, err := os.MkdirTemp("", "snapshot-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "configmaps.snap")
+
+	type ConfigMap struct {
+		Name string `json:"name"`
+	}
+	id := snapshot.Identity{Cluster: "kube-system-uid", Version: "v1", Resource: "configmaps"}
+	encode, decode := snapshot.JSON[ConfigMap]()
+	objects := make([]ConfigMap, 1200)
+	for i := range objects {
+		objects[i].Name = fmt.Sprintf("cm-%04d", i)
+	}
+	if err := snapshot.Write(path, id, "77", objects, encode); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	cache := map[string]ConfigMap{}
+	err = snapshot.ReadEach(path, id, decode, func(rv string, count int) error {
+		fmt.Println("resource version", rv, "objects", count)
+		return nil
+	}, func(batch []ConfigMap) error {
+		for _, cm := range batch {
+			cache[cm.Name] = cm
+		}
+		return nil
+	})
+	fmt.Println(len(cache), err)
+	// Output:
+	// resource version 77 objects 1200
+	// 1200 <nil>
+}

@@ -27,137 +27,175 @@ import (
 // Read streams: besides the objects it returns it holds one object's bytes
 // at a time, or a few chunks of them when it decodes a large snapshot on
 // several goroutines (see the package documentation). decode must not keep
-// the slice it is given and must be safe for concurrent use. The identity is
-// checked before any object is decoded; the objects are returned only after
-// the checksum of the whole file has been verified.
+// the slice it is given and must be safe for concurrent use. The identity
+// and then the checksum of the whole file are checked before any object is
+// decoded.
 func Read[T any](path string, want Identity, decode func([]byte) (T, error)) (string, []T, error) {
-	if decode == nil {
-		return "", nil, errors.New("snapshot: nil decode function")
-	}
-	want = want.withType(reflect.TypeFor[T]())
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil, fmt.Errorf("%w: %w", ErrNotFound, err)
-	}
+	var rv string
+	var objects []T
+	err := ReadEach(path, want, decode, func(version string, count int) error {
+		rv, objects = version, make([]T, 0, count)
+		return nil
+	}, func(batch []T) error {
+		objects = append(objects, batch...)
+		return nil
+	})
 	if err != nil {
-		return "", nil, fmt.Errorf("snapshot: read: %w", err)
-	}
-	defer f.Close()
-	rv, objects, err := read(f, want, decode)
-	if err != nil {
-		return "", nil, fmt.Errorf("%s: %w", path, err)
+		return "", nil, err
 	}
 	return rv, objects, nil
 }
 
-// read reads a whole snapshot from f.
-func read[T any](f *os.File, want Identity, decode func([]byte) (T, error)) (string, []T, error) {
+// ReadEach reads the snapshot at path as Read does but hands the objects
+// over as they are decoded, so that a caller can apply some while the next
+// decode: once the identity and the checksum of the whole file have been
+// verified, it calls begin with the resource version and the number of
+// objects, then each with consecutive batches of them in the file's order,
+// on the caller's goroutine. The batches are the caller's to keep. An
+// object that does not decode, or records that do not add up to the
+// header's count (only a file written by something else than Write can
+// have either, since its checksum holds), end the read with an ErrCorrupt
+// after the batches before them were handed over: a caller applying
+// batches as they come must be ready to drop them. An error from begin or
+// each stops the read, which returns it.
+func ReadEach[T any](path string, want Identity, decode func([]byte) (T, error), begin func(rv string, count int) error, each func([]T) error) error {
+	if decode == nil || begin == nil || each == nil {
+		return errors.New("snapshot: nil decode, begin or each function")
+	}
+	want = want.withType(reflect.TypeFor[T]())
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot: read: %w", err)
+	}
+	defer f.Close()
+	if err := readEach(f, want, decode, begin, each); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// readEach reads a whole snapshot from f: the header, the checksum, then
+// the objects.
+func readEach[T any](f *os.File, want Identity, decode func([]byte) (T, error), begin func(string, int) error, each func([]T) error) error {
 	st, err := f.Stat()
 	if err != nil {
-		return "", nil, fmt.Errorf("snapshot: read: %w", err)
+		return fmt.Errorf("snapshot: read: %w", err)
 	}
 	size := st.Size()
 	if size < int64(prefixLen+headerCRCLen+trailerLen) {
-		return "", nil, corrupt("truncated: %d bytes is shorter than any snapshot", size)
+		return corrupt("truncated: %d bytes is shorter than any snapshot", size)
 	}
 	bodyLen := size - trailerLen // what the trailer's checksum covers
-	sum := sha256.New()
-	br := bufio.NewReaderSize(io.TeeReader(io.LimitReader(f, bodyLen), sum), 256<<10)
-	r := &recordReader{br: br, remaining: bodyLen}
-
+	r := &recordReader{br: bufio.NewReaderSize(io.LimitReader(f, bodyLen), 256<<10), remaining: bodyLen}
 	h, err := r.header()
 	if err != nil {
-		return "", nil, err
+		return err
 	}
 	if err := mismatch(h.id, want); err != nil {
-		return "", nil, err
+		return err
 	}
-	objects, err := readObjects(r, h.count, decode)
-	if err != nil && !errors.Is(err, errUndecodable) {
-		return "", nil, err
+	if err := verify(f, bodyLen); err != nil {
+		return err
 	}
-	var trailer [trailerLen]byte
-	if _, rerr := f.ReadAt(trailer[:], bodyLen); rerr != nil {
-		return "", nil, fmt.Errorf("snapshot: read the checksum: %w", rerr)
+	if h.count > uint64(r.remaining) { // every record takes at least one byte
+		return corrupt("%d objects cannot fit in %d bytes", h.count, r.remaining)
 	}
-	if !bytes.Equal(trailer[:], sum.Sum(nil)) {
-		return "", nil, corrupt("checksum mismatch")
+	if err := begin(h.rv, int(h.count)); err != nil {
+		return err
 	}
-	if err != nil { // intact bytes that decode does not accept
-		return "", nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	return h.rv, objects, nil
+	return readObjects(r, h.count, decode, each)
 }
 
-// maxPrealloc bounds the objects slice allocated from the header's count.
-const maxPrealloc = 1 << 16
-
-// errUndecodable marks an object that decode refused; read reports it only
-// if the checksum holds (otherwise the corruption is the better reason).
-var errUndecodable = errors.New("object does not decode")
-
-// readObjects reads count records and decodes them, on as many goroutines
-// as GOMAXPROCS for a large snapshot (decoding dominates a read). After the
-// first object that does not decode it still reads the rest, so that the
-// checksum can be verified, and returns an error wrapping errUndecodable.
-func readObjects[T any](r *recordReader, count uint64, decode func([]byte) (T, error)) ([]T, error) {
-	if count > uint64(r.remaining) { // every record takes at least one byte
-		return nil, corrupt("%d objects cannot fit in %d bytes", count, r.remaining)
+// verify checks the trailer's checksum of the first bodyLen bytes of f. It
+// reads at offsets, leaving f's own offset where it is.
+func verify(f *os.File, bodyLen int64) error {
+	sum := sha256.New()
+	if _, err := io.CopyBuffer(sum, io.NewSectionReader(f, 0, bodyLen), make([]byte, 256<<10)); err != nil {
+		return fmt.Errorf("snapshot: read: %w", err)
 	}
+	var trailer [trailerLen]byte
+	if _, err := f.ReadAt(trailer[:], bodyLen); err != nil {
+		return fmt.Errorf("snapshot: read the checksum: %w", err)
+	}
+	if !bytes.Equal(trailer[:], sum.Sum(nil)) {
+		return corrupt("checksum mismatch")
+	}
+	return nil
+}
+
+// undecodable is the error for object i of count, which decode refused.
+func undecodable(i, count uint64, err error) error {
+	return fmt.Errorf("%w: object %d of %d: object does not decode: %w", ErrCorrupt, i, count, err)
+}
+
+// readObjects reads count records, decodes them and hands them to each in
+// batches of chunkObjects; on as many goroutines as GOMAXPROCS for a large
+// snapshot (decoding dominates a read).
+func readObjects[T any](r *recordReader, count uint64, decode func([]byte) (T, error), each func([]T) error) error {
 	workers := runtime.GOMAXPROCS(0)
 	if workers > 1 && count >= 4*chunkObjects {
-		return readObjectsParallel(r, count, decode, workers)
+		return readObjectsParallel(r, count, decode, each, workers)
 	}
-	// The count is trusted only once the checksum holds: preallocate at most
-	// a bounded number, so that a crafted count cannot exhaust memory.
-	objects := make([]T, 0, min(count, maxPrealloc))
-	var decodeErr error
+	batch := make([]T, 0, min(count, chunkObjects))
 	for i := range count {
 		b, err := r.record()
 		if err != nil {
-			return nil, fmt.Errorf("object %d of %d: %w", i, count, err)
-		}
-		if decodeErr != nil {
-			continue
+			return fmt.Errorf("object %d of %d: %w", i, count, err)
 		}
 		obj, err := decode(b)
 		if err != nil {
-			decodeErr = fmt.Errorf("object %d of %d: %w: %w", i, count, errUndecodable, err)
-			continue
+			return undecodable(i, count, err)
 		}
-		objects = append(objects, obj)
+		batch = append(batch, obj)
+		if len(batch) == chunkObjects {
+			if err := each(batch); err != nil {
+				return err
+			}
+			batch = make([]T, 0, min(count-i-1, chunkObjects))
+		}
 	}
-	return objects, r.finish(decodeErr)
+	if len(batch) > 0 {
+		if err := each(batch); err != nil {
+			return err
+		}
+	}
+	return r.finish()
 }
 
-// finish checks that nothing follows the last record and returns decodeErr.
-func (r *recordReader) finish(decodeErr error) error {
+// finish checks that nothing follows the last record.
+func (r *recordReader) finish() error {
 	if r.remaining != 0 {
 		return corrupt("%d unexpected bytes after the last object", r.remaining)
 	}
-	return decodeErr
+	return nil
 }
 
-// chunkObjects is how many records a decoding goroutine takes at a time.
+// chunkObjects is how many records a decoding goroutine takes at a time,
+// and the size of the batches handed over.
 const chunkObjects = 512
 
 // chunk is consecutive records, from the first-th on, copied out of the
-// reader, and what decoding them gave.
+// reader, and what decoding them gave (once done is closed).
 type chunk[T any] struct {
 	first uint64
 	data  []byte
 	ends  []int // ends[i] is where record i ends in data
 	out   []T
 	err   error
+	done  chan struct{}
 }
 
 func (c *chunk[T]) decode(count uint64, decode func([]byte) (T, error)) {
+	defer close(c.done)
 	c.out = make([]T, 0, len(c.ends))
 	start := 0
 	for i, end := range c.ends {
 		obj, err := decode(c.data[start:end])
 		if err != nil {
-			c.err = fmt.Errorf("object %d of %d: %w: %w", c.first+uint64(i), count, errUndecodable, err)
+			c.err = undecodable(c.first+uint64(i), count, err)
 			break
 		}
 		c.out = append(c.out, obj)
@@ -166,12 +204,16 @@ func (c *chunk[T]) decode(count uint64, decode func([]byte) (T, error)) {
 	c.data, c.ends = nil, nil
 }
 
-// readObjectsParallel is readObjects with workers goroutines decoding
-// chunks while this one reads (and hashes) the file. The chunks waiting
-// for a worker are bounded, and so is the memory beside the objects.
-func readObjectsParallel[T any](r *recordReader, count uint64, decode func([]byte) (T, error), workers int) ([]T, error) {
+// readObjectsParallel is readObjects with a goroutine reading the file into
+// chunks, workers goroutines decoding them, and this one handing them to
+// each in order as they are decoded. The chunks read ahead of each are
+// bounded, and so is the memory beside the objects.
+func readObjectsParallel[T any](r *recordReader, count uint64, decode func([]byte) (T, error), each func([]T) error, workers int) error {
 	jobs := make(chan *chunk[T], workers)
-	spare := make(chan []byte, 2*workers) // decoded chunks' buffers, for the next chunks (decode keeps no slice)
+	ordered := make(chan *chunk[T], 2*workers) // the chunks in file order, as read
+	spare := make(chan []byte, 2*workers)      // decoded chunks' buffers, for the next chunks (decode keeps no slice)
+	stop := make(chan struct{})                // closed when this goroutine stops taking chunks
+	var readErr error                          // the reader's; read once ordered is closed
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -185,42 +227,61 @@ func readObjectsParallel[T any](r *recordReader, count uint64, decode func([]byt
 			}
 		})
 	}
-	var chunks []*chunk[T]
-	var readErr error
-	size := 0 // the last chunk's bytes: the next is sized as it was, to copy each record once
-	for i := uint64(0); i < count && readErr == nil; {
-		c := &chunk[T]{first: i, ends: make([]int, 0, chunkObjects)}
-		select {
-		case c.data = <-spare:
-		default:
-			c.data = make([]byte, 0, size+size/8)
-		}
-		for ; len(c.ends) < chunkObjects && i < count; i++ {
-			b, err := r.record()
-			if err != nil {
-				readErr = fmt.Errorf("object %d of %d: %w", i, count, err)
-				break
+	wg.Go(func() {
+		defer close(jobs)
+		defer close(ordered)
+		size := 0 // the last chunk's bytes: the next is sized as it was, to copy each record once
+		for i := uint64(0); i < count; {
+			c := &chunk[T]{first: i, ends: make([]int, 0, chunkObjects), done: make(chan struct{})}
+			select {
+			case c.data = <-spare:
+			default:
+				c.data = make([]byte, 0, size+size/8)
 			}
-			c.data = append(c.data, b...)
-			c.ends = append(c.ends, len(c.data))
+			for ; len(c.ends) < chunkObjects && i < count; i++ {
+				b, err := r.record()
+				if err != nil {
+					readErr = fmt.Errorf("object %d of %d: %w", i, count, err)
+					return
+				}
+				c.data = append(c.data, b...)
+				c.ends = append(c.ends, len(c.data))
+			}
+			size = len(c.data)
+			select {
+			case ordered <- c:
+			case <-stop:
+				return
+			}
+			jobs <- c
 		}
-		size = len(c.data)
-		chunks = append(chunks, c)
-		jobs <- c
-	}
-	close(jobs)
-	wg.Wait()
-	if readErr != nil {
-		return nil, readErr
-	}
-	objects := make([]T, 0, count) // every record has been read: the count is real
-	for _, c := range chunks {
-		if c.err != nil {
-			return nil, r.finish(c.err)
+		readErr = r.finish()
+	})
+	stopped := false
+	halt := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
 		}
-		objects = append(objects, c.out...)
 	}
-	return objects, r.finish(nil)
+	defer func() { // also when each panics: no goroutine is left behind
+		halt()
+		for range ordered {
+		}
+		wg.Wait()
+	}()
+	for c := range ordered {
+		<-c.done
+		err := c.err
+		if err == nil {
+			err = each(c.out)
+		}
+		if err != nil {
+			halt()
+			return err
+		}
+	}
+	return readErr
 }
 
 // recordReader reads the checksummed part of a file, never past its end.

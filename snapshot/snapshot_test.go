@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/snapshot"
 )
 
@@ -176,7 +177,7 @@ func TestRead_refusesWhatIsNotAnIntactSnapshot(t *testing.T) {
 	for _, tc := range []struct {
 		name, content, wantMsg string
 	}{
-		{"trailing bytes", string(full) + "x", "unexpected bytes after the last object"},
+		{"trailing bytes", string(full) + "x", "checksum mismatch"},
 		{"another file", strings.Repeat("not a snapshot ", 10), "bad magic"},
 		{"a later format version", string(full[:8]) + "\x00\x02" + string(full[10:]), "unknown format version 2"},
 		{"empty", "", "truncated"},
@@ -386,5 +387,85 @@ func TestRead_largeSnapshotsDecodeInParallelInOrder(t *testing.T) {
 	}
 	if _, _, err := snapshot.Read(path, testID(), dec); !errors.Is(err, snapshot.ErrCorrupt) {
 		t.Fatalf("a flipped byte in the middle: %v, want ErrCorrupt", err)
+	}
+}
+
+// ReadEach hands the objects over in batches, in order, after begin; a
+// refused object ends it after the batches before it, an error from each
+// stops it at once, and a panic in each leaves no goroutine behind.
+func TestReadEach_handsOverBatchesInOrderAndStopsOnErrors(t *testing.T) {
+	leakcheck.Check(t)
+	many := make([]item, 5000)
+	for i := range many {
+		many[i] = item{Name: fmt.Sprintf("item-%05d", i), Value: i}
+	}
+	path := filepath.Join(t.TempDir(), "many.snap")
+	enc, dec := snapshot.JSON[item]()
+	if err := snapshot.Write(path, testID(), "7", many, enc); err != nil {
+		t.Fatal(err)
+	}
+	for _, procs := range []int{1, 2} { // the sequential and the parallel path
+		t.Run(fmt.Sprint("GOMAXPROCS=", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			var got []item
+			var rv string
+			count, batches := -1, 0
+			err := snapshot.ReadEach(path, testID(), dec, func(v string, n int) error {
+				if got != nil {
+					t.Error("begin called after a batch")
+				}
+				rv, count = v, n
+				return nil
+			}, func(b []item) error {
+				batches++
+				got = append(got, b...)
+				return nil
+			})
+			if err != nil || rv != "7" || count != len(many) || !slices.Equal(got, many) || batches < 2 {
+				t.Fatalf("ReadEach = %v: rv %q, count %d, %d objects in %d batches (equal: %t)", err, rv, count, len(got), batches, slices.Equal(got, many))
+			}
+
+			got = got[:0]
+			refuse := func(b []byte) (item, error) {
+				it, err := dec(b)
+				if err == nil && it.Value == 3333 {
+					err = errors.New("refused")
+				}
+				return it, err
+			}
+			err = snapshot.ReadEach(path, testID(), refuse, func(string, int) error { return nil },
+				func(b []item) error { got = append(got, b...); return nil })
+			if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "object 3333 of 5000") || !slices.Equal(got, many[:len(got)]) || len(got) > 3333 {
+				t.Fatalf("an undecodable object: %v after %d objects; want ErrCorrupt naming object 3333, after a prefix of at most 3333", err, len(got))
+			}
+
+			boom := errors.New("boom")
+			calls := 0
+			err = snapshot.ReadEach(path, testID(), dec, func(string, int) error { return nil },
+				func([]item) error { calls++; return boom })
+			if !errors.Is(err, boom) || calls != 1 {
+				t.Fatalf("each failing: ReadEach = %v after %d calls; want boom after 1", err, calls)
+			}
+			if err := snapshot.ReadEach(path, testID(), dec, func(string, int) error { return boom },
+				func([]item) error { t.Error("each called after begin failed"); return nil }); !errors.Is(err, boom) {
+				t.Fatalf("begin failing: ReadEach = %v; want boom", err)
+			}
+
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Error("a panic in each was not passed on")
+					}
+				}()
+				_ = snapshot.ReadEach(path, testID(), dec, func(string, int) error { return nil },
+					func([]item) error { panic("each") })
+			}()
+		})
+	}
+	var calls int
+	err := snapshot.ReadEach(filepath.Join(t.TempDir(), "none.snap"), testID(), dec,
+		func(string, int) error { calls++; return nil }, func([]item) error { calls++; return nil })
+	if !errors.Is(err, snapshot.ErrNotFound) || calls != 0 {
+		t.Fatalf("no file: ReadEach = %v with %d calls; want ErrNotFound and none", err, calls)
 	}
 }

@@ -214,6 +214,17 @@ func (s *Indexer[T]) Replace(items []T, resourceVersion string) error {
 	}
 }
 
+// Reserve makes room for n objects in a store that holds none, so that a
+// load of a known size (a snapshot) does not grow the store step by step.
+// A store that holds objects is left as it is.
+func (s *Indexer[T]) Reserve(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.c.items) == 0 && n > 0 {
+		s.c.items = make(map[string]*entry[T], n)
+	}
+}
+
 // Item is an object with its store key.
 type Item[T object.Object] struct {
 	Key    string

@@ -133,3 +133,20 @@ func TestIndexer_GetByKey(t *testing.T) {
 		})
 	}
 }
+
+func TestIndexer_ReserveKeepsWhatAStoreHolds(t *testing.T) {
+	s := newTestIndexer(t)
+	s.Reserve(1000) // empty: room is made
+	a := newPod("ns", "a", "1", "app=web")
+	mustAdd(t, s, a)
+	s.Reserve(1000) // holds a: left as it is
+	if got, ok := s.GetByKey("ns/a"); !ok || got != a || s.Len() != 1 {
+		t.Fatalf("after Reserve on a store holding a: GetByKey = %v, %v; Len %d", got, ok, s.Len())
+	}
+	if got, err := s.ByIndex("app", "web"); err != nil || len(got) != 1 || got[0] != a {
+		t.Fatalf("ByIndex(app, web) = %v, %v; want a", got, err)
+	}
+	if err := s.c.checkInvariants(len(s.c.indices)); err != nil {
+		t.Fatal(err)
+	}
+}
