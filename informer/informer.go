@@ -133,7 +133,7 @@ func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*Shar
 			i.table.ShareMaps()
 		}
 	}
-	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts, i.table)}
+	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts, i.table), size: idx.Reserve}
 	i.refl, err = reflector.New(lw, reflector.Sink[T](sink), reflectorOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)

@@ -310,8 +310,13 @@ func changed[T object.Object](cached, listed T) bool {
 type transformSink[T object.Object] struct {
 	next   *deltafifo.FIFO[T]
 	fn     func(T) (T, error) // nil: none
+	size   func(n int)        // the store's Reserve
 	failed bool               // the relist in progress lost an item to the transform; reflector goroutine only
 }
+
+// RelistSize sizes the store for a list of n objects if it holds none yet
+// (the first list; reflector.RelistSizer).
+func (s *transformSink[T]) RelistSize(n int) { s.size(n) }
 
 func (s *transformSink[T]) transform(obj T) (T, error) {
 	if s.fn == nil {

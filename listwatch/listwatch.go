@@ -213,7 +213,8 @@ func fromListObject[T object.Object](l runtime.Object) (reflector.List[T], error
 	if err != nil {
 		return reflector.List[T]{}, fmt.Errorf("listwatch: items of %T: %w", l, err)
 	}
-	out := reflector.List[T]{Items: make([]T, 0, len(objs)), ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue()}
+	out := reflector.List[T]{Items: make([]T, 0, len(objs)), ResourceVersion: lm.GetResourceVersion(), Continue: lm.GetContinue(),
+		RemainingItemCount: lm.GetRemainingItemCount()}
 	for _, o := range objs {
 		if u, ok := o.(reflector.Undecodable); ok {
 			if out.Skipped == 0 {

@@ -221,3 +221,32 @@ func TestNew_listItemsDoNotPointIntoTheListsArray(t *testing.T) {
 		}
 	})
 }
+
+// A paginated list without selectors carries the server's count of what
+// follows the page, through the REST client and through Kind's own
+// decoding alike (the reflector sizes the cache with it).
+func TestList_aPageCarriesTheServersRemainingItemCount(t *testing.T) {
+	srv, ns := seed(t)
+	cfg := listwatch.PreferProtobuf(srv.Config())
+	cms := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns)
+	gvk := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	for name, lw := range map[string]reflector.ListerWatcher[*corev1.ConfigMap]{
+		"New":  listwatch.New[*corev1.ConfigMap](cms.List, cms.Watch, listwatch.Options{}),
+		"Kind": listwatch.Kind[*corev1.ConfigMap](discoveryOf(t, cfg, func(*runtime.Scheme) error { return nil }), gvk, listwatch.KindOptions{Namespace: ns}),
+	} {
+		l, err := lw.List(t.Context(), metav1.ListOptions{Limit: 1})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(l.Items) != 1 || l.Continue == "" || l.RemainingItemCount == nil || *l.RemainingItemCount != 2 { // seed's 3 ConfigMaps
+			t.Fatalf("%s: a page of %d items, continue %q, remaining %v; want 1, a token and 2 remaining", name, len(l.Items), l.Continue, deref(l.RemainingItemCount))
+		}
+	}
+}
+
+func deref(n *int64) any {
+	if n == nil {
+		return nil
+	}
+	return *n
+}

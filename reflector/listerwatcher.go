@@ -26,6 +26,9 @@ type List[T object.Object] struct {
 	Items           []T
 	ResourceVersion string // the list's resource version
 	Continue        string // token for the next page; "" on the last page
+	// RemainingItemCount is the number of objects after this page, when
+	// the server says (ListMeta.RemainingItemCount); nil otherwise.
+	RemainingItemCount *int64
 	// Skipped counts items that were left out, not being a T (or not
 	// decoding, with SkipReason "undecodable"); Skip describes the first
 	// of them. SkipReason labels them in the skipped-objects metric.

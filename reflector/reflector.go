@@ -50,6 +50,20 @@ type RelistSink[T object.Object] interface {
 	EndRelist(resourceVersion string) error
 }
 
+// RelistSizer is an optional interface of a RelistSink: it is told, with
+// the first page of a list, how many objects the whole list holds when the
+// server says so (ListMeta.RemainingItemCount, given for paginated lists
+// without selectors), e.g. to size a cache once instead of growing it step
+// by step. It is a hint, at most MaxRelistSizeHint: the list may turn out
+// otherwise.
+type RelistSizer interface {
+	RelistSize(n int)
+}
+
+// MaxRelistSizeHint bounds what a RelistSizer is told, so that a wrong
+// count from a server cannot make a sink reserve unbounded memory.
+const MaxRelistSizeHint = 1 << 20
+
 // Clock is the time source of the IO driver. The decisions take time as
 // input and never read a clock.
 type Clock interface {

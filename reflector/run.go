@@ -207,6 +207,9 @@ func (r *Reflector[T]) list(ctx context.Context, a list) input {
 	}
 	r.succeeded(ctx, OpList)
 	r.setErr(nil)
+	if sizer, ok := r.relistSink.(RelistSizer); ok && a.cont == "" && l.RemainingItemCount != nil && *l.RemainingItemCount >= 0 {
+		sizer.RelistSize(int(min(int64(len(l.Items))+*l.RemainingItemCount, MaxRelistSizeHint)))
+	}
 	if l.Skipped > 0 {
 		r.skip(l.Skip, cmp.Or(l.SkipReason, "wrong type"), l.Skipped)
 	}

@@ -3,6 +3,7 @@ package reflector
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -335,5 +336,64 @@ func TestNew_raisesAMinWatchTimeoutUnderFiveMinutesToFiveMinutes(t *testing.T) {
 			t.Errorf("MinWatchTimeout %s: watch timeouts in [%s, %s], want [%s, %s]",
 				tc.in, r.cfg.minTimeout, r.cfg.maxTimeout, tc.wantMin, 2*tc.wantMin)
 		}
+	}
+}
+
+// sizingSink is a RelistSink that records what its RelistSizer hears.
+type sizingSink struct {
+	*memSink[*corev1.Pod]
+	sizes []int // guarded by memSink's mu
+}
+
+func (s *sizingSink) BeginRelist() error { return nil }
+func (s *sizingSink) RelistItems(items []*corev1.Pod) error {
+	for _, it := range items {
+		s.put(it)
+	}
+	return nil
+}
+func (s *sizingSink) RelistDelete(obj *corev1.Pod) error { return s.Delete(obj) }
+func (s *sizingSink) EndRelist(rv string) error {
+	s.Bookmark(rv)
+	return nil
+}
+func (s *sizingSink) RelistSize(n int) {
+	s.mu.Lock()
+	s.sizes = append(s.sizes, n)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func TestReflector_aRelistSizerHearsTheListsSizeWithItsFirstPage(t *testing.T) {
+	leakcheck.Check(t)
+	remaining := func(n int64, cont string, rv string, items ...*corev1.Pod) func() (List[*corev1.Pod], error) {
+		return func() (List[*corev1.Pod], error) {
+			return List[*corev1.Pod]{Items: items, ResourceVersion: rv, Continue: cont, RemainingItemCount: &n}, nil
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		pages []func() (List[*corev1.Pod], error)
+		want  []int
+	}{
+		{"two pages, the server counts", []func() (List[*corev1.Pod], error){
+			remaining(2, "next", "", pod("a", "5")), remaining(0, "", "10", pod("b", "6"), pod("c", "7"))}, []int{3}},
+		{"no count", []func() (List[*corev1.Pod], error){page("10", pod("a", "5"))}, nil},
+		{"a count beyond reason is capped", []func() (List[*corev1.Pod], error){
+			remaining(1<<40, "", "10", pod("a", "5"))}, []int{MaxRelistSizeHint}},
+		{"a negative count is ignored", []func() (List[*corev1.Pod], error){
+			remaining(-5, "", "10", pod("a", "5"))}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lw := newFakeLW(tc.pages...)
+			sink := &sizingSink{memSink: newMemSink[*corev1.Pod]()}
+			runReflector(t, newTestReflector(t, lw, sink, Options{DisableWatchList: true, PageSize: 1}))
+			lw.nextWatch(t) // the list is over
+			sink.mu.Lock()
+			defer sink.mu.Unlock()
+			if !slices.Equal(sink.sizes, tc.want) {
+				t.Fatalf("RelistSize heard %v, want %v", sink.sizes, tc.want)
+			}
+		})
 	}
 }

@@ -72,9 +72,9 @@ func podSource(n, namespaces int) *memSource[corev1.Pod, *corev1.Pod] {
 			return out
 		},
 		listRV: func(list int) string { return rvString(n * (list + 1)) },
-		wrap: func(items []corev1.Pod, rv, cont string) kruntime.Object {
+		wrap: func(items []corev1.Pod, rv, cont string, remaining *int64) kruntime.Object {
 			l := &corev1.PodList{Items: items}
-			l.ResourceVersion, l.Continue = rv, cont
+			l.ResourceVersion, l.Continue, l.RemainingItemCount = rv, cont, remaining
 			return l
 		},
 		watch: func(context.Context, int) (watch.Interface, error) { return idleWatch(), nil },

@@ -454,9 +454,9 @@ func verifyPipeline(p pipeline, r *pipelineRun) error {
 }
 
 // configMapList wraps a page for client-go.
-func configMapList(items []corev1.ConfigMap, rv, cont string) kruntime.Object {
+func configMapList(items []corev1.ConfigMap, rv, cont string, remaining *int64) kruntime.Object {
 	l := &corev1.ConfigMapList{Items: items}
-	l.ResourceVersion, l.Continue = rv, cont
+	l.ResourceVersion, l.Continue, l.RemainingItemCount = rv, cont, remaining
 	return l
 }
 

@@ -74,10 +74,13 @@ func encodeWire(in *pipelineInput, cfg PipelineConfig) (*wireInput, error) {
 			items = append(items, configMap(i, in.namespaces, rvString(i+1)))
 		}
 		cont := ""
+		var remaining *int64 // as kube-apiserver: the count of what follows, on every page but the last
 		if end < cfg.Objects {
 			cont = strconv.Itoa(end)
+			n := int64(cfg.Objects - end)
+			remaining = &n
 		}
-		if err := enc.Encode(configMapList(items, rvString(in.listRV), cont), &all); err != nil {
+		if err := enc.Encode(configMapList(items, rvString(in.listRV), cont, remaining), &all); err != nil {
 			return nil, err
 		}
 		ends = append(ends, all.Len())

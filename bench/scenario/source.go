@@ -41,8 +41,10 @@ type memSource[E any, P ptrObject[E]] struct {
 	items func(list, start, end int) []E
 	// listRV is the resource version of list number list.
 	listRV func(list int) string
-	// wrap makes the API list type (e.g. *corev1.ConfigMapList) for client-go.
-	wrap func(items []E, rv, cont string) runtime.Object
+	// wrap makes the API list type (e.g. *corev1.ConfigMapList) for client-go;
+	// remaining is the count of objects after the page (nil on the last), as
+	// kube-apiserver gives it.
+	wrap func(items []E, rv, cont string, remaining *int64) runtime.Object
 	// watch serves watch number n (0 for the first).
 	watch func(ctx context.Context, n int) (watch.Interface, error)
 
@@ -54,21 +56,27 @@ type requests struct {
 	lists, pages, watches, watchLists atomic.Int32
 }
 
-// list serves one page.
-func (s *memSource[E, P]) list(opts metav1.ListOptions) (items []E, rv, cont string, err error) {
+// list serves one page, wrapped in the API list type.
+func (s *memSource[E, P]) list(opts metav1.ListOptions) (runtime.Object, error) {
 	s.pages.Add(1)
 	list, start := 0, 0
 	if opts.Continue == "" {
 		list = int(s.lists.Add(1)) - 1
-	} else if list, start, err = parseContinue(opts.Continue); err != nil {
-		return nil, "", "", err
+	} else {
+		var err error
+		if list, start, err = parseContinue(opts.Continue); err != nil {
+			return nil, err
+		}
 	}
-	end := s.n
+	end, cont := s.n, ""
+	var remaining *int64
 	if opts.Limit > 0 && start+int(opts.Limit) < s.n {
 		end = start + int(opts.Limit)
 		cont = fmt.Sprintf("%d/%d", list, end)
+		n := int64(s.n - end)
+		remaining = &n
 	}
-	return s.items(list, start, end), s.listRV(list), cont, nil
+	return s.wrap(s.items(list, start, end), s.listRV(list), cont, remaining), nil
 }
 
 func parseContinue(c string) (list, start int, err error) {
@@ -120,13 +128,7 @@ func (s *requests) checkPipeline(n, pageSize int) error {
 // user builds one over a typed client (listwatch.New): each page is the API
 // list type, from which ctrlkit takes the items as client-go does.
 func newCtrlkitLW[E any, P ptrObject[E]](s *memSource[E, P]) reflector.ListerWatcher[P] {
-	list := func(_ context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		items, rv, cont, err := s.list(opts)
-		if err != nil {
-			return nil, err
-		}
-		return s.wrap(items, rv, cont), nil
-	}
+	list := func(_ context.Context, opts metav1.ListOptions) (runtime.Object, error) { return s.list(opts) }
 	return listwatch.New[P](list, s.startWatch, listwatch.Options{})
 }
 
@@ -139,13 +141,7 @@ func (clientGoLW) IsWatchListSemanticsUnSupported() bool { return true }
 
 func newClientGoLW[E any, P ptrObject[E]](s *memSource[E, P]) clientGoLW {
 	return clientGoLW{&cache.ListWatch{
-		ListWithContextFunc: func(_ context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			items, rv, cont, err := s.list(opts)
-			if err != nil {
-				return nil, err
-			}
-			return s.wrap(items, rv, cont), nil
-		},
+		ListWithContextFunc:  func(_ context.Context, opts metav1.ListOptions) (runtime.Object, error) { return s.list(opts) },
 		WatchFuncWithContext: s.startWatch,
 	}}
 }
