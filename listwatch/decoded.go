@@ -66,6 +66,39 @@ type decoder[P object.Object] struct {
 	envelope func([]byte) (P, error)
 	fromJSON func([]byte) (P, error)
 	as       string // what the objects are decoded as, for errors: "a projection"
+
+	mu   sync.Mutex
+	page []byte // a list page's body buffer, kept for the list's next page
+}
+
+// maxKeptPage bounds the page buffer a decoder keeps between the pages of
+// a list.
+const maxKeptPage = 32 << 20
+
+// readPage reads a list page's body into the buffer the pages of one list
+// share (every decoding function copies what it keeps), instead of a new
+// one grown by doubling for each page: on a 100,000-object list that was
+// half of what a sync allocated.
+func (d *decoder[P]) readPage(rc io.ReadCloser) ([]byte, error) {
+	defer rc.Close()
+	d.mu.Lock()
+	buf := d.page
+	d.page = nil
+	d.mu.Unlock()
+	b := bytes.NewBuffer(buf[:0])
+	_, err := b.ReadFrom(rc)
+	return b.Bytes(), err
+}
+
+// keepPage keeps buf for the list's next page; after a list's last page
+// it is dropped, so that an informer between lists holds none.
+func (d *decoder[P]) keepPage(buf []byte, more bool) {
+	if !more || cap(buf) > maxKeptPage {
+		return
+	}
+	d.mu.Lock()
+	d.page = buf[:0]
+	d.mu.Unlock()
 }
 
 // page is one decoded list page, shaped as the list object New reads: its
@@ -103,11 +136,23 @@ func (d *decoder[P]) list(ctx context.Context, opts metav1.ListOptions) (*page[P
 	if err != nil {
 		return nil, err
 	}
-	res := req.Do(ctx)
-	body, err := res.Raw()
+	rc, err := req.Stream(ctx) // an error carries the server's Status, as the REST client's Get reports it
 	if err != nil {
-		return nil, res.Error() // the server's Status, as the REST client's Get reports it
+		return nil, err
 	}
+	body, err := d.readPage(rc)
+	if err != nil {
+		return nil, fmt.Errorf("listwatch: reading a list of %s: %w", d.k.gvk.Kind, err)
+	}
+	out, err := d.decodePage(body)
+	if err == nil {
+		d.keepPage(body, out.Continue != "")
+	}
+	return out, err
+}
+
+// decodePage decodes a list page's body, protobuf or JSON.
+func (d *decoder[P]) decodePage(body []byte) (*page[P], error) {
 	if isProtobuf(body) {
 		env, err := projection.Unwrap(body)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -249,4 +250,41 @@ func deref(n *int64) any {
 		return nil
 	}
 	return *n
+}
+
+// Kind reads a list's pages into one buffer: a page's objects must be
+// intact after the next page was read over it.
+func TestKind_aListPageOutlivesTheNextPagesBuffer(t *testing.T) {
+	srv, ns := seed(t)
+	cfg := listwatch.PreferProtobuf(srv.Config())
+	cms := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns)
+	lw := listwatch.Kind[*corev1.ConfigMap](discoveryOf(t, cfg, func(*runtime.Scheme) error { return nil }),
+		corev1.SchemeGroupVersion.WithKind("ConfigMap"), listwatch.KindOptions{Namespace: ns})
+	var got []*corev1.ConfigMap
+	opts := metav1.ListOptions{Limit: 1}
+	for {
+		l, err := lw.List(t.Context(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, l.Items...)
+		if l.Continue == "" {
+			break
+		}
+		opts.Continue, opts.ResourceVersion = l.Continue, ""
+	}
+	want, err := cms.List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want.Items) || len(got) != 3 {
+		t.Fatalf("listed %d in pages of 1, %d at once; want seed's 3", len(got), len(want.Items))
+	}
+	for i := range got {
+		w := want.Items[i].DeepCopy()
+		w.ManagedFields = nil // Kind cuts them on the wire
+		if !equality.Semantic.DeepEqual(got[i], w) {
+			t.Errorf("page %d's object changed after the next pages were read:\n got %+v\nwant %+v", i, got[i], w)
+		}
+	}
 }
