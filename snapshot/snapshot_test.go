@@ -343,21 +343,29 @@ func unmarshalConfigMap(b []byte) (*corev1.ConfigMap, error) {
 	return c, c.Unmarshal(b)
 }
 
+// writeMany writes a snapshot of 5000 items at resource version 7.
+func writeMany(t *testing.T) (string, []item) {
+	t.Helper()
+	many := make([]item, 5000)
+	for i := range many {
+		many[i] = item{Name: fmt.Sprintf("item-%05d", i), Value: i}
+	}
+	path := filepath.Join(t.TempDir(), "many.snap")
+	enc, _ := snapshot.JSON[item]()
+	if err := snapshot.Write(path, testID(), "7", many, enc); err != nil {
+		t.Fatal(err)
+	}
+	return path, many
+}
+
 // A large snapshot is decoded on several goroutines: the objects come back
 // in order, and a damaged or undecodable object is still refused.
 func TestRead_largeSnapshotsDecodeInParallelInOrder(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Fatalf("GOMAXPROCS is %d: this test needs two to take the parallel path", runtime.GOMAXPROCS(0))
 	}
-	many := make([]item, 5000)
-	for i := range many {
-		many[i] = item{Name: fmt.Sprintf("item-%05d", i), Value: i}
-	}
-	path := filepath.Join(t.TempDir(), "many.snap")
-	enc, dec := snapshot.JSON[item]()
-	if err := snapshot.Write(path, testID(), "7", many, enc); err != nil {
-		t.Fatal(err)
-	}
+	path, many := writeMany(t)
+	_, dec := snapshot.JSON[item]()
 	rv, got, err := snapshot.Read(path, testID(), dec)
 	if err != nil || rv != "7" || !slices.Equal(got, many) {
 		t.Fatalf("Read = %q, %d objects (equal: %t), %v", rv, len(got), slices.Equal(got, many), err)
@@ -395,15 +403,8 @@ func TestRead_largeSnapshotsDecodeInParallelInOrder(t *testing.T) {
 // stops it at once, and a panic in each leaves no goroutine behind.
 func TestReadEach_handsOverBatchesInOrderAndStopsOnErrors(t *testing.T) {
 	leakcheck.Check(t)
-	many := make([]item, 5000)
-	for i := range many {
-		many[i] = item{Name: fmt.Sprintf("item-%05d", i), Value: i}
-	}
-	path := filepath.Join(t.TempDir(), "many.snap")
-	enc, dec := snapshot.JSON[item]()
-	if err := snapshot.Write(path, testID(), "7", many, enc); err != nil {
-		t.Fatal(err)
-	}
+	path, many := writeMany(t)
+	_, dec := snapshot.JSON[item]()
 	for _, procs := range []int{1, 2} { // the sequential and the parallel path
 		t.Run(fmt.Sprint("GOMAXPROCS=", procs), func(t *testing.T) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
