@@ -310,7 +310,7 @@ func changed[T object.Object](cached, listed T) bool {
 type transformSink[T object.Object] struct {
 	next   *deltafifo.FIFO[T]
 	fn     func(T) (T, error) // nil: none
-	size   func(n int)        // the store's Reserve
+	size   func(n int)        // the store's Reserve (nothing with AtomicRelist)
 	failed bool               // the relist in progress lost an item to the transform; reflector goroutine only
 }
 

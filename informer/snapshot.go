@@ -12,7 +12,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/ctrlkit/ctrlkit/deltafifo"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/snapshot"
@@ -26,7 +25,10 @@ import (
 //
 // A snapshot is read at Run's start. When it is missing, of another
 // identity, damaged or unreadable, the informer starts cold (lists as
-// usual) and Start says why. When it matches, its objects are cached and
+// usual) and Start says why. (An intact snapshot whose Decode refuses an
+// object halfway starts cold too, after handlers heard of the objects
+// before it as the initial list: the list that follows notifies every
+// object it gives and deletes the others.) When it matches, its objects are cached and
 // handed to handlers as the initial list (OnAdd with isInInitialList), and
 // the informer watches from its version; it counts as synced once the
 // server has accepted that version (an event or bookmark after it, within
@@ -112,6 +114,7 @@ type snapshots[T object.Object] struct {
 	mu      sync.Mutex
 	start   CacheStart
 	loaded  bool               // a snapshot was loaded and its resume not yet decided
+	partial bool               // a snapshot was refused after some of it was applied: the next relist notifies every object
 	poke    context.CancelFunc // ends the processing loop's current Pop: take a view
 	writing bool               // a write is under way (see wg)
 	lastRV  string             // the resource version of the last snapshot written or loaded
@@ -197,10 +200,18 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) {
 	var rv string
 	objects, begun := 0, false
 	err := snapshot.ReadEach(s.cfg.Path, s.identity, s.cfg.Decode, func(version string, count int) error {
+		if version == "" { // Write refuses one
+			return fmt.Errorf("%w: no resource version", snapshot.ErrCorrupt)
+		}
 		rv, begun = version, true
-		i.idx.Reserve(count)
+		if !i.atomic { // an atomic relist is swapped in whole, into a store built for it
+			i.idx.Reserve(count)
+		}
 		return i.fifo.BeginRelist()
 	}, func(objs []T) error {
+		if err := ctx.Err(); err != nil {
+			return err // stopping: no need to read the rest
+		}
 		if i.table != nil {
 			for _, obj := range objs {
 				i.table.Object(any(obj))
@@ -217,9 +228,16 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) {
 	}
 	if err != nil {
 		if begun {
-			i.fifo.AbandonRelist() // what was applied stays, unsynced, and the list that follows settles it
+			// What was applied stays, unsynced, and handlers heard of it as
+			// the initial list; the list that follows settles it, telling
+			// handlers of every object it lists (versions read from a
+			// refused snapshot are not trusted to mean unchanged).
+			i.fifo.AbandonRelist()
+			s.mu.Lock()
+			s.partial = true
+			s.mu.Unlock()
 		}
-		if errors.Is(err, deltafifo.ErrClosed) {
+		if ctx.Err() != nil {
 			return // the informer is stopping
 		}
 		level := i.log.Warn
@@ -287,6 +305,10 @@ func (s *snapshots[T]) relistBegins(resume reflector.Resume) (distrust bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.partial { // a snapshot refused after some of it was applied
+		s.partial = false
+		return true
+	}
 	if !s.loaded || resume.State != reflector.ResumeRefused {
 		return false
 	}

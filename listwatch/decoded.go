@@ -91,7 +91,8 @@ func (d *decoder[P]) readPage(rc io.ReadCloser) ([]byte, error) {
 }
 
 // keepPage keeps buf for the list's next page; after a list's last page
-// it is dropped, so that an informer between lists holds none.
+// it is dropped, so that an informer between lists holds none (but for a
+// list given up halfway, whose buffer waits for the next list).
 func (d *decoder[P]) keepPage(buf []byte, more bool) {
 	if !more || cap(buf) > maxKeptPage {
 		return

@@ -132,6 +132,7 @@ func (c *typed[T, L]) List(ctx context.Context, opts metav1.ListOptions) (reflec
 	if send && shardInfoOf(l) == nil {
 		c.notApplied("the server sent the list without metadata.shardInfo (is the ShardedListAndWatch feature gate off?)")
 	}
+	out.RemainingItemCount = nil // the server's count is not of this shard's objects
 	kept := out.Items[:0]
 	for _, it := range out.Items {
 		if contains(sh, it) {

@@ -606,16 +606,31 @@ func measureShares(t *testing.T, srv *apiserver.Server, ns, ringName string, n, 
 		}
 		return total == float64(objects) && len(reconciled) == objects
 	})
-	shares = shares[:0] // once more, now that every reconcile has been counted
-	for _, id := range r.live {
-		rep := r.replicas[id]
-		shares = append(shares, share{cached: scrapeInformer(t, rep, "ctrlkit_informer_cached_objects", "configmaps"),
-			bytes:      scrapeInformer(t, rep, "ctrlkit_informer_received_bytes_total", "configmaps"),
-			reconciles: scrapeMatching(t, rep, "controller_runtime_reconcile_total", func(l string) bool { return strings.Contains(l, `result="success"`) }),
-			fallback:   scrapeInformer(t, rep, "ctrlkit_informer_shard_fallback", "configmaps"),
-			syncs:      1 + scrapeInformer(t, rep, "ctrlkit_reflector_relists_total", "configmaps"),
-			lastList:   scrapeInformer(t, rep, "ctrlkit_informer_received_bytes_since_list", "configmaps")})
-	}
+	// Once more, now that every reconcile has been counted; a replica's
+	// figures count only if it was ready, and relisted nothing, from before
+	// to after reading them (a member's lease may lapse under load and make
+	// every replica relist: then its latest list is still under way).
+	eventually(t, 60*time.Second, "every replica ready and between relists", func() bool {
+		shares = shares[:0]
+		for _, id := range r.live {
+			rep := r.replicas[id]
+			relists := scrapeInformer(t, rep, "ctrlkit_reflector_relists_total", "configmaps")
+			if !ready(rep) {
+				return false
+			}
+			s := share{cached: scrapeInformer(t, rep, "ctrlkit_informer_cached_objects", "configmaps"),
+				bytes:      scrapeInformer(t, rep, "ctrlkit_informer_received_bytes_total", "configmaps"),
+				reconciles: scrapeMatching(t, rep, "controller_runtime_reconcile_total", func(l string) bool { return strings.Contains(l, `result="success"`) }),
+				fallback:   scrapeInformer(t, rep, "ctrlkit_informer_shard_fallback", "configmaps"),
+				syncs:      1 + relists,
+				lastList:   scrapeInformer(t, rep, "ctrlkit_informer_received_bytes_since_list", "configmaps")}
+			if !ready(rep) || scrapeInformer(t, rep, "ctrlkit_reflector_relists_total", "configmaps") != relists {
+				return false
+			}
+			shares = append(shares, s)
+		}
+		return true
+	})
 	opened := 0 // the debug page's view agrees: every shard open on exactly one replica
 	for _, id := range r.live {
 		st := debugState(t, r.replicas[id])

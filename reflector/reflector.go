@@ -51,11 +51,12 @@ type RelistSink[T object.Object] interface {
 }
 
 // RelistSizer is an optional interface of a RelistSink: it is told, with
-// the first page of a list, how many objects the whole list holds when the
-// server says so (ListMeta.RemainingItemCount, given for paginated lists
-// without selectors), e.g. to size a cache once instead of growing it step
-// by step. It is a hint, at most MaxRelistSizeHint: the list may turn out
-// otherwise.
+// the first page of a relist's list, how many objects the whole list holds
+// when the ListerWatcher says so (List.RemainingItemCount: the server's
+// ListMeta.RemainingItemCount, given for paginated lists without
+// selectors; listwatch drops it when it filters a shard on the client),
+// e.g. to size a cache once instead of growing it step by step. It is a
+// hint, at most MaxRelistSizeHint: the list may turn out otherwise.
 type RelistSizer interface {
 	RelistSize(n int)
 }

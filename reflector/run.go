@@ -207,7 +207,7 @@ func (r *Reflector[T]) list(ctx context.Context, a list) input {
 	}
 	r.succeeded(ctx, OpList)
 	r.setErr(nil)
-	if sizer, ok := r.relistSink.(RelistSizer); ok && a.cont == "" && l.RemainingItemCount != nil && *l.RemainingItemCount >= 0 {
+	if sizer, ok := r.relistSink.(RelistSizer); ok && a.cont == "" && !a.probe && l.RemainingItemCount != nil && *l.RemainingItemCount >= 0 {
 		sizer.RelistSize(int(min(int64(len(l.Items))+*l.RemainingItemCount, MaxRelistSizeHint)))
 	}
 	if l.Skipped > 0 {

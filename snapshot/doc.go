@@ -15,11 +15,13 @@
 //	ErrCorrupt    bad magic, unknown format version, a bad checksum, a truncated
 //	              or overlong file, an object that does not decode
 //
-// A refused snapshot is never served in part: Read and ReadEach decode
-// objects only after the checksum over the whole file has been verified.
-// ReadEach hands them over in batches as they decode (an informer applies
-// some while the next decode); only an object that its decoder refuses in an
-// intact file can end it after some batches.
+// A damaged or foreign snapshot is never served in part: Read and ReadEach
+// decode objects only after the identity and the checksum over the whole
+// file have been verified. ReadEach hands them over in batches as they
+// decode (an informer applies some while the next decode), so what ends it
+// after the checksum (an object its decoder refuses, records that do not add
+// up in a file Write did not write, a read error) comes after some batches;
+// Read then returns no objects.
 //
 // # File format (version 1)
 //
@@ -52,7 +54,7 @@
 // complete file; the last rename wins); Read is safe beside a Write. Reads
 // stream: besides the decoded objects they hold one object's bytes at a
 // time, or, for a snapshot of 2048 objects or more with GOMAXPROCS above
-// one, at most 3×GOMAXPROCS chunks of 512 objects read ahead, decoded on
-// GOMAXPROCS goroutines while the file is read (so decode must be safe for
-// concurrent use).
+// one, about 3×GOMAXPROCS chunks of 512 objects read ahead and as many
+// spare chunk buffers, decoded on GOMAXPROCS goroutines while the file is
+// read (so decode must be safe for concurrent use).
 package snapshot

@@ -52,9 +52,9 @@ func Read[T any](path string, want Identity, decode func([]byte) (T, error)) (st
 // verified, it calls begin with the resource version and the number of
 // objects, then each with consecutive batches of them in the file's order,
 // on the caller's goroutine. The batches are the caller's to keep. An
-// object that does not decode, or records that do not add up to the
-// header's count (only a file written by something else than Write can
-// have either, since its checksum holds), end the read with an ErrCorrupt
+// object that decode refuses (a decoder stricter than the one the file was
+// written for), records that do not add up to the header's count (a file
+// Write did not write: its checksum holds) or a read error end the read
 // after the batches before them were handed over: a caller applying
 // batches as they come must be ready to drop them. An error from begin or
 // each stops the read, which returns it.
@@ -232,6 +232,11 @@ func readObjectsParallel[T any](r *recordReader, count uint64, decode func([]byt
 		defer close(ordered)
 		size := 0 // the last chunk's bytes: the next is sized as it was, to copy each record once
 		for i := uint64(0); i < count; {
+			select {
+			case <-stop:
+				return
+			default:
+			}
 			c := &chunk[T]{first: i, ends: make([]int, 0, chunkObjects), done: make(chan struct{})}
 			select {
 			case c.data = <-spare:

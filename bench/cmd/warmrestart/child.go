@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -248,10 +247,15 @@ func startMeter(c *byteCounter) *meter {
 	m := &meter{c: c}
 	if c.profile != "" {
 		f, err := os.Create(c.profile)
-		if err == nil && pprof.StartCPUProfile(f) == nil {
-			m.profile = f
+		if err == nil {
+			if err = pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "warmrestart child: no CPU profile: %v\n", err)
 		} else {
-			fmt.Fprintf(os.Stderr, "warmrestart child: no CPU profile: %v\n", cmp.Or(err, errors.New("profiling already on")))
+			m.profile = f
 		}
 	}
 	c.on.Store(true)
@@ -262,12 +266,12 @@ func startMeter(c *byteCounter) *meter {
 // synced turns the counter off and records the sync into res.
 func (m *meter) synced(res *result) {
 	res.SyncMS = ms(time.Since(m.start))
-	if m.profile != nil {
+	m.c.on.Store(false)
+	res.SyncCPUMS = ms(cpuTime() - m.cpu)
+	if m.profile != nil { // after the figures: writing the profile is not the sync's
 		pprof.StopCPUProfile()
 		m.profile.Close()
 	}
-	m.c.on.Store(false)
-	res.SyncCPUMS = ms(cpuTime() - m.cpu)
 	res.Bytes, res.WireBytes, res.Requests = m.c.bytes.Load(), m.c.wire.Load(), m.c.request.Load()
 }
 
