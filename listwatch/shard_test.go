@@ -103,8 +103,10 @@ func TestOptions_shardFiltersOnTheClientWhenTheServerDoesNot(t *testing.T) {
 	for i := range 100 {
 		items = append(items, corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i), UID: types.UID(fmt.Sprint("uid-", i))}})
 	}
+	remaining := int64(900) // a server's count of what follows: of every object, not of a half
 	list := func(context.Context, metav1.ListOptions) (*corev1.ConfigMapList, error) { // ignores the selector
-		return &corev1.ConfigMapList{Items: append([]corev1.ConfigMap(nil), items...)}, nil
+		return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{Continue: "next", RemainingItemCount: &remaining},
+			Items: append([]corev1.ConfigMap(nil), items...)}, nil
 	}
 	total := 0
 	for _, sel := range halves {
@@ -122,6 +124,9 @@ func TestOptions_shardFiltersOnTheClientWhenTheServerDoesNot(t *testing.T) {
 			if !sel.Matches(cm) {
 				t.Errorf("%s is outside its half", cm.Name)
 			}
+		}
+		if l.RemainingItemCount != nil {
+			t.Errorf("a list filtered on the client kept the server's RemainingItemCount %d", *l.RemainingItemCount)
 		}
 		total += len(l.Items)
 	}

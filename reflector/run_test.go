@@ -397,3 +397,28 @@ func TestReflector_aRelistSizerHearsTheListsSizeWithItsFirstPage(t *testing.T) {
 		})
 	}
 }
+
+// The one-object list that probes the server before a resume is not a
+// relist: its count sizes nothing.
+func TestReflector_theResumeProbeSizesNothing(t *testing.T) {
+	leakcheck.Check(t)
+	n := int64(41)
+	lw := newFakeLW(func() (List[*corev1.Pod], error) {
+		return List[*corev1.Pod]{Items: []*corev1.Pod{pod("a", "50")}, ResourceVersion: "60", Continue: "more", RemainingItemCount: &n}, nil
+	})
+	sink := &sizingSink{memSink: newMemSink[*corev1.Pod]()}
+	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true})
+	if err := r.ResumeFrom("55"); err != nil {
+		t.Fatal(err)
+	}
+	runReflector(t, r)
+	lw.nextWatch(t) // probed, now watching from 55
+	if got := lw.listed(); len(got) != 1 || got[0].Limit != 1 {
+		t.Fatalf("lists %+v, want the one-object probe", got)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.sizes) != 0 {
+		t.Fatalf("RelistSize heard %v after the probe, want nothing", sink.sizes)
+	}
+}
