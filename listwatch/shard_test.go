@@ -103,7 +103,8 @@ func TestOptions_shardFiltersOnTheClientWhenTheServerDoesNot(t *testing.T) {
 	for i := range 100 {
 		items = append(items, corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprint(i), UID: types.UID(fmt.Sprint("uid-", i))}})
 	}
-	remaining := int64(900)                                                            // a server's count of what follows: of every object, not of a half
+	// A server's count of what follows: of every object, not of a half.
+	remaining := int64(900)
 	list := func(context.Context, metav1.ListOptions) (*corev1.ConfigMapList, error) { // ignores the selector
 		return &corev1.ConfigMapList{ListMeta: metav1.ListMeta{Continue: "next", RemainingItemCount: &remaining},
 			Items: append([]corev1.ConfigMap(nil), items...)}, nil
