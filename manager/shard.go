@@ -253,7 +253,7 @@ func newReceived(reg prometheus.Registerer) (*received, error) {
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ctrlkit_informer_received_bytes_total",
 			Help: "Bytes of response bodies an informer received from the API server (lists and watches)."}, []string{"informer"}),
 		sinceList: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ctrlkit_informer_received_bytes_since_list",
-			Help: "Bytes an informer received since its latest list began: that list's pages and the watch events after it."}, []string{"informer"}),
+			Help: "Bytes an informer received since its latest list began (a one-object probe before a warm resume counts as one): that list's pages and the watch events after it."}, []string{"informer"}),
 		fallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ctrlkit_informer_shard_fallback",
 			Help: "1 when the API server did not apply an informer's shard selector and the informer filters on the client."}, []string{"informer"}),
 	}
