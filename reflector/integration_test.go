@@ -273,6 +273,12 @@ func TestReflector_relistsAfterCompactionMadeItsRVGone(t *testing.T) {
 			}
 		}})
 	s.waitForServerState(t, cms, 30*time.Second)
+	// An event through the watch first: a watch cut with no event in it
+	// soon after it opened ends in a relist at once (a hot-loop guard),
+	// without the re-watch whose 410 this test is about; under load the
+	// stall could otherwise come that soon.
+	createN(t, cms, "seen", 1)
+	s.waitForServerState(t, cms, 30*time.Second)
 	syncs := lw.syncs()
 
 	// While the reflector hears nothing, objects change and history is compacted.
