@@ -133,11 +133,7 @@ func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*Shar
 			i.table.ShareMaps()
 		}
 	}
-	size := idx.Reserve
-	if opts.AtomicRelist {
-		size = func(int) {} // a relist is swapped in whole, into a store built for it
-	}
-	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts, i.table), size: size}
+	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts, i.table), size: i.reserve}
 	i.refl, err = reflector.New(lw, reflector.Sink[T](sink), reflectorOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)

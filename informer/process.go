@@ -310,13 +310,22 @@ func changed[T object.Object](cached, listed T) bool {
 type transformSink[T object.Object] struct {
 	next   *deltafifo.FIFO[T]
 	fn     func(T) (T, error) // nil: none
-	size   func(n int)        // the store's Reserve (nothing with AtomicRelist)
+	size   func(n int)        // the informer's reserve
 	failed bool               // the relist in progress lost an item to the transform; reflector goroutine only
 }
 
 // RelistSize sizes the store for a list of n objects if it holds none yet
 // (the first list; reflector.RelistSizer).
 func (s *transformSink[T]) RelistSize(n int) { s.size(n) }
+
+// reserve sizes an empty store for n objects about to be applied, unless
+// relists are atomic: those are swapped in whole, into a store built for
+// them, so a reserved map would only be waste.
+func (i *SharedIndexInformer[T]) reserve(n int) {
+	if !i.atomic {
+		i.idx.Reserve(n)
+	}
+}
 
 func (s *transformSink[T]) transform(obj T) (T, error) {
 	if s.fn == nil {

@@ -204,9 +204,7 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) {
 			return fmt.Errorf("%w: no resource version", snapshot.ErrCorrupt)
 		}
 		rv, begun = version, true
-		if !i.atomic { // an atomic relist is swapped in whole, into a store built for it
-			i.idx.Reserve(count)
-		}
+		i.reserve(count)
 		return i.fifo.BeginRelist()
 	}, func(objs []T) error {
 		if err := ctx.Err(); err != nil {

@@ -582,21 +582,14 @@ func measureShares(t *testing.T, srv *apiserver.Server, ns, ringName string, n, 
 		r.add()
 	}
 	r.startTogether()
-	var shares []share
 	eventually(t, 120*time.Second, fmt.Sprintf("%d replicas caching and reconciling %d objects once", n, objects), func() bool {
-		shares = shares[:0]
 		total, reconciled := 0.0, map[string]bool{}
 		for _, id := range r.live {
 			rep := r.replicas[id]
 			if len(logLines(t, rep, "addr ")) == 0 {
 				return false
 			}
-			s := share{cached: scrapeInformer(t, rep, "ctrlkit_informer_cached_objects", "configmaps"),
-				bytes:      scrapeInformer(t, rep, "ctrlkit_informer_received_bytes_total", "configmaps"),
-				reconciles: scrapeMatching(t, rep, "controller_runtime_reconcile_total", func(l string) bool { return strings.Contains(l, `result="success"`) }),
-				fallback:   scrapeInformer(t, rep, "ctrlkit_informer_shard_fallback", "configmaps")}
-			shares = append(shares, s)
-			total += s.cached
+			total += readShare(t, rep).cached
 			for _, iv := range readIntervals(t, rep) {
 				reconciled[iv.name] = true
 			}
@@ -610,21 +603,16 @@ func measureShares(t *testing.T, srv *apiserver.Server, ns, ringName string, n, 
 	// figures count only if it was ready, and relisted nothing, from before
 	// to after reading them (a member's lease may lapse under load and make
 	// every replica relist: then its latest list is still under way).
+	var shares []share
 	eventually(t, 60*time.Second, "every replica ready and between relists", func() bool {
 		shares = shares[:0]
 		for _, id := range r.live {
 			rep := r.replicas[id]
-			relists := scrapeInformer(t, rep, "ctrlkit_reflector_relists_total", "configmaps")
 			if !ready(rep) {
 				return false
 			}
-			s := share{cached: scrapeInformer(t, rep, "ctrlkit_informer_cached_objects", "configmaps"),
-				bytes:      scrapeInformer(t, rep, "ctrlkit_informer_received_bytes_total", "configmaps"),
-				reconciles: scrapeMatching(t, rep, "controller_runtime_reconcile_total", func(l string) bool { return strings.Contains(l, `result="success"`) }),
-				fallback:   scrapeInformer(t, rep, "ctrlkit_informer_shard_fallback", "configmaps"),
-				syncs:      1 + relists,
-				lastList:   scrapeInformer(t, rep, "ctrlkit_informer_received_bytes_since_list", "configmaps")}
-			if !ready(rep) || scrapeInformer(t, rep, "ctrlkit_reflector_relists_total", "configmaps") != relists {
+			s := readShare(t, rep)
+			if !ready(rep) || readShare(t, rep).syncs != s.syncs {
 				return false
 			}
 			shares = append(shares, s)
@@ -649,6 +637,17 @@ func measureShares(t *testing.T, srv *apiserver.Server, ns, ringName string, n, 
 		<-rep.exited
 	}
 	return shares
+}
+
+// readShare scrapes what replica r cached, received and reconciled.
+func readShare(t *testing.T, r *replica) share {
+	t.Helper()
+	return share{cached: scrapeInformer(t, r, "ctrlkit_informer_cached_objects", "configmaps"),
+		bytes:      scrapeInformer(t, r, "ctrlkit_informer_received_bytes_total", "configmaps"),
+		reconciles: scrapeMatching(t, r, "controller_runtime_reconcile_total", func(l string) bool { return strings.Contains(l, `result="success"`) }),
+		fallback:   scrapeInformer(t, r, "ctrlkit_informer_shard_fallback", "configmaps"),
+		syncs:      1 + scrapeInformer(t, r, "ctrlkit_reflector_relists_total", "configmaps"),
+		lastList:   scrapeInformer(t, r, "ctrlkit_informer_received_bytes_since_list", "configmaps")}
 }
 
 // ready reports whether r's /readyz answers 200.
