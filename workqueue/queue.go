@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -138,6 +139,13 @@ type Queue[K comparable] struct {
 	limiter RateLimiter[K]
 
 	stopOnce sync.Once
+
+	// born is when the queue was made; waited is when, counted from born,
+	// a Get that had to wait for a key last stopped waiting; waiting counts
+	// the Gets waiting now (see saturated).
+	born    time.Time
+	waited  atomic.Int64
+	waiting atomic.Int32
 }
 
 // New returns an empty queue. It starts no goroutine: the one that handles
@@ -147,6 +155,7 @@ func New[K comparable](opts Options[K]) (*Queue[K], error) {
 	opts = opts.withDefaults()
 	q := &Queue[K]{
 		clock:   opts.Clock,
+		born:    opts.Clock.Now(),
 		drained: make(chan struct{}),
 		limiter: opts.RateLimiter,
 		flowKey: opts.FlowKey,
@@ -224,16 +233,25 @@ func (q *Queue[K]) add(k K, prio int32) {
 // out the keys still queued and returns shutdown=true (and the zero key)
 // only once none is left. Safe for concurrent use.
 //
-// Get first yields its processor to any goroutine waiting for one: workers
-// that are busy on every processor otherwise keep the goroutines that feed
-// the queue (event handlers, a producer woken by a timer) waiting until the
-// runtime preempts a worker, about 10ms, and the keys they owe then arrive
-// in a burst. With nothing else to run, the yield costs ~0.1µs.
+// Once no Get has had to wait for a key for yieldAfter, Get first yields
+// its processor to any goroutine waiting for one: workers that are busy on
+// every processor otherwise keep the goroutines that feed the queue (event
+// handlers, a producer woken by a timer) waiting until the runtime preempts
+// a worker, about 10ms, and the keys they owe then arrive in a burst. While
+// workers keep up, Get does not yield: a yield then only lets a feeder add
+// its burst before the keys already queued are handed out.
 func (q *Queue[K]) Get() (k K, shutdown bool) {
-	runtime.Gosched()
+	if q.saturated() {
+		runtime.Gosched()
+	}
 	q.mu.Lock()
-	for q.core.queued == 0 && !q.shuttingDown {
-		q.cond.Wait()
+	if q.core.queued == 0 && !q.shuttingDown {
+		q.waiting.Add(1)
+		for q.core.queued == 0 && !q.shuttingDown {
+			q.cond.Wait()
+		}
+		q.waited.Store(int64(q.clock.Now().Sub(q.born))) // idle until now
+		q.waiting.Add(-1)
 	}
 	now := q.now() // after waiting: the key is handed out now
 	k, since, ok := q.core.get(now)
@@ -245,6 +263,18 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 		q.metrics.handedOut(now.Sub(since))
 	}
 	return k, false
+}
+
+// yieldAfter is how long workers may go without waiting in Get before Get
+// yields: far below the runtime's 10ms preemption, above the time workers
+// that keep up take to drain a burst of adds.
+const yieldAfter = 100 * time.Microsecond
+
+// saturated reports whether no Get is waiting for a key and none has
+// waited for yieldAfter: every worker has been busy since, so goroutines
+// that feed the queue may be waiting for a processor.
+func (q *Queue[K]) saturated() bool {
+	return q.waiting.Load() == 0 && q.clock.Now().Sub(q.born)-time.Duration(q.waited.Load()) > yieldAfter
 }
 
 // Done tells the queue that the worker has finished with k, which Get
