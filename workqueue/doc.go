@@ -76,6 +76,7 @@
 // same names with the "name" label only. workqueue_depth is the queue's
 // total; it has no "priority" label, the split by priority is
 // workqueue_band_depth. The gauges are computed when scraped, so no goroutine updates them.
-// Without a registry the queue does not even read the clock on Add, Get and
-// Done.
+// Without a registry the queue does not even read Options.Clock on Add, Get
+// and Done (while keys of one priority wait); Get reads the system's
+// monotonic clock once, to decide whether to yield its processor (see Get).
 package workqueue

@@ -140,12 +140,15 @@ type Queue[K comparable] struct {
 
 	stopOnce sync.Once
 
-	// born is when the queue was made; waited is when, counted from born,
-	// a Get that had to wait for a key last stopped waiting; waiting counts
-	// the Gets waiting now (see saturated).
+	// For saturated, read and written without mu: born is when the queue
+	// was made (the system clock's monotonic reading); waited is when,
+	// counted from born, a Get that had to wait for a key last stopped
+	// waiting (0, as if at born, until one has); waiting counts the Gets
+	// waiting now. yield is runtime.Gosched, replaced in tests.
 	born    time.Time
 	waited  atomic.Int64
 	waiting atomic.Int32
+	yield   func()
 }
 
 // New returns an empty queue. It starts no goroutine: the one that handles
@@ -155,7 +158,8 @@ func New[K comparable](opts Options[K]) (*Queue[K], error) {
 	opts = opts.withDefaults()
 	q := &Queue[K]{
 		clock:   opts.Clock,
-		born:    opts.Clock.Now(),
+		born:    time.Now(),
+		yield:   runtime.Gosched,
 		drained: make(chan struct{}),
 		limiter: opts.RateLimiter,
 		flowKey: opts.FlowKey,
@@ -233,29 +237,33 @@ func (q *Queue[K]) add(k K, prio int32) {
 // out the keys still queued and returns shutdown=true (and the zero key)
 // only once none is left. Safe for concurrent use.
 //
-// Once no Get has had to wait for a key for yieldAfter, Get first yields
-// its processor to any goroutine waiting for one: workers that are busy on
-// every processor otherwise keep the goroutines that feed the queue (event
-// handlers, a producer woken by a timer) waiting until the runtime preempts
-// a worker, about 10ms, and the keys they owe then arrive in a burst. While
-// workers keep up, Get does not yield: a yield then only lets a feeder add
-// its burst before the keys already queued are handed out.
+// While the workers are saturated (no Get is waiting for a key and none
+// stopped waiting in the last 100µs), Get first yields its processor to any
+// goroutine waiting for one: workers that are busy on every processor
+// otherwise keep the goroutines that feed the queue (event handlers, a
+// producer woken by a timer) waiting until the runtime preempts a worker,
+// about 10ms, and the keys they owe then arrive in a burst. While workers
+// keep up, Get does not yield: a yield then only lets a feeder add its burst
+// before the keys already queued are handed out.
 func (q *Queue[K]) Get() (k K, shutdown bool) {
 	if q.saturated() {
-		runtime.Gosched()
+		q.yield()
 	}
 	q.mu.Lock()
-	if q.core.queued == 0 && !q.shuttingDown {
+	waited := q.core.queued == 0 && !q.shuttingDown
+	if waited {
 		q.waiting.Add(1)
 		for q.core.queued == 0 && !q.shuttingDown {
 			q.cond.Wait()
 		}
-		q.waited.Store(int64(q.clock.Now().Sub(q.born))) // idle until now
-		q.waiting.Add(-1)
 	}
 	now := q.now() // after waiting: the key is handed out now
 	k, since, ok := q.core.get(now)
 	q.mu.Unlock()
+	if waited {
+		q.waited.Store(int64(time.Since(q.born))) // idle until now
+		q.waiting.Add(-1)
+	}
 	if !ok {
 		return k, true
 	}
@@ -270,11 +278,13 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 // that keep up take to drain a burst of adds.
 const yieldAfter = 100 * time.Microsecond
 
-// saturated reports whether no Get is waiting for a key and none has
-// waited for yieldAfter: every worker has been busy since, so goroutines
-// that feed the queue may be waiting for a processor.
+// saturated reports whether no Get is waiting for a key and none stopped
+// waiting in the last yieldAfter: every worker has been busy since, so
+// goroutines that feed the queue may be waiting for a processor. It reads
+// the system's monotonic clock, not Options.Clock: it is about the
+// processors of this process, not the queue's time.
 func (q *Queue[K]) saturated() bool {
-	return q.waiting.Load() == 0 && q.clock.Now().Sub(q.born)-time.Duration(q.waited.Load()) > yieldAfter
+	return q.waiting.Load() == 0 && time.Since(q.born)-time.Duration(q.waited.Load()) > yieldAfter
 }
 
 // Done tells the queue that the worker has finished with k, which Get
