@@ -250,8 +250,8 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 		q.yield()
 	}
 	q.mu.Lock()
-	waited := q.core.queued == 0 && !q.shuttingDown
-	if waited {
+	waits := q.core.queued == 0 && !q.shuttingDown
+	if waits {
 		q.waiting.Add(1)
 		for q.core.queued == 0 && !q.shuttingDown {
 			q.cond.Wait()
@@ -260,7 +260,7 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 	now := q.now() // after waiting: the key is handed out now
 	k, since, ok := q.core.get(now)
 	q.mu.Unlock()
-	if waited {
+	if waits {
 		q.waited.Store(int64(time.Since(q.born))) // idle until now
 		q.waiting.Add(-1)
 	}
