@@ -133,7 +133,11 @@ func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*Shar
 			i.table.ShareMaps()
 		}
 	}
-	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts, i.table), size: i.reserve}
+	body := false // the ListerWatcher interns the metadata as it decodes
+	if mi, ok := lw.(metadataInterner); ok && i.table != nil && !opts.ShareMaps && opts.Transform == nil {
+		body = mi.InternMetadata()
+	}
+	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts, i.table, body), size: i.reserve}
 	i.refl, err = reflector.New(lw, reflector.Sink[T](sink), reflectorOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
@@ -155,10 +159,15 @@ func reflectorOptions[T object.Object](opts Options[T]) reflector.Options {
 	return ro
 }
 
+// metadataInterner is a ListerWatcher that can intern the metadata of the
+// objects it decodes as it decodes them (listwatch.KindListerWatcher).
+type metadataInterner interface{ InternMetadata() bool }
+
 // transformFor returns the transform New's options ask for: managedFields
 // stripped, then the user's transform, then interning with table (nil:
-// none); nil when there is nothing to do.
-func transformFor[T object.Object](opts Options[T], table *intern.Table) func(T) (T, error) {
+// none), of all but the metadata when body is set (the ListerWatcher
+// interned it); nil when there is nothing to do.
+func transformFor[T object.Object](opts Options[T], table *intern.Table, body bool) func(T) (T, error) {
 	user, strip := opts.Transform, !opts.KeepManagedFields
 	if user == nil && !strip && table == nil {
 		return nil
@@ -175,7 +184,10 @@ func transformFor[T object.Object](opts Options[T], table *intern.Table) func(T)
 				return obj, err
 			}
 		}
-		if table != nil {
+		switch {
+		case table != nil && body:
+			table.Body(any(obj))
+		case table != nil:
 			table.Object(any(obj))
 		}
 		return obj, nil

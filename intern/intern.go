@@ -143,23 +143,27 @@ func (t *Table) short(s string) string {
 // the largest and most numerous objects most controllers cache). Other
 // types get their metadata interned.
 func (t *Table) Object(obj any) {
+	if o, ok := obj.(interface{ GetObjectMeta() metav1.Object }); ok {
+		if m, ok := o.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			t.Meta(m)
+		}
+	}
+	t.Body(obj)
+}
+
+// Body interns what Object does except the object metadata: for a decoder
+// that interned the metadata as it decoded (UnmarshalMeta).
+func (t *Table) Body(obj any) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		t.Meta(&o.ObjectMeta)
 		t.podSpec(&o.Spec)
 		t.podStatus(&o.Status)
 	case *corev1.ConfigMap:
-		t.Meta(&o.ObjectMeta)
 		for k, v := range o.Data {
 			o.Data[t.String(k)] = v // values are the payload: left alone
 		}
 	case *corev1.Secret:
-		t.Meta(&o.ObjectMeta)
 		o.Type = of(t, o.Type)
-	case interface{ GetObjectMeta() metav1.Object }:
-		if m, ok := o.GetObjectMeta().(*metav1.ObjectMeta); ok {
-			t.Meta(m)
-		}
 	}
 }
 

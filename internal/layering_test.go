@@ -154,7 +154,7 @@ var allowed = map[string][]string{
 	"workqueue":  {"internal/fifo"},
 	"store":      {"object"},
 	"reflector":  {"object"},
-	"listwatch":  {"object", "reflector", "projection"},
+	"listwatch":  {"object", "reflector", "projection", "intern"},
 	"deltafifo":  {"object", "internal/fifo"},
 	"handler":    {"object", "workqueue"},
 	"informer":   {"object", "reflector", "deltafifo", "store", "handler", "intern", "snapshot", "internal/fifo", "internal/run"},

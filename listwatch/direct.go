@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/ctrlkit/ctrlkit/intern"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/projection"
 )
@@ -52,10 +54,18 @@ func direct[T object.Object](k *KindListerWatcher[T]) (*decoder[T], bool) {
 	if js == nil {
 		return nil, false
 	}
-	strip := !k.opts.KeepManagedFields && metadataIsField1(typ.Elem())
+	metaFirst := metadataIsField1(typ.Elem())
+	strip := !k.opts.KeepManagedFields && metaFirst
 	elem, kind := typ.Elem(), k.gvk.Kind
+	in := &k.interner
+	in.possible = metaFirst
 	item := func(b []byte) (T, error) {
 		obj := reflect.New(elem).Interface().(T)
+		if in.on.Load() {
+			if ok, err := in.unmarshal(b, any(obj).(protoMessage), metaOf(obj), !k.opts.KeepManagedFields); ok {
+				return obj, err
+			}
+		}
 		if strip {
 			buf := scratch.Get().(*[]byte)
 			defer scratch.Put(buf)
@@ -85,9 +95,76 @@ func direct[T object.Object](k *KindListerWatcher[T]) (*decoder[T], bool) {
 			if m, ok := any(obj).(metav1.Object); ok && !k.opts.KeepManagedFields {
 				m.SetManagedFields(nil)
 			}
+			if err == nil {
+				in.meta(metaOf(obj))
+			}
 			return obj, err
 		},
 	}, true
+}
+
+// metaInterner interns the metadata of the objects Kind decodes itself,
+// once InternMetadata turned it on. List pages and watches decode on
+// different goroutines, and a table is not safe for concurrent use: mu
+// guards it.
+type metaInterner struct {
+	possible bool // T's metadata is its protobuf field 1 (set before Kind returns)
+	on       atomic.Bool
+	mu       sync.Mutex
+	table    *intern.Table
+}
+
+// unmarshal decodes b into obj, with the metadata (into m) interned as it
+// decodes, when b is laid out as encoders write an object: the metadata its
+// first field, and only once. ok is false, with obj untouched, when it is
+// not or the metadata does not decode here; the generated decoder then
+// decodes it (or reports what is wrong) as usual.
+func (in *metaInterner) unmarshal(b []byte, obj protoMessage, m *metav1.ObjectMeta, skipManagedFields bool) (ok bool, err error) {
+	num, wt, meta, _, n := nextField(b, 0)
+	if m == nil || num != 1 || wt != protowire.BytesType || n <= 0 || hasField(b[n:], 1) {
+		return false, nil
+	}
+	in.mu.Lock()
+	err = in.table.UnmarshalMeta(meta, m, skipManagedFields)
+	in.mu.Unlock()
+	if err != nil {
+		*m = metav1.ObjectMeta{}
+		return false, nil
+	}
+	return true, obj.Unmarshal(b[n:])
+}
+
+// meta interns m (an object decoded from JSON), if interning is on.
+func (in *metaInterner) meta(m *metav1.ObjectMeta) {
+	if m == nil || !in.on.Load() {
+		return
+	}
+	in.mu.Lock()
+	in.table.Meta(m)
+	in.mu.Unlock()
+}
+
+// hasField reports whether the message b has a field numbered num, or does
+// not parse.
+func hasField(b []byte, num protowire.Number) bool {
+	for off := 0; off < len(b); {
+		f, _, _, at, n := nextField(b, off)
+		if n <= 0 || f == num {
+			return true
+		}
+		off = at + n
+	}
+	return false
+}
+
+// metaOf returns obj's object metadata, nil if it has none.
+func metaOf(obj any) *metav1.ObjectMeta {
+	if o, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if m, ok := o.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			return m
+		}
+	}
+	return nil
 }
 
 // scratch holds buffers for withoutManagedFields.

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/ctrlkit/ctrlkit/intern"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
@@ -111,6 +112,8 @@ type KindListerWatcher[T object.Object] struct {
 	rc       rest.Interface
 	mapped   *meta.RESTMapping
 	onMapped func(*meta.RESTMapping)
+
+	interner metaInterner // see InternMetadata
 }
 
 // Kind adapts a kind known by group, version and kind (from a scheme) to
@@ -138,6 +141,30 @@ func Kind[T object.Object](d Discovery, gvk schema.GroupVersionKind, opts KindOp
 		k.lw = New[T](k.list, k.watch, opts.Options)
 	}
 	return k
+}
+
+// InternMetadata makes Kind intern the object metadata of every object it
+// decodes itself (Kubernetes' own types) while decoding it, with an
+// intern.Table of its own: a namespace, label key or value, annotation key
+// or short value, owner reference or finalizer the table holds is never
+// allocated, and labels and annotations go into their maps once. It
+// reports whether Kind will, false for types the REST client decodes. An
+// informer calls it when it interns (unless it shares maps or has a
+// transform of its own) and then interns only the rest of each object
+// (intern.Table.Body). Call it before the first List or Watch; it cannot
+// be undone.
+func (k *KindListerWatcher[T]) InternMetadata() bool {
+	in := &k.interner
+	if !in.possible {
+		return false
+	}
+	in.mu.Lock()
+	if in.table == nil {
+		in.table = intern.NewTable(0)
+	}
+	in.mu.Unlock()
+	in.on.Store(true)
+	return true
 }
 
 // List returns one page of the kind's objects.

@@ -1,0 +1,182 @@
+package intern
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// bytesString returns the table's copy of the string b holds, taking a
+// slot (with a new string) on a miss: a hit allocates nothing.
+func (t *Table) bytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	h := hashBytes(b)
+	first, second := &t.slots[h&t.mask], &t.slots[(h>>32)&t.mask]
+	switch string(b) { // no allocation: the compiler compares in place
+	case *first:
+		return *first
+	case *second:
+		return *second
+	}
+	s := string(b)
+	*second, *first = *first, s
+	return s
+}
+
+// shortBytes is bytesString for values interned only when short.
+func (t *Table) shortBytes(b []byte) string {
+	if len(b) > maxValue {
+		return string(b)
+	}
+	return t.bytesString(b)
+}
+
+// hashBytes is hash of the string b holds.
+func hashBytes(b []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return h
+}
+
+var errWireType = errors.New("wrong wire type")
+
+// UnmarshalMeta decodes b, the protobuf encoding of object metadata, into
+// m (which should be zero), interning what Meta interns as it decodes: a
+// string the table holds is not allocated at all, and each label and
+// annotation goes into its map once (Meta, after a decoder, assigns each
+// entry again). With skipManagedFields, managedFields are skipped.
+//
+// What it decodes is what the generated ObjectMeta.Unmarshal followed by
+// Meta gives. It is stricter: input the generated decoder reads one way
+// and that no encoder writes (a map entry whose key is not
+// length-delimited) is an error here; a caller falls back to the generated
+// decoder on any error, which then decodes or reports it as usual. An error
+// leaves m partly filled. Labels and annotations are not shared whole
+// (ShareMaps): only their strings are interned.
+func (t *Table) UnmarshalMeta(b []byte, m *metav1.ObjectMeta, skipManagedFields bool) error {
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		var v []byte
+		var x uint64
+		switch wt {
+		case protowire.BytesType:
+			v, n = protowire.ConsumeBytes(b)
+		case protowire.VarintType:
+			x, n = protowire.ConsumeVarint(b)
+		default:
+			n = protowire.ConsumeFieldValue(num, wt, b)
+		}
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		b = b[n:]
+		want := protowire.BytesType
+		if num == 7 || num == 10 {
+			want = protowire.VarintType
+		}
+		if num >= 1 && num <= 17 && num != 15 && num != 16 && wt != want {
+			return fmt.Errorf("metadata field %d: %w %d", num, errWireType, wt)
+		}
+		var err error
+		switch num {
+		case 1:
+			m.Name = string(v)
+		case 2:
+			m.GenerateName = t.bytesString(v)
+		case 3:
+			m.Namespace = t.bytesString(v)
+		case 4:
+			m.SelfLink = string(v)
+		case 5:
+			m.UID = types.UID(v)
+		case 6:
+			m.ResourceVersion = string(v)
+		case 7:
+			m.Generation = int64(x)
+		case 8:
+			err = m.CreationTimestamp.Unmarshal(v)
+		case 9:
+			if m.DeletionTimestamp == nil {
+				m.DeletionTimestamp = new(metav1.Time)
+			}
+			err = m.DeletionTimestamp.Unmarshal(v)
+		case 10:
+			s := int64(x)
+			m.DeletionGracePeriodSeconds = &s
+		case 11:
+			m.Labels, err = t.mapEntry(m.Labels, v, t.bytesString)
+		case 12:
+			m.Annotations, err = t.mapEntry(m.Annotations, v, t.shortBytes)
+		case 13:
+			var r metav1.OwnerReference
+			if err = r.Unmarshal(v); err == nil {
+				r.APIVersion, r.Kind, r.Name = t.String(r.APIVersion), t.String(r.Kind), t.String(r.Name)
+				r.UID = of(t, r.UID)
+				m.OwnerReferences = append(m.OwnerReferences, r)
+			}
+		case 14:
+			m.Finalizers = append(m.Finalizers, t.bytesString(v))
+		case 17:
+			if !skipManagedFields {
+				var e metav1.ManagedFieldsEntry
+				if err = e.Unmarshal(v); err == nil {
+					m.ManagedFields = append(m.ManagedFields, e)
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("metadata field %d: %w", num, err)
+		}
+	}
+	return nil
+}
+
+// mapEntry adds the map entry b (key field 1, value field 2, each "" when
+// absent) to m, made when nil, with its key interned and its value through
+// value.
+func (t *Table) mapEntry(m map[string]string, b []byte, value func([]byte) string) (map[string]string, error) {
+	var key, val []byte
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return m, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if (num == 1 || num == 2) && wt != protowire.BytesType {
+			return m, fmt.Errorf("map entry field %d: %w %d", num, errWireType, wt)
+		}
+		if wt == protowire.BytesType {
+			var v []byte
+			v, n = protowire.ConsumeBytes(b)
+			switch num {
+			case 1:
+				key = v
+			case 2:
+				val = v
+			}
+		} else {
+			n = protowire.ConsumeFieldValue(num, wt, b)
+		}
+		if n < 0 {
+			return m, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	if m == nil {
+		m = make(map[string]string)
+	}
+	m[t.bytesString(key)] = value(val)
+	return m, nil
+}

@@ -1,0 +1,139 @@
+package intern_test
+
+import (
+	"reflect"
+	"testing"
+	"time"
+	"unsafe"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ctrlkit/ctrlkit/intern"
+)
+
+// fullMeta is object metadata with every field set.
+func fullMeta() metav1.ObjectMeta {
+	yes, grace := true, int64(30)
+	created := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	deleted := metav1.NewTime(time.Date(2026, 1, 3, 3, 4, 5, 0, time.UTC))
+	return metav1.ObjectMeta{
+		Name: "web-7d9f8c6b5-x2x4q", GenerateName: "web-7d9f8c6b5-", Namespace: "shop", SelfLink: "/api/v1/x",
+		UID: "4f3c2b1a-0000-4000-8000-000000000001", ResourceVersion: "12345", Generation: 7,
+		CreationTimestamp: created, DeletionTimestamp: &deleted, DeletionGracePeriodSeconds: &grace,
+		Labels:      map[string]string{"app": "web", "pod-template-hash": "7d9f8c6b5", "": "empty key", "empty": ""},
+		Annotations: map[string]string{"owner": "team-a", "checksum": "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9f8c6b5",
+			UID: "0c1d2e3f", Controller: &yes, BlockOwnerDeletion: &yes}, {APIVersion: "v1", Kind: "Node", Name: "n1", UID: "9"}},
+		Finalizers: []string{"example.com/a", "example.com/b"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate,
+			APIVersion: "v1", Time: &created, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)}}},
+	}
+}
+
+// generated decodes b as the generated decoder does and interns it as an
+// informer's transform does.
+func generated(b []byte) (metav1.ObjectMeta, error) {
+	var m metav1.ObjectMeta
+	err := m.Unmarshal(b)
+	if err == nil {
+		intern.NewTable(0).Meta(&m)
+	}
+	return m, err
+}
+
+func marshal(t testing.TB, m metav1.ObjectMeta) []byte {
+	t.Helper()
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestTable_UnmarshalMetaDecodesAsTheGeneratedDecoder(t *testing.T) {
+	full := marshal(t, fullMeta())
+	unknown := protowire.AppendString(protowire.AppendTag(append([]byte(nil), full...), 99, protowire.BytesType), "x")
+	unknown = protowire.AppendVarint(protowire.AppendTag(unknown, 15, protowire.VarintType), 1)
+	for name, b := range map[string][]byte{
+		"every field":                 full,
+		"empty":                       nil,
+		"unknown fields":              unknown,
+		"twice (fields merge/repeat)": append(append([]byte(nil), full...), full...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			want, err := generated(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got metav1.ObjectMeta
+			if err := intern.NewTable(0).UnmarshalMeta(b, &got, false); err != nil {
+				t.Fatalf("UnmarshalMeta: %v", err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("UnmarshalMeta:\n got %+v\nwant %+v", got, want)
+			}
+			var skipped metav1.ObjectMeta
+			if err := intern.NewTable(0).UnmarshalMeta(b, &skipped, true); err != nil {
+				t.Fatalf("UnmarshalMeta skipping managedFields: %v", err)
+			}
+			want.ManagedFields = nil
+			if !reflect.DeepEqual(skipped, want) {
+				t.Fatalf("UnmarshalMeta skipping managedFields:\n got %+v\nwant %+v", skipped, want)
+			}
+		})
+	}
+}
+
+func TestTable_UnmarshalMetaInternsWhatMetaInterns(t *testing.T) {
+	tab := intern.NewTable(0)
+	b := marshal(t, fullMeta())
+	var x, y metav1.ObjectMeta
+	for _, m := range []*metav1.ObjectMeta{&x, &y} {
+		if err := tab.UnmarshalMeta(b, m, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(what, a, b string, want bool) {
+		t.Helper()
+		if got := unsafe.StringData(a) == unsafe.StringData(b); got != want {
+			t.Errorf("%s %q: one string in both objects = %v, want %v", what, a, got, want)
+		}
+	}
+	same("namespace", x.Namespace, y.Namespace, true)
+	same("generateName", x.GenerateName, y.GenerateName, true)
+	same("label value", x.Labels["app"], y.Labels["app"], true)
+	same("short annotation value", x.Annotations["owner"], y.Annotations["owner"], true)
+	same("long annotation value", x.Annotations["checksum"], y.Annotations["checksum"], false)
+	same("owner name", x.OwnerReferences[0].Name, y.OwnerReferences[0].Name, true)
+	same("owner UID", string(x.OwnerReferences[0].UID), string(y.OwnerReferences[0].UID), true)
+	same("finalizer", x.Finalizers[1], y.Finalizers[1], true)
+	same("name", x.Name, y.Name, false)
+	same("resourceVersion", x.ResourceVersion, y.ResourceVersion, false)
+}
+
+// Whatever UnmarshalMeta accepts, the generated decoder accepts and decodes
+// to the same metadata (what it refuses, its caller hands to the generated
+// decoder).
+func FuzzTable_UnmarshalMeta(f *testing.F) {
+	full := marshal(f, fullMeta())
+	f.Add(full)
+	f.Add(full[:len(full)/2])
+	f.Add([]byte{0x5a, 0x02, 0x08, 0x01})             // a label entry whose key is a varint
+	f.Add([]byte{0x3a, 0x01, 0x00})                   // generation, length-delimited
+	f.Add([]byte{0x0c})                               // an end group
+	f.Add([]byte{0x5a, 0x04, 0x0a, 0x00, 0x1a, 0x00}) // a label entry with an unknown field
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got metav1.ObjectMeta
+		if err := intern.NewTable(0).UnmarshalMeta(b, &got, false); err != nil {
+			return
+		}
+		want, err := generated(b)
+		if err != nil {
+			t.Fatalf("UnmarshalMeta accepted what the generated decoder refuses (%v)", err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("UnmarshalMeta:\n got %+v\nwant %+v", got, want)
+		}
+	})
+}
