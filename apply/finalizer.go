@@ -74,20 +74,24 @@ func NewFinalizer[T Object](name string, c Patcher[T], cleanup func(ctx context.
 func (f *Finalizer[T]) Name() string { return f.name }
 
 // Finalize does the finalizer's part of a reconcile of obj (read-only, as
-// from a cache). It returns deleting true when obj is being deleted: the
-// reconcile must stop there and return err (nil once the cleanup ran and
-// the finalizer is off). While obj lives, deleting is false and a nil err
-// means the finalizer is on the server: go on with the reconcile.
-func (f *Finalizer[T]) Finalize(ctx context.Context, obj T) (deleting bool, err error) {
+// from a cache). When it returns stop true, the reconcile must end there
+// and return err: obj is being deleted (err is nil once the cleanup ran and
+// the finalizer is off), or the finalizer was just added, which left obj
+// behind the server (a write made from it, such as an UpdateStatus, would
+// fail with a conflict): the write's watch event brings the object back,
+// current, for the next reconcile, as kube-rs's finalizer helper does.
+// stop false with a nil err means obj lives and the finalizer is on the
+// server: go on with the reconcile.
+func (f *Finalizer[T]) Finalize(ctx context.Context, obj T) (stop bool, err error) {
 	if f.err != nil {
-		return obj.GetDeletionTimestamp() != nil, f.err
+		return true, f.err
 	}
 	has := slices.Contains(obj.GetFinalizers(), f.name)
 	if obj.GetDeletionTimestamp() == nil {
 		if has {
 			return false, nil
 		}
-		return false, f.write(ctx, obj, append(slices.Clone(obj.GetFinalizers()), f.name), "add")
+		return true, f.write(ctx, obj, append(slices.Clone(obj.GetFinalizers()), f.name), "add")
 	}
 	if !has {
 		return true, nil // cleaned up already (or never needed): the object goes once the other finalizers are off

@@ -56,17 +56,18 @@ func TestFinalizer_addThenCleanUpOnDeleteThenRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Alive: the finalizer is added beside the other controller's.
-	if deleting, err := f.Finalize(ctx, cm); deleting || err != nil {
-		t.Fatalf("Finalize on a live object = %v, %v; want false, nil", deleting, err)
+	// Alive: the finalizer is added beside the other controller's, and the
+	// reconcile stops (the object in hand is behind the server now).
+	if stop, err := f.Finalize(ctx, cm); !stop || err != nil {
+		t.Fatalf("Finalize adding the finalizer = %v, %v; want true, nil", stop, err)
 	}
 	cm = get(t, kube, ns, "site")
 	if want := []string{"other.example.com/keep", finalizerName}; !slices.Equal(cm.Finalizers, want) {
 		t.Fatalf("finalizers = %q, want %q", cm.Finalizers, want)
 	}
 	rv := cm.ResourceVersion
-	if deleting, err := f.Finalize(ctx, cm); deleting || err != nil { // present: nothing to write
-		t.Fatalf("second Finalize = %v, %v", deleting, err)
+	if stop, err := f.Finalize(ctx, cm); stop || err != nil { // present: nothing to write, go on
+		t.Fatalf("second Finalize = %v, %v; want false, nil", stop, err)
 	}
 	if got := get(t, kube, ns, "site").ResourceVersion; got != rv {
 		t.Errorf("a Finalize with the finalizer present wrote the object (resource version %s -> %s)", rv, got)
@@ -78,17 +79,17 @@ func TestFinalizer_addThenCleanUpOnDeleteThenRemove(t *testing.T) {
 	}
 	for range 2 {
 		cm = get(t, kube, ns, "site")
-		deleting, err := f.Finalize(ctx, cm)
-		if !deleting || err == nil || !strings.Contains(err.Error(), "the external resource is busy") {
-			t.Fatalf("Finalize with a failing cleanup = %v, %v; want true and the cleanup's error", deleting, err)
+		stop, err := f.Finalize(ctx, cm)
+		if !stop || err == nil || !strings.Contains(err.Error(), "the external resource is busy") {
+			t.Fatalf("Finalize with a failing cleanup = %v, %v; want true and the cleanup's error", stop, err)
 		}
 		if !slices.Contains(get(t, kube, ns, "site").Finalizers, finalizerName) {
 			t.Fatal("the finalizer was removed although the cleanup failed")
 		}
 	}
 	cm = get(t, kube, ns, "site")
-	if deleting, err := f.Finalize(ctx, cm); !deleting || err != nil {
-		t.Fatalf("Finalize with a cleanup that succeeds = %v, %v; want true, nil", deleting, err)
+	if stop, err := f.Finalize(ctx, cm); !stop || err != nil {
+		t.Fatalf("Finalize with a cleanup that succeeds = %v, %v; want true, nil", stop, err)
 	}
 	if !slices.Equal(cleaned, []string{"site"}) {
 		t.Errorf("cleanups ran for %q, want once for site", cleaned)
@@ -97,8 +98,8 @@ func TestFinalizer_addThenCleanUpOnDeleteThenRemove(t *testing.T) {
 	if !slices.Equal(cm.Finalizers, []string{"other.example.com/keep"}) {
 		t.Fatalf("finalizers after cleanup = %q, want only the other controller's", cm.Finalizers)
 	}
-	if deleting, err := f.Finalize(ctx, cm); !deleting || err != nil || len(cleaned) != 1 {
-		t.Fatalf("Finalize after removal = %v, %v (cleanups %d); want true, nil, no second cleanup", deleting, err, len(cleaned))
+	if stop, err := f.Finalize(ctx, cm); !stop || err != nil || len(cleaned) != 1 {
+		t.Fatalf("Finalize after removal = %v, %v (cleanups %d); want true, nil, no second cleanup", stop, err, len(cleaned))
 	}
 
 	// The other finalizer goes: so does the object.
@@ -139,8 +140,8 @@ func TestFinalizer_aStaleReadIsAConflictNotADuplicate(t *testing.T) {
 	if err := kube.CoreV1().ConfigMaps(ns).Delete(ctx, "site", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if deleting, err := f.Finalize(ctx, live); deleting || err != nil {
-		t.Fatalf("Finalize on the pre-delete copy = %v, %v; want false, nil (nothing to write)", deleting, err)
+	if stop, err := f.Finalize(ctx, live); stop || err != nil {
+		t.Fatalf("Finalize on the pre-delete copy = %v, %v; want false, nil (nothing to write)", stop, err)
 	}
 	if got := get(t, kube, ns, "site"); !slices.Contains(got.Finalizers, finalizerName) || got.DeletionTimestamp == nil {
 		t.Errorf("after a Finalize on an old copy the object is %v with finalizers %q", got.DeletionTimestamp, got.Finalizers)

@@ -101,7 +101,7 @@ func ExampleFinalizer() {
 			if !ok {
 				return controller.Result{}, nil
 			}
-			if deleting, err := fin.Finalize(ctx, cm); deleting || err != nil {
+			if stop, err := fin.Finalize(ctx, cm); stop || err != nil { // being deleted, or the finalizer just added
 				return controller.Result{}, err
 			}
 			fmt.Println("creating or updating the external record of", cm.Name)

@@ -77,7 +77,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name object.ObjectName) (con
 	if !ok {
 		return controller.Result{}, nil // deleted: what it owns is deleted with it
 	}
-	if deleting, err := r.Finalizer.Finalize(ctx, site); deleting || err != nil {
+	if stop, err := r.Finalizer.Finalize(ctx, site); stop || err != nil {
 		return controller.Result{}, err
 	}
 	owner := apply.ControllerReference(site, webv1.GroupVersion.WithKind("Website"))
