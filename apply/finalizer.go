@@ -35,6 +35,11 @@ type Patcher[T any] interface {
 // stays. Cleanup must be idempotent: it may run again after a crash
 // between its end and the finalizer's removal.
 //
+// Finalize stops the reconcile after it adds the finalizer and counts on the
+// patch's watch event to reconcile the object again: finalize the object
+// the controller reconciles (its For source), not one whose changes do not
+// queue the reconcile.
+//
 // The finalizer is added and removed with a JSON merge patch that touches
 // only metadata.finalizers and carries the resource version the reconcile
 // saw, so it never removes another controller's finalizer and never acts on

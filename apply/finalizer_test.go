@@ -124,8 +124,8 @@ func TestFinalizer_aStaleReadIsAConflictNotADuplicate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Finalize(ctx, stale); err != nil {
-		t.Fatal(err)
+	if stop, err := f.Finalize(ctx, stale); !stop || err != nil {
+		t.Fatalf("Finalize adding the finalizer = %v, %v; want true, nil", stop, err)
 	}
 	// A cache that has not seen the add yet hands the reconcile the old object.
 	_, err = f.Finalize(ctx, stale)
@@ -151,9 +151,12 @@ func TestFinalizer_aStaleReadIsAConflictNotADuplicate(t *testing.T) {
 func TestNewFinalizer_refusesNamesTheServerWouldNot(t *testing.T) {
 	noop := func(context.Context, *corev1.ConfigMap) error { return nil }
 	for _, name := range []string{"", "cleanup", "example.com/", "Example Com/cleanup", "example.com/a/b"} {
-		_, err := apply.NewFinalizer(name, configMaps{}, noop)
+		f, err := apply.NewFinalizer(name, configMaps{}, noop)
 		if err == nil || !strings.Contains(err.Error(), "domain-qualified") {
 			t.Errorf("NewFinalizer(%q) = %v, want an error asking for a domain-qualified name", name, err)
+		}
+		if stop, ferr := f.Finalize(t.Context(), &corev1.ConfigMap{}); !stop || ferr != err {
+			t.Errorf("Finalize of the Finalizer NewFinalizer(%q) refused = %v, %v; want true and NewFinalizer's error", name, stop, ferr)
 		}
 	}
 	if _, err := apply.NewFinalizer(finalizerName, configMaps{}, noop); err != nil {

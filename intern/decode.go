@@ -17,10 +17,12 @@ func (t *Table) bytesString(b []byte) string {
 	}
 	h := hashBytes(b)
 	first, second := &t.slots[h&t.mask], &t.slots[(h>>32)&t.mask]
-	switch string(b) { // no allocation: the compiler compares in place
-	case *first:
+	// Comparisons of string(b) allocate nothing; a switch on it would copy
+	// b when longer than 32 bytes.
+	if string(b) == *first {
 		return *first
-	case *second:
+	}
+	if string(b) == *second {
 		return *second
 	}
 	s := string(b)
@@ -50,8 +52,10 @@ var errWireType = errors.New("wrong wire type")
 
 // UnmarshalMeta decodes b, the protobuf encoding of object metadata, into
 // m (which should be zero), interning what Meta interns as it decodes: a
-// string the table holds is not allocated at all, and each label and
-// annotation goes into its map once (Meta, after a decoder, assigns each
+// namespace, generateName, label, annotation key or short value, or
+// finalizer the table holds is not allocated at all (owner references are
+// decoded, then interned), and each label and annotation goes into its map
+// once (Meta, after a decoder, assigns each
 // entry again). With skipManagedFields, managedFields are skipped.
 //
 // What it decodes is what the generated ObjectMeta.Unmarshal followed by
@@ -89,58 +93,64 @@ func (t *Table) UnmarshalMeta(b []byte, m *metav1.ObjectMeta, skipManagedFields 
 		if num >= 1 && num <= 17 && num != 15 && num != 16 && wt != want {
 			return fmt.Errorf("metadata field %d: %w %d", num, errWireType, wt)
 		}
-		var err error
-		switch num {
-		case 1:
-			m.Name = string(v)
-		case 2:
-			m.GenerateName = t.bytesString(v)
-		case 3:
-			m.Namespace = t.bytesString(v)
-		case 4:
-			m.SelfLink = string(v)
-		case 5:
-			m.UID = types.UID(v)
-		case 6:
-			m.ResourceVersion = string(v)
-		case 7:
-			m.Generation = int64(x)
-		case 8:
-			err = m.CreationTimestamp.Unmarshal(v)
-		case 9:
-			if m.DeletionTimestamp == nil {
-				m.DeletionTimestamp = new(metav1.Time)
-			}
-			err = m.DeletionTimestamp.Unmarshal(v)
-		case 10:
-			s := int64(x)
-			m.DeletionGracePeriodSeconds = &s
-		case 11:
-			m.Labels, err = t.mapEntry(m.Labels, v, t.bytesString)
-		case 12:
-			m.Annotations, err = t.mapEntry(m.Annotations, v, t.shortBytes)
-		case 13:
-			var r metav1.OwnerReference
-			if err = r.Unmarshal(v); err == nil {
-				r.APIVersion, r.Kind, r.Name = t.String(r.APIVersion), t.String(r.Kind), t.String(r.Name)
-				r.UID = of(t, r.UID)
-				m.OwnerReferences = append(m.OwnerReferences, r)
-			}
-		case 14:
-			m.Finalizers = append(m.Finalizers, t.bytesString(v))
-		case 17:
-			if !skipManagedFields {
-				var e metav1.ManagedFieldsEntry
-				if err = e.Unmarshal(v); err == nil {
-					m.ManagedFields = append(m.ManagedFields, e)
-				}
-			}
-		}
-		if err != nil {
+		if err := t.metaField(m, num, v, x, skipManagedFields); err != nil {
 			return fmt.Errorf("metadata field %d: %w", num, err)
 		}
 	}
 	return nil
+}
+
+// metaField sets field num of m from its value: v if length-delimited, x
+// if a varint (UnmarshalMeta checked the wire type).
+func (t *Table) metaField(m *metav1.ObjectMeta, num protowire.Number, v []byte, x uint64, skipManagedFields bool) error {
+	var err error
+	switch num {
+	case 1:
+		m.Name = string(v)
+	case 2:
+		m.GenerateName = t.bytesString(v)
+	case 3:
+		m.Namespace = t.bytesString(v)
+	case 4:
+		m.SelfLink = string(v)
+	case 5:
+		m.UID = types.UID(v)
+	case 6:
+		m.ResourceVersion = string(v)
+	case 7:
+		m.Generation = int64(x)
+	case 8:
+		err = m.CreationTimestamp.Unmarshal(v)
+	case 9:
+		if m.DeletionTimestamp == nil {
+			m.DeletionTimestamp = new(metav1.Time)
+		}
+		err = m.DeletionTimestamp.Unmarshal(v)
+	case 10:
+		s := int64(x)
+		m.DeletionGracePeriodSeconds = &s
+	case 11:
+		m.Labels, err = t.mapEntry(m.Labels, v, t.bytesString)
+	case 12:
+		m.Annotations, err = t.mapEntry(m.Annotations, v, t.shortBytes)
+	case 13:
+		var r metav1.OwnerReference
+		if err = r.Unmarshal(v); err == nil {
+			r.APIVersion, r.Kind, r.Name = t.String(r.APIVersion), t.String(r.Kind), t.String(r.Name)
+			r.UID = of(t, r.UID)
+			m.OwnerReferences = append(m.OwnerReferences, r)
+		}
+	case 14:
+		m.Finalizers = append(m.Finalizers, t.bytesString(v))
+	case 17:
+		if !skipManagedFields {
+			var e metav1.ManagedFieldsEntry
+			if err = e.Unmarshal(v); err == nil {
+				m.ManagedFields = append(m.ManagedFields, e)
+			}
+		}
+	}
+	return err
 }
 
 // mapEntry adds the map entry b (key field 1, value field 2, each "" when

@@ -71,7 +71,11 @@ func direct[T object.Object](k *KindListerWatcher[T]) (*decoder[T], bool) {
 			defer scratch.Put(buf)
 			b = withoutManagedFields(b, buf)
 		}
-		return obj, any(obj).(protoMessage).Unmarshal(b)
+		err := any(obj).(protoMessage).Unmarshal(b)
+		if err == nil {
+			in.meta(metaOf(obj)) // laid out otherwise, or refused by the table: interned after
+		}
+		return obj, err
 	}
 	return &decoder[T]{k: k, item: item, as: "a " + kind,
 		envelope: func(b []byte) (T, error) {
@@ -134,9 +138,10 @@ func (in *metaInterner) unmarshal(b []byte, obj protoMessage, m *metav1.ObjectMe
 	return true, obj.Unmarshal(b[n:])
 }
 
-// meta interns m (an object decoded from JSON), if interning is on.
+// meta interns m (of an object the table did not decode), if interning
+// is on.
 func (in *metaInterner) meta(m *metav1.ObjectMeta) {
-	if m == nil || !in.on.Load() {
+	if !in.on.Load() || m == nil {
 		return
 	}
 	in.mu.Lock()

@@ -145,9 +145,10 @@ func Kind[T object.Object](d Discovery, gvk schema.GroupVersionKind, opts KindOp
 
 // InternMetadata makes Kind intern the object metadata of every object it
 // decodes itself (Kubernetes' own types) while decoding it, with an
-// intern.Table of its own: a namespace, label key or value, annotation key
-// or short value, owner reference or finalizer the table holds is never
-// allocated, and labels and annotations go into their maps once. It
+// intern.Table of its own: a namespace, generateName, label key or value,
+// annotation key or short value, or finalizer the table holds is never
+// allocated (owner references are interned once decoded), and labels and
+// annotations go into their maps once. It
 // reports whether Kind will, false for types the REST client decodes. An
 // informer calls it when it interns (unless it shares maps or has a
 // transform of its own) and then interns only the rest of each object
