@@ -15,7 +15,7 @@ func (t *Table) bytesString(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
-	h := hashBytes(b)
+	h := hash(b)
 	first, second := &t.slots[h&t.mask], &t.slots[(h>>32)&t.mask]
 	// Comparisons of string(b) allocate nothing; a switch on it would copy
 	// b when longer than 32 bytes.
@@ -38,16 +38,6 @@ func (t *Table) shortBytes(b []byte) string {
 	return t.bytesString(b)
 }
 
-// hashBytes is hash of the string b holds.
-func hashBytes(b []byte) uint64 {
-	h := uint64(14695981039346656037)
-	for _, c := range b {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	return h
-}
-
 var errWireType = errors.New("wrong wire type")
 
 // UnmarshalMeta decodes b, the protobuf encoding of object metadata, into
@@ -55,8 +45,8 @@ var errWireType = errors.New("wrong wire type")
 // namespace, generateName, label, annotation key or short value, or
 // finalizer the table holds is not allocated at all (owner references are
 // decoded, then interned), and each label and annotation goes into its map
-// once (Meta, after a decoder, assigns each
-// entry again). With skipManagedFields, managedFields are skipped.
+// once (Meta, after a decoder, assigns each entry again). With
+// skipManagedFields, managedFields are skipped.
 //
 // What it decodes is what the generated ObjectMeta.Unmarshal followed by
 // Meta gives. It is stricter: input the generated decoder reads one way

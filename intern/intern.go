@@ -116,9 +116,9 @@ func (t *Table) String(s string) string {
 	return s
 }
 
-// hash is 64-bit FNV-1a: a fixed function, so which strings share a slot
-// does not change from run to run.
-func hash(s string) uint64 {
+// hash is 64-bit FNV-1a of a string's bytes, or a byte slice's: a fixed
+// function, so which strings share a slot does not change from run to run.
+func hash[S ~string | ~[]byte](s S) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(s); i++ {
 		h ^= uint64(s[i])
@@ -143,12 +143,21 @@ func (t *Table) short(s string) string {
 // the largest and most numerous objects most controllers cache). Other
 // types get their metadata interned.
 func (t *Table) Object(obj any) {
-	if o, ok := obj.(interface{ GetObjectMeta() metav1.Object }); ok {
-		if m, ok := o.GetObjectMeta().(*metav1.ObjectMeta); ok {
-			t.Meta(m)
-		}
+	if m := MetaOf(obj); m != nil {
+		t.Meta(m)
 	}
 	t.Body(obj)
+}
+
+// MetaOf returns the object metadata of obj (a typed API object, which
+// embeds metav1.ObjectMeta), nil if it has none.
+func MetaOf(obj any) *metav1.ObjectMeta {
+	if o, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if m, ok := o.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			return m
+		}
+	}
+	return nil
 }
 
 // Body interns what Object does except the object metadata: for a decoder

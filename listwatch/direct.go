@@ -62,7 +62,7 @@ func direct[T object.Object](k *KindListerWatcher[T]) (*decoder[T], bool) {
 	item := func(b []byte) (T, error) {
 		obj := reflect.New(elem).Interface().(T)
 		if in.on.Load() {
-			if ok, err := in.unmarshal(b, any(obj).(protoMessage), metaOf(obj), !k.opts.KeepManagedFields); ok {
+			if ok, err := in.unmarshal(b, any(obj).(protoMessage), intern.MetaOf(obj), !k.opts.KeepManagedFields); ok {
 				return obj, err
 			}
 		}
@@ -73,7 +73,7 @@ func direct[T object.Object](k *KindListerWatcher[T]) (*decoder[T], bool) {
 		}
 		err := any(obj).(protoMessage).Unmarshal(b)
 		if err == nil {
-			in.meta(metaOf(obj)) // laid out otherwise, or refused by the table: interned after
+			in.meta(obj) // laid out otherwise, or refused by the table: interned after
 		}
 		return obj, err
 	}
@@ -100,7 +100,7 @@ func direct[T object.Object](k *KindListerWatcher[T]) (*decoder[T], bool) {
 				m.SetManagedFields(nil)
 			}
 			if err == nil {
-				in.meta(metaOf(obj))
+				in.meta(obj)
 			}
 			return obj, err
 		},
@@ -138,10 +138,14 @@ func (in *metaInterner) unmarshal(b []byte, obj protoMessage, m *metav1.ObjectMe
 	return true, obj.Unmarshal(b[n:])
 }
 
-// meta interns m (of an object the table did not decode), if interning
-// is on.
-func (in *metaInterner) meta(m *metav1.ObjectMeta) {
-	if !in.on.Load() || m == nil {
+// meta interns the metadata of obj (an object the table did not decode),
+// if interning is on.
+func (in *metaInterner) meta(obj any) {
+	if !in.on.Load() {
+		return
+	}
+	m := intern.MetaOf(obj)
+	if m == nil {
 		return
 	}
 	in.mu.Lock()
@@ -160,16 +164,6 @@ func hasField(b []byte, num protowire.Number) bool {
 		off = at + n
 	}
 	return false
-}
-
-// metaOf returns obj's object metadata, nil if it has none.
-func metaOf(obj any) *metav1.ObjectMeta {
-	if o, ok := obj.(metav1.ObjectMetaAccessor); ok {
-		if m, ok := o.GetObjectMeta().(*metav1.ObjectMeta); ok {
-			return m
-		}
-	}
-	return nil
 }
 
 // scratch holds buffers for withoutManagedFields.
