@@ -102,3 +102,42 @@ func BenchmarkIndexer_Replace100k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkIndexer_EventThenRead100k is an informer's writes and a
+// worker's reads in a store of 100,000 objects: each event brings a new
+// object and its key freshly built (as the informer's MetaNamespaceKeyFunc
+// builds it), stored with Put; the worker reads by that key a thousand
+// events later (the queue's delay), in an order that defeats the CPU's
+// caches.
+func BenchmarkIndexer_EventThenRead100k(b *testing.B) {
+	const n, lag = 100_000, 1000
+	s, err := New(Options[*corev1.ConfigMap]{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cms := make([]*corev1.ConfigMap, n)
+	for i := range cms {
+		cms[i] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprint("ns-", i%100),
+			Name: fmt.Sprintf("cm-%08x-%d", i*2654435761, i), ResourceVersion: fmt.Sprint(1000 + i)}}
+	}
+	if err := s.Replace(cms, "1"); err != nil {
+		b.Fatal(err)
+	}
+	var queued [lag]string
+	for i := range queued {
+		queued[i] = cms[i].Namespace + "/" + cms[i].Name
+	}
+	i := 0
+	for b.Loop() {
+		cm := *cms[(i*7919)%n] // a new object per event, as a decoder gives; 7919 is prime: every object once, far apart
+		key := cm.Namespace + "/" + cm.Name
+		if _, _, err := s.Put(key, &cm); err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := s.GetByKey(queued[i%lag]); !ok {
+			b.Fatal("missing")
+		}
+		queued[i%lag] = key
+		i++
+	}
+}

@@ -15,23 +15,38 @@ type keySet map[string]struct{}
 // function again.
 //
 // Entries are held by pointer and updated in place under the store's lock,
-// so that a write looks its key up once.
+// so that a write looks its key up once. The namespace index's value is
+// held in the entry itself: a store with no other index allocates one
+// 64-byte entry per object, and a write checks that the namespace did not
+// change without leaving the entry's cache line.
 type entry[T object.Object] struct {
 	obj  T
-	vals [][]string // vals[i]: the values of index function i
+	ns   string     // the value of the namespace index (position 0)
+	vals [][]string // vals[i]: the values of index function i+1
 	seq  uint64     // the write that stored it; see Indexer.AddIndexers
 	gen  uint64     // the relist generation it was written in; see Indexer.BeginRelist
 }
+
+// values returns the values of index i of e.
+func (e *entry[T]) values(i int) []string {
+	if i == 0 {
+		return []string{e.ns}
+	}
+	return e.vals[i-1]
+}
+
+// indexes returns the number of indexes e has values for.
+func (e *entry[T]) indexes() int { return 1 + len(e.vals) }
 
 // cache is the index bookkeeping: objects by key and, for each index, keys
 // by value. It is a plain type with no lock and calls no user code; Indexer
 // wraps it with a lock and computes index values before calling it.
 //
 // Invariants (checked by checkInvariants):
-//   - every entry has one value list per index, len(e.vals) == len(indices),
-//     except while AddIndexers builds new indices: entries stored before
-//     grow have none for them until fill;
-//   - indices[i][v] contains k exactly when items[k].vals[i] contains v;
+//   - every entry has one value list per index, e.indexes() ==
+//     len(indices), except while AddIndexers builds new indices: entries
+//     stored before grow have none for them until fill;
+//   - indices[i][v] contains k exactly when items[k].values(i) contains v;
 //   - no index holds an empty set, so values that no object carries any more
 //     leave no trace (high-cardinality values do not leak memory).
 type cache[T object.Object] struct {
@@ -51,20 +66,28 @@ func newCache[T object.Object](n, size int) *cache[T] {
 // put stores e under key, replacing and unindexing any previous entry, and
 // returns the previous object. Index value lists equal to the previous
 // entry's are shared with it rather than kept twice, and an entry whose
-// values all stay the same is updated in place with one map lookup.
+// values all stay the same is updated in place, allocating nothing. The
+// map then holds key's string, the caller's: the informer hands the same
+// string on to handlers and the queue, so the worker's read by it finds
+// the entry comparing pointers instead of the bytes of another copy.
 func (c *cache[T]) put(key string, e entry[T]) (old T, had bool) {
 	prev := c.items[key]
 	if prev == nil {
-		c.items[key] = &e
-		for i, vals := range e.vals {
-			c.index(i, key, vals)
-		}
+		stored := new(entry[T]) // only here: e itself does not escape
+		*stored = e
+		c.items[key] = stored
+		c.indexAll(key, stored)
 		return old, false
 	}
 	old = prev.obj
-	if sameValues(prev.vals, e.vals) {
+	if prev.ns == e.ns && sameValues(prev.vals, e.vals) {
 		prev.obj, prev.seq, prev.gen = e.obj, e.seq, e.gen
+		c.items[key] = prev // keep key's string (see above)
 		return old, true
+	}
+	if prev.ns != e.ns {
+		c.unindex(0, key, []string{prev.ns})
+		c.index(0, key, []string{e.ns})
 	}
 	for i, vals := range e.vals {
 		if i < len(prev.vals) {
@@ -72,29 +95,20 @@ func (c *cache[T]) put(key string, e entry[T]) (old T, had bool) {
 				e.vals[i] = prev.vals[i]
 				continue
 			}
-			c.unindex(i, key, prev.vals[i])
+			c.unindex(i+1, key, prev.vals[i])
 		}
-		c.index(i, key, vals)
+		c.index(i+1, key, vals)
 	}
 	*prev = e
+	c.items[key] = prev
 	return old, true
 }
 
-// upsert is put for a write: ns is obj's namespace, the value of the
-// namespace index (position 0), and rest the values of the indexes after it.
-// When none of them changed, the entry is updated in place and nothing is
-// allocated.
-func (c *cache[T]) upsert(key, ns string, rest [][]string, obj T, seq, gen uint64) (old T, had bool) {
-	if prev := c.items[key]; prev != nil && len(prev.vals) == 1+len(rest) &&
-		len(prev.vals[0]) == 1 && prev.vals[0][0] == ns && sameValues(prev.vals[1:], rest) {
-		old = prev.obj
-		prev.obj, prev.seq, prev.gen = obj, seq, gen
-		return old, true
+// indexAll adds key to every index under e's values.
+func (c *cache[T]) indexAll(key string, e *entry[T]) {
+	for i := range e.indexes() {
+		c.index(i, key, e.values(i))
 	}
-	vals := make([][]string, 1+len(rest))
-	vals[0] = []string{ns}
-	copy(vals[1:], rest)
-	return c.put(key, entry[T]{obj: obj, vals: vals, seq: seq, gen: gen})
 }
 
 // putEntry is put for a cache being built with no entry under key yet
@@ -107,9 +121,7 @@ func (c *cache[T]) putEntry(key string, e *entry[T]) {
 		return
 	}
 	c.items[key] = e
-	for i, vals := range e.vals {
-		c.index(i, key, vals)
-	}
+	c.indexAll(key, e)
 }
 
 // sameValues reports whether two entries' index values are equal.
@@ -132,8 +144,8 @@ func (c *cache[T]) remove(key string) (old T, had bool) {
 		return old, false
 	}
 	delete(c.items, key)
-	for i, vals := range e.vals {
-		c.unindex(i, key, vals)
+	for i := range e.indexes() {
+		c.unindex(i, key, e.values(i))
 	}
 	old = e.obj
 	*e = entry[T]{} // it may sit in a slab that outlives it: drop what it holds
@@ -179,7 +191,7 @@ func (c *cache[T]) fill(key string, seq uint64, vals [][]string) bool {
 	if e == nil || e.seq != seq {
 		return false
 	}
-	first := len(e.vals)
+	first := e.indexes()
 	e.vals = slices.Concat(e.vals, vals)
 	for j, v := range vals {
 		c.index(first+j, key, v)
@@ -192,8 +204,8 @@ func (c *cache[T]) fill(key string, seq uint64, vals [][]string) bool {
 func (c *cache[T]) shrink(n int) {
 	c.indices = c.indices[:n:n]
 	for _, e := range c.items {
-		if len(e.vals) > n {
-			e.vals = e.vals[:n:n]
+		if e.indexes() > n {
+			e.vals = e.vals[: n-1 : n-1]
 		}
 	}
 }
@@ -215,10 +227,11 @@ func (c *cache[T]) objects(keys keySet) []T {
 func (c *cache[T]) checkInvariants(ready int) error {
 	want := 0
 	for key, e := range c.items {
-		if len(e.vals) != len(c.indices) && len(e.vals) != ready {
-			return fmt.Errorf("item %q has %d value lists, want %d (or %d while building)", key, len(e.vals), len(c.indices), ready)
+		if e.indexes() != len(c.indices) && e.indexes() != ready {
+			return fmt.Errorf("item %q has %d value lists, want %d (or %d while building)", key, e.indexes(), len(c.indices), ready)
 		}
-		for i, vals := range e.vals {
+		for i := range e.indexes() {
+			vals := e.values(i)
 			for _, v := range vals {
 				if _, ok := c.indices[i][v][key]; !ok {
 					return fmt.Errorf("item %q is missing from index %d under %q", key, i, v)

@@ -136,7 +136,7 @@ func (s *Indexer[T]) put(key string, obj T) (old T, existed bool, err error) {
 		if !s.lockFor(fs) {
 			continue
 		}
-		old, existed = s.c.upsert(key, obj.GetNamespace(), rest, obj, seq, s.gen.Load())
+		old, existed = s.c.put(key, entry[T]{obj: obj, ns: obj.GetNamespace(), vals: rest, seq: seq, gen: s.gen.Load()})
 		s.rv = newerVersion(s.rv, obj.GetResourceVersion())
 		s.mu.Unlock()
 		return old, existed, nil
@@ -194,11 +194,11 @@ func (s *Indexer[T]) Replace(items []T, resourceVersion string) error {
 		c := newCache[T](len(fs.fns), len(items))
 		slab := make([]entry[T], len(items)) // one allocation for every entry
 		for i, obj := range items {
-			vals, err := fs.values(keys[i], obj, 0)
+			vals, err := fs.valuesAfterNamespace(keys[i], obj)
 			if err != nil {
 				return err
 			}
-			slab[i] = entry[T]{obj: obj, vals: vals, seq: seq, gen: s.gen.Load()}
+			slab[i] = entry[T]{obj: obj, ns: obj.GetNamespace(), vals: vals, seq: seq, gen: s.gen.Load()}
 			c.putEntry(keys[i], &slab[i])
 		}
 		if !s.lockFor(fs) {

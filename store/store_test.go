@@ -3,7 +3,9 @@ package store
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -148,5 +150,57 @@ func TestIndexer_ReserveKeepsWhatAStoreHolds(t *testing.T) {
 	}
 	if err := s.c.checkInvariants(len(s.c.indices)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestIndexer_PutKeepsTheWritersKeyAndAllocatesNothingInPlace checks the
+// two things that make an informer's write and a worker's read cheap: after
+// a Put the map holds the caller's key string (the one the informer hands
+// on to the queue, so the worker's GetByKey compares pointers), and a Put
+// that changes no index value updates the entry in place, allocating
+// nothing.
+func TestIndexer_PutKeepsTheWritersKeyAndAllocatesNothingInPlace(t *testing.T) {
+	s := newTestIndexer(t)
+	mustAdd(t, s, newPod("ns", "a", "1", "app=web"))
+	storedKey := func() *byte {
+		for k := range s.c.items {
+			return unsafe.StringData(k)
+		}
+		return nil
+	}
+	key := strings.Clone("ns/a") // a string of its own, as the informer builds per event
+	next := newPod("ns", "a", "2", "app=web")
+	if _, existed, err := s.Put(key, next); err != nil || !existed {
+		t.Fatalf("Put = %v, %v; want an update", existed, err)
+	}
+	if storedKey() != unsafe.StringData(key) {
+		t.Error("after an in-place Put the store keeps its old key string, not the writer's")
+	}
+	moved := newPod("ns", "a", "3", "app=db") // an index value changes: the entry is rewritten
+	key = strings.Clone("ns/a")
+	if _, _, err := s.Put(key, moved); err != nil {
+		t.Fatal(err)
+	}
+	if storedKey() != unsafe.StringData(key) {
+		t.Error("after a Put that moved the object in an index the store keeps its old key string")
+	}
+	if got, _ := s.ByIndex("app", "db"); len(got) != 1 || got[0] != moved {
+		t.Errorf("ByIndex(app, db) = %v; want the moved pod", got)
+	}
+	if err := s.c.checkInvariants(len(s.c.indices)); err != nil {
+		t.Fatal(err)
+	}
+
+	plain, err := New(Options[*corev1.Pod]{}) // only the namespace index: no index function allocates
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAdd(t, plain, moved)
+	if allocs := testing.AllocsPerRun(100, func() {
+		if _, _, err := plain.Put(key, moved); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Errorf("a Put changing no index value allocates %v times; want 0", allocs)
 	}
 }
