@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/ctrlkit/ctrlkit/internal/fifo"
+	"github.com/ctrlkit/ctrlkit/internal/peak"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -81,6 +82,7 @@ type FIFO[T object.Object] struct {
 	parts    []*RelistPart[T]      // pending parts of a relist, popped before any key; empty while replace is set
 	order    fifo.Queue[string]    // queued keys in first-queued order
 	deltas   map[string][]Delta[T] // the deltas of each queued key
+	peak     peak.Tracker          // deltas' largest size since rebuilt
 	bookmark string                // pending bookmark, popped when all else is
 	ends     uint64                // relist ends handed to the FIFO (Seq of the last)
 	closed   bool
@@ -112,10 +114,11 @@ func (f *FIFO[T]) push(d Delta[T]) error {
 	}
 	f.mu.Lock()
 	ds, queued := f.deltas[key]
+	f.deltas[key] = appendDelta(ds, d)
 	if !queued {
 		f.order.Push(key)
+		f.peak.Grew(len(f.deltas))
 	}
-	f.deltas[key] = appendDelta(ds, d)
 	f.mu.Unlock()
 	f.signal()
 	return nil
@@ -141,6 +144,7 @@ func (f *FIFO[T]) supersedeLocked() {
 	f.parts = f.parts[:0]
 	f.order = fifo.Queue[string]{}
 	clear(f.deltas)
+	f.deltas = peak.Shrink(&f.peak, f.deltas)
 	f.bookmark = ""
 }
 
@@ -300,6 +304,7 @@ func (f *FIFO[T]) popLocked() (Item[T], bool) {
 		key := f.order.Pop()
 		ds := f.deltas[key]
 		delete(f.deltas, key)
+		f.deltas = peak.Shrink(&f.peak, f.deltas)
 		return Item[T]{Key: key, Deltas: ds}, true
 	}
 	if rv := f.bookmark; rv != "" {

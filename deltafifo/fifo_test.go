@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/peak"
 )
 
 func cm(name, rv string) *corev1.ConfigMap {
@@ -383,5 +384,42 @@ func TestFIFO_relistEndsAreNumberedInOrderAndASupersededOneIsSkipped(t *testing.
 	f.AbandonRelist()
 	if it := pop(); it.Relist == nil || !it.Relist.End || !it.Relist.Abandoned || it.Relist.Seq != 6 {
 		t.Fatalf("pop of an abandoned relist = %+v, want its end, abandoned, numbered 6", it.Relist)
+	}
+}
+
+// TestFIFO_DeltasMapIsRebuiltOnceABacklogDrained checks that a backlog of
+// keys (a reflector far ahead of its consumer) does not leave the map of
+// queued keys at its peak size once popped, and that a relist superseding
+// a backlog rebuilds it too.
+func TestFIFO_DeltasMapIsRebuiltOnceABacklogDrained(t *testing.T) {
+	f := New[*corev1.ConfigMap]()
+	n := 2 * peak.MinPeak
+	backlog := func() {
+		for i := range n {
+			if err := f.Update(cm(fmt.Sprint("cm-", i), "1")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if f.peak.Peak() != n {
+			t.Fatalf("peak %d after %d keys queued; want %d", f.peak.Peak(), n, n)
+		}
+	}
+	backlog()
+	for i := range n {
+		it, ok := f.popLocked()
+		if !ok || it.Key != fmt.Sprint("ns/cm-", i) {
+			t.Fatalf("pop %d = %q, %v", i, it.Key, ok)
+		}
+	}
+	if f.peak.Peak() >= peak.MinPeak {
+		t.Errorf("peak %d once the backlog was popped; want the map rebuilt", f.peak.Peak())
+	}
+	backlog()
+	_ = f.Replace(nil, "2")
+	if f.peak.Peak() >= peak.MinPeak || len(f.deltas) != 0 {
+		t.Errorf("peak %d, %d keys after a relist superseded the backlog; want an empty rebuilt map", f.peak.Peak(), len(f.deltas))
+	}
+	if err := f.checkInvariants(); err != nil {
+		t.Fatal(err)
 	}
 }

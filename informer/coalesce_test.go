@@ -5,10 +5,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/internal/peak"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -72,5 +75,25 @@ func TestMerge_coalescesPerKey(t *testing.T) {
 				t.Errorf("merged to %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestListener_PendingMapIsRebuiltOnceDelivered checks that a handler's
+// pending keys after an initial list (every key of the cache pending at
+// once) do not leave the map at its peak size once delivered.
+func TestListener_PendingMapIsRebuiltOnceDelivered(t *testing.T) {
+	l := newListener[*corev1.ConfigMap](nil, "h", handler.Funcs[*corev1.ConfigMap]{}, 0)
+	n := 2 * peak.MinPeak
+	for i := range n {
+		l.enqueue(fmt.Sprint("ns/cm-", i), parse("add* 1"), time.Time{})
+	}
+	for i := range n {
+		key, ns, ok := l.next()
+		if !ok || key != fmt.Sprint("ns/cm-", i) || len(ns) != 1 {
+			t.Fatalf("next %d = %q, %d notifications, %v", i, key, len(ns), ok)
+		}
+	}
+	if l.pendingPeak.Peak() >= peak.MinPeak || len(l.pending) != 0 {
+		t.Errorf("peak %d, %d keys pending once all were delivered; want an empty rebuilt map", l.pendingPeak.Peak(), len(l.pending))
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/internal/fifo"
+	"github.com/ctrlkit/ctrlkit/internal/peak"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -35,9 +36,12 @@ type listener[T object.Object] struct {
 	mu      sync.Mutex
 	pending map[string]*pendingKey[T]
 	order   fifo.Queue[string]
-	initial int
-	armed   bool // the handler has been given the whole cache
-	removed bool
+	// pendingPeak is pending's largest size since rebuilt: an initial
+	// list can leave every key of the cache pending at once.
+	pendingPeak peak.Tracker
+	initial     int
+	armed       bool // the handler has been given the whole cache
+	removed     bool
 
 	// inline, if set, is h when it may be called on the informer's
 	// goroutine (handler.InlineKeyHandler): enqueue calls it at once, so
@@ -74,6 +78,7 @@ func (l *listener[T]) enqueue(key string, n notification[T], now time.Time) {
 	if !ok {
 		pk = &pendingKey[T]{since: now}
 		l.pending[key] = pk
+		l.pendingPeak.Grew(len(l.pending))
 		l.order.Push(key)
 	}
 	before := countInitial(pk.ns)
@@ -103,6 +108,7 @@ func (l *listener[T]) next() (string, []notification[T], bool) {
 	key := l.order.Pop()
 	ns := l.pending[key].ns
 	delete(l.pending, key)
+	l.pending = peak.Shrink(&l.pendingPeak, l.pending)
 	return key, ns, true
 }
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/ctrlkit/ctrlkit/internal/peak"
 )
 
 // core is the queue's bookkeeping with no lock, no clock and no goroutine:
@@ -59,6 +61,10 @@ type core[K comparable] struct {
 
 	// stamps records times for the metrics; nil when metrics are off.
 	stamps *stamps[K]
+
+	// The peaks of the maps keyed by K, rebuilt smaller once drained (the
+	// initial list puts every key of a cache in dirty at once).
+	dirtyPeak, processingPeak, readdedPeak peak.Tracker
 }
 
 // entry is what core knows about a dirty key: 8 bytes, as the dirty map
@@ -78,6 +84,8 @@ type entry struct {
 type stamps[K comparable] struct {
 	dirtied map[K]time.Time // when each dirty key became dirty
 	started map[K]time.Time // when each processing key was handed out
+
+	dirtiedPeak, startedPeak peak.Tracker
 }
 
 // init readies an empty core; with timed set it keeps stamps. step is the
@@ -115,14 +123,18 @@ func (c *core[K]) add(k K, prio int32, flow string, now time.Time) (dirtied, que
 	}
 	if c.stamps != nil {
 		c.stamps.dirtied[k] = now
+		c.stamps.dirtiedPeak.Grew(len(c.stamps.dirtied))
 	}
-	if _, ok := c.processing[k]; ok {
+	_, processing := c.processing[k]
+	if processing {
 		c.dirty[k] = entry{prio: prio}
 		c.readded[k] = flow
-		return true, false
+		c.readdedPeak.Grew(len(c.readded))
+	} else {
+		c.dirty[k] = c.push(k, prio, flow, now)
 	}
-	c.dirty[k] = c.push(k, prio, flow, now)
-	return true, true
+	c.dirtyPeak.Grew(len(c.dirty))
+	return true, !processing
 }
 
 // push appends k to its flow in band prio and returns its entry.
@@ -160,11 +172,15 @@ func (c *core[K]) get(now time.Time) (k K, since time.Time, ok bool) {
 	c.lastPrio = b.prio
 	c.emptied(b)
 	delete(c.dirty, k)
+	c.dirty = peak.Shrink(&c.dirtyPeak, c.dirty)
 	c.processing[k] = struct{}{}
+	c.processingPeak.Grew(len(c.processing))
 	if c.stamps != nil {
 		since = c.stamps.dirtied[k]
 		delete(c.stamps.dirtied, k)
+		c.stamps.dirtied = peak.Shrink(&c.stamps.dirtiedPeak, c.stamps.dirtied)
 		c.stamps.started[k] = now
+		c.stamps.startedPeak.Grew(len(c.stamps.started))
 	}
 	return k, since, true
 }
@@ -178,10 +194,12 @@ func (c *core[K]) done(k K, now time.Time) (started time.Time, requeued, ok bool
 	if len(c.processing) == n {
 		return started, false, false
 	}
+	c.processing = peak.Shrink(&c.processingPeak, c.processing)
 	c.see(now)
 	if c.stamps != nil {
 		started = c.stamps.started[k]
 		delete(c.stamps.started, k)
+		c.stamps.started = peak.Shrink(&c.stamps.startedPeak, c.stamps.started)
 	}
 	e, ok := c.dirty[k]
 	if !ok {
@@ -189,6 +207,7 @@ func (c *core[K]) done(k K, now time.Time) (started time.Time, requeued, ok bool
 	}
 	flow := c.readded[k]
 	delete(c.readded, k)
+	c.readded = peak.Shrink(&c.readdedPeak, c.readded)
 	c.dirty[k] = c.push(k, e.prio, flow, now)
 	return started, true, true
 }
