@@ -206,11 +206,16 @@ func (d *decoder[P]) watch(ctx context.Context, opts metav1.ListOptions) (watch.
 	if err != nil {
 		return nil, err
 	}
+	// The decoder runs up to watchAhead events ahead of the reflector, so a
+	// burst is not handed over one rendezvous at a time.
 	w := &decodedWatch[P]{d: d, body: body, r: bufio.NewReaderSize(body, 64<<10),
-		out: make(chan watch.Event), done: make(chan struct{})}
+		out: make(chan watch.Event, watchAhead), done: make(chan struct{})}
 	go w.run()
 	return w, nil
 }
+
+// watchAhead is how many decoded events a watch holds for its reader.
+const watchAhead = 64
 
 // isProtobuf reports whether a response body is Kubernetes protobuf.
 func isProtobuf(body []byte) bool { return bytes.HasPrefix(body, []byte("k8s\x00")) }

@@ -40,6 +40,7 @@ func (r *Reflector[T]) ListAndWatch(ctx context.Context) error {
 type driver[T object.Object] struct {
 	w      watch.Interface
 	quiet  <-chan time.Time // armed while a watch-list stream has sent nothing
+	quick  int              // events taken in a row without looking at the other channels (readEvent)
 	closed func()           // called when w is stopped
 	// relist gathers a relist's parts for a sink that takes it whole
 	// (not a RelistSink).
@@ -254,6 +255,15 @@ func (r *Reflector[T]) watch(ctx context.Context, d *driver[T], a watchReq) inpu
 // or another input (the stream ended, went silent, or sent an error), or
 // neither when the event was skipped or ctx ended.
 func (r *Reflector[T]) readEvent(ctx context.Context, d *driver[T], relist <-chan relistReq) (event[T], input) {
+	if d.quick < quickReads { // an event already waiting is taken without the select over every channel
+		select {
+		case ev, ok := <-d.w.ResultChan():
+			d.quick++
+			return r.received(ctx, d, ev, ok)
+		default:
+		}
+	}
+	d.quick = 0
 	select {
 	case <-ctx.Done():
 		return event[T]{}, nil
@@ -266,17 +276,28 @@ func (r *Reflector[T]) readEvent(ctx context.Context, d *driver[T], relist <-cha
 		d.quiet = nil
 		return event[T]{}, silent{now: r.opts.Clock.Now()}
 	case ev, ok := <-d.w.ResultChan():
-		d.quiet = nil
-		if !ok {
-			d.stopWatch()
-			return event[T]{}, watchEnded{now: r.opts.Clock.Now()}
-		}
-		e, in := r.convert(ctx, d, ev)
-		if e.typ != "" && r.streaks.watch.n > 0 { // a usable event: watching works again
-			r.succeeded(ctx, OpWatch)
-		}
-		return e, in
+		return r.received(ctx, d, ev, ok)
 	}
+}
+
+// quickReads is how many events readEvent takes in a row, while they come
+// faster than they are applied, before it looks at the context, a relist
+// request and the quiet timer again: a select over four channels locks
+// all four, and a stream of events would pay for it on every one.
+const quickReads = 64
+
+// received handles what readEvent received from the watch.
+func (r *Reflector[T]) received(ctx context.Context, d *driver[T], ev watch.Event, ok bool) (event[T], input) {
+	d.quiet = nil
+	if !ok {
+		d.stopWatch()
+		return event[T]{}, watchEnded{now: r.opts.Clock.Now()}
+	}
+	e, in := r.convert(ctx, d, ev)
+	if e.typ != "" && r.streaks.watch.n > 0 { // a usable event: watching works again
+		r.succeeded(ctx, OpWatch)
+	}
+	return e, in
 }
 
 // deliver passes a watched event to the sink.
