@@ -144,7 +144,6 @@ func (f *FIFO[T]) supersedeLocked() {
 	f.parts = f.parts[:0]
 	f.order = fifo.Queue[string]{}
 	clear(f.deltas)
-	f.deltas = peak.Shrink(&f.peak, f.deltas)
 	f.bookmark = ""
 }
 

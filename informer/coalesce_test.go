@@ -80,14 +80,18 @@ func TestMerge_coalescesPerKey(t *testing.T) {
 
 // TestListener_PendingMapIsRebuiltOnceDelivered checks that a handler's
 // pending keys after an initial list (every key of the cache pending at
-// once) do not leave the map at its peak size once delivered.
+// once) do not leave the map at its peak size once delivered and the
+// handler kept up for a while.
 func TestListener_PendingMapIsRebuiltOnceDelivered(t *testing.T) {
 	l := newListener[*corev1.ConfigMap](nil, "h", handler.Funcs[*corev1.ConfigMap]{}, 0)
 	n := 2 * peak.MinPeak
 	for i := range n {
 		l.enqueue(fmt.Sprint("ns/cm-", i), parse("add* 1"), time.Time{})
 	}
-	for i := range n {
+	for i := range n + n/2 { // the initial list's keys, then one key at a time
+		if i >= n {
+			l.enqueue(fmt.Sprint("ns/cm-", i), parse("add 1"), time.Time{})
+		}
 		key, ns, ok := l.next()
 		if !ok || key != fmt.Sprint("ns/cm-", i) || len(ns) != 1 {
 			t.Fatalf("next %d = %q, %d notifications, %v", i, key, len(ns), ok)

@@ -10,9 +10,9 @@ import (
 
 // TestQueue_MapsABurstGrewAreRebuiltOnceDrained checks that a burst of keys
 // (an initial list) does not leave the queue's maps at their peak size: once
-// the keys are processed, every map keyed by key (dirty, processing,
-// re-added, and the metrics' stamps) has been rebuilt, and keys re-added
-// while processing still come back once.
+// the keys are processed and the queue has stayed small for a while, every
+// map keyed by key (dirty, processing, re-added, and the metrics' stamps)
+// has been rebuilt, and keys re-added while processing still come back once.
 func TestQueue_MapsABurstGrewAreRebuiltOnceDrained(t *testing.T) {
 	q := newTestQueue(t, Options[int]{Name: "burst", Registerer: prometheus.NewRegistry()})
 	n := 2 * peak.MinPeak
@@ -39,6 +39,19 @@ func TestQueue_MapsABurstGrewAreRebuiltOnceDrained(t *testing.T) {
 	}
 	if q.Len() != 0 {
 		t.Fatalf("Len = %d after every key was processed twice; want 0", q.Len())
+	}
+	for i := range n / 2 { // a small steady state: one key at a time, re-added while processing
+		k := n + i
+		q.Add(k)
+		if got, _ := q.Get(); got != k {
+			t.Fatalf("Get = %d; want %d", got, k)
+		}
+		q.Add(k)
+		q.Done(k)
+		if got, _ := q.Get(); got != k {
+			t.Fatalf("re-added: Get = %d; want %d", got, k)
+		}
+		q.Done(k)
 	}
 	c := &q.core
 	for name, tr := range map[string]*peak.Tracker{"dirty": &c.dirtyPeak, "processing": &c.processingPeak,

@@ -5,68 +5,98 @@ import (
 	"testing"
 )
 
-func TestShrink_RebuildsOnlyAMapFarBelowALargePeak(t *testing.T) {
+// same reports whether a and b are one map, not two equal ones.
+func same(a, b map[string]int) bool {
+	a["probe"] = 1
+	_, ok := b["probe"]
+	delete(a, "probe")
+	return ok
+}
+
+// fill returns a map of n entries "0".."n-1" and its tracker.
+func fill(n int) (map[string]int, *Tracker) {
 	var tr Tracker
 	m := map[string]int{}
-	for i := range 2 * MinPeak {
+	for i := range n {
 		m[fmt.Sprint(i)] = i
 		tr.Grew(len(m))
 	}
-	same := func(a, b map[string]int) bool { // the same map, not an equal one
-		a["probe"] = 1
-		_, ok := b["probe"]
-		delete(a, "probe")
-		return ok
+	return m, &tr
+}
+
+func TestShrink_RebuildsAMapThatStayedFarBelowALargePeak(t *testing.T) {
+	n := 2 * MinPeak
+	m, tr := fill(n)
+	below := 0 // deletes that left the map below an eighth of its peak
+	check := func(got map[string]int) bool {
+		t.Helper()
+		if len(m) < n/8 {
+			below++
+		}
+		if below < n/2 {
+			if !same(got, m) {
+				t.Fatalf("rebuilt at %d entries after %d deletes below an eighth of %d; want %d", len(m), below, n, n/2)
+			}
+			return false
+		}
+		if same(got, m) {
+			t.Fatalf("not rebuilt after %d deletes below an eighth", below)
+		}
+		if len(got) != len(m) {
+			t.Fatalf("rebuilt map holds %d entries; want %d", len(got), len(m))
+		}
+		for k, v := range m {
+			if got[k] != v {
+				t.Fatalf("rebuilt map has %s=%d; want %d", k, got[k], v)
+			}
+		}
+		return true
 	}
-	i := 0
-	for ; len(m) > 2*MinPeak/8; i++ {
+	for i := 0; len(m) > n/16; i++ { // drained to a sixteenth
 		delete(m, fmt.Sprint(i))
-		if got := Shrink(&tr, m); !same(got, m) {
-			t.Fatalf("rebuilt at %d entries of a peak of %d; want at fewer than an eighth", len(m), 2*MinPeak)
+		check(Shrink(tr, m))
+	}
+	// Then inserts and deletes in turn (a queue's steady state) until the
+	// map has been small for n/2 deletes.
+	for d := 1; ; d++ {
+		k := fmt.Sprint("x", d)
+		m[k] = d
+		tr.Grew(len(m))
+		delete(m, k)
+		if got := Shrink(tr, m); check(got) {
+			m = got
+			break
 		}
 	}
-	delete(m, fmt.Sprint(i))
-	i++
-	got := Shrink(&tr, m)
-	if same(got, m) {
-		t.Fatalf("not rebuilt at %d entries of a peak of %d", len(m), 2*MinPeak)
+	if tr.Peak() != len(m) {
+		t.Fatalf("peak %d after the rebuild; want its size %d", tr.Peak(), len(m))
 	}
-	if len(got) != len(m) {
-		t.Fatalf("rebuilt map holds %d entries; want %d", len(got), len(m))
-	}
-	for k, v := range m {
-		if got[k] != v {
-			t.Fatalf("rebuilt map has %s=%d; want %d", k, got[k], v)
+}
+
+func TestShrink_LeavesAMapThatSwingsBackUpAlone(t *testing.T) {
+	n := 2 * MinPeak
+	m, tr := fill(n)
+	for round := range 4 { // drained below an eighth for fewer than n/2 deletes, then back to the peak
+		for i := range n - n/16 {
+			delete(m, fmt.Sprint(i))
+			if got := Shrink(tr, m); !same(got, m) {
+				t.Fatalf("round %d: rebuilt at %d entries", round, len(m))
+			}
 		}
-	}
-	m = got
-	for ; i < 2*MinPeak; i++ { // the new peak is the rebuilt size, below MinPeak: no more rebuilds
-		delete(m, fmt.Sprint(i))
-		if got := Shrink(&tr, m); !same(got, m) {
-			t.Fatalf("rebuilt again at %d entries after a peak below MinPeak", len(m))
+		for i := range n - n/16 {
+			m[fmt.Sprint(i)] = i
+			tr.Grew(len(m))
 		}
-	}
-	if len(m) != 0 {
-		t.Fatalf("%d entries left; want 0", len(m))
 	}
 }
 
 func TestShrink_LeavesASmallMapAlone(t *testing.T) {
-	var tr Tracker
-	m := map[int]bool{}
-	for i := range MinPeak - 1 {
-		m[i] = true
-		tr.Grew(len(m))
-	}
-	clear(m)
-	m[1] = true
-	if got := Shrink(&tr, m); len(got) != 1 || !got[1] {
-		t.Fatalf("Shrink = %v; want the map itself", got)
-	}
-	got := Shrink(&tr, m)
-	got[2] = true
-	if !m[2] {
-		t.Fatal("a map whose peak was below MinPeak was rebuilt")
+	m, tr := fill(MinPeak - 1)
+	for i := range MinPeak - 2 {
+		delete(m, fmt.Sprint(i))
+		if got := Shrink(tr, m); !same(got, m) {
+			t.Fatalf("a map whose peak was below MinPeak was rebuilt at %d entries", len(m))
+		}
 	}
 }
 
@@ -78,19 +108,15 @@ func BenchmarkShrink_LookupsAfterABurst(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("ns-%03d/cm-%07d", i%100, i)
 	}
-	for _, rebuild := range []bool{false, true} {
-		b.Run(fmt.Sprint("rebuilt=", rebuild), func(b *testing.B) {
-			var tr Tracker
+	for _, rebuilt := range []bool{false, true} {
+		b.Run(fmt.Sprint("rebuilt=", rebuilt), func(b *testing.B) {
 			m := map[string]uint64{}
 			for _, k := range keys {
 				m[k] = 1
-				tr.Grew(len(m))
 			}
-			for _, k := range keys {
-				delete(m, k)
-				if rebuild {
-					m = Shrink(&tr, m)
-				}
+			clear(m)
+			if rebuilt {
+				m = map[string]uint64{}
 			}
 			i := 0
 			for b.Loop() {
