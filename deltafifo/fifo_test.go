@@ -389,7 +389,8 @@ func TestFIFO_relistEndsAreNumberedInOrderAndASupersededOneIsSkipped(t *testing.
 
 // TestFIFO_DeltasMapIsRebuiltOnceABacklogDrained checks that a backlog of
 // keys (a reflector far ahead of its consumer) does not leave the map of
-// queued keys at its peak size once popped and the FIFO stayed small.
+// queued keys at its peak size once popped and the FIFO stayed small, nor
+// once a relist superseded it.
 func TestFIFO_DeltasMapIsRebuiltOnceABacklogDrained(t *testing.T) {
 	f := New[*corev1.ConfigMap]()
 	n := 2 * peak.MinPeak
@@ -411,6 +412,15 @@ func TestFIFO_DeltasMapIsRebuiltOnceABacklogDrained(t *testing.T) {
 	}
 	if f.peak.Peak() >= peak.MinPeak {
 		t.Errorf("peak %d once the backlog was popped and the FIFO stayed small; want the map rebuilt", f.peak.Peak())
+	}
+	for i := range n { // a backlog a relist supersedes: dropped with its table
+		if err := f.Update(cm(fmt.Sprint("cm-", i), "2")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = f.Replace(nil, "3")
+	if f.peak.Peak() != 0 || len(f.deltas) != 0 {
+		t.Errorf("peak %d, %d keys after a relist superseded a backlog; want a new empty map", f.peak.Peak(), len(f.deltas))
 	}
 	if err := f.checkInvariants(); err != nil {
 		t.Fatal(err)

@@ -256,6 +256,11 @@ func (w *decodedWatch[P]) run() {
 		next = w.nextJSON(json.NewDecoder(w.r))
 	}
 	for {
+		select {
+		case <-w.done: // stopped: decode nothing more for the buffer
+			return
+		default:
+		}
 		ev, err := next()
 		if errors.Is(err, io.EOF) {
 			return

@@ -127,7 +127,7 @@ func (r *Reflector[T]) sleep(ctx context.Context, d time.Duration) bool {
 func (d *driver[T]) stopWatch() {
 	if d.w != nil {
 		d.w.Stop()
-		d.w, d.quiet = nil, nil
+		d.w, d.quiet, d.quick = nil, nil, 0
 		d.closed()
 	}
 }
@@ -254,37 +254,63 @@ func (r *Reflector[T]) watch(ctx context.Context, d *driver[T], a watchReq) inpu
 // readEvent waits for the next event. It returns a usable event (typ set),
 // or another input (the stream ended, went silent, or sent an error), or
 // neither when the event was skipped or ctx ended.
+//
+// An event already waiting is taken without a select over every channel,
+// quickReads times in a row at most; then the context, a relist request
+// and the quiet timer are looked at first, so that a stream of events
+// delays them by at most quickReads events.
 func (r *Reflector[T]) readEvent(ctx context.Context, d *driver[T], relist <-chan relistReq) (event[T], input) {
-	if d.quick < quickReads { // an event already waiting is taken without the select over every channel
+	if d.quick == quickReads {
+		d.quick = 0
 		select {
-		case ev, ok := <-d.w.ResultChan():
-			d.quick++
-			return r.received(ctx, d, ev, ok)
+		case <-ctx.Done():
+			return event[T]{}, nil
+		case req := <-relist:
+			return event[T]{}, r.answerRelist(req)
+		case <-d.quiet:
+			return event[T]{}, r.wentQuiet(d)
 		default:
 		}
+	}
+	select {
+	case ev, ok := <-d.w.ResultChan():
+		d.quick++
+		return r.received(ctx, d, ev, ok)
+	default:
 	}
 	d.quick = 0
 	select {
 	case <-ctx.Done():
 		return event[T]{}, nil
 	case req := <-relist:
-		// This relist's end is the next one handed to the sink: no other
-		// sync is under way while watching.
-		req.reply <- r.ended.Load() + 1
-		return event[T]{}, relistRequested{cause: req.cause}
+		return event[T]{}, r.answerRelist(req)
 	case <-d.quiet:
-		d.quiet = nil
-		return event[T]{}, silent{now: r.opts.Clock.Now()}
+		return event[T]{}, r.wentQuiet(d)
 	case ev, ok := <-d.w.ResultChan():
 		return r.received(ctx, d, ev, ok)
 	}
 }
 
 // quickReads is how many events readEvent takes in a row, while they come
-// faster than they are applied, before it looks at the context, a relist
-// request and the quiet timer again: a select over four channels locks
-// all four, and a stream of events would pay for it on every one.
+// faster than they are applied, before it looks at its other channels: a
+// select locks every channel it waits on, and a stream of events would pay
+// for that on every one.
 const quickReads = 64
+
+// answerRelist answers a relist request made while watching: this
+// relist's end is the next one handed to the sink (no other sync is under
+// way while watching).
+func (r *Reflector[T]) answerRelist(req relistReq) input {
+	req.reply <- r.ended.Load() + 1
+	return relistRequested{cause: req.cause}
+}
+
+// wentQuiet is the input of a watch-list stream that has sent nothing for a
+// while.
+func (r *Reflector[T]) wentQuiet(d *driver[T]) input {
+	d.quiet = nil
+	return silent{now: r.opts.Clock.Now()}
+}
 
 // received handles what readEvent received from the watch.
 func (r *Reflector[T]) received(ctx context.Context, d *driver[T], ev watch.Event, ok bool) (event[T], input) {

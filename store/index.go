@@ -14,11 +14,12 @@ type keySet map[string]struct{}
 // was written, so that removing or replacing it never calls an index
 // function again.
 //
-// Entries are held by pointer and updated in place under the store's lock,
-// so that a write looks its key up once. The namespace index's value is
-// held in the entry itself: a store with no other index allocates one
-// 64-byte entry per object, and a write checks that the namespace did not
-// change without leaving the entry's cache line.
+// Entries are held by pointer and updated in place under the store's lock:
+// a write finds its entry with one lookup (and assigns it back to keep the
+// writer's key string, see put). The namespace index's value is held in the
+// entry itself: a store with no other index allocates one 64-byte entry per
+// object, and with interned namespaces a write checks that the namespace
+// did not change without leaving the entry's cache line.
 type entry[T object.Object] struct {
 	obj  T
 	ns   string     // the value of the namespace index (position 0)
@@ -68,8 +69,11 @@ func newCache[T object.Object](n, size int) *cache[T] {
 // entry's are shared with it rather than kept twice, and an entry whose
 // values all stay the same is updated in place, allocating nothing. The
 // map then holds key's string, the caller's: the informer hands the same
-// string on to handlers and the queue, so the worker's read by it finds
-// the entry comparing pointers instead of the bytes of another copy.
+// string on to handlers and the queue, so the worker's read by it (when
+// the queue did not already hold the key) finds the entry comparing
+// pointers instead of the bytes of another copy. The price: the index
+// sets keep the key string of the object's first write, so an object
+// written again keeps two copies of its key alive (about 32 bytes).
 func (c *cache[T]) put(key string, e entry[T]) (old T, had bool) {
 	prev := c.items[key]
 	if prev == nil {
@@ -85,7 +89,7 @@ func (c *cache[T]) put(key string, e entry[T]) (old T, had bool) {
 		c.items[key] = prev // keep key's string (see above)
 		return old, true
 	}
-	if prev.ns != e.ns {
+	if prev.ns != e.ns { // not through Indexer, whose keys fix the namespace; a cache is kept consistent anyway
 		c.unindex(0, key, []string{prev.ns})
 		c.index(0, key, []string{e.ns})
 	}

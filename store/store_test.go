@@ -204,3 +204,25 @@ func TestIndexer_PutKeepsTheWritersKeyAndAllocatesNothingInPlace(t *testing.T) {
 		t.Errorf("a Put changing no index value allocates %v times; want 0", allocs)
 	}
 }
+
+// TestCache_PutMovesAnEntryWhoseNamespaceChanged covers the cache's own
+// rule for a namespace that changes under one key (Indexer's keys never let
+// it, so only the cache can be given one): the entry moves between the
+// namespace index's sets and the invariants hold.
+func TestCache_PutMovesAnEntryWhoseNamespaceChanged(t *testing.T) {
+	c := newCache[*corev1.Pod](1, 0)
+	a, b := newPod("a", "p", "1"), newPod("b", "p", "2")
+	c.put("k", entry[*corev1.Pod]{obj: a, ns: "a"})
+	if old, had := c.put("k", entry[*corev1.Pod]{obj: b, ns: "b"}); !had || old != a {
+		t.Fatalf("put = %v, %v; want the first object", old, had)
+	}
+	if _, ok := c.indices[0]["a"]; ok {
+		t.Error("namespace a still indexes the key")
+	}
+	if _, ok := c.indices[0]["b"]["k"]; !ok {
+		t.Error("namespace b does not index the key")
+	}
+	if err := c.checkInvariants(1); err != nil {
+		t.Fatal(err)
+	}
+}
