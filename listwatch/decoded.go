@@ -321,7 +321,7 @@ func watchEventFields(b []byte) (typ string, raw []byte, err error) {
 		switch {
 		case wt != protowire.BytesType:
 		case num == 1:
-			typ = string(v)
+			typ = eventType(v)
 		case num == 2: // RawExtension{raw = 1}
 			return eachField(v, func(num protowire.Number, wt protowire.Type, v []byte) error {
 				if num == 1 && wt == protowire.BytesType {
@@ -333,6 +333,17 @@ func watchEventFields(b []byte) (typ string, raw []byte, err error) {
 		return nil
 	})
 	return typ, raw, err
+}
+
+// eventType returns the watch event type v names; the known ones without
+// allocating.
+func eventType(v []byte) string {
+	for _, t := range [...]watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error} {
+		if string(t) == string(v) {
+			return string(t)
+		}
+	}
+	return string(v)
 }
 
 // nextJSON returns a reader of JSON watch events.

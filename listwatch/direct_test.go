@@ -184,3 +184,15 @@ func TestStartsList_isAListsFirstPageOrAWatchWithInitialEvents(t *testing.T) {
 		}
 	}
 }
+
+func TestEventType_NamesTheKnownTypesWithoutAllocating(t *testing.T) {
+	for _, want := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error, "SOMETHING"} {
+		if got := eventType([]byte(want)); got != string(want) {
+			t.Errorf("eventType(%q) = %q", want, got)
+		}
+	}
+	b := []byte("MODIFIED")
+	if allocs := testing.AllocsPerRun(100, func() { _ = eventType(b) }); allocs != 0 {
+		t.Errorf("eventType(MODIFIED) allocates %v times; want 0", allocs)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // magic starts every protobuf body the API server sends.
@@ -40,9 +41,9 @@ func Unwrap(data []byte) (Envelope, error) {
 		case 1:
 			return fields(v, "Unknown.typeMeta", func(num uint64, v []byte) error {
 				if num == 1 {
-					env.APIVersion = string(v)
+					env.APIVersion = reuse(&lastAPIVersion, v)
 				} else if num == 2 {
-					env.Kind = string(v)
+					env.Kind = reuse(&lastKind, v)
 				}
 				return nil
 			})
@@ -59,6 +60,22 @@ func Unwrap(data []byte) (Envelope, error) {
 		err = fmt.Errorf("projection: Unknown.contentEncoding is %q; only unencoded objects are supported", env.ContentEncoding)
 	}
 	return env, err
+}
+
+// lastAPIVersion and lastKind are the type an envelope was last read with:
+// the envelopes of a list or a watch stream repeat it, and reusing its
+// strings saves two allocations per object.
+var lastAPIVersion, lastKind atomic.Pointer[string]
+
+// reuse returns v as a string: last's if equal (allocating nothing), else a
+// new one, which last then keeps.
+func reuse(last *atomic.Pointer[string], v []byte) string {
+	if s := last.Load(); s != nil && *s == string(v) {
+		return *s
+	}
+	s := string(v)
+	last.Store(&s)
+	return s
 }
 
 // fields calls fn with each length-delimited field of message b and skips

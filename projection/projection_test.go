@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/ctrlkit/ctrlkit/projection"
 	corev1 "k8s.io/api/core/v1"
@@ -174,6 +175,38 @@ func envelope(t testing.TB, pod *corev1.Pod) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// TestUnwrap_ReusesTheTypeOfTheLastEnvelope checks that envelopes of one
+// type (a list's or a watch stream's) share their apiVersion and kind
+// strings and cost no allocation, and that another type still reads right.
+func TestUnwrap_ReusesTheTypeOfTheLastEnvelope(t *testing.T) {
+	body := envelope(t, testPod(1, false))
+	first, err := projection.Unwrap(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _ := projection.Unwrap(bytes.Clone(body))
+	if unsafe.StringData(first.Kind) != unsafe.StringData(second.Kind) || unsafe.StringData(first.APIVersion) != unsafe.StringData(second.APIVersion) {
+		t.Error("two envelopes of one type read into strings of their own")
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = projection.Unwrap(body) }); allocs != 0 {
+		t.Errorf("Unwrap allocates %v times for a repeated type; want 0", allocs)
+	}
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := protobuf.NewSerializer(scheme, scheme).Encode(&corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Name: "c"}}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if env, err := projection.Unwrap(buf.Bytes()); err != nil || env.Kind != "ConfigMap" || env.APIVersion != "v1" {
+		t.Errorf("Unwrap of a ConfigMap after Pods = %q %q, %v", env.Kind, env.APIVersion, err)
+	}
+	if env, _ := projection.Unwrap(body); env.Kind != "Pod" {
+		t.Errorf("Unwrap of a Pod after a ConfigMap: kind %q", env.Kind)
+	}
 }
 
 func TestPlan_DecodeEnvelopeFillsTypeMetaFromTheEnvelope(t *testing.T) {
