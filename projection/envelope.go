@@ -41,9 +41,9 @@ func Unwrap(data []byte) (Envelope, error) {
 		case 1:
 			return fields(v, "Unknown.typeMeta", func(num uint64, v []byte) error {
 				if num == 1 {
-					env.APIVersion = reuse(&lastAPIVersion, v)
+					env.APIVersion = reuse(v)
 				} else if num == 2 {
-					env.Kind = reuse(&lastKind, v)
+					env.Kind = reuse(v)
 				}
 				return nil
 			})
@@ -62,19 +62,27 @@ func Unwrap(data []byte) (Envelope, error) {
 	return env, err
 }
 
-// lastAPIVersion and lastKind are the type an envelope was last read with:
-// the envelopes of a list or a watch stream repeat it, and reusing its
-// strings saves two allocations per object.
-var lastAPIVersion, lastKind atomic.Pointer[string]
+// typeStrings holds the apiVersion and kind strings envelopes were read
+// with, one per slot chosen by a hash of the bytes: the envelopes of a list
+// or a watch stream repeat their type, and reusing its strings saves two
+// allocations per object. A few dozen types (a manager's informers, their
+// streams interleaved) keep their own slots; two that share one take
+// turns, each read then allocating as without the table.
+var typeStrings [64]atomic.Pointer[string]
 
-// reuse returns v as a string: last's if equal (allocating nothing), else a
-// new one, which last then keeps.
-func reuse(last *atomic.Pointer[string], v []byte) string {
-	if s := last.Load(); s != nil && *s == string(v) {
+// reuse returns v as a string: the table's if equal (allocating nothing),
+// else a new one, which the table then keeps.
+func reuse(v []byte) string {
+	h := uint32(2166136261) // FNV-1a
+	for _, c := range v {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	slot := &typeStrings[h%uint32(len(typeStrings))]
+	if s := slot.Load(); s != nil && *s == string(v) {
 		return *s
 	}
 	s := string(v)
-	last.Store(&s)
+	slot.Store(&s)
 	return s
 }
 

@@ -177,10 +177,11 @@ func envelope(t testing.TB, pod *corev1.Pod) []byte {
 	return buf.Bytes()
 }
 
-// TestUnwrap_ReusesTheTypeOfTheLastEnvelope checks that envelopes of one
-// type (a list's or a watch stream's) share their apiVersion and kind
-// strings and cost no allocation, and that another type still reads right.
-func TestUnwrap_ReusesTheTypeOfTheLastEnvelope(t *testing.T) {
+// TestUnwrap_ReusesTheTypeStrings checks that envelopes of one type (a
+// list's or a watch stream's) share their apiVersion and kind strings and
+// cost no allocation, also with another type's envelopes read in between,
+// and that each type still reads right.
+func TestUnwrap_ReusesTheTypeStrings(t *testing.T) {
 	body := envelope(t, testPod(1, false))
 	first, err := projection.Unwrap(body)
 	if err != nil {
@@ -206,6 +207,13 @@ func TestUnwrap_ReusesTheTypeOfTheLastEnvelope(t *testing.T) {
 	}
 	if env, _ := projection.Unwrap(body); env.Kind != "Pod" {
 		t.Errorf("Unwrap of a Pod after a ConfigMap: kind %q", env.Kind)
+	}
+	cm := buf.Bytes()
+	if allocs := testing.AllocsPerRun(100, func() { // two streams interleaved
+		_, _ = projection.Unwrap(body)
+		_, _ = projection.Unwrap(cm)
+	}); allocs != 0 {
+		t.Errorf("Unwrap allocates %v times for a Pod and a ConfigMap in turn; want 0", allocs)
 	}
 }
 
