@@ -65,14 +65,22 @@ func Unwrap(data []byte) (Envelope, error) {
 // typeStrings holds the apiVersion and kind strings envelopes were read
 // with, one per slot chosen by a hash of the bytes: the envelopes of a list
 // or a watch stream repeat their type, and reusing its strings saves two
-// allocations per object. A few dozen types (a manager's informers, their
-// streams interleaved) keep their own slots; two that share one take
-// turns, each read then allocating as without the table.
-var typeStrings [64]atomic.Pointer[string]
+// allocations per object. The types of a manager's informers, their
+// streams interleaved, mostly keep their own slots; two that share one
+// take turns, and a read that misses allocates twice (the string and the
+// slot's pointer to it) instead of once.
+var typeStrings [256]atomic.Pointer[string]
+
+// maxTypeString bounds what the table keeps: real apiVersions and kinds
+// are far shorter, and a slot must not hold a large string for good.
+const maxTypeString = 256
 
 // reuse returns v as a string: the table's if equal (allocating nothing),
-// else a new one, which the table then keeps.
+// else a new one, which the table then keeps if it is short.
 func reuse(v []byte) string {
+	if len(v) > maxTypeString {
+		return string(v)
+	}
 	h := uint32(2166136261) // FNV-1a
 	for _, c := range v {
 		h = (h ^ uint32(c)) * 16777619

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -209,6 +210,8 @@ func TestUnwrap_ReusesTheTypeStrings(t *testing.T) {
 		t.Errorf("Unwrap of a Pod after a ConfigMap: kind %q", env.Kind)
 	}
 	cm := buf.Bytes()
+	// "v1", "Pod" and "ConfigMap" hash to three slots of the package's
+	// table (no test here runs in parallel with this one).
 	if allocs := testing.AllocsPerRun(100, func() { // two streams interleaved
 		_, _ = projection.Unwrap(body)
 		_, _ = projection.Unwrap(cm)
@@ -541,5 +544,27 @@ func TestSkipManagedFields_leavesThemOutAndCostsLess(t *testing.T) {
 	without := testing.AllocsPerRun(100, func() { _, _ = skip.Decode(raw) })
 	if without >= with {
 		t.Errorf("allocations with managedFields %v, skipped %v: want fewer when skipped", with, without)
+	}
+}
+
+// TestUnwrap_KeepsNoLongTypeString checks that a type string longer than
+// any real apiVersion or kind is read right and not kept by the table.
+func TestUnwrap_KeepsNoLongTypeString(t *testing.T) {
+	kind := strings.Repeat("K", 1000)
+	scheme := runtime.NewScheme()
+	gv := schema.GroupVersion{Group: "example.com", Version: "v1"}
+	scheme.AddKnownTypeWithName(gv.WithKind(kind), &corev1.ConfigMap{})
+	var buf bytes.Buffer
+	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{Kind: kind, APIVersion: gv.String()}}
+	if err := protobuf.NewSerializer(scheme, scheme).Encode(cm, &buf); err != nil {
+		t.Fatal(err)
+	}
+	first, err := projection.Unwrap(buf.Bytes())
+	if err != nil || first.Kind != kind {
+		t.Fatalf("Unwrap = kind of %d bytes, %v; want %d", len(first.Kind), err, len(kind))
+	}
+	second, _ := projection.Unwrap(buf.Bytes())
+	if unsafe.StringData(first.Kind) == unsafe.StringData(second.Kind) {
+		t.Error("a 1000-byte kind was kept by the table")
 	}
 }
