@@ -143,11 +143,7 @@ func (f *FIFO[T]) supersedeLocked() {
 	clear(f.parts)
 	f.parts = f.parts[:0]
 	f.order = fifo.Queue[string]{}
-	if f.peak.Peak() >= peak.MinPeak { // a backlog's table: a new map rather than clearing it
-		f.deltas, f.peak = map[string][]Delta[T]{}, peak.Tracker{}
-	} else {
-		clear(f.deltas)
-	}
+	f.deltas = peak.Clear(&f.peak, f.deltas)
 	f.bookmark = ""
 }
 

@@ -35,6 +35,19 @@ func (t *Tracker) Grew(size int) {
 // Peak returns the largest size recorded since the map was last rebuilt.
 func (t *Tracker) Peak() int { return t.peak }
 
+// Clear returns m emptied: a new map when m's peak reached MinPeak (clear
+// would keep the table, and takes time in proportion to it), else m
+// itself, cleared.
+func Clear[M ~map[K]V, K comparable, V any](t *Tracker, m M) M {
+	if t.peak >= MinPeak {
+		*t = Tracker{}
+		return make(M)
+	}
+	clear(m)
+	t.low = 0
+	return m
+}
+
 // Shrink returns m itself or, once m has stayed below an eighth of a peak
 // of at least MinPeak entries for peak/2 deletes, a new map with m's
 // entries sized for them. Call it after each delete and keep the map it

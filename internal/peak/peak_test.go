@@ -129,3 +129,15 @@ func BenchmarkDrainedMap_AddDelete(b *testing.B) {
 		})
 	}
 }
+
+func TestClear_DropsALargeTableAndKeepsASmallMap(t *testing.T) {
+	m, tr := fill(2 * MinPeak)
+	got := Clear(tr, m)
+	if len(got) != 0 || same(got, m) || tr.Peak() != 0 {
+		t.Errorf("Clear of a map that held %d: %d entries, same map %v, peak %d; want a new empty map, peak 0", 2*MinPeak, len(got), same(got, m), tr.Peak())
+	}
+	small, str := fill(10)
+	if got := Clear(str, small); len(got) != 0 || !same(got, small) {
+		t.Errorf("Clear of a small map: %d entries, same map %v; want the map itself, empty", len(got), same(got, small))
+	}
+}
