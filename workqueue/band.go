@@ -1,6 +1,7 @@
 package workqueue
 
 import (
+	"iter"
 	"time"
 
 	"github.com/ctrlkit/ctrlkit/internal/fifo"
@@ -17,31 +18,69 @@ type element[K comparable] struct {
 }
 
 // flow is one flow's FIFO within a band: the keys of one namespace (by
-// default) at one priority, oldest first.
+// default) at one priority, oldest first, and its place in the band's
+// rounds.
 type flow[K comparable] struct {
 	name    string
 	keys    fifo.Queue[element[K]]
-	live    int  // live elements in keys
-	inTurns bool // in band.turns; exactly when keys is not empty
+	live    int    // live elements in keys
+	round   uint64 // the round its next key goes out in
+	served  int    // live keys handed out in round (< the band's quantum)
+	inReady bool   // in band.ready; exactly when keys is not empty
 }
 
-// band holds the queued keys of one priority: one FIFO per flow, and the
-// flows that hold keys in round-robin order, so a flow with one key waits
-// for at most one key of every other flow, however many those hold.
+// turn is a flow's place in a band's ready: its round and the seq of its
+// first element, copied so that ordering them reads no flow.
+type turn[K comparable] struct {
+	round uint64
+	head  uint32
+	f     *flow[K]
+}
+
+// before orders turns: the earlier round first, then the earlier head in
+// arrival order. Seqs wrap around, so they are compared by their
+// difference: right as long as the band's elements span fewer than 2^31
+// pushes.
+func (t turn[K]) before(u turn[K]) bool {
+	if t.round != u.round {
+		return t.round < u.round
+	}
+	return int32(t.head-u.head) < 0
+}
+
+// band holds the queued keys of one priority: one FIFO per flow, handed out
+// in rounds. In a round each flow with keys gets up to quantum of them, and
+// the keys of a round go out in the order they were pushed; a flow that had
+// its quantum waits for the next round, which starts once no flow has keys
+// left in this one. So while no flow holds more than quantum keys the band
+// is first in, first out, and a flow's key waits for at most 2 * quantum
+// keys of every other flow (this round's and, if its own flow had its
+// share of this round already, the next one's), however many those hold.
 //
-// Invariants (checked by core.checkInvariants): turns holds exactly the
-// flows whose keys are not empty, once each; idle counts the flows of flows
-// that are not in turns; live is the sum of the flows' live counts and of
-// the ages buckets' counts; a band with no live element holds no element
-// at all (reset empties it).
+// ready holds the flows holding elements, ordered by (round, head seq):
+// taking the first hands keys out in that order, a merge of the flows'
+// FIFOs. A flow that gets its first element joins the current round
+// (the round of the last key handed out), or stays in a later one it
+// already reached, so going idle and coming back gains it nothing. Once
+// the band is empty every flow starts afresh: nobody was waiting.
+//
+// Invariants (checked by core.checkInvariants): ready holds exactly the
+// flows whose keys are not empty, once each,
+// with their round and head, in a round from round to top, with served <
+// quantum; idle counts the flows of flows that are not in ready; live is
+// the sum of the flows' live counts and of the ages buckets' counts; a
+// band with no live element holds no element at all (reset empties it).
 type band[K comparable] struct {
-	prio  int
-	live  int
-	flows map[string]*flow[K]  // every flow of the band; idle ones until swept
-	turns fifo.Queue[*flow[K]] // flows holding elements; the front one's turn is next
-	idle  int                  // flows not in turns
-	last  *flow[K]             // the flow pushed to last: skips the map for runs of one flow
-	ages  ages                 // when the live elements were pushed, coarsely
+	prio    int
+	quantum int
+	live    int
+	round   uint64              // the round of the last key handed out
+	top     uint64              // the latest round a flow has reached
+	flows   map[string]*flow[K] // every flow of the band; idle ones until swept
+	ready   ready[K]            // flows holding elements, by turn
+	idle    int                 // flows not in ready
+	last    *flow[K]            // the flow pushed to last: skips the map for runs of one flow
+	ages    ages                // when the live elements were pushed, coarsely
 }
 
 // sweepIdle is how many idle flows a band keeps before it drops them, as
@@ -49,8 +88,8 @@ type band[K comparable] struct {
 // and a long-lived queue must not remember each one forever.
 const sweepIdle = 1024
 
-func newBand[K comparable](prio int) *band[K] {
-	return &band[K]{prio: prio, flows: map[string]*flow[K]{}}
+func newBand[K comparable](prio, quantum int) *band[K] {
+	return &band[K]{prio: prio, quantum: quantum, flows: map[string]*flow[K]{}}
 }
 
 // push appends k to flow name's FIFO as a live element and counts it in the
@@ -66,14 +105,17 @@ func (b *band[K]) push(k K, name string, seq uint32, at time.Time, res time.Dura
 		}
 		b.last = f
 	}
-	if !f.inTurns {
-		f.inTurns = true
-		b.turns.Push(f)
-		b.idle--
-	}
 	f.keys.Push(element[K]{key: k, seq: seq, bucket: b.ages.add(at, res)})
 	f.live++
 	b.live++
+	if !f.inReady {
+		if f.round < b.round {
+			f.round, f.served = b.round, 0
+		}
+		f.inReady = true
+		b.idle--
+		b.ready.push(turn[K]{round: f.round, head: seq, f: f})
+	}
 }
 
 // kill accounts for the live element of a key that left the band without
@@ -87,14 +129,15 @@ func (b *band[K]) kill(name string) {
 	b.live--
 }
 
-// next pops elements of the flow whose turn it is until one is live (its
-// key's entry in dirty has its seq) and returns it. While a flow holds no
-// dead element (all its elements are live) it skips the lookup. The flow
-// goes to the back of the turns after a live element, and leaves them once
-// empty. It must only be called when live > 0.
+// next pops elements of the flow first in ready until one is live
+// (its key's entry in dirty has its seq) and returns it. While a flow holds
+// no dead element (all its elements are live) it skips the lookup. A live
+// element counts in its flow's quantum; the flow then moves to its place in
+// ready for its new head, or leaves ready once empty. It must only be
+// called when live > 0.
 func (b *band[K]) next(dirty map[K]entry) element[K] {
 	for {
-		f := b.turns.Front()
+		f := b.ready.pop().f
 		live := f.keys.Len() == f.live
 		el := f.keys.Pop()
 		b.ages.remove(el.bucket)
@@ -105,21 +148,127 @@ func (b *band[K]) next(dirty map[K]entry) element[K] {
 		if live {
 			f.live--
 			b.live--
+			b.round = f.round
+			if f.served++; f.served >= b.quantum {
+				f.round++
+				f.served = 0
+				b.top = max(b.top, f.round)
+			}
 		}
-		switch {
-		case f.keys.Len() == 0:
-			b.turns.Pop()
-			f.inTurns = false
+		if f.keys.Len() == 0 {
+			f.inReady = false
 			b.idle++
 			b.sweep()
-		case live && b.turns.Len() > 1:
-			b.turns.Pop()
-			b.turns.Push(f)
+		} else {
+			b.ready.push(turn[K]{round: f.round, head: f.keys.Front().seq, f: f})
 		}
 		if live {
 			return el
 		}
 	}
+}
+
+// ready orders the turns of a band's flows. Most turns come in order (a
+// flow that gets its first key is usually behind every other, in the
+// current round): those go to run, a FIFO, in O(1). Turns that come out of
+// order (a flow that had keys handed out and still holds some, behind flows
+// that came later) go to heap, a min-heap. The next turn is the earlier of
+// run's front and heap's root.
+//
+// Invariants (checked by core.checkInvariants): run is in order under
+// before; heap is a heap under it.
+type ready[K comparable] struct {
+	run  fifo.Queue[turn[K]]
+	heap []turn[K]
+}
+
+func (r *ready[K]) len() int { return r.run.Len() + len(r.heap) }
+
+// push adds t.
+func (r *ready[K]) push(t turn[K]) {
+	if n := r.run.Len(); n == 0 || !t.before(*r.run.At(n - 1)) {
+		r.run.Push(t)
+		return
+	}
+	r.heap = append(r.heap, t)
+	r.up(len(r.heap) - 1)
+}
+
+// pop removes and returns the next turn; r must not be empty.
+func (r *ready[K]) pop() turn[K] {
+	if len(r.heap) == 0 || r.run.Len() > 0 && r.run.Front().before(r.heap[0]) {
+		return r.run.Pop()
+	}
+	t := r.heap[0]
+	n := len(r.heap) - 1
+	r.heap[0] = r.heap[n]
+	r.heap[n] = turn[K]{}
+	r.heap = r.heap[:n]
+	if n > 0 {
+		r.down(0)
+	}
+	return t
+}
+
+// all returns every turn, in no particular order: run's, then heap's,
+// with their index in that order.
+func (r *ready[K]) all() iter.Seq2[int, turn[K]] {
+	return func(yield func(int, turn[K]) bool) {
+		run := r.run.Items()
+		for i, t := range run {
+			if !yield(i, t) {
+				return
+			}
+		}
+		for i, t := range r.heap {
+			if !yield(len(run)+i, t) {
+				return
+			}
+		}
+	}
+}
+
+// reset empties r, keeping run's array.
+func (r *ready[K]) reset() {
+	r.run.Reset()
+	clear(r.heap)
+	r.heap = r.heap[:0]
+}
+
+// up moves the turn at index i of heap towards the root to its place.
+func (r *ready[K]) up(i int) {
+	h := r.heap
+	t := h[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if !t.before(h[p]) {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = t
+}
+
+// down moves the turn at index i of heap away from the root to its place.
+func (r *ready[K]) down(i int) {
+	h := r.heap
+	t := h[i]
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			break
+		}
+		if d := c + 1; d < len(h) && h[d].before(h[c]) {
+			c = d
+		}
+		if !h[c].before(t) {
+			break
+		}
+		h[i] = h[c]
+		i = c
+	}
+	h[i] = t
 }
 
 // sweep drops idle flows once there are many of them.
@@ -128,7 +277,7 @@ func (b *band[K]) sweep() {
 		return
 	}
 	for name, f := range b.flows {
-		if !f.inTurns {
+		if !f.inReady {
 			delete(b.flows, name)
 		}
 	}
@@ -136,18 +285,22 @@ func (b *band[K]) sweep() {
 }
 
 // reset empties a band with no live element: it drops the dead elements
-// still in its flows and its age buckets.
+// still in its flows and its age buckets, and starts a round later than
+// any flow's, so every flow starts afresh.
 func (b *band[K]) reset() {
-	for b.turns.Len() > 0 {
-		f := b.turns.Pop()
+	for _, t := range b.ready.all() {
+		f := t.f
 		f.keys.Reset()
 		if f.keys.Cap() > 1024 {
 			f.keys = fifo.Queue[element[K]]{} // a burst's array is not kept by an idle flow
 		}
-		f.inTurns = false
+		f.inReady = false
 		f.live = 0
 		b.idle++
 	}
+	b.ready.reset()
+	b.top++
+	b.round = b.top
 	b.ages.reset()
 	b.sweep()
 }

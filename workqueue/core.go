@@ -51,6 +51,7 @@ type core[K comparable] struct {
 	// core never reads a clock.
 	step       time.Duration
 	res        time.Duration // age buckets' width
+	quantum    int           // keys a flow gets per round (band)
 	latest     time.Time
 	multiSince time.Time // when active last grew to two bands: the age of keys pushed at an unknown time
 	lastPrio   int
@@ -89,11 +90,11 @@ type stamps[K comparable] struct {
 }
 
 // init readies an empty core; with timed set it keeps stamps. step is the
-// aging step (> 0).
-func (c *core[K]) init(timed bool, step time.Duration) {
+// aging step (> 0), quantum the keys a flow gets per round (> 0).
+func (c *core[K]) init(timed bool, step time.Duration, quantum int) {
 	c.dirty, c.processing, c.readded = map[K]entry{}, map[K]struct{}{}, map[K]string{}
 	c.bands = map[int]*band[K]{}
-	c.step, c.res = step, max(step/16, 1)
+	c.step, c.res, c.quantum = step, max(step/16, 1), quantum
 	if timed {
 		c.stamps = &stamps[K]{dirtied: map[K]time.Time{}, started: map[K]time.Time{}}
 	}
@@ -260,7 +261,7 @@ func (c *core[K]) band(prio int) *band[K] {
 	b := c.bands[prio]
 	if b == nil {
 		c.sweepBands()
-		b = newBand[K](prio)
+		b = newBand[K](prio, c.quantum)
 		c.bands[prio] = b
 	}
 	c.hot = b

@@ -65,8 +65,10 @@ func ExampleQueue_AddRateLimited() {
 
 // Keys of the initial list go in at LowPriority, a user's change at the
 // default priority 0 and an urgent key above it: the highest priority is
-// handed out first, and within a priority each namespace takes its turn, so
-// the one key of "team-b" does not wait behind every key of "team-a".
+// handed out first. Within a priority keys go out in the order they were
+// added, but each namespace gets at most DefaultQuantum (4) keys a round,
+// so the one key of "team-b" waits behind 4 keys of "team-a", not all of
+// them.
 func ExampleQueue_AddWithOpts() {
 	q, err := workqueue.New(workqueue.Options[string]{})
 	if err != nil {
@@ -76,8 +78,9 @@ func ExampleQueue_AddWithOpts() {
 	for _, k := range []string{"team-a/1", "team-a/2", "team-a/3"} {
 		q.AddWithOpts(k, workqueue.AddOpts{Priority: workqueue.LowPriority})
 	}
-	q.Add("team-a/4")
-	q.Add("team-a/5")
+	for _, k := range []string{"team-a/4", "team-a/5", "team-a/6", "team-a/7", "team-a/8"} {
+		q.Add(k)
+	}
 	q.Add("team-b/1")
 	q.AddWithOpts("team-a/2", workqueue.AddOpts{Priority: 10})     // already queued: moves up
 	q.AddWithOpts("team-c/1", workqueue.AddOpts{After: time.Hour}) // delayed: dropped by ShutDown
@@ -94,8 +97,11 @@ func ExampleQueue_AddWithOpts() {
 	// Output:
 	// team-a/2
 	// team-a/4
-	// team-b/1
 	// team-a/5
+	// team-a/6
+	// team-a/7
+	// team-b/1
+	// team-a/8
 	// team-a/1
 	// team-a/3
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,22 +14,69 @@ import (
 
 var fairSeed = flag.Uint64("fairseed", 0, "run TestQueue_RandomPrioritiesDelaysAndShutDownsLoseNoKey with this seed only")
 
-func TestQueue_FlowsOfABandTakeTurns(t *testing.T) {
-	q := newTestQueue(t, Options[string]{})
-	for i := range 1000 {
-		q.Add(fmt.Sprintf("noisy/k%d", i))
+func TestQueue_FlowsOfABandShareItInRounds(t *testing.T) {
+	for _, tc := range []struct {
+		quantum int
+		want    string
+	}{
+		{1, "[noisy/k0 quiet/a other/b noisy/k1 noisy/k2]"},
+		{0, "[noisy/k0 noisy/k1 noisy/k2 noisy/k3 quiet/a other/b noisy/k4]"}, // DefaultQuantum: 4
+		{3, "[noisy/k0 noisy/k1 noisy/k2 quiet/a other/b noisy/k3 noisy/k4]"},
+	} {
+		t.Run(fmt.Sprintf("quantum %d", tc.quantum), func(t *testing.T) {
+			q := newTestQueue(t, Options[string]{Fairness: Fairness[string]{Quantum: tc.quantum}})
+			for i := range 1000 {
+				q.Add(fmt.Sprintf("noisy/k%d", i))
+			}
+			q.Add("quiet/a")
+			q.Add("other/b")
+			var got []string
+			for range strings.Count(tc.want, " ") + 1 {
+				k, _ := q.Get()
+				got = append(got, k)
+				q.Done(k)
+			}
+			if fmt.Sprint(got) != tc.want {
+				t.Fatalf("handed out %v, want %s: each flow gets its quantum in a round", got, tc.want)
+			}
+		})
 	}
-	q.Add("quiet/a")
-	q.Add("other/b")
+}
+
+// TestQueue_KeysWithinTheirQuantumGoOutInArrivalOrder: while no flow holds
+// more than its quantum, flows do not reorder keys: a namespace's second
+// key goes out in its place, not after every other namespace's first.
+func TestQueue_KeysWithinTheirQuantumGoOutInArrivalOrder(t *testing.T) {
+	q := newTestQueue(t, Options[string]{})
+	want := []string{"a/1", "b/1", "a/2", "c/1", "a/3", "b/2", "d/1", "a/4", "c/2"}
+	for _, k := range want {
+		q.Add(k)
+	}
 	var got []string
-	for range 4 {
+	for range want {
 		k, _ := q.Get()
 		got = append(got, k)
 		q.Done(k)
 	}
-	if want := "[noisy/k0 quiet/a other/b noisy/k1]"; fmt.Sprint(got) != want {
-		t.Fatalf("handed out %v, want %s: each flow gets one turn in a round", got, want)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("handed out %v, want arrival order %v", got, want)
 	}
+}
+
+// TestQueue_AFlowThatComesBackKeepsItsRound: a flow that had its quantum
+// and went idle does not get a fresh one by coming back within the round.
+func TestQueue_AFlowThatComesBackKeepsItsRound(t *testing.T) {
+	q := newTestQueue(t, Options[string]{Fairness: Fairness[string]{Quantum: 2}})
+	for _, k := range []string{"a/1", "a/2", "b/1"} {
+		q.Add(k)
+	}
+	get("a/1")(t, q)
+	get("a/2")(t, q) // a has had its quantum of this round and is idle
+	q.Add("a/3")     // comes back: next round
+	q.Add("b/2")     // added later, but in this round
+	get("b/1")(t, q)
+	get("b/2")(t, q)
+	get("a/3")(t, q)
 }
 
 func TestQueue_AQueuedKeyKeepsTheHigherPriorityAndTheEarlierTime(t *testing.T) {

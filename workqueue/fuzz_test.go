@@ -10,17 +10,21 @@ import (
 
 // model is the naive reference for FuzzQueue, written for obviousness
 // rather than speed: each band is a slice in push order scanned linearly,
-// with its flows' turn order as a slice of names.
+// with each flow's round and the keys it was handed out in it.
 //
 // It follows the documented rules: the highest band first; a lower band
 // takes turns with it once its oldest key has waited (top - prio) aging
 // steps, measured against the latest time the queue was given; within a
-// band, flows take turns one key each. A key that moves to a higher band
-// leaves a ghost behind that keeps its flow's place in the turns, and its
-// push time in the band's age, until it comes up (or its band empties).
+// band, the keys of the earliest round go out in push order, each flow
+// getting quantum keys a round; a flow that gets a key after having none
+// joins the round of the last key handed out, or stays in a later one; an
+// empty band forgets its flows. A key that moves to a higher band leaves a
+// ghost behind that keeps its flow's place in push order, and its push
+// time in the band's age, until it comes up (or its band empties).
 type model struct {
 	flowOf     func(byte) string
 	step       time.Duration
+	quantum    int
 	bands      map[int]*modelBand // bands with live keys
 	band       map[byte]int       // the band of each queued key
 	processing map[byte]bool      // handed out, not done
@@ -33,10 +37,15 @@ type model struct {
 }
 
 type modelBand struct {
-	elems  []modelElem       // push order
-	turns  []string          // flows with elements, next first
-	live   map[byte]struct{} // the keys queued in the band
-	lastAt time.Time         // the time of the last push
+	elems  []modelElem           // push order
+	flows  map[string]*modelFlow // every flow pushed to since the band was created
+	round  int                   // the round of the last key handed out
+	live   map[byte]struct{}     // the keys queued in the band
+	lastAt time.Time             // the time of the last push
+}
+
+type modelFlow struct {
+	round, served int
 }
 
 type modelElem struct {
@@ -46,8 +55,8 @@ type modelElem struct {
 	at    time.Time // when it was pushed; zero: not known
 }
 
-func newModel(flowOf func(byte) string, step time.Duration) *model {
-	return &model{flowOf: flowOf, step: step, bands: map[int]*modelBand{}, band: map[byte]int{},
+func newModel(flowOf func(byte) string, step time.Duration, quantum int) *model {
+	return &model{flowOf: flowOf, step: step, quantum: quantum, bands: map[int]*modelBand{}, band: map[byte]int{},
 		processing: map[byte]bool{}, readded: map[byte]int{}}
 }
 
@@ -109,7 +118,7 @@ func (m *model) push(k byte, prio int, at time.Time) {
 		if at.IsZero() && len(m.bands) > 0 {
 			at = m.latest
 		}
-		b = &modelBand{live: map[byte]struct{}{}}
+		b = &modelBand{live: map[byte]struct{}{}, flows: map[string]*modelFlow{}}
 		m.bands[prio] = b
 		if len(m.bands) == 2 {
 			m.multiSince = at
@@ -119,8 +128,13 @@ func (m *model) push(k byte, prio int, at time.Time) {
 	}
 	b.lastAt = at
 	flow := m.flowOf(k)
-	if !slices.ContainsFunc(b.elems, func(e modelElem) bool { return e.flow == flow }) {
-		b.turns = append(b.turns, flow)
+	f := b.flows[flow]
+	if f == nil {
+		f = &modelFlow{round: b.round}
+		b.flows[flow] = f
+	}
+	if !slices.ContainsFunc(b.elems, func(e modelElem) bool { return e.flow == flow }) && f.round < b.round {
+		f.round, f.served = b.round, 0
 	}
 	b.elems = append(b.elems, modelElem{key: k, flow: flow, at: at})
 	b.live[k] = struct{}{}
@@ -148,19 +162,24 @@ func (m *model) get(now time.Time) (k byte, ok bool) {
 	prio := m.pick()
 	b := m.bands[prio]
 	for {
-		flow := b.turns[0]
-		i := slices.IndexFunc(b.elems, func(e modelElem) bool { return e.flow == flow })
+		// The first element of each flow is a candidate; the earliest round
+		// wins, then the earliest push.
+		i := -1
+		for j, e := range b.elems {
+			first := !slices.ContainsFunc(b.elems[:j], func(o modelElem) bool { return o.flow == e.flow })
+			if first && (i < 0 || b.flows[e.flow].round < b.flows[b.elems[i].flow].round) {
+				i = j
+			}
+		}
 		e := b.elems[i]
 		b.elems = slices.Delete(b.elems, i, i+1)
-		left := slices.ContainsFunc(b.elems, func(e modelElem) bool { return e.flow == flow })
-		switch {
-		case !left:
-			b.turns = b.turns[1:]
-		case !e.ghost:
-			b.turns = append(b.turns[1:], flow)
-		}
 		if e.ghost {
 			continue
+		}
+		f := b.flows[e.flow]
+		b.round = f.round
+		if f.served++; f.served == m.quantum {
+			f.round, f.served = f.round+1, 0
 		}
 		delete(b.live, e.key)
 		delete(m.band, e.key)
@@ -213,8 +232,9 @@ var fuzzPriorities = []int{0, -1, 1, -3}
 // FuzzQueue decodes each pair of bytes into an operation on a Queue and on
 // the model, and fails when they disagree or an invariant breaks. Keys are
 // 0-7 in three flows; priorities are 0, -1, 1 and -3; the clock is fake and
-// the aging step is a second. Get is only called when it cannot block. Odd
-// lengths run with metrics on, so the queue reads the clock on every add.
+// the aging step is a second; the quantum is 1, 2 or 3 keys (by the number
+// of operations). Get is only called when it cannot block. Odd lengths run
+// with metrics on, so the queue reads the clock on every add.
 func FuzzQueue(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 1, 0, 2, 1, 0, 2, 1, 0, 1, 2, 1})
 	f.Add([]byte{0, 1, 1, 0, 0, 1, 2, 1, 1, 0, 2, 1})
@@ -226,7 +246,8 @@ func FuzzQueue(f *testing.F) {
 func fuzzQueue(t *testing.T, ops []byte) {
 	clk := newFakeClock()
 	flowOf := func(k byte) string { return string(rune('a' + k%3)) }
-	opts := Options[byte]{Clock: clk, Fairness: Fairness[byte]{FlowKey: flowOf, AgingStep: time.Second}}
+	quantum := len(ops)/2%3 + 1
+	opts := Options[byte]{Clock: clk, Fairness: Fairness[byte]{FlowKey: flowOf, AgingStep: time.Second, Quantum: quantum}}
 	metrics := len(ops)%2 == 1
 	if metrics {
 		opts.Name, opts.Registerer = "fuzz", prometheus.NewRegistry()
@@ -236,7 +257,7 @@ func fuzzQueue(t *testing.T, ops []byte) {
 		t.Fatal(err)
 	}
 	defer q.ShutDown()
-	m := newModel(flowOf, time.Second)
+	m := newModel(flowOf, time.Second, quantum)
 	for i := 0; i+1 < len(ops); i += 2 {
 		applyOp(t, q, m, clk, metrics, ops[i]%7, ops[i+1])
 		if err := q.core.checkInvariants(q.flowKey); err != nil {

@@ -44,24 +44,40 @@ func (c *core[K]) checkInvariants(flowOf func(K) string) error {
 	return c.checkStamps()
 }
 
-// checkBand checks b's flows, turns, live counts and age buckets against
-// dirty.
+// checkBand checks b's flows, ready heap, live counts and age buckets
+// against dirty.
 func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
-	inTurns := map[*flow[K]]bool{}
-	for _, f := range b.turns.Items() {
-		if inTurns[f] || !f.inTurns || f.keys.Len() == 0 || b.flows[f.name] != f {
-			return fmt.Errorf("workqueue: band %d: flow %q in turns twice, not marked, empty or not filed", b.prio, f.name)
+	inReady := map[*flow[K]]bool{}
+	for i, t := range b.ready.all() {
+		f := t.f
+		if inReady[f] || !f.inReady || f.keys.Len() == 0 || b.flows[f.name] != f {
+			return fmt.Errorf("workqueue: band %d: flow %q in ready twice, not marked, empty or not filed", b.prio, f.name)
 		}
-		inTurns[f] = true
+		if t.round != f.round || t.head != f.keys.Front().seq {
+			return fmt.Errorf("workqueue: band %d: flow %q in ready as round %d, head %d; it is at %d, %d",
+				b.prio, f.name, t.round, t.head, f.round, f.keys.Front().seq)
+		}
+		if f.round < b.round || f.round > b.top || f.served >= b.quantum {
+			return fmt.Errorf("workqueue: band %d (rounds %d to %d, quantum %d): flow %q in round %d, %d served",
+				b.prio, b.round, b.top, b.quantum, f.name, f.round, f.served)
+		}
+		run := b.ready.run.Items()
+		if i > 0 && i < len(run) && t.before(run[i-1]) {
+			return fmt.Errorf("workqueue: band %d: flow %q's turn is out of order in run", b.prio, f.name)
+		}
+		if j := i - len(run); j > 0 && t.before(b.ready.heap[(j-1)/2]) {
+			return fmt.Errorf("workqueue: band %d: flow %q goes before its parent %q in heap", b.prio, f.name, b.ready.heap[(j-1)/2].f.name)
+		}
+		inReady[f] = true
 	}
 	idle, live := 0, 0
 	buckets := map[uint32]int{}
 	for name, f := range b.flows {
-		if f.name != name || f.inTurns != inTurns[f] || (f.keys.Len() > 0) != f.inTurns {
-			return fmt.Errorf("workqueue: band %d: flow %q filed as %q, in turns %v, marked %v, %d elements",
-				b.prio, f.name, name, inTurns[f], f.inTurns, f.keys.Len())
+		if f.name != name || f.inReady != inReady[f] || (f.keys.Len() > 0) != f.inReady {
+			return fmt.Errorf("workqueue: band %d: flow %q filed as %q, in ready %v, marked %v, %d elements",
+				b.prio, f.name, name, inReady[f], f.inReady, f.keys.Len())
 		}
-		if !f.inTurns {
+		if !inReady[f] {
 			idle++
 		}
 		n := 0
@@ -85,8 +101,8 @@ func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
 	if idle != b.idle || live != b.live {
 		return fmt.Errorf("workqueue: band %d: %d idle flows and %d live keys, counted %d and %d", b.prio, idle, live, b.idle, b.live)
 	}
-	if b.live == 0 && (b.turns.Len() > 0 || b.ages.buckets.Len() > 0) {
-		return fmt.Errorf("workqueue: band %d holds no live key but %d flows in turns, %d age buckets", b.prio, b.turns.Len(), b.ages.buckets.Len())
+	if b.live == 0 && (b.ready.len() > 0 || b.ages.buckets.Len() > 0) {
+		return fmt.Errorf("workqueue: band %d holds no live key but %d flows in ready, %d age buckets", b.prio, b.ready.len(), b.ages.buckets.Len())
 	}
 	return b.ages.check(buckets)
 }

@@ -31,21 +31,32 @@ type Options[K comparable] struct {
 	// Clock is the source of time for delays, aging and metrics. Default:
 	// the system clock.
 	Clock Clock
-	// Fairness: how keys of one priority take turns, and how waiting keys
-	// age.
+	// Fairness: how flows of one priority share the workers, and how
+	// waiting keys age.
 	Fairness[K]
 }
 
 // Fairness configures how a queue shares its workers: within a priority
-// band, flows take turns; a waiting key's priority rises with age.
+// band, flows share it in rounds; a waiting key's priority rises with age.
 type Fairness[K comparable] struct {
-	// FlowKey names the flow of a key: within a priority band, flows take
-	// turns, one key each. It is called without the queue's lock on every
-	// add, so it must be cheap, and it must always give a key the same
-	// flow. Default: the namespace of "namespace/name" string keys and of
-	// struct keys with a string Namespace field (object.ObjectName); keys
-	// of other types share one flow.
+	// FlowKey names the flow of a key: within a priority band, keys go out
+	// in rounds, up to Quantum keys of each flow per round. It is called
+	// without the queue's lock on every add, so it must be cheap, and it
+	// must always give a key the same flow. Default: the namespace of
+	// "namespace/name" string keys and of struct keys with a string
+	// Namespace field (object.ObjectName); keys of other types share one
+	// flow.
 	FlowKey func(K) string
+	// Quantum is how many keys a flow is handed out per round. Within a
+	// round keys go out in the order they were queued; a flow that has had
+	// Quantum keys waits for the next round, which starts once no other
+	// flow has keys left in this one. So a queue where no flow holds more
+	// than Quantum keys is first in, first out, and a flow's key waits for
+	// at most 2 * Quantum keys of each other flow (one round's share, and
+	// the next one's when its own flow had its share already), however
+	// many those hold. Values <= 0 mean the default. Default:
+	// DefaultQuantum.
+	Quantum int
 	// AgingStep is how long a key must wait for its effective priority to
 	// rise by one; see AddOpts.Priority. Values <= 0 mean the default.
 	// Default: 100ms, so a LowPriority key takes turns with priority-0
@@ -55,6 +66,11 @@ type Fairness[K comparable] struct {
 
 // DefaultAgingStep is Options.AgingStep's default.
 const DefaultAgingStep = 100 * time.Millisecond
+
+// DefaultQuantum is Options.Quantum's default: a namespace with a few keys
+// queued at once gets them out in arrival order, and a namespace with
+// 100,000 delays another one's key by at most 8 keys.
+const DefaultQuantum = 4
 
 func (o Options[K]) withDefaults() Options[K] {
 	if o.RateLimiter == nil {
@@ -69,6 +85,9 @@ func (o Options[K]) withDefaults() Options[K] {
 	if o.AgingStep <= 0 {
 		o.AgingStep = DefaultAgingStep
 	}
+	if o.Quantum <= 0 {
+		o.Quantum = DefaultQuantum
+	}
 	return o
 }
 
@@ -81,10 +100,10 @@ const LowPriority = -100
 type AddOpts struct {
 	// Priority orders the keys waiting at once: 0 is Add's, negative is
 	// background work (LowPriority), positive is urgent. Keys of one
-	// priority form a band; within a band, flows (see Options.FlowKey)
-	// take turns, one key each, and each flow is first in, first out, so
-	// a flow with one key waits for one key of each other flow, not for
-	// all of them.
+	// priority form a band; within a band, keys go out in the order they
+	// were queued, up to Options.Quantum keys of each flow (see
+	// Options.FlowKey) a round, so a flow's key waits for a few keys of
+	// each other flow, not for all of them.
 	//
 	// Across bands the highest goes first, with aging: once the oldest
 	// key of a band of priority q has waited (p - q) * Options.AgingStep,
@@ -164,7 +183,7 @@ func New[K comparable](opts Options[K]) (*Queue[K], error) {
 		limiter: opts.RateLimiter,
 		flowKey: opts.FlowKey,
 	}
-	q.core.init(opts.Registerer != nil, opts.AgingStep)
+	q.core.init(opts.Registerer != nil, opts.AgingStep, opts.Quantum)
 	q.cond.L = &q.mu
 	q.delay = newDelayer(opts.Clock, q.add)
 	if opts.Registerer != nil {

@@ -45,9 +45,9 @@ type KeyTime[K comparable] struct {
 type KeyState struct {
 	// Queued reports that the key waits for a worker; Since is then when it
 	// was queued and Position its place in line (0: next): every key of the
-	// higher bands, then the keys its band's flows hand out, taking turns,
-	// before it. Aging may let it overtake higher bands, so it is a guide,
-	// not a promise.
+	// higher bands, then the keys its band hands out before it, round by
+	// round, if no key is added meanwhile. Aging may let it overtake higher
+	// bands, so it is a guide, not a promise.
 	Queued   bool
 	Position int
 	// Processing reports that a worker holds the key; Since is then when
@@ -72,8 +72,8 @@ func (q *Queue[K]) Stats() Stats[K] {
 	}
 	// The oldest key is at the head of one of the flows: look at those only.
 	for _, b := range c.active {
-		for _, f := range b.turns.Items() {
-			if k, ok := c.head(f); ok {
+		for _, t := range b.ready.all() {
+			if k, ok := c.head(t.f); ok {
 				since := c.stampOf(k, false)
 				if st.Oldest == nil || since.Before(st.Oldest.Since) {
 					st.Oldest = &KeyTime[K]{Key: k, Since: since}
@@ -116,38 +116,47 @@ func (q *Queue[K]) State(k K) KeyState {
 	for _, b := range c.active {
 		if b.prio > int(e.prio) {
 			ahead += b.live
-			continue
 		}
-		if b.prio != int(e.prio) {
-			continue
-		}
-		turns := b.turns.Items()
-		for j, f := range turns {
-			i := 0 // k's place among the live keys of its flow
-			for _, el := range f.keys.Items() {
-				if x, ok := c.dirty[el.key]; !ok || x.seq != el.seq {
-					continue // dead: the key moved or was handed out
-				}
-				if el.key != k {
-					i++
-					continue
-				}
-				// Flows take turns, one key each, from the front of turns:
-				// the flows before k's give up to i+1 keys first, the ones
-				// after it up to i.
-				for jj, g := range turns {
-					switch {
-					case jj < j:
-						ahead += min(g.live, i+1)
-					case jj > j:
-						ahead += min(g.live, i)
-					}
-				}
-				return KeyState{Queued: true, Position: ahead + i, Since: c.stampOf(k, false)}
-			}
+		if b.prio == int(e.prio) {
+			return KeyState{Queued: true, Position: ahead + c.placeInBand(b, k, e.seq), Since: c.stampOf(k, false)}
 		}
 	}
 	return KeyState{} // unreachable while the invariants hold
+}
+
+// placeInBand returns how many of b's live keys go out before k, whose
+// live element has seq. The band hands its keys out in order of (round,
+// seq), a key's round being its flow's round plus how many quanta of its
+// flow go before it, so that is how many live keys have a smaller pair.
+func (c *core[K]) placeInBand(b *band[K], k K, seq uint32) int {
+	type place struct {
+		round uint64
+		seq   uint32
+	}
+	var places []place
+	var mine place
+	for _, t := range b.ready.all() {
+		f := t.f
+		j := f.served // the flow's quantum already used in its round
+		for _, el := range f.keys.Items() {
+			if x, ok := c.dirty[el.key]; !ok || x.seq != el.seq || int(x.prio) != b.prio {
+				continue // dead: the key moved or was handed out
+			}
+			p := place{f.round + uint64(j/b.quantum), el.seq}
+			if el.key == k && el.seq == seq {
+				mine = p
+			}
+			places = append(places, p)
+			j++
+		}
+	}
+	n := 0
+	for _, p := range places {
+		if p.round < mine.round || p.round == mine.round && int32(p.seq-mine.seq) < 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // stampOf returns when k started processing (started) or became dirty; zero

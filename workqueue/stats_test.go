@@ -1,7 +1,10 @@
 package workqueue
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,4 +90,60 @@ func TestQueue_statsWithoutMetricsHaveNoTimes(t *testing.T) {
 	if !q.Stats().ShuttingDown {
 		t.Error("stats after ShutDown do not say so")
 	}
+}
+
+// TestQueue_StatePositionIsTheOrderOfGet fills queues at random (several
+// flows, two priorities, keys moving up, keys handed out and re-added,
+// quanta 1 to 4) and checks that the Position State reports for every
+// queued key is the order in which Get then hands them out.
+func TestQueue_StatePositionIsTheOrderOfGet(t *testing.T) {
+	for seed := range uint64(50) {
+		synctest.Test(t, func(t *testing.T) { // no time passes: no band ages
+			rnd := rand.New(rand.NewPCG(seed, 7))
+			q := newTestQueue(t, Options[string]{Fairness: Fairness[string]{Quantum: 1 + rnd.IntN(4)}})
+			key := func() string { return fmt.Sprintf("ns%d/k%d", rnd.IntN(4), rnd.IntN(30)) }
+			for range 200 {
+				switch r := rnd.IntN(10); {
+				case r < 6:
+					q.Add(key())
+				case r < 7:
+					q.AddWithOpts(key(), AddOpts{Priority: 1})
+				case q.Len() > 0:
+					k, _ := q.Get()
+					if rnd.IntN(2) == 0 {
+						q.Add(k) // re-added while processing: queued again at Done
+					}
+					q.Done(k)
+				}
+			}
+			want := map[int]string{}
+			for _, k := range q.queuedKeys() {
+				st := q.State(k)
+				if prev, dup := want[st.Position]; dup || !st.Queued {
+					t.Fatalf("seed %d: State(%s) = %+v; position also held by %q", seed, k, st, prev)
+				}
+				want[st.Position] = k
+			}
+			for i := range len(want) {
+				k, _ := q.Get()
+				if k != want[i] {
+					t.Fatalf("seed %d: Get #%d = %s, State said %s", seed, i, k, want[i])
+				}
+				q.Done(k)
+			}
+		})
+	}
+}
+
+// queuedKeys returns the keys waiting for a worker.
+func (q *Queue[K]) queuedKeys() []K {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var keys []K
+	for k, e := range q.core.dirty {
+		if e.seq != 0 {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }

@@ -1,0 +1,38 @@
+package workqueue
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkCore_AddGetDone measures the queue's bookkeeping alone (no lock,
+// no goroutine): with depth keys waiting spread over flows flows, each op
+// hands the next key out, ends it, and adds a fresh key of a random flow,
+// so the depth stays put.
+func BenchmarkCore_AddGetDone(b *testing.B) {
+	for _, tc := range []struct{ flows, depth int }{{1, 100}, {100, 100}, {100, 10_000}, {10_000, 10_000}} {
+		b.Run(fmt.Sprintf("flows=%d/depth=%d", tc.flows, tc.depth), func(b *testing.B) {
+			const n = 1 << 16
+			keys, flows := make([]string, n), make([]string, n)
+			for i := range keys {
+				f := (i * 7919) % tc.flows // spread, not in order
+				flows[i] = fmt.Sprintf("ns-%d", f)
+				keys[i] = fmt.Sprintf("%s/k-%d", flows[i], i)
+			}
+			var c core[string]
+			c.init(false, DefaultAgingStep, DefaultQuantum)
+			var at time.Time
+			for i := range tc.depth {
+				c.add(keys[i], 0, flows[i], at)
+			}
+			i := tc.depth
+			for b.Loop() {
+				k, _, _ := c.get(at)
+				c.done(k, at)
+				c.add(keys[i%n], 0, flows[i%n], at)
+				i++
+			}
+		})
+	}
+}
