@@ -78,8 +78,9 @@ type Options[K comparable] struct {
 	Partition Partition[K]
 	// Clock drives the queue's delays. Default: the real clock.
 	Clock workqueue.Clock
-	// Fairness sets how the queue's keys take turns (FlowKey, default: the
-	// key's namespace) and age (AgingStep). Default: the queue's.
+	// Fairness sets how the queue's flows share the workers (FlowKey,
+	// default: the key's namespace; Quantum) and how keys age (AgingStep).
+	// Default: the queue's.
 	Fairness workqueue.Fairness[K]
 	// Telemetry: the Logger receives errors, drops and panics, the
 	// Registerer the controller's and its queue's metrics.
