@@ -137,7 +137,8 @@ func (b *band[K]) kill(name string) {
 // called when live > 0.
 func (b *band[K]) next(dirty map[K]entry) element[K] {
 	for {
-		f := b.ready.pop().f
+		first, inRun := b.ready.first()
+		f := first.f
 		live := f.keys.Len() == f.live
 		el := f.keys.Pop()
 		b.ages.remove(el.bucket)
@@ -156,11 +157,12 @@ func (b *band[K]) next(dirty map[K]entry) element[K] {
 			}
 		}
 		if f.keys.Len() == 0 {
+			b.ready.drop(inRun)
 			f.inReady = false
 			b.idle++
 			b.sweep()
 		} else {
-			b.ready.push(turn[K]{round: f.round, head: f.keys.Front().seq, f: f})
+			b.ready.replace(inRun, turn[K]{round: f.round, head: f.keys.Front().seq, f: f})
 		}
 		if live {
 			return el
@@ -194,12 +196,21 @@ func (r *ready[K]) push(t turn[K]) {
 	r.up(len(r.heap) - 1)
 }
 
-// pop removes and returns the next turn; r must not be empty.
-func (r *ready[K]) pop() turn[K] {
+// first returns the next turn, and whether it is run's front (else heap's
+// root); r must not be empty.
+func (r *ready[K]) first() (turn[K], bool) {
 	if len(r.heap) == 0 || r.run.Len() > 0 && r.run.Front().before(r.heap[0]) {
-		return r.run.Pop()
+		return r.run.Front(), true
 	}
-	t := r.heap[0]
+	return r.heap[0], false
+}
+
+// drop removes the turn first returned.
+func (r *ready[K]) drop(inRun bool) {
+	if inRun {
+		r.run.Pop()
+		return
+	}
 	n := len(r.heap) - 1
 	r.heap[0] = r.heap[n]
 	r.heap[n] = turn[K]{}
@@ -207,7 +218,21 @@ func (r *ready[K]) pop() turn[K] {
 	if n > 0 {
 		r.down(0)
 	}
-	return t
+}
+
+// replace puts t, a later turn of the same flow, in place of the turn first
+// returned.
+func (r *ready[K]) replace(inRun bool, t turn[K]) {
+	switch {
+	case !inRun:
+		r.heap[0] = t
+		r.down(0)
+	case r.run.Len() == 1: // the only turn in run: still in order
+		*r.run.At(0) = t
+	default:
+		r.run.Pop()
+		r.push(t)
+	}
 }
 
 // all returns every turn, in no particular order: run's, then heap's,
