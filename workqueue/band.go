@@ -52,10 +52,11 @@ func (t turn[K]) before(u turn[K]) bool {
 // in rounds. In a round each flow with keys gets up to quantum of them, and
 // the keys of a round go out in the order they were pushed; a flow that had
 // its quantum waits for the next round, which starts once no flow has keys
-// left in this one. So while no flow holds more than quantum keys the band
-// is first in, first out, and a flow's key waits for at most 2 * quantum
-// keys of every other flow (this round's and, if its own flow had its
-// share of this round already, the next one's), however many those hold.
+// left in this one. So keys go out in the order they were pushed except
+// where a flow had its share of a round, and the key at the head of a flow
+// waits for at most 2 * quantum keys of every other flow (this round's
+// and, if its own flow had its share of this round already, the next
+// one's), however many those hold.
 //
 // ready holds the flows holding elements, ordered by (round, head seq):
 // taking the first hands keys out in that order, a merge of the flows'
@@ -79,6 +80,7 @@ type band[K comparable] struct {
 	flows   map[string]*flow[K] // every flow of the band; idle ones until swept
 	ready   ready[K]            // flows holding elements, by turn
 	idle    int                 // flows not in ready
+	kept    int                 // idle flows the last sweep kept
 	last    *flow[K]            // the flow pushed to last: skips the map for runs of one flow
 	ages    ages                // when the live elements were pushed, coarsely
 }
@@ -296,17 +298,28 @@ func (r *ready[K]) down(i int) {
 	h[i] = t
 }
 
-// sweep drops idle flows once there are many of them.
+// sweep drops idle flows once there are many of them, those that would
+// come back as they are: a flow in a round before the current one, or in
+// it with nothing handed out. A flow that had keys in the current round,
+// or reached the next, is kept, or it would come back with a fresh share
+// (an empty band starts a new round: then every flow goes). kept, the idle
+// flows the last sweep left, must double before the next sweep, so a band
+// whose idle flows all hold a share does not sweep on every hand-out.
 func (b *band[K]) sweep() {
-	if b.idle <= sweepIdle || b.idle < len(b.flows)/2 {
+	if b.idle <= sweepIdle || b.idle < len(b.flows)/2 || b.idle < 2*b.kept {
 		return
 	}
+	kept := 0
 	for name, f := range b.flows {
-		if !f.inReady {
+		switch {
+		case f.inReady:
+		case f.round < b.round || f.round == b.round && f.served == 0:
 			delete(b.flows, name)
+		default:
+			kept++
 		}
 	}
-	b.idle, b.last = 0, nil
+	b.idle, b.kept, b.last = kept, kept, nil
 }
 
 // reset empties a band with no live element: it drops the dead elements

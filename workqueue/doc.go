@@ -16,8 +16,8 @@
 //   - Keys are handed out highest priority first; within a priority, in
 //     the order they were first queued, except that a flow (a namespace by
 //     default) that has had Options.Quantum keys (4) in a round waits for
-//     the next round. With only Add, and while no namespace holds more than
-//     4 keys, that is plain first in, first out.
+//     the next round. With only Add and one namespace, that is plain first
+//     in, first out.
 //   - No priority starves: a band whose oldest key has waited its aging
 //     bound takes turns with the highest band (see AddOpts.Priority).
 //   - After ShutDown, adds are ignored, the keys still queued are handed
@@ -32,8 +32,9 @@
 // and the earlier time. Within a priority, Options.FlowKey names each key's
 // flow (default: its namespace), and keys go out in rounds: in arrival
 // order, up to Options.Quantum keys of each flow a round, so a namespace
-// with 100,000 queued keys delays another namespace's key by at most 8
-// keys (two rounds' share), not 100,000. Across priorities the highest band goes first, but a lower band
+// with 100,000 queued keys delays another namespace's first key by at most
+// 4 keys (8 if that namespace had its share of the round already), not
+// 100,000. Across priorities the highest band goes first, but a lower band
 // q takes turns with the highest band p once its oldest key has waited
 // (p - q) * Options.AgingStep (100ms by default: 10s for LowPriority under
 // a priority-0 load). Bands reports the bands waiting; with metrics on,

@@ -282,3 +282,35 @@ func randomRun(t *testing.T, seed uint64, early bool) {
 		}
 	}
 }
+
+// TestQueue_ForgettingIdleFlowsGivesNoFreshShare: a band forgets idle
+// flows once it has more than sweepIdle of them, but not one that had
+// keys out in the current round, which would come back with a fresh share
+// and overtake a flow waiting for the next round.
+func TestQueue_ForgettingIdleFlowsGivesNoFreshShare(t *testing.T) {
+	q := newTestQueue(t, Options[string]{Fairness: Fairness[string]{Quantum: 1}})
+	q.Add("v/1")
+	q.Add("v/2")
+	get("v/1")(t, q) // v had its share of round 0: v/2 waits for round 1
+	noisy := 0
+	for i := range 5 {
+		q.Add(fmt.Sprintf("a/%d", i))
+		for j := range sweepIdle + 100 { // flows that go idle in turn: sweeps
+			q.Add(fmt.Sprintf("n%d-%d/k", i, j))
+		}
+		for range sweepIdle + 101 {
+			k, _ := q.Get()
+			q.Done(k)
+			switch {
+			case k == "v/2":
+				if noisy > 2 {
+					t.Fatalf("a had %d keys out before v/2; want at most 2 (2 * Quantum)", noisy)
+				}
+				return
+			case strings.HasPrefix(k, "a/"):
+				noisy++
+			}
+		}
+	}
+	t.Fatalf("v/2 not handed out; a had %d keys out", noisy)
+}

@@ -232,8 +232,8 @@ var fuzzPriorities = []int{0, -1, 1, -3}
 // FuzzQueue decodes each pair of bytes into an operation on a Queue and on
 // the model, and fails when they disagree or an invariant breaks. Keys are
 // 0-7 in three flows; priorities are 0, -1, 1 and -3; the clock is fake and
-// the aging step is a second; the quantum is 1, 2 or 3 keys (by the number
-// of operations). Get is only called when it cannot block. Odd lengths run
+// the aging step is a second; the quantum is 1 to 4 keys (by the number of
+// operations). Get is only called when it cannot block. Odd lengths run
 // with metrics on, so the queue reads the clock on every add.
 func FuzzQueue(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 1, 0, 2, 1, 0, 2, 1, 0, 1, 2, 1})
@@ -246,7 +246,7 @@ func FuzzQueue(f *testing.F) {
 func fuzzQueue(t *testing.T, ops []byte) {
 	clk := newFakeClock()
 	flowOf := func(k byte) string { return string(rune('a' + k%3)) }
-	quantum := len(ops)/2%3 + 1
+	quantum := len(ops)/2%4 + 1
 	opts := Options[byte]{Clock: clk, Fairness: Fairness[byte]{FlowKey: flowOf, AgingStep: time.Second, Quantum: quantum}}
 	metrics := len(ops)%2 == 1
 	if metrics {

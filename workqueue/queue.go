@@ -50,11 +50,11 @@ type Fairness[K comparable] struct {
 	// Quantum is how many keys a flow is handed out per round. Within a
 	// round keys go out in the order they were queued; a flow that has had
 	// Quantum keys waits for the next round, which starts once no other
-	// flow has keys left in this one. So a queue where no flow holds more
-	// than Quantum keys is first in, first out, and a flow's key waits for
-	// at most 2 * Quantum keys of each other flow (one round's share, and
-	// the next one's when its own flow had its share already), however
-	// many those hold. Values <= 0 mean the default. Default:
+	// flow has keys left in this one. So the order is first in, first out
+	// except where a flow had its share of a round, and the key at the
+	// head of a flow waits for at most Quantum keys of each other flow
+	// (2 * Quantum when its own flow had its share of the round already),
+	// however many those hold. Values <= 0 mean the default. Default:
 	// DefaultQuantum.
 	Quantum int
 	// AgingStep is how long a key must wait for its effective priority to
@@ -69,7 +69,8 @@ const DefaultAgingStep = 100 * time.Millisecond
 
 // DefaultQuantum is Options.Quantum's default: a namespace with a few keys
 // queued at once gets them out in arrival order, and a namespace with
-// 100,000 delays another one's key by at most 8 keys.
+// 100,000 delays another one's first key by at most 4 keys (8 if that
+// namespace had its share of the round already).
 const DefaultQuantum = 4
 
 func (o Options[K]) withDefaults() Options[K] {

@@ -58,7 +58,7 @@ func TestWarmRestart_endToEnd(t *testing.T) {
 	}
 	var out bytes.Buffer
 	writeReport(&out, rep)
-	for _, want := range []string{"| ctrlkit warm | warm |", "## Compaction round", "## Chaos"} {
+	for _, want := range []string{"| ctrlkit warm | warm |", "| ctrlkit warm, nothing changed since its snapshot | warm |", "## Compaction round", "## Chaos"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -79,8 +79,12 @@ func checkRound(t *testing.T, rd round) {
 		t.Errorf("warm start received %d bytes, cold %d: want fewer", rd.Warm.Bytes, rd.Cold.Bytes)
 	}
 	checkHeardChurn(t, "warm start", rd.Warm, rd.Churn)
-	if n := divergent([]result{rd.Cold, rd.Warm, rd.ClientGo}); n != 0 {
-		t.Errorf("%d divergent keys: %v %v %v", n, rd.Cold.Divergent, rd.Warm.Divergent, rd.ClientGo.Divergent)
+	if q := rd.Quiet; !q.Warm || q.SnapshotObjects != 300 || q.Heard.Updates+q.Heard.Deletes != 0 || q.newAdds() != 0 {
+		t.Errorf("third start, nothing changed: warm %v (%q) from %d objects, heard %+v beyond the snapshot's %d adds; want warm from 300, nothing more",
+			q.Warm, q.Reason, q.SnapshotObjects, q.Heard, q.SnapshotObjects)
+	}
+	if n := divergent([]result{rd.Cold, rd.Warm, rd.Quiet, rd.ClientGo}); n != 0 {
+		t.Errorf("%d divergent keys: %v %v %v %v", n, rd.Cold.Divergent, rd.Warm.Divergent, rd.Quiet.Divergent, rd.ClientGo.Divergent)
 	}
 }
 

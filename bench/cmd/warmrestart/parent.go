@@ -29,11 +29,11 @@ type report struct {
 	Chaos      chaos
 }
 
-// round is one round's starts: cold ctrlkit, churn, warm ctrlkit, and
-// client-go.
+// round is one round's starts: cold ctrlkit, churn, warm ctrlkit, warm
+// ctrlkit again with nothing changed since (Quiet), and client-go.
 type round struct {
-	Cold, Warm, ClientGo result
-	Churn                churn
+	Cold, Warm, Quiet, ClientGo result
+	Churn                       churn
 }
 
 // compaction is the warm start after churn, etcd's compaction and a
@@ -129,7 +129,8 @@ func (b *bench) close() {
 	os.RemoveAll(b.work)
 }
 
-// round runs one round: cold, churn, warm, client-go.
+// round runs one round: cold, churn, warm, warm again with no change in
+// between (quiet), client-go.
 func (b *bench) round(ctx context.Context, r int) (round, error) {
 	var rd round
 	if err := os.RemoveAll(b.snapDir); err != nil {
@@ -143,6 +144,9 @@ func (b *bench) round(ctx context.Context, r int) (round, error) {
 		return rd, err
 	}
 	if rd.Warm, err = b.child(ctx, sideCtrlkit); err != nil {
+		return rd, err
+	}
+	if rd.Quiet, err = b.child(ctx, sideCtrlkit); err != nil {
 		return rd, err
 	}
 	rd.ClientGo, err = b.child(ctx, sideClientGo)

@@ -35,6 +35,7 @@ func pick(rounds []round, f func(round) result) []result {
 func writeStarts(w io.Writer, rounds []round) {
 	cold := pick(rounds, func(r round) result { return r.Cold })
 	warm := pick(rounds, func(r round) result { return r.Warm })
+	quiet := pick(rounds, func(r round) result { return r.Quiet })
 	cg := pick(rounds, func(r round) result { return r.ClientGo })
 	ch := rounds[0].Churn
 	fmt.Fprintf(w, "## Cold vs warm (churn between them while nothing ran: %s)\n\n", churnText(ch))
@@ -43,7 +44,7 @@ func writeStarts(w io.Writer, rounds []round) {
 	for _, row := range []struct {
 		name string
 		rs   []result
-	}{{"ctrlkit cold", cold}, {"ctrlkit warm", warm}, {"client-go (cold)", cg}} {
+	}{{"ctrlkit cold", cold}, {"ctrlkit warm", warm}, {"ctrlkit warm, nothing changed since its snapshot", quiet}, {"client-go (cold)", cg}} {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", row.name, how(row.rs),
 			spread(row.rs, func(r result) float64 { return r.SyncMS }, "%.0f"),
 			spread(row.rs, func(r result) float64 { return float64(r.Bytes) }, "bytes"),
@@ -52,11 +53,13 @@ func writeStarts(w io.Writer, rounds []round) {
 			spread(row.rs, func(r result) float64 { return r.SyncCPUMS }, "%.0f"),
 			heardText(row.rs[len(row.rs)-1].Heard), divergent(row.rs))
 	}
-	fmt.Fprintf(w, "\nwarm/cold (ctrlkit): received %s (on the wire %s), sync time %s, CPU %s. client-go/ctrlkit cold: received %s, sync time %s.\n\n",
+	fmt.Fprintf(w, "\nwarm/cold (ctrlkit): received %s (on the wire %s), sync time %s, CPU %s; with nothing changed, sync time %s. "+
+		"client-go/ctrlkit cold: received %s, sync time %s.\n\n",
 		ratio(warm, cold, func(r result) float64 { return float64(r.Bytes) }),
 		ratio(warm, cold, func(r result) float64 { return float64(r.WireBytes) }),
 		ratio(warm, cold, func(r result) float64 { return r.SyncMS }),
 		ratio(warm, cold, func(r result) float64 { return r.SyncCPUMS }),
+		ratio(quiet, cold, func(r result) float64 { return r.SyncMS }),
 		ratio(cg, cold, func(r result) float64 { return float64(r.Bytes) }),
 		ratio(cg, cold, func(r result) float64 { return r.SyncMS }))
 }
@@ -64,7 +67,8 @@ func writeStarts(w io.Writer, rounds []round) {
 // writeWrites prints the snapshot write cost of every ctrlkit start of the
 // rounds (each writes at shutdown).
 func writeWrites(w io.Writer, rep report) {
-	rs := append(pick(rep.Rounds, func(r round) result { return r.Cold }), pick(rep.Rounds, func(r round) result { return r.Warm })...)
+	rs := slices.Concat(pick(rep.Rounds, func(r round) result { return r.Cold }), pick(rep.Rounds, func(r round) result { return r.Warm }),
+		pick(rep.Rounds, func(r round) result { return r.Quiet }))
 	fmt.Fprintf(w, "## Snapshot write at shutdown, %d objects (%d writes)\n\n", rs[0].Snapshot.Objects, len(rs))
 	fmt.Fprintln(w, "| write ms (encode, write, fsync) | file | pause of the processing goroutine ms | cancel to Run's return ms | CPU ms | failed or missing |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
