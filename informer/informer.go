@@ -219,7 +219,13 @@ func (i *SharedIndexInformer[T]) Run(ctx context.Context) error {
 		i.processLoop(ctx, reflDone)
 	})
 	if i.snap != nil {
-		i.loadSnapshot(ctx)
+		// The snapshot loads on its own goroutine; the reflector starts as
+		// soon as its header is verified (or the start is known to be
+		// cold), so that the server confirms the snapshot's version while
+		// its objects decode.
+		resume := make(chan struct{})
+		i.wg.Go(func() { i.loadSnapshot(ctx, resume) })
+		<-resume
 		i.wg.Go(func() { i.snap.ticker(ctx) })
 	}
 	i.wg.Go(func() {

@@ -21,7 +21,8 @@ import (
 // a file at shutdown and every Interval, and the next Run starts from that
 // file when it is of exactly what the informer watches, watching from its
 // resource version instead of listing (see package snapshot for the file and
-// reflector.ResumeFrom for the resume).
+// reflector.ResumeWhileLoading for the resume, which the server confirms
+// while the objects load).
 //
 // A snapshot is read at Run's start. When it is missing, of another
 // identity, damaged or unreadable, the informer starts cold (lists as
@@ -184,7 +185,14 @@ func defaultCodec[T object.Object]() (func(T) ([]byte, error), func([]byte) (T, 
 // loadSnapshot reads the snapshot and, when it is of what the informer
 // watches, hands its objects to the FIFO as a relist held open and tells
 // the reflector to resume from its version; otherwise the start is cold.
-func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) {
+// It closes resume once the reflector may start: when the snapshot's
+// header and checksum are verified and the reflector was told to resume
+// while the objects load (it holds its first call to the FIFO until they
+// are in), or when the start is cold.
+func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context, resume chan<- struct{}) {
+	var once sync.Once
+	letRun := func() { once.Do(func() { close(resume) }) }
+	defer letRun()
 	s := i.snap
 	if err := s.resolve(ctx); err != nil {
 		i.log.Warn("informer: starting cold, writing no snapshot", "informer", i.name, "reason", err)
@@ -196,8 +204,11 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) {
 	}
 	// The objects go to the FIFO as a relist held open, batch by batch as
 	// they decode, so the processing goroutine applies some while the next
-	// decode. The reflector resumes only once all of them are in.
+	// decode. The reflector starts at once, probing the server and
+	// watching from the snapshot's version, and touches the FIFO only once
+	// all of them are in (ready).
 	var rv string
+	var ready func(error)
 	objects, begun := 0, false
 	err := snapshot.ReadEach(s.cfg.Path, s.identity, s.cfg.Decode, func(version string, count int) error {
 		if version == "" { // Write refuses one
@@ -205,7 +216,15 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) {
 		}
 		rv, begun = version, true
 		i.reserve(count)
-		return i.fifo.BeginRelist()
+		if err := i.fifo.BeginRelist(); err != nil {
+			return err
+		}
+		var err error
+		if ready, err = i.refl.ResumeWhileLoading(rv); err != nil {
+			return err
+		}
+		letRun()
+		return nil
 	}, func(objs []T) error {
 		if err := ctx.Err(); err != nil {
 			return err // stopping: no need to read the rest
@@ -218,13 +237,8 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) {
 		objects += len(objs)
 		return i.fifo.RelistItems(objs)
 	})
-	reason := ""
 	if err != nil {
-		reason = coldReason(err)
-	} else if err = i.refl.ResumeFrom(rv); err != nil {
-		reason = err.Error()
-	}
-	if err != nil {
+		reason := coldReason(err)
 		if begun {
 			// What was applied stays, unsynced, and handlers heard of it as
 			// the initial list; the list that follows settles it, telling
@@ -236,6 +250,9 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) {
 			s.mu.Unlock()
 		}
 		if ctx.Err() != nil {
+			if ready != nil {
+				ready(err)
+			}
 			return // the informer is stopping
 		}
 		level := i.log.Warn
@@ -244,6 +261,9 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) {
 		}
 		level("informer: starting cold", "informer", i.name, "reason", reason, "path", s.cfg.Path)
 		s.decide(CacheStart{Reason: reason})
+		if ready != nil {
+			ready(err) // after decide: the sync that follows must find the start cold
+		}
 		return
 	}
 	s.mu.Lock()
@@ -251,6 +271,7 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context) {
 	s.start = CacheStart{Objects: objects, ResourceVersion: rv}
 	s.mu.Unlock()
 	i.log.Info("informer: resuming from snapshot", "informer", i.name, "objects", objects, "resourceVersion", rv)
+	ready(nil)
 }
 
 // coldReason says in a few words why a snapshot was refused.

@@ -90,11 +90,16 @@ func (h *heard) has(e string) bool {
 type countingLW struct {
 	reflector.ListerWatcher[*corev1.ConfigMap]
 	lists, probes, streams atomic.Int32
+	probed                 chan struct{} // closed at the first probe, when not nil
+	once                   sync.Once
 }
 
 func (c *countingLW) List(ctx context.Context, opts metav1.ListOptions) (reflector.List[*corev1.ConfigMap], error) {
 	if opts.Limit == 1 && opts.ResourceVersion == "" {
 		c.probes.Add(1)
+		if c.probed != nil {
+			c.once.Do(func() { close(c.probed) })
+		}
 	} else {
 		c.lists.Add(1)
 	}
@@ -141,7 +146,13 @@ func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 
 func runWarm(t *testing.T, cms typedcorev1.ConfigMapInterface, snap informer.Snapshot[*corev1.ConfigMap], during func()) warmRun {
 	t.Helper()
-	lw := &countingLW{ListerWatcher: listwatch.New[*corev1.ConfigMap](cms.List, cms.Watch, listwatch.Options{})}
+	return runWarmWith(t, &countingLW{}, cms, snap, during)
+}
+
+// runWarmWith is runWarm with lw, whose ListerWatcher it sets.
+func runWarmWith(t *testing.T, lw *countingLW, cms typedcorev1.ConfigMapInterface, snap informer.Snapshot[*corev1.ConfigMap], during func()) warmRun {
+	t.Helper()
+	lw.ListerWatcher = listwatch.New[*corev1.ConfigMap](cms.List, cms.Watch, listwatch.Options{})
 	reg := prometheus.NewRegistry()
 	inf, err := informer.New(lw, informer.Options[*corev1.ConfigMap]{Snapshot: snap,
 		FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: reg}}})
@@ -561,5 +572,46 @@ func TestInformer_aSnapshotThatFailsToDecodeHalfwayStartsColdAndSettles(t *testi
 		if !view[name] {
 			t.Errorf("the handler never heard of %s", name)
 		}
+	}
+}
+
+// TestInformer_theServerConfirmsTheSnapshotWhileItLoads: the reflector
+// probes the server (and watches from the snapshot's version) while the
+// snapshot's objects are still decoding, instead of after: a decode that
+// waits for the probe completes, and the start is warm.
+func TestInformer_theServerConfirmsTheSnapshotWhileItLoads(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	cms := configMaps(t, srv.Config(), ns)
+	w := newWriter(cms, 20)
+	w.createAll(t)
+	snap := informer.Snapshot[*corev1.ConfigMap]{Path: filepath.Join(t.TempDir(), "cms.snap"),
+		Identity: snapshot.Identity{Cluster: "test", Version: "v1", Resource: "configmaps", Namespace: ns}}
+	if cold := runWarm(t, cms, snap, nil); cold.start.Warm || cold.stats.Writes != 1 {
+		t.Fatalf("first start: %v, %d snapshot writes; want cold and one", cold.start, cold.stats.Writes)
+	}
+	lw := &countingLW{probed: make(chan struct{})}
+	snap.Encode = func(c *corev1.ConfigMap) ([]byte, error) { return c.Marshal() }
+	snap.Decode = func(b []byte) (*corev1.ConfigMap, error) {
+		c := new(corev1.ConfigMap)
+		if err := c.Unmarshal(b); err != nil {
+			return nil, err
+		}
+		if c.Name == "cm-00010" { // halfway through the snapshot
+			select {
+			case <-lw.probed:
+			case <-time.After(time.Minute): // a bound, not a synchronisation: fails the load
+				return nil, errors.New("no probe while the snapshot loaded")
+			}
+		}
+		return c, nil
+	}
+	warm := runWarmWith(t, lw, cms, snap, nil)
+	if !warm.start.Warm || warm.start.Objects != 20 {
+		t.Fatalf("second start: %v, want warm from 20 objects", warm.start)
+	}
+	if want := serverState(t, cms)(); !maps.Equal(warm.cached, want) {
+		t.Fatalf("cache after a warm start:\n%v\nserver:\n%v", warm.cached, want)
 	}
 }

@@ -39,7 +39,10 @@
 // state's version with a 1s timeout: the first event or bookmark, or the
 // watch ending cleanly, confirms it (the held relist ends there, nothing
 // listed); 410, "too large" or another failure refuses it and a sync
-// follows, as from the start (Resume says which).
+// follows, as from the start (Resume says which). With ResumeWhileLoading
+// the sink is still being given the state: the probe and the watch go
+// ahead, and the first call to the sink waits until the state is whole
+// (or abandoned: a sync follows).
 //
 // Backoff is exponential with jitter, 0.8s doubling to 30s, and forgets
 // after two minutes without a failure. Watches carry a random timeout

@@ -45,6 +45,9 @@ type (
 	silent struct{ now time.Time } // a watch-list stream sent nothing for config.silence
 	// relistRequested: the user asked for a full sync while watching.
 	relistRequested struct{ cause error }
+	// resumeAbandoned: the sink could not be given the whole resumed
+	// state (Reflector.ResumeWhileLoading).
+	resumeAbandoned struct{ cause error }
 )
 
 func (start) isInput()           {}
@@ -56,6 +59,7 @@ func (event[T]) isInput()        {}
 func (watchEnded) isInput()      {}
 func (silent) isInput()          {}
 func (relistRequested) isInput() {}
+func (resumeAbandoned) isInput() {}
 
 // action is something to do. list and watchReq replace any open watch.
 type action interface{ isAction() }
@@ -99,10 +103,12 @@ type (
 	resumed struct{ rv string }
 	// resumeRefused: the resumed state cannot be confirmed and a sync
 	// follows; comparable is false when the server's versions cannot be
-	// compared with the state's (it is newer than the server).
+	// compared with the state's (it is newer than the server, or the sink
+	// never got all of it: abandoned).
 	resumeRefused struct {
 		cause      error
 		comparable bool
+		abandoned  bool
 	}
 	wait struct { // wait d, then do then
 		d    time.Duration
@@ -214,6 +220,11 @@ func (m *machine[T]) next(in input) []action {
 			return nil
 		}
 		return m.sync(in.cause)
+	case resumeAbandoned:
+		// The sink holds part of the state, unsynced: sync, from the
+		// state's RV (it was not refused), telling the sink not to trust
+		// the part it holds.
+		return append([]action{resumeRefused{cause: in.cause, abandoned: true}}, m.sync(in.cause)...)
 	case silent:
 		if m.phase != streaming {
 			return nil

@@ -132,6 +132,9 @@ func describeOne(a action) string {
 	case resumed:
 		return "resumed rv=" + a.rv
 	case resumeRefused:
+		if a.abandoned {
+			return fmt.Sprintf("abandoned comparable=%t", a.comparable)
+		}
 		return fmt.Sprintf("refused comparable=%t", a.comparable)
 	}
 	return fmt.Sprintf("%T", a)
@@ -352,7 +355,7 @@ func TestMachine(t *testing.T) {
 // at RV 50 (Reflector.ResumeFrom).
 func TestMachine_resume(t *testing.T) {
 	probed := []input{start{}, listedPage("60", "")}
-	resuming := append(probed, started(0))
+	resuming := slices.Clip(append(probed, started(0))) // clipped: each row's append copies it
 	for _, tc := range []struct {
 		name      string
 		watchList bool
@@ -402,6 +405,13 @@ func TestMachine_resume(t *testing.T) {
 			in:      ended(time.Minute, errGone), want: `list rv="70" limit=0`},
 		{name: "a relist request while resuming waits for the confirmation", history: resuming,
 			in: relistRequested{}, want: ``},
+		{name: "a state abandoned while loading (ResumeWhileLoading) is not comparable and syncs from its RV", history: resuming,
+			in: resumeAbandoned{cause: errors.New("object 3 does not decode")}, want: `abandoned comparable=false; list rv="50" limit=0`},
+		{name: "and streams when watch-list is on", watchList: true, history: resuming,
+			in: resumeAbandoned{cause: errors.New("object 3 does not decode")}, want: `abandoned comparable=false; watch-list rv="50" timeout=5m0s`},
+		{name: "a state abandoned after a 410 began its sync starts that sync over, not comparable",
+			history: append(resuming, ended(0, errGone)),
+			in:      resumeAbandoned{cause: errors.New("object 3 does not decode")}, want: `abandoned comparable=false; list rv="" limit=500`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMachine[*corev1.Pod](testConfig(tc.watchList), func() float64 { return 0 })

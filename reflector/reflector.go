@@ -147,6 +147,9 @@ type Reflector[T object.Object] struct {
 	// resource version the last one synced, never back at "0".
 	m       *machine[T]
 	streaks streaks
+	// hold, set by ResumeWhileLoading before Run, delivers ready's error;
+	// the goroutine running Run clears it once received.
+	hold chan error
 
 	// relistC carries Relist's requests to the goroutine running Run;
 	// ended counts relists handed whole to the sink (EndRelist or Replace).

@@ -1,8 +1,10 @@
 package reflector
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // ResumeState says how a state handed to ResumeFrom fared.
@@ -83,6 +85,50 @@ func (r *Reflector[T]) ResumeFrom(resourceVersion string) error {
 	r.resume = Resume{State: ResumePending, ResourceVersion: resourceVersion, Comparable: true}
 	r.mu.Unlock()
 	return nil
+}
+
+// ResumeWhileLoading is ResumeFrom for a state the sink is still being
+// given (its relist begun, its objects arriving), so that the server's
+// confirmation overlaps the loading: the next Run probes the server and
+// watches from resourceVersion at once, but holds its first call to the
+// sink, and everything after it, until ready is called. ready(nil) says the
+// sink now holds the whole state: the resume goes on as ResumeFrom's.
+// ready(err) says the state was abandoned halfway: the reflector
+// synchronises (from resourceVersion, as the state was not refused), and
+// Resume reports the state refused with err, its versions not comparable,
+// so a sink does not trust the part it holds. Call it before Run, never
+// during; call ready once, from any goroutine. It fails as ResumeFrom does.
+func (r *Reflector[T]) ResumeWhileLoading(resourceVersion string) (ready func(error), err error) {
+	if err := r.ResumeFrom(resourceVersion); err != nil {
+		return nil, err
+	}
+	hold := make(chan error, 1)
+	r.hold = hold
+	var once sync.Once
+	return func(err error) { once.Do(func() { hold <- err }) }, nil
+}
+
+// awaitLoaded waits for ResumeWhileLoading's ready and returns its error;
+// ok is false when ctx ended first.
+func (r *Reflector[T]) awaitLoaded(ctx context.Context) (err error, ok bool) {
+	select {
+	case err = <-r.hold:
+		r.hold = nil
+		return err, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+// touchesSink reports whether doing a reaches the sink (or the resume's
+// outcome), which a state still loading holds back: everything but
+// talking to the server and waiting.
+func touchesSink(a action) bool {
+	switch a.(type) {
+	case list, watchReq, wait:
+		return false
+	}
+	return true
 }
 
 // Resume returns what became of the state handed to ResumeFrom. It is set

@@ -74,6 +74,17 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 				pending = append([]action{w.then}, pending...)
 				continue
 			}
+			if r.hold != nil && touchesSink(a) {
+				err, ok := r.awaitLoaded(ctx)
+				if !ok {
+					return nil, nil
+				}
+				if err != nil { // a is about a state the sink never got whole
+					clear(pending)
+					pending = m.next(resumeAbandoned{cause: err})
+					continue
+				}
+			}
 			in = r.do(ctx, d, a)
 		case d.w != nil:
 			var relist chan relistReq // Relist is served while watching, after a sync
@@ -189,6 +200,11 @@ func (r *Reflector[T]) do(ctx context.Context, d *driver[T], a action) input {
 		r.sinkDo(r.relistSink.EndRelist(a.rv))
 	case resumeRefused:
 		r.setResume(ResumeRefused, a.cause, a.comparable)
+		if a.abandoned {
+			r.opts.Logger.Info("reflector: the resumed state was abandoned while it was loaded; synchronising",
+				"name", r.opts.Name, "cause", a.cause)
+			break
+		}
 		r.opts.Logger.Info("reflector: the server refused the resumed state's resource version; synchronising",
 			"name", r.opts.Name, "cause", a.cause)
 	}
