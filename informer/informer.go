@@ -77,7 +77,7 @@ type SharedIndexInformer[T object.Object] struct {
 	det       *detector[T] // nil: mutations are not checked
 	atomic    bool         // Options.AtomicRelist
 	handlerID atomic.Int64
-	table     *intern.Table // nil: no interning; used by the reflector's goroutine (and, before it starts, Run's)
+	table     *intern.Table // nil: no interning; used by the reflector's sink calls and, before the first of them, the snapshot's loader
 	snap      *snapshots[T] // nil: no snapshots
 
 	// mu guards the fields below, and makes each cache write and the

@@ -32,8 +32,9 @@ import (
 // object it gives and deletes the others.) When it matches, its objects are cached and
 // handed to handlers as the initial list (OnAdd with isInInitialList), and
 // the informer watches from its version; it counts as synced once the
-// server has accepted that version (an event or bookmark after it, within
-// about two seconds on a quiet resource). When the server no longer has
+// server has accepted that version (an event or bookmark after it, or, on
+// a quiet resource, the resuming watch ending cleanly after a second; the
+// server is asked while the objects load). When the server no longer has
 // the history after it (410 Gone), the informer relists and handlers hear
 // only what changed against the snapshot: updates for objects whose
 // resource version moved, adds for new ones, deletes for the vanished.
@@ -116,6 +117,7 @@ type snapshots[T object.Object] struct {
 	start   CacheStart
 	loaded  bool               // a snapshot was loaded and its resume not yet decided
 	partial bool               // a snapshot was refused after some of it was applied: the next relist notifies every object
+	begins  int                // relists begun so far; the first is the snapshot's, when one was loaded
 	poke    context.CancelFunc // ends the processing loop's current Pop: take a view
 	writing bool               // a write is under way (see wg)
 	lastRV  string             // the resource version of the last snapshot written or loaded
@@ -324,7 +326,11 @@ func (s *snapshots[T]) relistBegins(resume reflector.Resume) (distrust bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.partial { // a snapshot refused after some of it was applied
+	s.begins++
+	// A snapshot refused after some of it was applied: the relist after it
+	// (not its own, which the processing goroutine may meet only after the
+	// refusal) must not trust its versions.
+	if s.partial && s.begins > 1 {
 		s.partial = false
 		return true
 	}

@@ -221,9 +221,11 @@ func (m *machine[T]) next(in input) []action {
 		}
 		return m.sync(in.cause)
 	case resumeAbandoned:
-		// The sink holds part of the state, unsynced: sync, from the
-		// state's RV (it was not refused), telling the sink not to trust
-		// the part it holds.
+		// The sink holds part of the state, unsynced: sync, telling the
+		// sink not to trust the part it holds. It comes before the sink
+		// heard anything (the reflector held it), so a confirmation the
+		// machine already saw counts for nothing: nothing is synced yet.
+		m.synced, m.resumePending = false, true
 		return append([]action{resumeRefused{cause: in.cause, abandoned: true}}, m.sync(in.cause)...)
 	case silent:
 		if m.phase != streaming {
@@ -560,11 +562,12 @@ func (m *machine[T]) onProbed(current string) []action {
 }
 
 // resumeWatch watches from a resumed state's resource version with a short
-// server-side timeout: the server sends a bookmark shortly before a watch's
-// timeout, so a quiet resource confirms the version within about
-// confirmTimeout rather than at the first change; it sends "too old" as
-// the first event of a watch it refuses, so a watch that runs out without
-// one confirms it too.
+// server-side timeout: the server sends "too old" as the first event of a
+// watch it refuses, so a watch that runs out without one confirms the
+// version, and a quiet resource (no event to send; the API server's
+// bookmarks come two seconds before a watch's timeout, so none for a
+// one-second watch) confirms it within about confirmTimeout rather than at
+// the first change.
 func (m *machine[T]) resumeWatch() watchReq {
 	m.phase = resuming
 	return watchReq{rv: m.lastRV, timeout: m.cfg.confirmTimeout}

@@ -94,10 +94,12 @@ func (r *Reflector[T]) ResumeFrom(resourceVersion string) error {
 // sink, and everything after it, until ready is called. ready(nil) says the
 // sink now holds the whole state: the resume goes on as ResumeFrom's.
 // ready(err) says the state was abandoned halfway: the reflector
-// synchronises (from resourceVersion, as the state was not refused), and
-// Resume reports the state refused with err, its versions not comparable,
-// so a sink does not trust the part it holds. Call it before Run, never
-// during; call ready once, from any goroutine. It fails as ResumeFrom does.
+// synchronises as from the start, and Resume reports the state refused
+// with err, its versions not comparable, so a sink does not trust the part
+// it holds. The reflector notices an abandonment at its next action: at
+// the latest when the resuming watch ends (a second on a quiet resource).
+// Call it before Run, never during; call ready once, from any goroutine.
+// It fails as ResumeFrom does.
 func (r *Reflector[T]) ResumeWhileLoading(resourceVersion string) (ready func(error), err error) {
 	if err := r.ResumeFrom(resourceVersion); err != nil {
 		return nil, err
@@ -108,9 +110,18 @@ func (r *Reflector[T]) ResumeWhileLoading(resourceVersion string) (ready func(er
 	return func(err error) { once.Do(func() { hold <- err }) }, nil
 }
 
-// awaitLoaded waits for ResumeWhileLoading's ready and returns its error;
-// ok is false when ctx ended first.
-func (r *Reflector[T]) awaitLoaded(ctx context.Context) (err error, ok bool) {
+// loaded returns ResumeWhileLoading's ready error once it was called,
+// waiting for it when wait is set (else nil if it was not called yet); ok
+// is false when ctx ended first.
+func (r *Reflector[T]) loaded(ctx context.Context, wait bool) (err error, ok bool) {
+	if !wait {
+		select {
+		case err = <-r.hold:
+			r.hold = nil
+		default:
+		}
+		return err, true
+	}
 	select {
 	case err = <-r.hold:
 		r.hold = nil
@@ -121,11 +132,14 @@ func (r *Reflector[T]) awaitLoaded(ctx context.Context) (err error, ok bool) {
 }
 
 // touchesSink reports whether doing a reaches the sink (or the resume's
-// outcome), which a state still loading holds back: everything but
-// talking to the server and waiting.
+// outcome), which a state still loading holds back: everything but the
+// resume's probe, watches and waits. (A list other than the probe may tell
+// the sink its size.)
 func touchesSink(a action) bool {
-	switch a.(type) {
-	case list, watchReq, wait:
+	switch a := a.(type) {
+	case list:
+		return !a.probe
+	case watchReq, wait:
 		return false
 	}
 	return true

@@ -130,3 +130,43 @@ func TestReflector_resumingWhileLoadingHoldsTheSinkUntilReady(t *testing.T) {
 		})
 	}
 }
+
+// TestReflector_aStateAbandonedBeforeTheProbeSyncsAtOnce: an abandonment
+// the reflector finds at its first action stops the resume there: no
+// probe, no resuming watch, a sync.
+func TestReflector_aStateAbandonedBeforeTheProbeSyncsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lw := &loadingLW{watches: make(chan chan watch.Event, 4)}
+		sink := &callSink{}
+		r, err := New[*corev1.Pod](lw, sink, Options{DisableWatchList: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready, err := r.ResumeWhileLoading("50")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready(errors.New("object 0 of 9 does not decode"))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		<-lw.watches // the watch after the sync
+		synctest.Wait()
+		lw.mu.Lock()
+		lists := slices.Clone(lw.lists)
+		lw.mu.Unlock()
+		if len(lists) != 1 || lists[0].Limit == 1 {
+			t.Errorf("lists %+v, want one sync list and no probe", lists)
+		}
+		if calls, want := sink.got(), []string{"begin", "item b", "end 70"}; !slices.Equal(calls, want) {
+			t.Errorf("the sink heard %v, want %v", calls, want)
+		}
+		if res := r.Resume(); res.State != ResumeRefused || res.Comparable {
+			t.Errorf("resume %+v, want refused, not comparable", res)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

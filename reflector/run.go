@@ -74,12 +74,14 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 				pending = append([]action{w.then}, pending...)
 				continue
 			}
-			if r.hold != nil && touchesSink(a) {
-				err, ok := r.awaitLoaded(ctx)
+			if r.hold != nil {
+				// A state still loading: the sink waits for it; anything
+				// else goes ahead unless the state was abandoned already.
+				err, ok := r.loaded(ctx, touchesSink(a))
 				if !ok {
 					return nil, nil
 				}
-				if err != nil { // a is about a state the sink never got whole
+				if err != nil { // a belongs to a resume the sink never got whole
 					clear(pending)
 					pending = m.next(resumeAbandoned{cause: err})
 					continue
