@@ -251,18 +251,14 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context, resume chan<-
 			s.partial = true
 			s.mu.Unlock()
 		}
-		if ctx.Err() != nil {
-			if ready != nil {
-				ready(err)
+		if ctx.Err() == nil { // else the informer is stopping
+			level := i.log.Warn
+			if errors.Is(err, snapshot.ErrNotFound) {
+				level = i.log.Info
 			}
-			return // the informer is stopping
+			level("informer: starting cold", "informer", i.name, "reason", reason, "path", s.cfg.Path)
+			s.decide(CacheStart{Reason: reason})
 		}
-		level := i.log.Warn
-		if errors.Is(err, snapshot.ErrNotFound) {
-			level = i.log.Info
-		}
-		level("informer: starting cold", "informer", i.name, "reason", reason, "path", s.cfg.Path)
-		s.decide(CacheStart{Reason: reason})
 		if ready != nil {
 			ready(err) // after decide: the sync that follows must find the start cold
 		}
@@ -349,6 +345,9 @@ func (s *snapshots[T]) relistEnds(resume reflector.Resume) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A relist ended: a refused snapshot's parts, if any was applied, were
+	// distrusted by it, or none was (the FIFO superseded them unapplied).
+	s.partial = false
 	if s.start.Decided {
 		return
 	}

@@ -91,41 +91,26 @@ func TestReflector_resumingWhileLoadingHoldsTheSinkUntilReady(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				lw := &loadingLW{watches: make(chan chan watch.Event, 4)}
-				sink := &callSink{}
-				r, err := New[*corev1.Pod](lw, sink, Options{DisableWatchList: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ready, err := r.ResumeWhileLoading("50")
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithCancel(t.Context())
-				done := make(chan error, 1)
-				go func() { done <- r.Run(ctx) }()
-				events := <-lw.watches // probed and watching while the state loads
+				l := startLoading(t, nil)
+				events := <-l.lw.watches // probed and watching while the state loads
 				events <- watch.Event{Type: watch.Modified, Object: pod("a", "51")}
 				synctest.Wait()
-				if calls := sink.got(); len(calls) != 0 {
+				if calls := l.sink.got(); len(calls) != 0 {
 					t.Fatalf("the sink heard %v before ready", calls)
 				}
-				if st := r.Resume().State; st != ResumePending {
+				if st := l.r.Resume().State; st != ResumePending {
 					t.Fatalf("resume %v before ready, want pending", st)
 				}
-				ready(tc.loadErr)
+				l.ready(tc.loadErr)
 				synctest.Wait()
-				if calls := sink.got(); !slices.Equal(calls, tc.want) {
+				if calls := l.sink.got(); !slices.Equal(calls, tc.want) {
 					t.Errorf("the sink heard %v, want %v", calls, tc.want)
 				}
-				res := r.Resume()
+				res := l.r.Resume()
 				if res.State != tc.wantState || (tc.loadErr != nil && (res.Comparable || !errors.Is(res.Err, tc.loadErr))) {
 					t.Errorf("resume %+v, want %v (an abandoned state not comparable, with the load's error)", res, tc.wantState)
 				}
-				cancel()
-				if err := <-done; err != nil {
-					t.Fatal(err)
-				}
+				l.stop(t)
 			})
 		})
 	}
@@ -136,37 +121,59 @@ func TestReflector_resumingWhileLoadingHoldsTheSinkUntilReady(t *testing.T) {
 // probe, no resuming watch, a sync.
 func TestReflector_aStateAbandonedBeforeTheProbeSyncsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lw := &loadingLW{watches: make(chan chan watch.Event, 4)}
-		sink := &callSink{}
-		r, err := New[*corev1.Pod](lw, sink, Options{DisableWatchList: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ready, err := r.ResumeWhileLoading("50")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ready(errors.New("object 0 of 9 does not decode"))
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
-		<-lw.watches // the watch after the sync
+		l := startLoading(t, errors.New("object 0 of 9 does not decode"))
+		<-l.lw.watches // the watch after the sync
 		synctest.Wait()
-		lw.mu.Lock()
-		lists := slices.Clone(lw.lists)
-		lw.mu.Unlock()
+		l.lw.mu.Lock()
+		lists := slices.Clone(l.lw.lists)
+		l.lw.mu.Unlock()
 		if len(lists) != 1 || lists[0].Limit == 1 {
 			t.Errorf("lists %+v, want one sync list and no probe", lists)
 		}
-		if calls, want := sink.got(), []string{"begin", "item b", "end 70"}; !slices.Equal(calls, want) {
+		if calls, want := l.sink.got(), []string{"begin", "item b", "end 70"}; !slices.Equal(calls, want) {
 			t.Errorf("the sink heard %v, want %v", calls, want)
 		}
-		if res := r.Resume(); res.State != ResumeRefused || res.Comparable {
+		if res := l.r.Resume(); res.State != ResumeRefused || res.Comparable {
 			t.Errorf("resume %+v, want refused, not comparable", res)
 		}
+		l.stop(t)
+	})
+}
+
+// loading is a reflector over a loadingLW and a callSink, resuming from RV
+// 50 while the state loads (ResumeWhileLoading), and running.
+type loading struct {
+	lw    *loadingLW
+	sink  *callSink
+	r     *Reflector[*corev1.Pod]
+	ready func(error)
+	stop  func(*testing.T) // ends Run and checks it returned nil
+}
+
+// startLoading starts one; with early set, the state is abandoned with it
+// before Run starts.
+func startLoading(t *testing.T, early error) *loading {
+	t.Helper()
+	l := &loading{lw: &loadingLW{watches: make(chan chan watch.Event, 4)}, sink: &callSink{}}
+	var err error
+	if l.r, err = New[*corev1.Pod](l.lw, l.sink, Options{DisableWatchList: true}); err != nil {
+		t.Fatal(err)
+	}
+	if l.ready, err = l.r.ResumeWhileLoading("50"); err != nil {
+		t.Fatal(err)
+	}
+	if early != nil {
+		l.ready(early)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- l.r.Run(ctx) }()
+	l.stop = func(t *testing.T) {
+		t.Helper()
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-	})
+	}
+	return l
 }
