@@ -8,7 +8,9 @@
 // namespace with API-style NotFound errors. Keys are those of
 // object.MetaNamespaceKeyFunc: "namespace/name", or "name".
 //
-// Every store has NamespaceIndex; more index functions can be given to New
+// Every store has NamespaceIndex (kept from its first read on, built then
+// from the entries: a store never read by namespace does not pay for it);
+// more index functions can be given to New
 // or added later with AddIndexers, even to a populated store. An index
 // function may return several values; values that no object carries any more
 // are forgotten, so high-cardinality indexes do not leak.

@@ -47,12 +47,21 @@ func (e *entry[T]) indexes() int { return 1 + len(e.vals) }
 //   - every entry has one value list per index, e.indexes() ==
 //     len(indices), except while AddIndexers builds new indices: entries
 //     stored before grow have none for them until fill;
-//   - indices[i][v] contains k exactly when items[k].values(i) contains v;
+//   - indices[i][v] contains k exactly when items[k].values(i) contains v,
+//     except that the namespace index (i == 0) is empty until nsIndexed:
+//     it is built at its first read (see buildNamespaceIndex);
 //   - no index holds an empty set, so values that no object carries any more
 //     leave no trace (high-cardinality values do not leak memory).
 type cache[T object.Object] struct {
 	items   map[string]*entry[T]
 	indices []map[string]keySet
+	// nsIndexed says whether indices[0], the namespace index, is kept. It
+	// is not until something reads it: entries hold their namespace, so
+	// the index can be built at once when first asked for, and a store
+	// nobody queries by namespace (a namespaced informer, a controller
+	// reading by key) never pays a second map insert per object for it,
+	// nor its memory.
+	nsIndexed bool
 }
 
 // newCache returns an empty cache with n indices, sized for size items.
@@ -157,6 +166,9 @@ func (c *cache[T]) remove(key string) (old T, had bool) {
 }
 
 func (c *cache[T]) index(i int, key string, vals []string) {
+	if i == 0 && !c.nsIndexed {
+		return
+	}
 	idx := c.indices[i]
 	for _, v := range vals {
 		set := idx[v]
@@ -169,6 +181,9 @@ func (c *cache[T]) index(i int, key string, vals []string) {
 }
 
 func (c *cache[T]) unindex(i int, key string, vals []string) {
+	if i == 0 && !c.nsIndexed {
+		return
+	}
 	idx := c.indices[i]
 	for _, v := range vals {
 		set := idx[v]
@@ -177,6 +192,28 @@ func (c *cache[T]) unindex(i int, key string, vals []string) {
 			delete(idx, v)
 		}
 	}
+}
+
+// buildNamespaceIndex builds the namespace index from the entries' own
+// namespaces and keeps it from now on.
+func (c *cache[T]) buildNamespaceIndex() {
+	if c.nsIndexed {
+		return
+	}
+	idx := c.indices[0]
+	var set keySet
+	var last string
+	for key, e := range c.items {
+		if set == nil || e.ns != last {
+			if set = idx[e.ns]; set == nil {
+				set = keySet{}
+				idx[e.ns] = set
+			}
+			last = e.ns
+		}
+		set[key] = struct{}{}
+	}
+	c.nsIndexed = true
 }
 
 // grow adds n empty indices. Entries stored before have no values for them
@@ -235,6 +272,9 @@ func (c *cache[T]) checkInvariants(ready int) error {
 			return fmt.Errorf("item %q has %d value lists, want %d (or %d while building)", key, e.indexes(), len(c.indices), ready)
 		}
 		for i := range e.indexes() {
+			if i == 0 && !c.nsIndexed {
+				continue
+			}
 			vals := e.values(i)
 			for _, v := range vals {
 				if _, ok := c.indices[i][v][key]; !ok {
@@ -243,6 +283,9 @@ func (c *cache[T]) checkInvariants(ready int) error {
 			}
 			want += len(distinct(vals))
 		}
+	}
+	if !c.nsIndexed && len(c.indices[0]) != 0 {
+		return fmt.Errorf("the namespace index holds %d values before it was built", len(c.indices[0]))
 	}
 	got := 0
 	for i, idx := range c.indices {

@@ -85,7 +85,7 @@ func readIndex[T object.Object, R any](s *Indexer[T], indexName, value string, r
 		var zero R
 		return zero, err
 	}
-	s.mu.RLock()
+	s.rlockIndex(i)
 	defer s.mu.RUnlock()
 	return read(s.c, s.c.indices[i][value]), nil
 }
@@ -105,7 +105,7 @@ func (s *Indexer[T]) Index(indexName string, obj T) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
+	s.rlockIndex(i)
 	defer s.mu.RUnlock()
 	idx := s.c.indices[i]
 	if len(vals) == 1 {
@@ -128,7 +128,7 @@ func (s *Indexer[T]) ListIndexFuncValues(indexName string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
+	s.rlockIndex(i)
 	defer s.mu.RUnlock()
 	out := make([]string, 0, len(s.c.indices[i]))
 	for v := range s.c.indices[i] {

@@ -29,6 +29,13 @@ type Options[T object.Object] struct {
 // it only to update a few map entries, a Replace only to swap in the cache
 // it built, and AddIndexers only to link in values it computed (a pass over
 // the objects, with no user code).
+//
+// The namespace index is kept only once something reads it (ByIndex,
+// IndexKeys, Index or ListIndexFuncValues with NamespaceIndex, a Reader's
+// List of one namespace): that first read builds it under the write lock,
+// a pass over the entries (see BenchmarkIndexer_FirstReadByNamespace100k),
+// and every write keeps it from then on. Until then writes skip it, which
+// roughly halves the map work of loading a store (BenchmarkIndexer_Load100k).
 type Indexer[T object.Object] struct {
 	// funcs is the current list of index functions. It is replaced only with
 	// mu held for writing, and read anywhere without the lock: writers compute
@@ -45,6 +52,9 @@ type Indexer[T object.Object] struct {
 	// addMu serialises AddIndexers calls (never taken by readers or
 	// writers).
 	addMu sync.Mutex
+	// nsRead is set by the first read of the namespace index: from then
+	// on the caches Replace builds keep it from their first entry.
+	nsRead atomic.Bool
 
 	mu sync.RWMutex
 	// mu guards c and rv.
@@ -63,6 +73,22 @@ func New[T object.Object](opts Options[T]) (*Indexer[T], error) {
 	s := &Indexer[T]{c: newCache[T](len(fs.fns), 0)}
 	s.funcs.Store(fs)
 	return s, nil
+}
+
+// rlockIndex takes the read lock with index i ready to read: the namespace
+// index is built (under the write lock) at its first read.
+func (s *Indexer[T]) rlockIndex(i int) {
+	if i == 0 {
+		s.nsRead.Store(true)
+	}
+	s.mu.RLock()
+	for i == 0 && !s.c.nsIndexed { // again if a Replace swapped in a cache built before nsRead
+		s.mu.RUnlock()
+		s.mu.Lock()
+		s.c.buildNamespaceIndex()
+		s.mu.Unlock()
+		s.mu.RLock()
+	}
 }
 
 // keyOf returns the store key of obj.
@@ -192,6 +218,7 @@ func (s *Indexer[T]) Replace(items []T, resourceVersion string) error {
 		fs := s.funcs.Load()
 		seq := s.seq.Add(1)
 		c := newCache[T](len(fs.fns), len(items))
+		c.nsIndexed = s.nsRead.Load()
 		slab := make([]entry[T], len(items)) // one allocation for every entry
 		for i, obj := range items {
 			vals, err := fs.valuesAfterNamespace(keys[i], obj)

@@ -213,6 +213,7 @@ func TestCache_PutMovesAnEntryWhoseNamespaceChanged(t *testing.T) {
 	c := newCache[*corev1.Pod](1, 0)
 	a, b := newPod("a", "p", "1"), newPod("b", "p", "2")
 	c.put("k", entry[*corev1.Pod]{obj: a, ns: "a"})
+	c.buildNamespaceIndex()
 	if old, had := c.put("k", entry[*corev1.Pod]{obj: b, ns: "b"}); !had || old != a {
 		t.Fatalf("put = %v, %v; want the first object", old, had)
 	}
@@ -223,6 +224,66 @@ func TestCache_PutMovesAnEntryWhoseNamespaceChanged(t *testing.T) {
 		t.Error("namespace b does not index the key")
 	}
 	if err := c.checkInvariants(1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIndexer_TheNamespaceIndexIsBuiltAtItsFirstRead: a store nobody has
+// asked by namespace keeps no namespace index; the first read builds it
+// from the entries, writes keep it from then on, and a Replace after it
+// builds its cache with it.
+func TestIndexer_TheNamespaceIndexIsBuiltAtItsFirstRead(t *testing.T) {
+	s, err := New(Options[*corev1.Pod]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAdd(t, s, newPod("a", "p", "1"))
+	mustAdd(t, s, newPod("a", "q", "2"))
+	mustAdd(t, s, newPod("b", "p", "3"))
+	if s.c.nsIndexed || len(s.c.indices[0]) != 0 {
+		t.Fatalf("before any read by namespace the index holds %d values; want it not kept", len(s.c.indices[0]))
+	}
+	if err := s.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	inNS := func(ns string) []string {
+		t.Helper()
+		keys, err := s.IndexKeys(NamespaceIndex, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	if got := inNS("a"); !slices.Equal(got, []string{"a/p", "a/q"}) {
+		t.Errorf("first read of namespace a = %v; want a/p, a/q", got)
+	}
+	if !s.c.nsIndexed {
+		t.Fatal("the first read did not keep the index")
+	}
+	mustAdd(t, s, newPod("b", "r", "4"))
+	if _, existed := s.Remove("a/q", "5"); !existed {
+		t.Fatal("Remove(a/q) found nothing")
+	}
+	if got := inNS("a"); !slices.Equal(got, []string{"a/p"}) {
+		t.Errorf("after a delete, namespace a = %v; want a/p", got)
+	}
+	if got := inNS("b"); !slices.Equal(got, []string{"b/p", "b/r"}) {
+		t.Errorf("after an add, namespace b = %v; want b/p, b/r", got)
+	}
+	if err := s.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Replace([]*corev1.Pod{newPod("c", "p", "6")}, "6"); err != nil {
+		t.Fatal(err)
+	}
+	if !s.c.nsIndexed {
+		t.Error("a Replace after a read by namespace built a cache without the index")
+	}
+	if got := inNS("c"); !slices.Equal(got, []string{"c/p"}) {
+		t.Errorf("after a Replace, namespace c = %v; want c/p", got)
+	}
+	if err := s.checkInvariants(); err != nil {
 		t.Fatal(err)
 	}
 }

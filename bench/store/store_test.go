@@ -65,6 +65,12 @@ func newOurs(b *testing.B, items []*corev1.Pod) *store.Indexer[*corev1.Pod] {
 	if err := s.Replace(items, "1"); err != nil {
 		b.Fatal(err)
 	}
+	// ctrlkit keeps the namespace index once something reads it; client-go
+	// always keeps it. Read it once, so that both sides maintain the same
+	// three indexes.
+	if _, err := s.IndexKeys(store.NamespaceIndex, ""); err != nil {
+		b.Fatal(err)
+	}
 	return s
 }
 
