@@ -127,3 +127,51 @@ func readConsistently(t *testing.T, s *Indexer[*corev1.Pod], ns string, done <-c
 		_ = s.ResourceVersion()
 	}
 }
+
+// TestIndexer_firstReadByNamespaceRacesReplace reads a namespace for the
+// first time while Replaces swap in caches, some built before the read
+// (without the namespace index): every read gives one Replace's content
+// whole, never an index missing from the cache it reads. Run it with
+// -race.
+func TestIndexer_firstReadByNamespaceRacesReplace(t *testing.T) {
+	leakcheck.Check(t)
+	const rounds, replaces, size = 200, 8, 5
+	lists := make([][]*corev1.Pod, replaces)
+	for r := range lists {
+		for i := range size {
+			lists[r] = append(lists[r], newPod("a", fmt.Sprintf("r%d-%d", r, i), fmt.Sprint(r+1)))
+		}
+	}
+	for range rounds {
+		s := newTestIndexer(t)
+		if err := s.Replace(lists[0], "1"); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for r := 1; r < replaces; r++ {
+				if err := s.Replace(lists[r], fmt.Sprint(r+1)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+		var got []string
+		wg.Go(func() {
+			var err error
+			if got, err = s.IndexKeys(NamespaceIndex, "a"); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Wait()
+		slices.Sort(got)
+		if len(got) != size || !slices.ContainsFunc(lists, func(l []*corev1.Pod) bool {
+			return got[0] == "a/"+l[0].Name && got[size-1] == "a/"+l[size-1].Name
+		}) {
+			t.Fatalf("the first read of namespace a gave %v; want one list's %d keys", got, size)
+		}
+		if !s.c.nsIndexed || s.checkInvariants() != nil {
+			t.Fatalf("after the read the store keeps the index: %v; invariants: %v", s.c.nsIndexed, s.checkInvariants())
+		}
+	}
+}

@@ -20,7 +20,9 @@
 // unsigned integers (etcd revisions) and never moving backwards.
 //
 // Concurrency contract: every method of Indexer and Lister is safe for
-// concurrent use. Readers take a read lock and never block each other. The
+// concurrent use. Readers take a read lock and never block each other,
+// except the first read of the namespace index, which builds it under the
+// write lock (a pass over the entries). The
 // lock is never held while user code runs: index functions are called before
 // a write takes the lock, and their results are kept with the object so a
 // removal need not call them again. Objects are shared between the store and

@@ -5,7 +5,8 @@ import "github.com/ctrlkit/ctrlkit/object"
 // Get returns the object stored under obj's key. exists is false if there is
 // none; err is set only when obj has no valid key. The returned object is
 // shared with the store: read it, never modify it. Safe for concurrent use;
-// it waits only for a writer that holds the lock.
+// it waits only for a writer that holds the lock (or the first read by
+// namespace, which builds that index).
 func (s *Indexer[T]) Get(obj T) (item T, exists bool, err error) {
 	key, err := keyOf(obj)
 	if err != nil {

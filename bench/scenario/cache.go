@@ -13,6 +13,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/store"
 )
 
 // cacheSide is one side's running informer, as S2 and S4 use it: no queue,
@@ -37,7 +38,8 @@ type cacheOptions struct {
 }
 
 // startCache starts an informer over src with the side's defaults and
-// the namespace index (ctrlkit always has it; client-go is given it).
+// the namespace index (client-go is given it; ctrlkit's, kept from its first
+// read, is read once before the start: see keepNamespaceIndex).
 // Both sides list: ctrlkit with Reflector.DisableWatchList, client-go because src's
 // ListerWatcher says it does not support watch-list.
 func startCache[E any, P ptrObject[E]](ctx context.Context, side string, src *memSource[E, P], opts cacheOptions) (cacheSide[P], error) {
@@ -53,6 +55,7 @@ func startCache[E any, P ptrObject[E]](ctx context.Context, side string, src *me
 			cancel()
 			return nil, err
 		}
+		keepNamespaceIndex(inf.Reader())
 		c := &ctrlkitCache[P]{inf: inf, cancel: cancel}
 		c.wg.Go(func() { c.err = inf.Run(ctx) })
 		return c, nil
@@ -133,4 +136,12 @@ func liveHeap() uint64 {
 	s := []metrics.Sample{{Name: heapObjects}}
 	metrics.Read(s)
 	return s[0].Value.Uint64()
+}
+
+// keepNamespaceIndex makes a ctrlkit informer's store keep the namespace
+// index from its start, as the client-go sides' informers (given
+// cache.NamespaceIndex) do: ctrlkit keeps it from its first read on, and a
+// store never read by namespace would do less work than client-go's.
+func keepNamespaceIndex[T object.Object](r store.Reader[T]) {
+	_, _ = r.ByIndex(store.NamespaceIndex, "")
 }

@@ -477,6 +477,7 @@ func startCtrlkitPipeline(ctx context.Context, lw reflector.ListerWatcher[*corev
 		return nil, err
 	}
 	idx := inf.Reader()
+	keepNamespaceIndex(idx)
 	ctrl, err := controller.New[string](controller.ReconcileFunc[string](func(_ context.Context, key string) (controller.Result, error) {
 		obj, ok := idx.GetByKey(key)
 		observe(key, obj, ok)

@@ -132,6 +132,7 @@ func syncCtrlkit(ctx context.Context, cms typedcorev1.ConfigMapInterface, want i
 	if err != nil {
 		return 0, 0, err
 	}
+	keepNamespaceIndex(inf.Reader())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := time.Now()

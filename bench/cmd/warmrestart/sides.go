@@ -22,6 +22,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/snapshot"
+	"github.com/ctrlkit/ctrlkit/store"
 )
 
 // counters are a handler's notifications, counted as they come, and the
@@ -176,6 +177,10 @@ func runCtrlkit(ctx context.Context, kube kubernetes.Interface, cfg *rest.Config
 	if err != nil {
 		return result{}, err
 	}
+	// Keep the namespace index from the start, as client-go's side (given
+	// cache.NamespaceIndex) does: ctrlkit's store keeps it from its first
+	// read on.
+	_, _ = inf.Reader().ByIndex(store.NamespaceIndex, "")
 	var count counters
 	if _, err := inf.AddEventHandler(count.ctrlkitHandler(), informer.HandlerOptions{}); err != nil {
 		return result{}, err
