@@ -16,8 +16,10 @@
 //	              or overlong file, an object that does not decode
 //
 // A damaged or foreign snapshot is never served in part: Read and ReadEach
-// decode objects only after the identity and the checksum over the whole
-// file have been verified. ReadEach hands them over in batches as they
+// hand over objects only after the identity and the checksum over the whole
+// file have been verified (a large snapshot's objects decode while the
+// checksum is computed, on the other cores; a decoder that panics on
+// damaged bytes is an object that does not decode, not a crash). ReadEach hands them over in batches as they
 // decode (an informer applies some while the next decode), so what ends it
 // after the checksum (an object its decoder refuses, records that do not add
 // up in a file Write did not write, a read error) comes after some batches;
@@ -56,5 +58,7 @@
 // time, or, for a snapshot of 2048 objects or more with GOMAXPROCS above
 // one, about 3×GOMAXPROCS chunks of 512 objects read ahead and as many
 // spare chunk buffers, decoded on GOMAXPROCS goroutines while the file is
-// read (so decode must be safe for concurrent use).
+// read (so decode must be safe for concurrent use); until the checksum is
+// verified, the objects decoded so far are kept too (at most the whole
+// snapshot's, what the caller holds once they are handed over).
 package snapshot

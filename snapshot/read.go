@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Read reads the snapshot at path and returns its resource version and its
@@ -22,14 +23,16 @@ import (
 // as in Write). Otherwise it returns no objects and an error that says why
 // and matches one of ErrNotFound, ErrMismatch (a *MismatchError) or
 // ErrCorrupt; an I/O error other than a missing file matches none of them.
-// No input makes it panic (other than a panic in decode).
+// No input makes it panic; a decode that panics on an object is that object
+// not decoding (ErrCorrupt naming it).
 //
 // Read streams: besides the objects it returns it holds one object's bytes
 // at a time, or a few chunks of them when it decodes a large snapshot on
 // several goroutines (see the package documentation). decode must not keep
-// the slice it is given and must be safe for concurrent use. The identity
-// and then the checksum of the whole file are checked before any object is
-// decoded.
+// the slice it is given and must be safe for concurrent use. No object is
+// served before the identity and the checksum of the whole file are
+// verified; a large snapshot's objects decode beside the checksum, so
+// decode may be given bytes the checksum then refuses.
 func Read[T any](path string, want Identity, decode func([]byte) (T, error)) (string, []T, error) {
 	var rv string
 	var objects []T
@@ -49,7 +52,7 @@ func Read[T any](path string, want Identity, decode func([]byte) (T, error)) (st
 // ReadEach reads the snapshot at path as Read does but hands the objects
 // over as they are decoded, so that a caller can apply some while the next
 // decode: once the identity and the checksum of the whole file have been
-// verified, it calls begin with the resource version and the number of
+// verified (the objects decode meanwhile, see Read), it calls begin with the resource version and the number of
 // objects, then each with consecutive batches of them in the file's order,
 // on the caller's goroutine. The batches are the caller's to keep. An
 // object that decode refuses (a decoder stricter than the one the file was
@@ -97,24 +100,70 @@ func readEach[T any](f *os.File, want Identity, decode func([]byte) (T, error), 
 	if err := mismatch(h.id, want); err != nil {
 		return err
 	}
-	if err := verify(f, bodyLen); err != nil {
-		return err
-	}
 	if h.count > uint64(r.remaining) { // every record takes at least one byte
 		return corrupt("%d objects cannot fit in %d bytes", h.count, r.remaining)
 	}
-	if err := begin(h.rv, int(h.count)); err != nil {
-		return err
+	// The checksum is computed on a goroutine of its own while the records
+	// are read and decoded; nothing is handed over before it holds.
+	v := startVerify(f, bodyLen)
+	defer v.stop()
+	start := func() error {
+		if err := v.wait(); err != nil {
+			return err
+		}
+		return begin(h.rv, int(h.count))
 	}
-	return readObjects(r, h.count, decode, each)
+	return readObjects(r, h.count, decode, v.done, start, each)
 }
 
-// verify checks the trailer's checksum of the first bodyLen bytes of f. It
-// reads at offsets, leaving f's own offset where it is.
-func verify(f *os.File, bodyLen int64) error {
+// verifier checks a file's checksum on a goroutine of its own.
+type verifier struct {
+	done chan struct{} // closed once err is set
+	err  error
+	quit atomic.Bool
+}
+
+func startVerify(f *os.File, bodyLen int64) *verifier {
+	v := &verifier{done: make(chan struct{})}
+	go func() {
+		defer close(v.done)
+		v.err = verify(f, bodyLen, &v.quit)
+	}()
+	return v
+}
+
+// wait returns the checksum's verdict once it is known.
+func (v *verifier) wait() error {
+	<-v.done
+	return v.err
+}
+
+// stop ends the check early, if it is still under way, and waits for its
+// goroutine.
+func (v *verifier) stop() {
+	v.quit.Store(true)
+	<-v.done
+}
+
+// errVerifyStopped is verify's error when told to quit.
+var errVerifyStopped = errors.New("snapshot: checksum not checked: the read stopped")
+
+// verify checks the trailer's checksum of the first bodyLen bytes of f,
+// unless quit is set first. It reads at offsets, leaving f's own offset
+// where it is.
+func verify(f *os.File, bodyLen int64, quit *atomic.Bool) error {
 	sum := sha256.New()
-	if _, err := io.CopyBuffer(sum, io.NewSectionReader(f, 0, bodyLen), make([]byte, 256<<10)); err != nil {
-		return fmt.Errorf("snapshot: read: %w", err)
+	buf := make([]byte, 256<<10)
+	for off := int64(0); off < bodyLen; {
+		if quit.Load() {
+			return errVerifyStopped
+		}
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), bodyLen-off)], off)
+		sum.Write(buf[:n])
+		off += int64(n)
+		if err != nil && !(errors.Is(err, io.EOF) && off == bodyLen) {
+			return fmt.Errorf("snapshot: read: %w", err)
+		}
 	}
 	var trailer [trailerLen]byte
 	if _, err := f.ReadAt(trailer[:], bodyLen); err != nil {
@@ -126,18 +175,35 @@ func verify(f *os.File, bodyLen int64) error {
 	return nil
 }
 
+// decodeOne decodes b, turning a panic of decode into an error: bytes may
+// be decoded before the checksum refuses them (see readObjectsParallel),
+// and a decoder that chokes on them must not crash the reader.
+func decodeOne[T any](decode func([]byte) (T, error), b []byte) (obj T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("decode panicked: %v", p)
+		}
+	}()
+	return decode(b)
+}
+
 // undecodable is the error for object i of count, which decode refused.
 func undecodable(i, count uint64, err error) error {
 	return fmt.Errorf("%w: object %d of %d: object does not decode: %w", ErrCorrupt, i, count, err)
 }
 
 // readObjects reads count records, decodes them and hands them to each in
-// batches of chunkObjects; on as many goroutines as GOMAXPROCS for a large
-// snapshot (decoding dominates a read).
-func readObjects[T any](r *recordReader, count uint64, decode func([]byte) (T, error), each func([]T) error) error {
+// batches of chunkObjects, after start (which waits for the checksum, then
+// calls begin) returned nil; on as many goroutines as GOMAXPROCS for a
+// large snapshot (decoding dominates a read), which read and decode while
+// the checksum is computed (until verified is closed).
+func readObjects[T any](r *recordReader, count uint64, decode func([]byte) (T, error), verified <-chan struct{}, start func() error, each func([]T) error) error {
 	workers := runtime.GOMAXPROCS(0)
 	if workers > 1 && count >= 4*chunkObjects {
-		return readObjectsParallel(r, count, decode, each, workers)
+		return readObjectsParallel(r, count, decode, verified, start, each, workers)
+	}
+	if err := start(); err != nil {
+		return err
 	}
 	batch := make([]T, 0, min(count, chunkObjects))
 	for i := range count {
@@ -145,7 +211,7 @@ func readObjects[T any](r *recordReader, count uint64, decode func([]byte) (T, e
 		if err != nil {
 			return fmt.Errorf("object %d of %d: %w", i, count, err)
 		}
-		obj, err := decode(b)
+		obj, err := decodeOne(decode, b)
 		if err != nil {
 			return undecodable(i, count, err)
 		}
@@ -193,7 +259,7 @@ func (c *chunk[T]) decode(count uint64, decode func([]byte) (T, error)) {
 	c.out = make([]T, 0, len(c.ends))
 	start := 0
 	for i, end := range c.ends {
-		obj, err := decode(c.data[start:end])
+		obj, err := decodeOne(decode, c.data[start:end])
 		if err != nil {
 			c.err = undecodable(c.first+uint64(i), count, err)
 			break
@@ -206,9 +272,13 @@ func (c *chunk[T]) decode(count uint64, decode func([]byte) (T, error)) {
 
 // readObjectsParallel is readObjects with a goroutine reading the file into
 // chunks, workers goroutines decoding them, and this one handing them to
-// each in order as they are decoded. The chunks read ahead of each are
-// bounded, and so is the memory beside the objects.
-func readObjectsParallel[T any](r *recordReader, count uint64, decode func([]byte) (T, error), each func([]T) error, workers int) error {
+// each in order as they are decoded. Until the checksum is verified, this
+// goroutine takes the chunks as they are read and keeps them, so reading
+// and decoding go on beside the checksum (the objects decoded ahead, at
+// most all of them, are what the caller would hold once they are handed
+// over); after, the chunks read ahead of each are bounded, and so is the
+// memory beside the objects.
+func readObjectsParallel[T any](r *recordReader, count uint64, decode func([]byte) (T, error), verified <-chan struct{}, start func() error, each func([]T) error, workers int) error {
 	jobs := make(chan *chunk[T], workers)
 	ordered := make(chan *chunk[T], 2*workers) // the chunks in file order, as read
 	spare := make(chan []byte, 2*workers)      // decoded chunks' buffers, for the next chunks (decode keeps no slice)
@@ -275,13 +345,39 @@ func readObjectsParallel[T any](r *recordReader, count uint64, decode func([]byt
 		}
 		wg.Wait()
 	}()
-	for c := range ordered {
+	hand := func(c *chunk[T]) error {
 		<-c.done
-		err := c.err
-		if err == nil {
-			err = each(c.out)
+		if c.err != nil {
+			return c.err
 		}
-		if err != nil {
+		return each(c.out)
+	}
+	var ahead []*chunk[T] // read before the checksum was verified
+verifying:
+	for {
+		select {
+		case c, ok := <-ordered:
+			if !ok {
+				break verifying
+			}
+			ahead = append(ahead, c)
+		case <-verified:
+			break verifying
+		}
+	}
+	if err := start(); err != nil {
+		halt()
+		return err
+	}
+	for i, c := range ahead {
+		ahead[i] = nil // handed over: the caller's now
+		if err := hand(c); err != nil {
+			halt()
+			return err
+		}
+	}
+	for c := range ordered {
+		if err := hand(c); err != nil {
 			halt()
 			return err
 		}

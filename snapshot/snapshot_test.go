@@ -398,6 +398,51 @@ func TestRead_largeSnapshotsDecodeInParallelInOrder(t *testing.T) {
 	}
 }
 
+// Objects decode while the checksum is computed, but nothing reaches begin
+// or each before it holds: damaged bytes that a decoder chokes on (here it
+// panics) end the read as a bad checksum, with nothing handed over; on an
+// intact file such a panic is an object that does not decode.
+func TestReadEach_decodesBesideTheChecksumAndHandsOverNothingItRefuses(t *testing.T) {
+	leakcheck.Check(t)
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Fatalf("GOMAXPROCS is %d: this test needs two to take the parallel path", runtime.GOMAXPROCS(0))
+	}
+	path, _ := writeMany(t)
+	_, dec := snapshot.JSON[item]()
+	panicky := func(b []byte) (item, error) {
+		it, err := dec(b)
+		if err != nil || it.Value == 4000 {
+			panic(fmt.Sprintf("cannot decode %q", b))
+		}
+		return it, nil
+	}
+	calls := 0
+	count := func(string, int) error { calls++; return nil }
+	each := func([]item) error { calls++; return nil }
+	err := snapshot.ReadEach(path, testID(), panicky, count, each)
+	if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "object 4000 of 5000") || !strings.Contains(err.Error(), "panicked") {
+		t.Fatalf("a decode panicking on object 4000 of an intact file: %v; want ErrCorrupt naming it", err)
+	}
+
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(b, []byte(`"value":10}`)) // an early record: decoded before the checksum is known
+	if at < 0 {
+		t.Fatal("no record with value 10")
+	}
+	b[at+1] = 'X' // no longer JSON the decoder reads: it panics
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	calls = 0
+	err = snapshot.ReadEach(path, testID(), panicky, count, each)
+	if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "checksum mismatch") || calls != 0 {
+		t.Fatalf("a damaged record: ReadEach = %v after %d calls of begin and each; want a checksum mismatch and none", err, calls)
+	}
+}
+
 // ReadEach hands the objects over in batches, in order, after begin; a
 // refused object ends it after the batches before it, an error from each
 // stops it at once, and a panic in each leaves no goroutine behind.
