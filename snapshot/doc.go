@@ -19,8 +19,10 @@
 // hand over objects only after the identity and the checksum over the whole
 // file have been verified (a large snapshot's objects decode while the
 // checksum is computed, on the other cores; a decoder that panics on
-// damaged bytes is an object that does not decode, not a crash). ReadEach hands them over in batches as they
-// decode (an informer applies some while the next decode), so what ends it
+// damaged bytes is an object that does not decode rather than a crash,
+// though a decoder must still return on any input). ReadEach hands them
+// over in batches as they decode (an informer applies some while the next
+// decode), so what ends it
 // after the checksum (an object its decoder refuses, records that do not add
 // up in a file Write did not write, a read error) comes after some batches;
 // Read then returns no objects.

@@ -32,7 +32,10 @@ import (
 // the slice it is given and must be safe for concurrent use. No object is
 // served before the identity and the checksum of the whole file are
 // verified; a large snapshot's objects decode beside the checksum, so
-// decode may be given bytes the checksum then refuses.
+// decode may be given bytes the checksum then refuses, and must return on
+// any input. Until the checksum holds, the objects decoded so far are kept
+// (at most all of them, beside the slice Read fills: the objects twice for
+// a value type T, briefly), and lost if it fails.
 func Read[T any](path string, want Identity, decode func([]byte) (T, error)) (string, []T, error) {
 	var rv string
 	var objects []T
@@ -52,9 +55,10 @@ func Read[T any](path string, want Identity, decode func([]byte) (T, error)) (st
 // ReadEach reads the snapshot at path as Read does but hands the objects
 // over as they are decoded, so that a caller can apply some while the next
 // decode: once the identity and the checksum of the whole file have been
-// verified (the objects decode meanwhile, see Read), it calls begin with the resource version and the number of
-// objects, then each with consecutive batches of them in the file's order,
-// on the caller's goroutine. The batches are the caller's to keep. An
+// verified (the objects decode meanwhile, see Read), it calls begin with
+// the resource version and the number of objects, then each with
+// consecutive batches of them in the file's order, on the caller's
+// goroutine. The batches are the caller's to keep. An
 // object that decode refuses (a decoder stricter than the one the file was
 // written for), records that do not add up to the header's count (a file
 // Write did not write: its checksum holds) or a read error end the read
@@ -80,8 +84,8 @@ func ReadEach[T any](path string, want Identity, decode func([]byte) (T, error),
 	return nil
 }
 
-// readEach reads a whole snapshot from f: the header, the checksum, then
-// the objects.
+// readEach reads a whole snapshot from f: the header, then the objects,
+// handed over once the checksum, computed meanwhile, holds.
 func readEach[T any](f *os.File, want Identity, decode func([]byte) (T, error), begin func(string, int) error, each func([]T) error) error {
 	st, err := f.Stat()
 	if err != nil {
@@ -180,7 +184,11 @@ func verify(f *os.File, bodyLen int64, quit *atomic.Bool) error {
 // and a decoder that chokes on them must not crash the reader.
 func decodeOne[T any](decode func([]byte) (T, error), b []byte) (obj T, err error) {
 	defer func() {
-		if p := recover(); p != nil {
+		switch p := recover().(type) {
+		case nil:
+		case error:
+			err = fmt.Errorf("decode panicked: %w", p)
+		default:
 			err = fmt.Errorf("decode panicked: %v", p)
 		}
 	}()

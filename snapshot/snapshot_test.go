@@ -424,22 +424,32 @@ func TestReadEach_decodesBesideTheChecksumAndHandsOverNothingItRefuses(t *testin
 		t.Fatalf("a decode panicking on object 4000 of an intact file: %v; want ErrCorrupt naming it", err)
 	}
 
-	b, err := os.ReadFile(path)
+	intact, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := bytes.Index(b, []byte(`"value":10}`)) // an early record: decoded before the checksum is known
+	at := bytes.Index(intact, []byte(`"value":10}`)) // an early record: decoded before the checksum is known
 	if at < 0 {
 		t.Fatal("no record with value 10")
 	}
-	b[at+1] = 'X' // no longer JSON the decoder reads: it panics
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	calls = 0
-	err = snapshot.ReadEach(path, testID(), panicky, count, each)
-	if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "checksum mismatch") || calls != 0 {
-		t.Fatalf("a damaged record: ReadEach = %v after %d calls of begin and each; want a checksum mismatch and none", err, calls)
+	for _, damage := range []struct {
+		name string
+		at   int
+		to   byte
+	}{
+		{"bytes that still decode (\"Xalue\": an unknown field)", at + 1, 'X'},
+		{"bytes the decoder panics on (1X: not JSON)", at + len(`"value":1`), 'X'},
+	} {
+		b := bytes.Clone(intact)
+		b[damage.at] = damage.to
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		calls = 0
+		err = snapshot.ReadEach(path, testID(), panicky, count, each)
+		if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "checksum mismatch") || calls != 0 {
+			t.Fatalf("%s: ReadEach = %v after %d calls of begin and each; want a checksum mismatch and none", damage.name, err, calls)
+		}
 	}
 }
 
