@@ -27,6 +27,17 @@ func benchPods(n int) []*corev1.Pod {
 	return pods
 }
 
+// benchConfigMaps returns n ConfigMaps, metadata only, spread over
+// namespaces namespaces, their names in no order a map would keep.
+func benchConfigMaps(n, namespaces int) []*corev1.ConfigMap {
+	cms := make([]*corev1.ConfigMap, n)
+	for i := range cms {
+		cms[i] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprint("ns-", i%namespaces),
+			Name: fmt.Sprintf("cm-%08x-%d", i*2654435761, i), ResourceVersion: fmt.Sprint(1000 + i)}}
+	}
+	return cms
+}
+
 // newBenchIndexer returns a store of pods with three indexes: namespace,
 // node and app.
 func newBenchIndexer(b *testing.B, pods []*corev1.Pod) *Indexer[*corev1.Pod] {
@@ -115,11 +126,7 @@ func BenchmarkIndexer_EventThenRead100k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cms := make([]*corev1.ConfigMap, n)
-	for i := range cms {
-		cms[i] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprint("ns-", i%100),
-			Name: fmt.Sprintf("cm-%08x-%d", i*2654435761, i), ResourceVersion: fmt.Sprint(1000 + i)}}
-	}
+	cms := benchConfigMaps(n, 100)
 	if err := s.Replace(cms, "1"); err != nil {
 		b.Fatal(err)
 	}
@@ -150,11 +157,7 @@ func BenchmarkIndexer_Load100k(b *testing.B) {
 	const n = 100_000
 	for _, namespaces := range []int{1, 100} {
 		b.Run(fmt.Sprint("namespaces=", namespaces), func(b *testing.B) {
-			cms := make([]*corev1.ConfigMap, n)
-			for i := range cms {
-				cms[i] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprint("ns-", i%namespaces),
-					Name: fmt.Sprintf("cm-%08x-%d", i*2654435761, i), ResourceVersion: fmt.Sprint(1000 + i)}}
-			}
+			cms := benchConfigMaps(n, namespaces)
 			for b.Loop() {
 				b.StopTimer()
 				s, err := New(Options[*corev1.ConfigMap]{})
@@ -184,11 +187,7 @@ func BenchmarkIndexer_Load100k(b *testing.B) {
 // the namespace index.
 func BenchmarkIndexer_FirstReadByNamespace100k(b *testing.B) {
 	const n = 100_000
-	cms := make([]*corev1.ConfigMap, n)
-	for i := range cms {
-		cms[i] = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprint("ns-", i%100),
-			Name: fmt.Sprintf("cm-%08x-%d", i*2654435761, i), ResourceVersion: fmt.Sprint(1000 + i)}}
-	}
+	cms := benchConfigMaps(n, 100)
 	for b.Loop() {
 		b.StopTimer()
 		s, err := New(Options[*corev1.ConfigMap]{})
