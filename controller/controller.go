@@ -176,6 +176,11 @@ func (c *Controller[K]) Add(key K) { c.queue.Add(key) }
 // concurrent use.
 func (c *Controller[K]) AddWithPriority(key K, priority int) { c.queue.AddWithPriority(key, priority) }
 
+// AddBatch queues keys in order at priority, under one lock of the queue
+// (handler.BatchAdder: an informer's batch of events). It never blocks;
+// safe for concurrent use.
+func (c *Controller[K]) AddBatch(keys []K, priority int) { c.queue.AddBatch(keys, priority) }
+
 // NeverBlocks declares that Add and AddWithPriority never wait on anything
 // but the queue's short lock (handler.NonBlockingAdder).
 func (c *Controller[K]) NeverBlocks() {}

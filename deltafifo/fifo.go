@@ -255,13 +255,35 @@ func (f *FIFO[T]) Len() int {
 // bookmark. It returns ErrClosed after Close, or ctx's error when ctx ends.
 // The caller processes the Item without any lock of the FIFO held.
 func (f *FIFO[T]) Pop(ctx context.Context) (Item[T], error) {
+	var one [1]Item[T]
+	items, err := f.PopBatch(ctx, one[:0], 1)
+	if err != nil {
+		return Item[T]{}, err
+	}
+	return items[0], nil
+}
+
+// PopBatch is Pop for a consumer that applies many keys in one go: it
+// blocks as Pop does, then appends to into the Item Pop would return and,
+// while the next Items are the deltas of keys, up to max in all, in the
+// order Pop would return them, under one lock. A relist (whole or a part)
+// or a bookmark is always the only Item of its batch. into's Items are the
+// caller's; pass it back emptied (into[:0]) to pop without allocating.
+// On an error into is returned unchanged.
+func (f *FIFO[T]) PopBatch(ctx context.Context, into []Item[T], max int) ([]Item[T], error) {
 	for {
 		f.mu.Lock()
 		if f.closed {
 			f.mu.Unlock()
-			return Item[T]{}, ErrClosed
+			return into, ErrClosed
 		}
 		it, ok := f.popLocked()
+		if ok {
+			into = append(into, it)
+			for n := 1; it.Key != "" && n < max && f.order.Len() > 0; n++ {
+				into = append(into, f.popKeyLocked())
+			}
+		}
 		more := f.readyLocked()
 		f.mu.Unlock()
 		if it.Relist != nil {
@@ -274,11 +296,11 @@ func (f *FIFO[T]) Pop(ctx context.Context) (Item[T], error) {
 			if more {
 				f.signal() // another Pop may proceed
 			}
-			return it, nil
+			return into, nil
 		}
 		select {
 		case <-ctx.Done():
-			return Item[T]{}, ctx.Err()
+			return into, ctx.Err()
 		case <-f.closeC:
 		case <-f.wake:
 		}
@@ -300,17 +322,23 @@ func (f *FIFO[T]) popLocked() (Item[T], bool) {
 		return Item[T]{Relist: p}, true
 	}
 	if f.order.Len() > 0 {
-		key := f.order.Pop()
-		ds := f.deltas[key]
-		delete(f.deltas, key)
-		f.deltas = peak.Shrink(&f.peak, f.deltas)
-		return Item[T]{Key: key, Deltas: ds}, true
+		return f.popKeyLocked(), true
 	}
 	if rv := f.bookmark; rv != "" {
 		f.bookmark = ""
 		return Item[T]{Bookmark: rv}, true
 	}
 	return Item[T]{}, false
+}
+
+// popKeyLocked takes the first queued key and its deltas; one must be
+// queued.
+func (f *FIFO[T]) popKeyLocked() Item[T] {
+	key := f.order.Pop()
+	ds := f.deltas[key]
+	delete(f.deltas, key)
+	f.deltas = peak.Shrink(&f.peak, f.deltas)
+	return Item[T]{Key: key, Deltas: ds}
 }
 
 func (f *FIFO[T]) readyLocked() bool {

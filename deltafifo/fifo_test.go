@@ -227,7 +227,81 @@ func TestFIFO_rules(t *testing.T) {
 			if got := drain(t, f); !slices.Equal(got, tc.want) {
 				t.Errorf("popped %q\nwant   %q", got, tc.want)
 			}
+			for _, max := range []int{1, 2, 64} {
+				f := New[*corev1.ConfigMap]()
+				for _, o := range tc.ops {
+					o.apply(t, f)
+				}
+				if got := drainBatches(t, f, max); !slices.Equal(got, tc.want) {
+					t.Errorf("PopBatch(%d) popped %q\nwant              %q", max, got, tc.want)
+				}
+			}
 		})
+	}
+}
+
+// drainBatches pops every ready Item by PopBatch(max), checking that a
+// batch holds at most max Items, and only keys unless it holds one Item.
+func drainBatches(t *testing.T, f *FIFO[*corev1.ConfigMap], max int) []string {
+	t.Helper()
+	var out []string
+	var batch []Item[*corev1.ConfigMap]
+	for f.readyForTest() {
+		var err error
+		if batch, err = f.PopBatch(t.Context(), batch[:0], max); err != nil {
+			t.Fatal(err)
+		}
+		if len(batch) == 0 || len(batch) > max {
+			t.Fatalf("PopBatch(%d) returned %d Items", max, len(batch))
+		}
+		for _, it := range batch {
+			if len(batch) > 1 && it.Key == "" {
+				t.Fatalf("PopBatch(%d) returned %s among %d Items; a relist or bookmark comes alone", max, describe(it), len(batch))
+			}
+			out = append(out, describe(it))
+		}
+		if err := f.checkInvariants(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func TestFIFO_popBatchTakesEveryQueuedKeyUpToItsMaximum(t *testing.T) {
+	f := New[*corev1.ConfigMap]()
+	for i := range 10 {
+		op(fmt.Sprintf("add k%d %d", i, i+1)).apply(t, f)
+	}
+	op("bookmark 11").apply(t, f)
+	var sizes []int
+	var batch []Item[*corev1.ConfigMap]
+	for f.readyForTest() {
+		var err error
+		if batch, err = f.PopBatch(t.Context(), batch[:0], 4); err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(batch))
+	}
+	if want := []int{4, 4, 2, 1}; !slices.Equal(sizes, want) {
+		t.Errorf("batch sizes %v, want %v (ten keys by four, then the bookmark alone)", sizes, want)
+	}
+	if f.Len() != 0 {
+		t.Errorf("%d left after draining", f.Len())
+	}
+}
+
+func TestFIFO_popBatchLeavesItsBufferAloneOnAnError(t *testing.T) {
+	f := New[*corev1.ConfigMap]()
+	into := make([]Item[*corev1.ConfigMap], 1, 4)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	got, err := f.PopBatch(ctx, into, 4)
+	if !errors.Is(err, context.Canceled) || len(got) != 1 {
+		t.Errorf("PopBatch on an empty FIFO with an ended context: %d Items, %v; want the 1 given and context.Canceled", len(got), err)
+	}
+	f.Close()
+	if got, err := f.PopBatch(t.Context(), into, 4); !errors.Is(err, ErrClosed) || len(got) != 1 {
+		t.Errorf("PopBatch after Close: %d Items, %v; want the 1 given and ErrClosed", len(got), err)
 	}
 }
 

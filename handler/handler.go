@@ -77,6 +77,24 @@ type InlineKeyHandler interface {
 	Inline() bool
 }
 
+// BatchKeyHandler is an InlineKeyHandler that also takes the keys of many
+// changes at once: an informer applying a batch of events calls OnKeys
+// with the keys it would have given OnKey one by one, in the same order,
+// in runs of equal background (see KeyHandler). keys is the informer's:
+// read it during the call only. If OnKeys panics, the informer recovers
+// and calls OnKey for each of keys, so an idempotent handler (a queue)
+// loses none of them. EnqueueKey's handler is one.
+type BatchKeyHandler interface {
+	InlineKeyHandler
+	OnKeys(keys []string, background bool)
+}
+
+// BatchAdder is an Adder that also adds many keys, in order, at one
+// priority, under one lock: workqueue.Queue and controller.Controller.
+type BatchAdder[K comparable] interface {
+	AddBatch(keys []K, priority int)
+}
+
 // NonBlockingAdder is an Adder whose Add never waits on anything but a
 // short lock of its own, nor calls back into an informer: workqueue.Queue
 // and controller.Controller. (Their Add runs the queue's FlowKey, which
@@ -109,11 +127,28 @@ type PriorityAdder[K comparable] interface {
 type adder[K comparable] struct {
 	q  Adder[K]
 	pq PriorityAdder[K] // q, if it takes priorities; else nil
+	bq BatchAdder[K]    // q, if it takes batches; else nil
 }
 
 func newAdder[K comparable](q Adder[K]) adder[K] {
 	pq, _ := q.(PriorityAdder[K])
-	return adder[K]{q: q, pq: pq}
+	bq, _ := q.(BatchAdder[K])
+	return adder[K]{q: q, pq: pq, bq: bq}
+}
+
+// addBatch queues keys, in order, as add would each.
+func (a adder[K]) addBatch(keys []K, background bool) {
+	if a.bq == nil {
+		for _, k := range keys {
+			a.add(k, background)
+		}
+		return
+	}
+	prio := 0
+	if background && a.pq != nil {
+		prio = workqueue.LowPriority
+	}
+	a.bq.AddBatch(keys, prio)
 }
 
 // add queues k; background says it comes from the initial list or a resync.
@@ -154,6 +189,10 @@ type enqueueKey[T object.Object] struct {
 // OnKey adds key: the informer's way in, the key computed once; background
 // work goes in at workqueue.LowPriority as in OnAdd and OnUpdate.
 func (e *enqueueKey[T]) OnKey(key string, background bool) { e.q.add(key, background) }
+
+// OnKeys adds keys in order, in one batch when the queue takes batches
+// (handler.BatchAdder).
+func (e *enqueueKey[T]) OnKeys(keys []string, background bool) { e.q.addBatch(keys, background) }
 
 // Inline reports whether the queue never blocks, so the informer may call
 // OnKey on its own goroutine.

@@ -47,6 +47,13 @@ type listener[T object.Object] struct {
 	// goroutine (handler.InlineKeyHandler): enqueue calls it at once, so
 	// nothing is ever pending for it.
 	inline handler.KeyHandler
+	// batch is inline as a BatchKeyHandler, if it is one. While the
+	// informer applies a batch (its batching), held and heldBg keep the
+	// keys inline is yet to be given and whether each is background work;
+	// the informer's lock guards them.
+	batch  handler.BatchKeyHandler
+	held   []string
+	heldBg []bool
 
 	wake chan struct{} // buffer 1: "pending may have grown"
 	stop chan struct{} // closed by Remove
@@ -60,9 +67,15 @@ func newListener[T object.Object](i *SharedIndexInformer[T], name string, h hand
 	}
 	if ih, ok := h.(handler.InlineKeyHandler); ok && ih.Inline() {
 		l.inline = ih
+		l.batch, _ = ih.(handler.BatchKeyHandler)
 	}
 	return l
 }
+
+// maxHeld bounds the keys held for an inline handler during a batch (a
+// relist part, a late handler's replay of the cache): they are given to it
+// whenever that many are held.
+const maxHeld = 512
 
 // enqueue merges n into the key's pending notifications, or hands the key
 // to an inline handler at once. It is called with the informer's lock
@@ -70,7 +83,16 @@ func newListener[T object.Object](i *SharedIndexInformer[T], name string, h hand
 // blocks for long and runs no user code but an inline handler's OnKey.
 func (l *listener[T]) enqueue(key string, n notification[T], now time.Time) {
 	if l.inline != nil {
-		l.guarded(0, func() { l.inline.OnKey(key, background([]notification[T]{n})) })
+		bg := isBackground(n)
+		if !l.inf.batching {
+			l.guarded(0, func() { l.inline.OnKey(key, bg) })
+			return
+		}
+		l.held = append(l.held, key)
+		l.heldBg = append(l.heldBg, bg)
+		if len(l.held) >= maxHeld {
+			l.flushInline()
+		}
 		return
 	}
 	l.mu.Lock()
@@ -88,6 +110,41 @@ func (l *listener[T]) enqueue(key string, n notification[T], now time.Time) {
 	select {
 	case l.wake <- struct{}{}:
 	default:
+	}
+}
+
+// flushInline gives an inline handler the keys held for it during a
+// batch, in order, in runs of equal background: through OnKeys when it is
+// a BatchKeyHandler, else (or again, key by key, after OnKeys panicked)
+// through OnKey. Called with the informer's lock held.
+func (l *listener[T]) flushInline() {
+	keys, bg := l.held, l.heldBg
+	for len(keys) > 0 {
+		n := 1
+		for n < len(keys) && bg[n] == bg[0] {
+			n++
+		}
+		l.giveKeys(keys[:n], bg[0])
+		keys, bg = keys[n:], bg[n:]
+	}
+	clear(l.held)
+	l.held, l.heldBg = l.held[:0], l.heldBg[:0]
+}
+
+// giveKeys hands keys, all background or none, to the inline handler.
+func (l *listener[T]) giveKeys(keys []string, background bool) {
+	if l.batch != nil {
+		given := false
+		l.guarded(0, func() {
+			l.batch.OnKeys(keys, background)
+			given = true
+		})
+		if given {
+			return
+		}
+	}
+	for _, k := range keys {
+		l.guarded(0, func() { l.inline.OnKey(k, background) })
 	}
 }
 
@@ -189,13 +246,18 @@ func (l *listener[T]) guarded(initial int, fn func()) {
 // initial-list add or a resync (an update of an object to itself).
 func background[T object.Object](ns []notification[T]) bool {
 	for _, n := range ns {
-		initial := n.kind == addKind && n.initial
-		resync := n.kind == updateKind && any(n.old) == any(n.obj)
-		if !initial && !resync {
+		if !isBackground(n) {
 			return false
 		}
 	}
 	return true
+}
+
+// isBackground reports whether n is background work.
+func isBackground[T object.Object](n notification[T]) bool {
+	initial := n.kind == addKind && n.initial
+	resync := n.kind == updateKind && any(n.old) == any(n.obj)
+	return initial || resync
 }
 
 // hasSynced reports that the handler has returned from every initial-list

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ctrlkit/ctrlkit/deltafifo"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
@@ -55,14 +56,13 @@ func BenchmarkInformer_applyUpdate(b *testing.B) {
 				b.Fatal(err)
 			}
 			for n := range keys {
-				inf.apply("ns/"+pods[n][0].Name, deltafifo.Delta[*corev1.Pod]{Type: deltafifo.Updated, Object: pods[n][0]})
+				applyOne(inf, "ns/"+pods[n][0].Name, deltafifo.Delta[*corev1.Pod]{Type: deltafifo.Updated, Object: pods[n][0]})
 			}
 			b.ReportAllocs()
 			n := 0
 			for b.Loop() {
 				p := pods[n%keys][(n/keys+1)%2]
-				inf.apply("ns/"+p.Name, deltafifo.Delta[*corev1.Pod]{Type: deltafifo.Updated, Object: p})
-				inf.det.flush()
+				applyOne(inf, "ns/"+p.Name, deltafifo.Delta[*corev1.Pod]{Type: deltafifo.Updated, Object: p})
 				n++
 			}
 			if errs := inf.det; errs != nil && len(errs.found) > 0 {
@@ -70,6 +70,14 @@ func BenchmarkInformer_applyUpdate(b *testing.B) {
 			}
 		})
 	}
+}
+
+// applyOne applies one delta of key as the processing loop applies a
+// batch of one key.
+func applyOne[T object.Object](inf *SharedIndexInformer[T], key string, d deltafifo.Delta[T]) {
+	ds := [1]deltafifo.Delta[T]{d}
+	batch := [1]deltafifo.Item[T]{{Key: key, Deltas: ds[:]}}
+	inf.process(batch[:])
 }
 
 // benchLW is a ListerWatcher the benchmark never runs.

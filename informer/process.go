@@ -10,20 +10,28 @@ import (
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
+// popBatch is how many keys the processing loop takes from the FIFO at once
+// and applies under one lock: the FIFO, the informer's lock and the clock
+// are then paid once per batch instead of once per event, and the loop
+// sleeps only when the FIFO is empty.
+const popBatch = 64
+
 // processLoop pops the FIFO until it is closed or ctx ends, applying each
-// Item to the cache and queuing the notifications it causes. It is the
-// cache's only writer. With snapshots, it takes a view of the cache
-// whenever a poke ends its Pop (the FIFO is then empty: the cache holds
-// every event received), and when ctx ends it goes on applying what the
-// reflector hands over until the reflector has stopped (reflDone), then
-// writes the last snapshot.
+// batch of Items to the cache and queuing the notifications it causes. It
+// is the cache's only writer. With snapshots, it takes a view of the cache
+// whenever a poke ends its PopBatch (the FIFO is then empty: the cache
+// holds every event received), and when ctx ends it goes on applying what
+// the reflector hands over until the reflector has stopped (reflDone),
+// then writes the last snapshot.
 func (i *SharedIndexInformer[T]) processLoop(ctx context.Context, reflDone <-chan struct{}) {
 	pctx := i.snap.popContext(ctx)
+	var batch []deltafifo.Item[T]
 	for {
-		it, err := i.fifo.Pop(pctx)
+		var err error
+		batch, err = i.fifo.PopBatch(pctx, batch[:0], popBatch)
 		switch {
 		case err == nil:
-			i.process(it)
+			i.process(batch)
 		case i.snap == nil || errors.Is(err, deltafifo.ErrClosed):
 			return
 		case ctx.Err() == nil: // poked: a snapshot is due
@@ -54,30 +62,33 @@ func (i *SharedIndexInformer[T]) drain(reflDone <-chan struct{}) {
 		case <-dctx.Done():
 		}
 	}()
+	var batch []deltafifo.Item[T]
 	for {
-		it, err := i.fifo.Pop(dctx)
-		if err != nil {
+		var err error
+		if batch, err = i.fifo.PopBatch(dctx, batch[:0], popBatch); err != nil {
 			return
 		}
-		i.process(it)
+		i.process(batch)
 	}
 }
 
-// process applies one item of the FIFO.
-func (i *SharedIndexInformer[T]) process(it deltafifo.Item[T]) {
-	switch {
+// process applies one batch of the FIFO: a relist (whole or a part) or a
+// bookmark, which PopBatch hands out alone, or the deltas of up to
+// popBatch keys. It clears the batch, so that its objects are not kept
+// alive until the next one overwrites them.
+func (i *SharedIndexInformer[T]) process(batch []deltafifo.Item[T]) {
+	switch it := batch[0]; {
 	case it.Replace != nil: // a relist given whole: one part that is all of it
 		i.relistPart(&deltafifo.RelistPart[T]{Begin: true, Items: it.Replace.Items, End: true,
 			ResourceVersion: it.Replace.ResourceVersion, Seq: it.Replace.Seq})
 	case it.Relist != nil:
 		i.relistPart(it.Relist)
 	case it.Key != "":
-		for _, d := range it.Deltas {
-			i.apply(it.Key, d)
-		}
+		i.applyKeys(batch)
 	default:
 		i.idx.Bookmark(it.Bookmark)
 	}
+	clear(batch)
 	i.det.flush()
 }
 
@@ -88,25 +99,54 @@ func (i *SharedIndexInformer[T]) dispatchLocked(key string, n notification[T], n
 	}
 }
 
-// apply writes one delta to the cache and notifies: an upsert is an add
-// for a key the cache did not hold and an update from the cached object
-// otherwise (so a compacted burst reads old -> newest); a delete of a
-// cached key carries the deleted object, and a delete of a key the cache
-// never held notifies nobody. key was computed once, by the FIFO.
-func (i *SharedIndexInformer[T]) apply(key string, d deltafifo.Delta[T]) {
+// applyKeys writes the deltas of a batch of keys to the cache under one
+// lock and notifies: an upsert is an add for a key the cache did not hold
+// and an update from the cached object otherwise (so a compacted burst
+// reads old -> newest); a delete of a cached key carries the deleted
+// object, and a delete of a key the cache never held notifies nobody. Each
+// key was computed once, by the FIFO.
+func (i *SharedIndexInformer[T]) applyKeys(batch []deltafifo.Item[T]) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	i.beginBatchLocked()
+	defer i.endBatchLocked()
+	now := time.Now()
+	for _, it := range batch {
+		for _, d := range it.Deltas {
+			i.applyLocked(it.Key, d, now)
+		}
+	}
+}
+
+// beginBatchLocked holds inline handlers' keys back (listener.enqueue)
+// until endBatchLocked, which gives each handler its keys in one call: one
+// lock and one wake-up of a queue per batch of events instead of per event.
+func (i *SharedIndexInformer[T]) beginBatchLocked() { i.batching = true }
+
+// endBatchLocked gives every inline handler the keys held since
+// beginBatchLocked.
+func (i *SharedIndexInformer[T]) endBatchLocked() {
+	i.batching = false
+	for _, l := range i.listeners {
+		if len(l.held) > 0 {
+			l.flushInline()
+		}
+	}
+}
+
+// applyLocked writes one delta of key to the cache and notifies.
+func (i *SharedIndexInformer[T]) applyLocked(key string, d deltafifo.Delta[T], now time.Time) {
 	if d.Type == deltafifo.Deleted {
-		i.removeLocked(key, d.Object, false)
+		i.removeLocked(key, d.Object, false, now)
 		return
 	}
-	i.upsertLocked(key, d.Object, false)
+	i.upsertLocked(key, d.Object, false, now)
 }
 
 // upsertLocked writes obj under key and notifies: an add for a key the
 // cache did not hold, an update from the cached object otherwise. In a
 // relist, an update only when the object changed.
-func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool) {
+func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool, now time.Time) {
 	old, existed, err := i.idx.Put(key, obj)
 	if err != nil {
 		i.log.Error("informer: cache write failed", "informer", i.name, "key", key, "err", err)
@@ -115,19 +155,19 @@ func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool) {
 	i.det.stored(key, obj)
 	switch {
 	case !existed:
-		i.dispatchLocked(key, notification[T]{kind: addKind, obj: obj, initial: relist && !i.synced}, time.Now())
+		i.dispatchLocked(key, notification[T]{kind: addKind, obj: obj, initial: relist && !i.synced}, now)
 	case !relist || i.distrust || changed(old, obj):
-		i.dispatchLocked(key, notification[T]{kind: updateKind, old: old, obj: obj}, time.Now())
+		i.dispatchLocked(key, notification[T]{kind: updateKind, old: old, obj: obj}, now)
 	}
 }
 
 // removeLocked deletes key and, if the cache held it, notifies a delete
 // carrying obj, the deleted state.
-func (i *SharedIndexInformer[T]) removeLocked(key string, obj T, finalStateUnknown bool) {
+func (i *SharedIndexInformer[T]) removeLocked(key string, obj T, finalStateUnknown bool, now time.Time) {
 	if _, existed := i.idx.Remove(key, obj.GetResourceVersion()); existed {
 		i.det.removed(key)
 		i.dispatchLocked(key, notification[T]{kind: deleteKind,
-			del: tombstone(key, obj, finalStateUnknown)}, time.Now())
+			del: tombstone(key, obj, finalStateUnknown)}, now)
 	}
 }
 
@@ -142,10 +182,13 @@ func (i *SharedIndexInformer[T]) removeLocked(key string, obj T, finalStateUnkno
 func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	i.beginBatchLocked()
+	defer i.endBatchLocked()
 	if i.atomic {
 		i.holdPartLocked(p)
 		return
 	}
+	now := time.Now()
 	if p.Begin {
 		i.idx.BeginRelist()
 		i.relisting = true
@@ -157,11 +200,11 @@ func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 			i.log.Error("informer: relist item without a valid key", "informer", i.name, "err", err)
 			continue
 		}
-		i.upsertLocked(key, obj, true)
+		i.upsertLocked(key, obj, true, now)
 	}
 	for _, obj := range p.Deleted {
 		if key, err := object.MetaNamespaceKeyFunc(obj); err == nil {
-			i.removeLocked(key, obj, false)
+			i.removeLocked(key, obj, false, now)
 		}
 	}
 	if !p.End {
@@ -169,7 +212,6 @@ func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 	}
 	i.relisting, i.distrust = false, false
 	if !p.Abandoned {
-		now := time.Now()
 		for _, gone := range i.idx.EndRelist(p.ResourceVersion) {
 			i.det.removed(gone.Key)
 			i.dispatchLocked(gone.Key, notification[T]{kind: deleteKind,

@@ -72,6 +72,12 @@ func newMetrics(reg prometheus.Registerer, name string, p progress) *metrics {
 
 func (m *metrics) added() { telemetry.Record(m, func() { m.adds.Inc() }) }
 
+func (m *metrics) addedN(n int) {
+	if n > 0 {
+		telemetry.Record(m, func() { m.adds.Add(float64(n)) })
+	}
+}
+
 func (m *metrics) retried() { telemetry.Record(m, func() { m.retries.Inc() }) }
 
 func (m *metrics) handedOut(waited time.Duration) {

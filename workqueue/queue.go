@@ -437,6 +437,54 @@ func (q *Queue[K]) AddWithOpts(k K, o AddOpts) {
 	q.delay.after(k, clampPriority(o.Priority), now.Add(d))
 }
 
+// addBatchChunk is how many keys AddBatch adds per lock: their flows are
+// named first, outside the lock, in a buffer of this size on the stack.
+const addBatchChunk = 32
+
+// AddBatch is AddWithPriority for each of keys, in order, taking the
+// queue's lock once per 32 keys and waking only workers that wait
+// (rather than locking and signalling once per key): what an informer calls with the keys of a batch of
+// events (handler.BatchAdder). It does not block; safe for concurrent use.
+func (q *Queue[K]) AddBatch(keys []K, priority int) {
+	prio := clampPriority(priority)
+	var flows [addBatchChunk]string
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), addBatchChunk)]
+		keys = keys[len(chunk):]
+		for n, k := range chunk {
+			flows[n] = q.flowKey(k)
+		}
+		var now time.Time
+		if prio != 0 {
+			now = q.clock.Now()
+		} else {
+			now = q.now()
+		}
+		dirtied, queued := 0, 0
+		q.mu.Lock()
+		if q.shuttingDown {
+			q.mu.Unlock()
+			return
+		}
+		for n, k := range chunk {
+			d, qd := q.core.add(k, prio, flows[n], now)
+			if d {
+				dirtied++
+			}
+			if qd {
+				queued++
+			}
+		}
+		q.mu.Unlock()
+		// One worker woken per key queued, up to the workers waiting (a
+		// Get counts itself waiting under the lock, before it waits).
+		for range min(queued, int(q.waiting.Load())) {
+			q.cond.Signal()
+		}
+		q.metrics.addedN(dirtied)
+	}
+}
+
 // AddWithPriority is AddWithOpts(k, AddOpts{Priority: priority}). Its
 // arguments are plain types, so packages that do not import workqueue can
 // declare it in an interface (handler.PriorityAdder); safe for concurrent

@@ -1,0 +1,135 @@
+package informer
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ctrlkit/ctrlkit/deltafifo"
+	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/reflector"
+)
+
+// batchRecorder is a handler.BatchKeyHandler that records every call, one
+// line per OnKeys call ("bg=true 3 ns/a..ns/c") and per OnKey call
+// ("key ns/a bg=false"); OnKeys panics when its keys hold panicOn.
+type batchRecorder struct {
+	handler.Funcs[*corev1.ConfigMap] // never called: OnKey and OnKeys replace them
+	calls                            []string
+	panicOn                          string
+}
+
+func (r *batchRecorder) Inline() bool { return true }
+
+func (r *batchRecorder) OnKey(key string, background bool) {
+	r.calls = append(r.calls, fmt.Sprintf("key %s bg=%v", key, background))
+}
+
+func (r *batchRecorder) OnKeys(keys []string, background bool) {
+	r.calls = append(r.calls, fmt.Sprintf("bg=%v %d %s..%s", background, len(keys), keys[0], keys[len(keys)-1]))
+	if slices.Contains(keys, r.panicOn) {
+		panic("batch handler failed")
+	}
+}
+
+// cmLW is a ListerWatcher these tests never run: they hand the informer
+// its FIFO's batches themselves.
+type cmLW struct {
+	reflector.ListerWatcher[*corev1.ConfigMap]
+}
+
+func namedCM(name, rv string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
+}
+
+func keyItem(name, rv string, typ deltafifo.DeltaType) deltafifo.Item[*corev1.ConfigMap] {
+	return deltafifo.Item[*corev1.ConfigMap]{Key: "ns/" + name,
+		Deltas: []deltafifo.Delta[*corev1.ConfigMap]{{Type: typ, Object: namedCM(name, rv)}}}
+}
+
+func TestInformer_aBatchKeyHandlerIsGivenEachBatchsKeysInOneCall(t *testing.T) {
+	inf, err := New[*corev1.ConfigMap](cmLW{}, Options[*corev1.ConfigMap]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &batchRecorder{}
+	if _, err := inf.AddEventHandler(rec, HandlerOptions{Name: "batch"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The initial list, 600 objects in one part: background keys, given
+	// whenever maxHeld are held and at the part's end.
+	var items []*corev1.ConfigMap
+	for n := range 600 {
+		items = append(items, namedCM(fmt.Sprintf("o%03d", n), "1"))
+	}
+	inf.process([]deltafifo.Item[*corev1.ConfigMap]{{Relist: &deltafifo.RelistPart[*corev1.ConfigMap]{
+		Begin: true, Items: items, End: true, ResourceVersion: "1", Seq: 1}}})
+	want := []string{"bg=true 512 ns/o000..ns/o511", "bg=true 88 ns/o512..ns/o599"}
+	if !slices.Equal(rec.calls, want) {
+		t.Errorf("initial list: calls %q, want %q", rec.calls, want)
+	}
+
+	// A batch of three keys: one call, in the batch's order.
+	rec.calls = nil
+	inf.process([]deltafifo.Item[*corev1.ConfigMap]{
+		keyItem("o005", "2", deltafifo.Updated), keyItem("new", "3", deltafifo.Added), keyItem("o001", "4", deltafifo.Deleted)})
+	if want := []string{"bg=false 3 ns/o005..ns/o001"}; !slices.Equal(rec.calls, want) {
+		t.Errorf("a batch of three keys: calls %q, want %q", rec.calls, want)
+	}
+
+	// A delete of a key the cache never held tells nobody: no call at all.
+	rec.calls = nil
+	inf.process([]deltafifo.Item[*corev1.ConfigMap]{keyItem("never", "5", deltafifo.Deleted)})
+	if len(rec.calls) != 0 {
+		t.Errorf("a batch that notifies nobody: calls %q, want none", rec.calls)
+	}
+
+	// A late handler is given the cache in calls of at most maxHeld keys.
+	late := &batchRecorder{}
+	if _, err := inf.AddEventHandler(late, HandlerOptions{Name: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	given := 0
+	for _, c := range late.calls {
+		var n int
+		var first, last string
+		if _, err := fmt.Sscanf(strings.ReplaceAll(c, "..", " "), "bg=true %d %s %s", &n, &first, &last); err != nil || n > maxHeld {
+			t.Errorf("late handler: call %q, want background keys, at most %d", c, maxHeld)
+		}
+		given += n
+	}
+	if given != 600 {
+		t.Errorf("late handler was given %d keys in %d calls, want the 600 cached", given, len(late.calls))
+	}
+}
+
+func TestInformer_aBatchKeyHandlerThatPanicsIsGivenTheKeysOneByOne(t *testing.T) {
+	inf, err := New[*corev1.ConfigMap](cmLW{}, Options[*corev1.ConfigMap]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &batchRecorder{panicOn: "ns/b"}
+	reg, err := inf.AddEventHandler(rec, HandlerOptions{Name: "batch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf.process([]deltafifo.Item[*corev1.ConfigMap]{{Relist: &deltafifo.RelistPart[*corev1.ConfigMap]{
+		Begin: true, End: true, ResourceVersion: "1", Seq: 1}}})
+	inf.process([]deltafifo.Item[*corev1.ConfigMap]{
+		keyItem("a", "2", deltafifo.Added), keyItem("b", "3", deltafifo.Added), keyItem("c", "4", deltafifo.Added)})
+	want := []string{"bg=false 3 ns/a..ns/c", "key ns/a bg=false", "key ns/b bg=false", "key ns/c bg=false"}
+	if !slices.Equal(rec.calls, want) {
+		t.Errorf("calls %q, want %q (the batch, then each key again after its panic)", rec.calls, want)
+	}
+	if n := inf.listeners[0].panics.Load(); n != 1 {
+		t.Errorf("%d panics counted, want 1", n)
+	}
+	if !reg.HasSynced() {
+		t.Error("the handler's registration is not synced after the initial list")
+	}
+}
