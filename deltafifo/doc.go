@@ -6,7 +6,9 @@
 //	reflector ──Add/Update/Delete/relist/Bookmark──> FIFO ──Pop──> informer
 //
 // Input: the reflector.Sink calls. Output, from Pop, one Item at a time:
-// the deltas of one key, a relist (whole, or one part of it) or a bookmark.
+// the deltas of one key, a relist (whole, or one part of it) or a bookmark;
+// or from PopBatch, the deltas of many keys under one lock (a relist part
+// or a bookmark still comes alone).
 //
 // # Rules
 //

@@ -84,6 +84,7 @@ type FIFO[T object.Object] struct {
 	deltas   map[string][]Delta[T] // the deltas of each queued key
 	peak     peak.Tracker          // deltas' largest size since rebuilt
 	bookmark string                // pending bookmark, popped when all else is
+	spare    [][]Delta[T]          // emptied Deltas of applied Items (PopBatch), reused by push; at most maxSpare
 	ends     uint64                // relist ends handed to the FIFO (Seq of the last)
 	closed   bool
 
@@ -114,6 +115,11 @@ func (f *FIFO[T]) push(d Delta[T]) error {
 	}
 	f.mu.Lock()
 	ds, queued := f.deltas[key]
+	if n := len(f.spare); !queued && n > 0 {
+		ds = f.spare[n-1]
+		f.spare[n-1] = nil
+		f.spare = f.spare[:n-1]
+	}
 	f.deltas[key] = appendDelta(ds, d)
 	if !queued {
 		f.order.Push(key)
@@ -255,7 +261,7 @@ func (f *FIFO[T]) Len() int {
 // bookmark. It returns ErrClosed after Close, or ctx's error when ctx ends.
 // The caller processes the Item without any lock of the FIFO held.
 func (f *FIFO[T]) Pop(ctx context.Context) (Item[T], error) {
-	var one [1]Item[T]
+	var one [1]Item[T] // nothing applied to hand back; no allocation
 	items, err := f.PopBatch(ctx, one[:0], 1)
 	if err != nil {
 		return Item[T]{}, err
@@ -263,16 +269,26 @@ func (f *FIFO[T]) Pop(ctx context.Context) (Item[T], error) {
 	return items[0], nil
 }
 
+// maxSpare bounds the Deltas slices kept for reuse (see PopBatch).
+const maxSpare = 1024
+
 // PopBatch is Pop for a consumer that applies many keys in one go: it
-// blocks as Pop does, then appends to into the Item Pop would return and,
-// while the next Items are the deltas of keys, up to max in all, in the
+// blocks as Pop does, then returns the Item Pop would return and, while
+// the next Items are the deltas of keys, more, up to max in all, in the
 // order Pop would return them, under one lock. A relist (whole or a part)
-// or a bookmark is always the only Item of its batch. into's Items are the
-// caller's; pass it back emptied (into[:0]) to pop without allocating.
-// On an error into is returned unchanged.
-func (f *FIFO[T]) PopBatch(ctx context.Context, into []Item[T], max int) ([]Item[T], error) {
+// or a bookmark is always the only Item of its batch.
+//
+// applied is the previous batch, which the caller has applied and keeps
+// no reference into (nil the first time): PopBatch clears it, keeps its
+// Items' Deltas slices for later changes of keys not queued (a change then
+// allocates nothing), and returns the new batch in applied's array. On an
+// error it returns applied emptied.
+func (f *FIFO[T]) PopBatch(ctx context.Context, applied []Item[T], max int) ([]Item[T], error) {
+	into := applied[:0]
 	for {
 		f.mu.Lock()
+		f.keepSpareLocked(applied)
+		applied = nil
 		if f.closed {
 			f.mu.Unlock()
 			return into, ErrClosed
@@ -331,6 +347,17 @@ func (f *FIFO[T]) popLocked() (Item[T], bool) {
 	return Item[T]{}, false
 }
 
+// keepSpareLocked clears applied, keeping its Items' Deltas for reuse.
+func (f *FIFO[T]) keepSpareLocked(applied []Item[T]) {
+	for k := range applied {
+		if ds := applied[k].Deltas; cap(ds) > 0 && len(f.spare) < maxSpare {
+			clear(ds[:cap(ds)]) // a compaction may have left a delta past len
+			f.spare = append(f.spare, ds[:0])
+		}
+	}
+	clear(applied)
+}
+
 // popKeyLocked takes the first queued key and its deltas; one must be
 // queued.
 func (f *FIFO[T]) popKeyLocked() Item[T] {
@@ -374,6 +401,33 @@ func (f *FIFO[T]) checkInvariants() error {
 		if err := checkDeltas(ds); err != nil {
 			return fmt.Errorf("key %q: %w", key, err)
 		}
+	}
+	return f.checkSpareLocked()
+}
+
+// checkSpareLocked checks the kept Deltas: at most maxSpare, each empty
+// and cleared, none sharing its array with another or with a queued key.
+func (f *FIFO[T]) checkSpareLocked() error {
+	if len(f.spare) > maxSpare {
+		return fmt.Errorf("%d spare deltas kept, want at most %d", len(f.spare), maxSpare)
+	}
+	arrays := map[*Delta[T]]string{}
+	for key, ds := range f.deltas {
+		arrays[&ds[:1][0]] = "key " + key
+	}
+	for k, ds := range f.spare {
+		if len(ds) != 0 || cap(ds) == 0 {
+			return fmt.Errorf("spare deltas %d: len %d, cap %d; want empty with room", k, len(ds), cap(ds))
+		}
+		for _, d := range ds[:cap(ds)] {
+			if d.Type != 0 || any(d.Object) != any(*new(T)) {
+				return fmt.Errorf("spare deltas %d still hold a %v delta", k, d.Type)
+			}
+		}
+		if owner, ok := arrays[&ds[:1][0]]; ok {
+			return fmt.Errorf("spare deltas %d share their array with %s", k, owner)
+		}
+		arrays[&ds[:1][0]] = fmt.Sprintf("spare deltas %d", k)
 	}
 	return nil
 }

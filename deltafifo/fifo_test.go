@@ -248,7 +248,7 @@ func drainBatches(t *testing.T, f *FIFO[*corev1.ConfigMap], max int) []string {
 	var batch []Item[*corev1.ConfigMap]
 	for f.readyForTest() {
 		var err error
-		if batch, err = f.PopBatch(t.Context(), batch[:0], max); err != nil {
+		if batch, err = f.PopBatch(t.Context(), batch, max); err != nil {
 			t.Fatal(err)
 		}
 		if len(batch) == 0 || len(batch) > max {
@@ -277,7 +277,7 @@ func TestFIFO_popBatchTakesEveryQueuedKeyUpToItsMaximum(t *testing.T) {
 	var batch []Item[*corev1.ConfigMap]
 	for f.readyForTest() {
 		var err error
-		if batch, err = f.PopBatch(t.Context(), batch[:0], 4); err != nil {
+		if batch, err = f.PopBatch(t.Context(), batch, 4); err != nil {
 			t.Fatal(err)
 		}
 		sizes = append(sizes, len(batch))
@@ -290,18 +290,53 @@ func TestFIFO_popBatchTakesEveryQueuedKeyUpToItsMaximum(t *testing.T) {
 	}
 }
 
-func TestFIFO_popBatchLeavesItsBufferAloneOnAnError(t *testing.T) {
+func TestFIFO_popBatchReusesTheAppliedBatchsDeltas(t *testing.T) {
 	f := New[*corev1.ConfigMap]()
-	into := make([]Item[*corev1.ConfigMap], 1, 4)
+	op("add a 1").apply(t, f)
+	op("add b 2").apply(t, f)
+	batch, err := f.PopBatch(t.Context(), nil, 4)
+	if err != nil || len(batch) != 2 {
+		t.Fatalf("PopBatch = %d Items, %v; want 2", len(batch), err)
+	}
+	a, b := &batch[0].Deltas[0], &batch[1].Deltas[0]
+	op("update c 3").apply(t, f) // before the batch is handed back: a new slice
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	got, err := f.PopBatch(ctx, into, 4)
-	if !errors.Is(err, context.Canceled) || len(got) != 1 {
-		t.Errorf("PopBatch on an empty FIFO with an ended context: %d Items, %v; want the 1 given and context.Canceled", len(got), err)
+	got, err := f.PopBatch(ctx, batch, 4) // c is ready: the context is not looked at
+	if err != nil || len(got) != 1 || describe(got[0]) != "ns/c: Updated@3" || &got[0] != &batch[0] {
+		t.Fatalf("PopBatch = %d Items, %v; want c's, in the applied batch's array", len(got), err)
 	}
-	f.Close()
-	if got, err := f.PopBatch(t.Context(), into, 4); !errors.Is(err, ErrClosed) || len(got) != 1 {
-		t.Errorf("PopBatch after Close: %d Items, %v; want the 1 given and ErrClosed", len(got), err)
+	if *a != (Delta[*corev1.ConfigMap]{}) || *b != (Delta[*corev1.ConfigMap]{}) {
+		t.Error("the applied Items' deltas were not cleared")
+	}
+	c := &got[0].Deltas[0]
+	op("update d 4").apply(t, f) // reuse b's, then a's
+	op("update e 5").apply(t, f)
+	op("update d 6").apply(t, f) // queued: its own deltas
+	deltasOf := func(key string) *Delta[*corev1.ConfigMap] {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return &f.deltas[key][0]
+	}
+	if deltasOf("ns/d") != b || deltasOf("ns/e") != a {
+		t.Error("changes of keys not queued did not reuse the applied Items' deltas, last handed back first")
+	}
+	if _, err := f.PopBatch(ctx, got, 4); err != nil { // hands back c's, pops d and e
+		t.Fatal(err)
+	}
+	op("update g 7").apply(t, f)
+	if deltasOf("ns/g") != c {
+		t.Error("a change of a key not queued did not reuse the last applied batch's deltas")
+	}
+	// With nothing ready, an ended context: the applied batch comes back empty.
+	f2 := New[*corev1.ConfigMap]()
+	got, err = f2.PopBatch(ctx, make([]Item[*corev1.ConfigMap], 1, 4), 4)
+	if !errors.Is(err, context.Canceled) || len(got) != 0 {
+		t.Errorf("PopBatch on an empty FIFO with an ended context: %d Items, %v; want none and context.Canceled", len(got), err)
+	}
+	f2.Close()
+	if got, err := f2.PopBatch(t.Context(), nil, 4); !errors.Is(err, ErrClosed) || len(got) != 0 {
+		t.Errorf("PopBatch after Close: %d Items, %v; want none and ErrClosed", len(got), err)
 	}
 }
 

@@ -19,6 +19,7 @@ type model struct {
 	order   []string          // queued names, first-queued first
 	deltas  map[string][]Delta[*corev1.ConfigMap]
 	rv      int
+	applied []Item[*corev1.ConfigMap] // the last batch popped, handed back at the next pop
 }
 
 // consumer applies popped Items the way the informer does: state is its
@@ -144,10 +145,12 @@ func (m *model) pop(t *testing.T, f *FIFO[*corev1.ConfigMap], c *consumer) {
 		}
 		return
 	}
-	it, err := f.Pop(t.Context())
+	batch, err := f.PopBatch(t.Context(), m.applied, 1) // the Deltas handed back are reused
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.applied = batch
+	it := batch[0]
 	switch {
 	case m.pending:
 		if it.Replace == nil {

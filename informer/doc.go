@@ -29,8 +29,14 @@
 //     and a slow handler delays only itself. The lag is exported as metrics.
 //     The exception is an inline key handler (handler.InlineKeyHandler, such
 //     as EnqueueKey's into a workqueue.Queue): it is called on the informer's
-//     goroutine, under its lock, as each change is applied, and must
-//     neither block nor call the informer or its Registration.
+//     goroutine, under its lock, as each batch of changes is applied, and
+//     must neither block nor call the informer or its Registration. One
+//     that is a handler.BatchKeyHandler (EnqueueKey's) is given each batch's
+//     keys in one OnKeys call, so that its queue is locked and its workers
+//     woken once per batch rather than per event.
+//   - The processing goroutine pops up to 64 keys from the FIFO at once
+//     (deltafifo.FIFO.PopBatch) and applies them under one lock; a relist
+//     part or a bookmark is applied on its own, as it comes.
 //   - A handler added late first gets the cached objects as OnAdd(obj, true);
 //     each Registration has its own HasSynced, true once the handler has
 //     returned from every initial-list notification.

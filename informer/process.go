@@ -74,8 +74,8 @@ func (i *SharedIndexInformer[T]) drain(reflDone <-chan struct{}) {
 
 // process applies one batch of the FIFO: a relist (whole or a part) or a
 // bookmark, which PopBatch hands out alone, or the deltas of up to
-// popBatch keys. It clears the batch, so that its objects are not kept
-// alive until the next one overwrites them.
+// popBatch keys. It keeps no reference into the batch, which the next
+// PopBatch reuses.
 func (i *SharedIndexInformer[T]) process(batch []deltafifo.Item[T]) {
 	switch it := batch[0]; {
 	case it.Replace != nil: // a relist given whole: one part that is all of it
@@ -88,7 +88,6 @@ func (i *SharedIndexInformer[T]) process(batch []deltafifo.Item[T]) {
 	default:
 		i.idx.Bookmark(it.Bookmark)
 	}
-	clear(batch)
 	i.det.flush()
 }
 

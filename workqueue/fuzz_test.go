@@ -275,7 +275,8 @@ func fuzzQueue(t *testing.T, ops []byte) {
 // applyOp applies op with argument arg to both: 0 add, 1 get, 2 done,
 // 3 shut down, 4 done of the smallest key being processed, 5 add at a
 // priority, 6 move the clock. The key is arg%8; op 5's priority is
-// fuzzPriorities[arg/8%4]; op 6 moves the clock by (arg%8+1)/4 s.
+// fuzzPriorities[arg/8%4], and when arg/32 is odd op 5 adds the key and
+// key+3 (mod 8) as one AddBatch; op 6 moves the clock by (arg%8+1)/4 s.
 func applyOp(t *testing.T, q *Queue[byte], m *model, clk *fakeClock, metrics bool, op, arg byte) {
 	t.Helper()
 	k := arg % 8
@@ -302,8 +303,16 @@ func applyOp(t *testing.T, q *Queue[byte], m *model, clk *fakeClock, metrics boo
 		}
 	case 5:
 		prio := fuzzPriorities[arg/8%4]
-		m.add(k, prio, stamp(prio))
-		q.AddWithOpts(k, AddOpts{Priority: prio})
+		if arg/32%2 == 0 {
+			m.add(k, prio, stamp(prio))
+			q.AddWithOpts(k, AddOpts{Priority: prio})
+			break
+		}
+		keys := []byte{k, (k + 3) % 8}
+		for _, bk := range keys {
+			m.add(bk, prio, stamp(prio))
+		}
+		q.AddBatch(keys, prio)
 	case 6:
 		clk.step(time.Duration(k+1) * time.Second / 4)
 	}

@@ -227,15 +227,20 @@ func clampPriority(p int) int32 {
 	return int32(min(max(p, math.MinInt32), math.MaxInt32))
 }
 
+// addTime is the time keys added at prio are stamped with: read from the
+// clock for a band other than 0 (its age matters once another band waits),
+// else as now says.
+func (q *Queue[K]) addTime(prio int32) time.Time {
+	if prio != 0 {
+		return q.clock.Now()
+	}
+	return q.now()
+}
+
 // add is Add at priority prio. It reads the clock only when something will
 // use the time: metrics, a band other than 0, or two bands waiting.
 func (q *Queue[K]) add(k K, prio int32) {
-	var now time.Time
-	if prio != 0 {
-		now = q.clock.Now()
-	} else {
-		now = q.now()
-	}
+	now := q.addTime(prio)
 	flow := q.flowKey(k)
 	q.mu.Lock()
 	if q.shuttingDown {
@@ -454,12 +459,7 @@ func (q *Queue[K]) AddBatch(keys []K, priority int) {
 		for n, k := range chunk {
 			flows[n] = q.flowKey(k)
 		}
-		var now time.Time
-		if prio != 0 {
-			now = q.clock.Now()
-		} else {
-			now = q.now()
-		}
+		now := q.addTime(prio)
 		dirtied, queued := 0, 0
 		q.mu.Lock()
 		if q.shuttingDown {
