@@ -8,7 +8,8 @@
 // Input: the reflector.Sink calls. Output, from Pop, one Item at a time:
 // the deltas of one key, a relist (whole, or one part of it) or a bookmark;
 // or from PopBatch, the deltas of many keys under one lock (a relist part
-// or a bookmark still comes alone).
+// or a bookmark still comes alone), the previous batch handed back so that
+// its delta slices serve later changes without allocating.
 //
 // # Rules
 //

@@ -1,6 +1,7 @@
 package informer
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/deltafifo"
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
 // batchRecorder is a handler.BatchKeyHandler that records every call, one
@@ -131,5 +133,61 @@ func TestInformer_aBatchKeyHandlerThatPanicsIsGivenTheKeysOneByOne(t *testing.T)
 	}
 	if !reg.HasSynced() {
 		t.Error("the handler's registration is not synced after the initial list")
+	}
+}
+
+// TestInformer_anEventThroughTheFIFOAllocatesOnlyItsKey runs the processing
+// loop and sends changes of cached objects through the FIFO to an
+// EnqueueKey handler and its queue: the FIFO's key string is the one
+// allocation per change (the delta slices of applied batches are reused,
+// the batch, the informer and the queue allocate nothing).
+func TestInformer_anEventThroughTheFIFOAllocatesOnlyItsKey(t *testing.T) {
+	inf, err := New[*corev1.ConfigMap](cmLW{}, Options[*corev1.ConfigMap]{FactoryOptions: FactoryOptions{DetectMutations: DetectNever}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := workqueue.New[string](workqueue.Options[string]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.ShutDown()
+	if _, err := inf.AddEventHandler(handler.EnqueueKey[*corev1.ConfigMap](q, nil), HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const keys = 64
+	var objs []*corev1.ConfigMap
+	for n := range keys {
+		objs = append(objs, namedCM(fmt.Sprintf("o%02d", n), "1"))
+	}
+	inf.process([]deltafifo.Item[*corev1.ConfigMap]{{Relist: &deltafifo.RelistPart[*corev1.ConfigMap]{
+		Begin: true, Items: objs, End: true, ResourceVersion: "1", Seq: 1}}})
+	for range keys {
+		k, _ := q.Get()
+		q.Done(k)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		inf.processLoop(ctx, nil)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	n := 0
+	change := func() {
+		if err := inf.fifo.Update(objs[n%keys]); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		k, _ := q.Get() // the change went through the informer into the queue
+		q.Done(k)
+	}
+	for range 2 * keys { // every key once, so that each has a slice to reuse
+		change()
+	}
+	if a := testing.AllocsPerRun(1000, change); a > 1 {
+		t.Errorf("%v allocations per change through the FIFO, the informer and the queue; want at most 1 (the key)", a)
 	}
 }

@@ -28,7 +28,7 @@ func (i *SharedIndexInformer[T]) processLoop(ctx context.Context, reflDone <-cha
 	var batch []deltafifo.Item[T]
 	for {
 		var err error
-		batch, err = i.fifo.PopBatch(pctx, batch[:0], popBatch)
+		batch, err = i.fifo.PopBatch(pctx, batch, popBatch)
 		switch {
 		case err == nil:
 			i.process(batch)
@@ -65,7 +65,7 @@ func (i *SharedIndexInformer[T]) drain(reflDone <-chan struct{}) {
 	var batch []deltafifo.Item[T]
 	for {
 		var err error
-		if batch, err = i.fifo.PopBatch(dctx, batch[:0], popBatch); err != nil {
+		if batch, err = i.fifo.PopBatch(dctx, batch, popBatch); err != nil {
 			return
 		}
 		i.process(batch)
