@@ -78,9 +78,11 @@ func newListener[T object.Object](i *SharedIndexInformer[T], name string, h hand
 const maxHeld = 512
 
 // enqueue merges n into the key's pending notifications, or hands the key
-// to an inline handler at once. It is called with the informer's lock
-// held (so an inline handler hears of keys in the informer's order), never
-// blocks for long and runs no user code but an inline handler's OnKey.
+// to an inline handler: at once, or, while the informer applies a batch,
+// with the batch's other keys at its end (flushInline). It is called with
+// the informer's lock held (so an inline handler hears of keys in the
+// informer's order), never blocks for long and runs no user code but an
+// inline handler's OnKey or OnKeys.
 func (l *listener[T]) enqueue(key string, n notification[T], now time.Time) {
 	if l.inline != nil {
 		bg := isBackground(n)
