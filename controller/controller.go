@@ -181,8 +181,8 @@ func (c *Controller[K]) AddWithPriority(key K, priority int) { c.queue.AddWithPr
 // safe for concurrent use.
 func (c *Controller[K]) AddBatch(keys []K, priority int) { c.queue.AddBatch(keys, priority) }
 
-// NeverBlocks declares that Add and AddWithPriority never wait on anything
-// but the queue's short lock (handler.NonBlockingAdder).
+// NeverBlocks declares that Add, AddWithPriority and AddBatch never wait on
+// anything but the queue's short lock (handler.NonBlockingAdder).
 func (c *Controller[K]) NeverBlocks() {}
 
 // Queue returns the controller's work queue, for AddAfter and inspection.

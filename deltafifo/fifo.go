@@ -15,7 +15,8 @@ import (
 var ErrClosed = errors.New("deltafifo: closed")
 
 // Item is what Pop hands out: exactly one of the deltas of one key, a relist
-// or a bookmark. The caller owns it.
+// or a bookmark. The caller owns it (an Item of PopBatch, until it hands
+// the batch back).
 type Item[T object.Object] struct {
 	// Key and Deltas are set for the changes of one key, oldest first.
 	Key    string
@@ -274,8 +275,8 @@ const maxSpare = 1024
 
 // PopBatch is Pop for a consumer that applies many keys in one go: it
 // blocks as Pop does, then returns the Item Pop would return and, while
-// the next Items are the deltas of keys, more, up to max in all, in the
-// order Pop would return them, under one lock. A relist (whole or a part)
+// the next Items are the deltas of keys, more, up to max in all (one at
+// least, whatever max), in the order Pop would return them, under one lock. A relist (whole or a part)
 // or a bookmark is always the only Item of its batch.
 //
 // applied is the previous batch, which the caller has applied and keeps

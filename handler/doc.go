@@ -11,7 +11,9 @@
 //
 // Concurrency contract: the informer calls each registered handler from one
 // goroutine of its own, in order, never concurrently with itself, and never
-// while holding a lock of the pipeline. The adapters here add no state of
+// while holding a lock of the pipeline; the exception is an inline key
+// handler (InlineKeyHandler, such as EnqueueKey's into a queue that never
+// blocks), which the informer calls on its own goroutine under its lock. The adapters here add no state of
 // their own: Funcs and Filtering are as safe for concurrent use as the
 // functions they wrap, and EnqueueKey is as safe as its Adder.
 package handler

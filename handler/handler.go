@@ -65,10 +65,10 @@ type KeyHandler interface {
 
 // InlineKeyHandler is a KeyHandler whose OnKey only adds to a queue that
 // never waits: when Inline reports true, an informer calls OnKey on its own
-// goroutine, in order, as it applies each change, instead of handing the key
-// to a goroutine of the handler's (one hand-off, two allocations and a
-// goroutine wake-up less per event). OnKey then runs while the informer
-// holds its lock: it must not block, nor call the informer or its
+// goroutine, in order, as it applies each batch of changes (at the batch's
+// end), instead of handing the key to a goroutine of the handler's (one
+// hand-off, two allocations and a goroutine wake-up less per event). OnKey
+// then runs while the informer holds its lock: it must not block, nor call the informer or its
 // Registration (that would deadlock). A panic in OnKey is recovered and
 // counted as any handler's. EnqueueKey's handler is one when its queue is a
 // NonBlockingAdder.
@@ -91,14 +91,17 @@ type BatchKeyHandler interface {
 
 // BatchAdder is an Adder that also adds many keys, in order, at one
 // priority, under one lock: workqueue.Queue and controller.Controller.
+// keys is the caller's: read it during the call only. For a
+// NonBlockingAdder, AddBatch must not block either: an informer calls it
+// with its lock held.
 type BatchAdder[K comparable] interface {
 	AddBatch(keys []K, priority int)
 }
 
-// NonBlockingAdder is an Adder whose Add never waits on anything but a
-// short lock of its own, nor calls back into an informer: workqueue.Queue
-// and controller.Controller. (Their Add runs the queue's FlowKey, which
-// must not either.)
+// NonBlockingAdder is an Adder whose Add (and AddWithPriority and AddBatch,
+// if it has them) never waits on anything but a short lock of its own, nor
+// calls back into an informer: workqueue.Queue and controller.Controller.
+// (Their adds run the queue's FlowKey, which must not either.)
 type NonBlockingAdder interface {
 	NeverBlocks()
 }

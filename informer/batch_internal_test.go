@@ -23,6 +23,10 @@ type batchRecorder struct {
 	handler.Funcs[*corev1.ConfigMap] // never called: OnKey and OnKeys replace them
 	calls                            []string
 	panicOn                          string
+	// synced, if set, reports whether the informer has announced its
+	// sync; keys given after that are counted in afterSync.
+	synced    func() bool
+	afterSync int
 }
 
 func (r *batchRecorder) Inline() bool { return true }
@@ -32,6 +36,9 @@ func (r *batchRecorder) OnKey(key string, background bool) {
 }
 
 func (r *batchRecorder) OnKeys(keys []string, background bool) {
+	if r.synced != nil && r.synced() {
+		r.afterSync += len(keys)
+	}
 	r.calls = append(r.calls, fmt.Sprintf("bg=%v %d %s..%s", background, len(keys), keys[0], keys[len(keys)-1]))
 	if slices.Contains(keys, r.panicOn) {
 		panic("batch handler failed")
@@ -58,7 +65,14 @@ func TestInformer_aBatchKeyHandlerIsGivenEachBatchsKeysInOneCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &batchRecorder{}
+	rec := &batchRecorder{synced: func() bool {
+		select {
+		case <-inf.syncedC: // what WaitForCacheSync waits on, without the lock
+			return true
+		default:
+			return false
+		}
+	}}
 	if _, err := inf.AddEventHandler(rec, HandlerOptions{Name: "batch"}); err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +88,9 @@ func TestInformer_aBatchKeyHandlerIsGivenEachBatchsKeysInOneCall(t *testing.T) {
 	want := []string{"bg=true 512 ns/o000..ns/o511", "bg=true 88 ns/o512..ns/o599"}
 	if !slices.Equal(rec.calls, want) {
 		t.Errorf("initial list: calls %q, want %q", rec.calls, want)
+	}
+	if rec.afterSync != 0 {
+		t.Errorf("%d keys of the initial list given after the informer announced its sync", rec.afterSync)
 	}
 
 	// A batch of three keys: one call, in the batch's order.

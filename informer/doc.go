@@ -3,12 +3,12 @@
 // cache for one resource, and tells any number of handlers about every
 // change.
 //
-//	ListerWatcher ─> reflector ─> transform ─> deltafifo ─Pop─> cache (store.Indexer)
-//	                                                              │ notifications
-//	                                              ┌───────────────┼───────────────┐
-//	                                          listener        listener        listener
-//	                                         (goroutine)     (goroutine)     (goroutine)
-//	                                          handler A       handler B       handler C
+//	ListerWatcher ─> reflector ─> transform ─> deltafifo ─PopBatch─> cache (store.Indexer)
+//	                                                                   │ notifications
+//	                                                   ┌───────────────┼───────────────┐
+//	                                               listener        listener        listener
+//	                                              (goroutine)     (goroutine)     (goroutine)
+//	                                               handler A       handler B       handler C
 //
 // Guarantees:
 //

@@ -44,8 +44,8 @@ type listener[T object.Object] struct {
 	removed     bool
 
 	// inline, if set, is h when it may be called on the informer's
-	// goroutine (handler.InlineKeyHandler): enqueue calls it at once, so
-	// nothing is ever pending for it.
+	// goroutine (handler.InlineKeyHandler): enqueue calls it, at once or at
+	// the end of the informer's batch, so nothing is ever pending for it.
 	inline handler.KeyHandler
 	// batch is inline as a BatchKeyHandler, if it is one. While the
 	// informer applies a batch (its batching), held and heldBg keep the

@@ -126,6 +126,14 @@ func (i *SharedIndexInformer[T]) beginBatchLocked() { i.batching = true }
 // beginBatchLocked.
 func (i *SharedIndexInformer[T]) endBatchLocked() {
 	i.batching = false
+	i.flushHeldLocked()
+}
+
+// flushHeldLocked gives every inline handler the keys held for it so far:
+// at the end of a batch, and before the informer announces through a
+// channel (synced, a relist ended) what the handlers must have been told
+// by then, since those waiting on the channel do not take the lock.
+func (i *SharedIndexInformer[T]) flushHeldLocked() {
 	for _, l := range i.listeners {
 		if len(l.held) > 0 {
 			l.flushInline()
@@ -224,6 +232,7 @@ func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 
 // relistEndedLocked counts a relist as ended, applied or abandoned.
 func (i *SharedIndexInformer[T]) relistEndedLocked(seq uint64) {
+	i.flushHeldLocked()
 	i.relists = max(i.relists, seq) // a relist superseded in the FIFO is never applied: its successor counts
 	close(i.relisted)
 	i.relisted = make(chan struct{})
@@ -335,6 +344,7 @@ func (i *SharedIndexInformer[T]) markSyncedLocked() {
 	for _, l := range i.listeners {
 		l.arm()
 	}
+	i.flushHeldLocked() // WaitForCacheSync waits on syncedC without the lock
 	close(i.syncedC)
 }
 

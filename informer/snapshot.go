@@ -396,8 +396,8 @@ func (i *SharedIndexInformer[T]) SnapshotStats() SnapshotStats {
 }
 
 // popContext returns the context the processing loop pops with: ctx, ended
-// early by a poke when a snapshot is due (Pop then returns every queued
-// item first and ends with ctx's error once the FIFO is empty).
+// early by a poke when a snapshot is due (PopBatch then returns every
+// queued item first and ends with ctx's error once the FIFO is empty).
 func (s *snapshots[T]) popContext(ctx context.Context) context.Context {
 	if s == nil {
 		return ctx

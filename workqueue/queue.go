@@ -217,9 +217,9 @@ func (q *Queue[K]) now() time.Time {
 // ShutDown. It does not block (beyond a short lock); safe for concurrent use.
 func (q *Queue[K]) Add(k K) { q.add(k, 0) }
 
-// NeverBlocks declares that Add and AddWithPriority never wait on anything
-// but the queue's own short lock (handler.NonBlockingAdder): an informer may
-// then add keys on its own goroutine.
+// NeverBlocks declares that Add, AddWithPriority and AddBatch never wait on
+// anything but the queue's own short lock (handler.NonBlockingAdder): an
+// informer may then add keys on its own goroutine.
 func (q *Queue[K]) NeverBlocks() {}
 
 // clampPriority fits a priority into the 32 bits the queue keeps.
