@@ -95,7 +95,12 @@ func TestPipeline_bothLibrariesProcessEveryEventAndCacheTheSource(t *testing.T) 
 		if err != nil {
 			t.Fatalf("%s: %v", side, err)
 		}
-		if res["events_per_sec"] <= 0 || res["sync_ms"] <= 0 || res["allocs_per_event_net"] <= 0 || res["live_heap_mb"] <= 0 {
+		// The net allocations are the run's less the source's, measured on
+		// its own: ctrlkit's pipeline allocates almost nothing per event
+		// beyond the source (it reuses its delta slices), so its figure is
+		// near zero and the subtraction's noise may take it a little below;
+		// far below would mean the subtraction is wrong.
+		if res["events_per_sec"] <= 0 || res["sync_ms"] <= 0 || res["allocs_per_event_net"] < -0.5 || res["live_heap_mb"] <= 0 {
 			t.Errorf("%s: implausible result %v", side, res)
 		}
 		t.Logf("%s: %v", side, res)
