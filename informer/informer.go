@@ -100,11 +100,8 @@ type SharedIndexInformer[T object.Object] struct {
 	// mixes two states); distrust: its objects are notified as changed
 	// whatever their versions (a snapshot newer than the server).
 	relisting, distrust bool
-	// batching: inline handlers' keys are held back until endBatchLocked
-	// gives each handler its keys in one call (handler.BatchKeyHandler).
-	batching bool
-	stopping chan struct{} // closed when Run's context ends
-	wg       sync.WaitGroup
+	stopping            chan struct{} // closed when Run's context ends
+	wg                  sync.WaitGroup
 }
 
 // New returns an informer over lw; it starts nothing. It fails on invalid
@@ -265,8 +262,7 @@ func (i *SharedIndexInformer[T]) AddEventHandler(h handler.Handler[T], opts Hand
 	if i.stopped {
 		return nil, fmt.Errorf("informer %s: add handler %s: %w", i.name, opts.Name, ErrStopped)
 	}
-	i.beginBatchLocked()
-	defer i.endBatchLocked() // after l joins the listeners
+	defer i.flushHeldLocked() // after l joins the listeners
 	if i.synced {
 		now := time.Now()
 		for _, obj := range i.idx.List() {
@@ -300,8 +296,7 @@ func (i *SharedIndexInformer[T]) resyncListener(l *listener[T]) {
 	if !slices.Contains(i.listeners, l) { // removed since the tick
 		return
 	}
-	i.beginBatchLocked()
-	defer i.endBatchLocked()
+	defer i.flushHeldLocked()
 	now := time.Now()
 	for _, obj := range i.idx.List() {
 		l.enqueue(object.NameOf(obj).String(), notification[T]{kind: updateKind, old: obj, obj: obj}, now)

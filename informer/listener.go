@@ -44,13 +44,13 @@ type listener[T object.Object] struct {
 	removed     bool
 
 	// inline, if set, is h when it may be called on the informer's
-	// goroutine (handler.InlineKeyHandler): enqueue calls it, at once or at
-	// the end of the informer's batch, so nothing is ever pending for it.
+	// goroutine (handler.InlineKeyHandler): it is given its keys at the end
+	// of the informer's batch, so nothing is ever pending for it.
 	inline handler.KeyHandler
-	// batch is inline as a BatchKeyHandler, if it is one. While the
-	// informer applies a batch (its batching), held and heldBg keep the
-	// keys inline is yet to be given and whether each is background work;
-	// the informer's lock guards them.
+	// batch is inline as a BatchKeyHandler, if it is one. held and heldBg
+	// keep the keys inline is yet to be given and whether each is
+	// background work, until the informer's flushHeldLocked; the
+	// informer's lock guards them.
 	batch  handler.BatchKeyHandler
 	held   []string
 	heldBg []bool
@@ -77,21 +77,16 @@ func newListener[T object.Object](i *SharedIndexInformer[T], name string, h hand
 // whenever that many are held.
 const maxHeld = 512
 
-// enqueue merges n into the key's pending notifications, or hands the key
-// to an inline handler: at once, or, while the informer applies a batch,
-// with the batch's other keys at its end (flushInline). It is called with
-// the informer's lock held (so an inline handler hears of keys in the
-// informer's order), never blocks for long and runs no user code but an
-// inline handler's OnKey or OnKeys.
+// enqueue merges n into the key's pending notifications, or holds the key
+// for an inline handler, which gets it with the batch's other keys at the
+// batch's end (flushInline, from the informer's flushHeldLocked). It is
+// called with the informer's lock held (so an inline handler hears of keys
+// in the informer's order), never blocks for long and runs no user code
+// but an inline handler's OnKey or OnKeys.
 func (l *listener[T]) enqueue(key string, n notification[T], now time.Time) {
 	if l.inline != nil {
-		bg := isBackground(n)
-		if !l.inf.batching {
-			l.guarded(0, func() { l.inline.OnKey(key, bg) })
-			return
-		}
 		l.held = append(l.held, key)
-		l.heldBg = append(l.heldBg, bg)
+		l.heldBg = append(l.heldBg, isBackground(n))
 		if len(l.held) >= maxHeld {
 			l.flushInline()
 		}

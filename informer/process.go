@@ -107,8 +107,7 @@ func (i *SharedIndexInformer[T]) dispatchLocked(key string, n notification[T], n
 func (i *SharedIndexInformer[T]) applyKeys(batch []deltafifo.Item[T]) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	i.beginBatchLocked()
-	defer i.endBatchLocked()
+	defer i.flushHeldLocked()
 	now := time.Now()
 	for _, it := range batch {
 		for _, d := range it.Deltas {
@@ -117,22 +116,13 @@ func (i *SharedIndexInformer[T]) applyKeys(batch []deltafifo.Item[T]) {
 	}
 }
 
-// beginBatchLocked holds inline handlers' keys back (listener.enqueue)
-// until endBatchLocked, which gives each handler its keys in one call: one
-// lock and one wake-up of a queue per batch of events instead of per event.
-func (i *SharedIndexInformer[T]) beginBatchLocked() { i.batching = true }
-
-// endBatchLocked gives every inline handler the keys held since
-// beginBatchLocked.
-func (i *SharedIndexInformer[T]) endBatchLocked() {
-	i.batching = false
-	i.flushHeldLocked()
-}
-
-// flushHeldLocked gives every inline handler the keys held for it so far:
-// at the end of a batch, and before the informer announces through a
-// channel (synced, a relist ended) what the handlers must have been told
-// by then, since those waiting on the channel do not take the lock.
+// flushHeldLocked gives every inline handler the keys held for it
+// (listener.enqueue holds them, so that a handler gets a batch's keys in
+// one call): at the end of every locked section that notifies (a batch of
+// keys, a relist part, a late handler's replay, a resync), and before the
+// informer announces through a channel (synced, a relist ended) what the
+// handlers must have been told by then, since those waiting on the channel
+// do not take the lock.
 func (i *SharedIndexInformer[T]) flushHeldLocked() {
 	for _, l := range i.listeners {
 		if len(l.held) > 0 {
@@ -189,8 +179,7 @@ func (i *SharedIndexInformer[T]) removeLocked(key string, obj T, finalStateUnkno
 func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	i.beginBatchLocked()
-	defer i.endBatchLocked()
+	defer i.flushHeldLocked()
 	if i.atomic {
 		i.holdPartLocked(p)
 		return

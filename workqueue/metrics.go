@@ -70,9 +70,8 @@ func newMetrics(reg prometheus.Registerer, name string, p progress) *metrics {
 
 // The methods below accept a nil *metrics (metrics off) and then do nothing.
 
-func (m *metrics) added() { telemetry.Record(m, func() { m.adds.Inc() }) }
-
-func (m *metrics) addedN(n int) {
+// added counts n keys that became dirty.
+func (m *metrics) added(n int) {
 	if n > 0 {
 		telemetry.Record(m, func() { m.adds.Add(float64(n)) })
 	}

@@ -240,21 +240,35 @@ func (q *Queue[K]) addTime(prio int32) time.Time {
 // add is Add at priority prio. It reads the clock only when something will
 // use the time: metrics, a band other than 0, or two bands waiting.
 func (q *Queue[K]) add(k K, prio int32) {
+	q.addChunk([]K{k}, []string{q.flowKey(k)}, prio)
+}
+
+// addChunk adds keys, whose flows are flows, at prio under one lock, then
+// wakes one waiting worker per key queued (a Get counts itself waiting
+// under the lock, before it waits). It reports false after ShutDown.
+func (q *Queue[K]) addChunk(keys []K, flows []string, prio int32) bool {
 	now := q.addTime(prio)
-	flow := q.flowKey(k)
+	dirtied, queued := 0, 0
 	q.mu.Lock()
 	if q.shuttingDown {
 		q.mu.Unlock()
-		return
+		return false
 	}
-	dirtied, queued := q.core.add(k, prio, flow, now)
+	for n, k := range keys {
+		d, qd := q.core.add(k, prio, flows[n], now)
+		if d {
+			dirtied++
+		}
+		if qd {
+			queued++
+		}
+	}
 	q.mu.Unlock()
-	if queued {
+	for range min(queued, int(q.waiting.Load())) {
 		q.cond.Signal()
 	}
-	if dirtied {
-		q.metrics.added()
-	}
+	q.metrics.added(dirtied)
+	return true
 }
 
 // Get blocks until a key is queued and hands it out; the caller must call
@@ -459,29 +473,9 @@ func (q *Queue[K]) AddBatch(keys []K, priority int) {
 		for n, k := range chunk {
 			flows[n] = q.flowKey(k)
 		}
-		now := q.addTime(prio)
-		dirtied, queued := 0, 0
-		q.mu.Lock()
-		if q.shuttingDown {
-			q.mu.Unlock()
+		if !q.addChunk(chunk, flows[:len(chunk)], prio) {
 			return
 		}
-		for n, k := range chunk {
-			d, qd := q.core.add(k, prio, flows[n], now)
-			if d {
-				dirtied++
-			}
-			if qd {
-				queued++
-			}
-		}
-		q.mu.Unlock()
-		// One worker woken per key queued, up to the workers waiting (a
-		// Get counts itself waiting under the lock, before it waits).
-		for range min(queued, int(q.waiting.Load())) {
-			q.cond.Signal()
-		}
-		q.metrics.addedN(dirtied)
 	}
 }
 
