@@ -164,12 +164,22 @@ type Queue[K comparable] struct {
 	// was made (the system clock's monotonic reading); waited is when,
 	// counted from born, a Get that had to wait for a key last stopped
 	// waiting (0, as if at born, until one has); waiting counts the Gets
-	// waiting now. yield is runtime.Gosched, replaced in tests.
+	// waiting now. yielded holds *yieldClocks: a sync.Pool keeps one per
+	// processor, so each tells when, counted from born, a Get last yielded
+	// the processor it runs on. yield is runtime.Gosched; both are replaced
+	// in tests (a pool drops items at random under the race detector).
 	born    time.Time
 	waited  atomic.Int64
 	waiting atomic.Int32
-	yield   func()
+	yielded interface {
+		Get() any
+		Put(any)
+	}
+	yield func()
 }
+
+// yieldClock is when, counted from a queue's born, a Get last yielded.
+type yieldClock struct{ at time.Duration }
 
 // New returns an empty queue. It starts no goroutine: the one that handles
 // delayed keys starts on the first AddAfter or AddRateLimited and is joined
@@ -180,6 +190,7 @@ func New[K comparable](opts Options[K]) (*Queue[K], error) {
 		clock:   opts.Clock,
 		born:    time.Now(),
 		yield:   runtime.Gosched,
+		yielded: &sync.Pool{New: func() any { return new(yieldClock) }},
 		drained: make(chan struct{}),
 		limiter: opts.RateLimiter,
 		flowKey: opts.FlowKey,
@@ -277,17 +288,19 @@ func (q *Queue[K]) addChunk(keys []K, flows []string, prio int32) bool {
 // only once none is left. Safe for concurrent use.
 //
 // While the workers are saturated (no Get is waiting for a key and none
-// stopped waiting in the last 100µs), Get first yields its processor to any
-// goroutine waiting for one: workers that are busy on every processor
-// otherwise keep the goroutines that feed the queue (event handlers, a
-// producer woken by a timer) waiting until the runtime preempts a worker,
-// about 10ms, and the keys they owe then arrive in a burst. While workers
-// keep up, Get does not yield: a yield then only lets a feeder add its burst
-// before the keys already queued are handed out.
+// stopped waiting in the last 100µs), a Get yields its processor to any
+// goroutine waiting for one, unless a Get on the same processor yielded in
+// the last 10µs: workers that are busy on every processor otherwise keep
+// the goroutines that feed the queue (event handlers, a producer woken by a
+// timer) waiting until the runtime preempts a worker, about 10ms, and the
+// keys they owe then arrive in a burst. Each processor yields: it runs its
+// own timers and the goroutines it woke only when it schedules. Keys that
+// take longer than 10µs to process are each preceded by a yield; keys
+// processed faster share one, whose cost would otherwise exceed their own. While workers keep up, Get
+// does not yield: a yield then only lets a feeder add its burst before the
+// keys already queued are handed out.
 func (q *Queue[K]) Get() (k K, shutdown bool) {
-	if q.saturated() {
-		q.yield()
-	}
+	q.yieldIfSaturated()
 	q.mu.Lock()
 	waits := q.core.queued == 0 && !q.shuttingDown
 	if waits {
@@ -312,18 +325,46 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 	return k, false
 }
 
-// yieldAfter is how long workers may go without waiting in Get before Get
-// yields: far below the runtime's 10ms preemption, above the time workers
-// that keep up take to drain a burst of adds.
-const yieldAfter = 100 * time.Microsecond
+const (
+	// yieldAfter is how long workers may go without waiting in Get before
+	// Get yields: far below the runtime's 10ms preemption, above the time
+	// workers that keep up take to drain a burst of adds.
+	yieldAfter = 100 * time.Microsecond
+	// yieldEvery is the least time between two yields of a queue's Gets
+	// on one processor: about the longest a feeder waits for a processor
+	// while workers are saturated, and many times a yield's own cost (a
+	// trip through the scheduler, a fraction of a microsecond).
+	yieldEvery = 10 * time.Microsecond
+)
 
-// saturated reports whether no Get is waiting for a key and none stopped
-// waiting in the last yieldAfter: every worker has been busy since, so
-// goroutines that feed the queue may be waiting for a processor. It reads
-// the system's monotonic clock, not Options.Clock: it is about the
+// saturated reports whether, at now (counted from born), no Get is waiting
+// for a key and none stopped waiting in the last yieldAfter: every worker
+// has been busy since, so goroutines that feed the queue may be waiting for
+// a processor.
+func (q *Queue[K]) saturated(now time.Duration) bool {
+	return q.waiting.Load() == 0 && now-time.Duration(q.waited.Load()) > yieldAfter
+}
+
+// yieldIfSaturated yields the processor if the workers are saturated and no
+// Get yielded it in the last yieldEvery. The pool hands a goroutine the
+// clock of the processor it runs on (another's at times, after a
+// migration: a yield then comes early or late, never lost for long). It
+// reads the system's monotonic clock, not Options.Clock: it is about the
 // processors of this process, not the queue's time.
-func (q *Queue[K]) saturated() bool {
-	return q.waiting.Load() == 0 && time.Since(q.born)-time.Duration(q.waited.Load()) > yieldAfter
+func (q *Queue[K]) yieldIfSaturated() {
+	now := time.Since(q.born)
+	if !q.saturated(now) {
+		return
+	}
+	c := q.yielded.Get().(*yieldClock)
+	due := now-c.at >= yieldEvery
+	if due {
+		c.at = now
+	}
+	q.yielded.Put(c)
+	if due {
+		q.yield()
+	}
 }
 
 // Done tells the queue that the worker has finished with k, which Get

@@ -7,16 +7,18 @@ import (
 	"time"
 )
 
-// Get yields its processor only while the workers are saturated: no Get is
-// waiting for a key and none stopped waiting in the last yieldAfter.
+// Get yields its processor only while the workers are saturated (no Get is
+// waiting for a key and none stopped waiting in the last yieldAfter), and at
+// most once every yieldEvery.
 func TestQueue_GetYieldsOnlyWhileTheWorkersAreSaturated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := newTestQueue(t, Options[string]{})
 		var yields atomic.Int32
 		q.yield = func() { yields.Add(1) }
+		q.yielded = &oneClock{} // the test's Gets share one processor's clock
 		check := func(when string, saturated bool, wantYields int32) {
 			t.Helper()
-			if got := q.saturated(); got != saturated {
+			if got := q.saturated(time.Since(q.born)); got != saturated {
 				t.Fatalf("%s: saturated() = %v, want %v", when, got, saturated)
 			}
 			if got := yields.Load(); got != wantYields {
@@ -50,6 +52,12 @@ func TestQueue_GetYieldsOnlyWhileTheWorkersAreSaturated(t *testing.T) {
 		check("no Get waited since New, for longer than yieldAfter", true, 0) // keys added before the workers came
 		getNow("b")
 		check("a Get while saturated", true, 1)
+		getNow("b2")
+		check("a Get within yieldEvery of the last yield", true, 1)
+		time.Sleep(yieldEvery - time.Nanosecond)
+		getNow("b3")
+		check("a Get a nanosecond short of yieldEvery after the last yield", true, 1)
+		time.Sleep(time.Nanosecond)
 
 		got := waiting() // it yields first: still saturated when it came
 		time.Sleep(time.Second)
@@ -65,6 +73,7 @@ func TestQueue_GetYieldsOnlyWhileTheWorkersAreSaturated(t *testing.T) {
 		getNow("e")
 		check("a Get that did not wait", true, 3)
 
+		time.Sleep(yieldEvery)
 		first, second := waiting(), waiting() // the first yields, the second does not
 		time.Sleep(time.Second)
 		q.Add("f")
@@ -82,3 +91,60 @@ func TestQueue_GetYieldsOnlyWhileTheWorkersAreSaturated(t *testing.T) {
 		check("yieldAfter after ShutDown woke the last Get", true, 4)
 	})
 }
+
+// oneClock stands for the queue's pool of per-processor clocks, as if every
+// Get ran on one processor: sync.Pool drops items at random under the race
+// detector.
+type oneClock struct{ c yieldClock }
+
+func (o *oneClock) Get() any { return &o.c }
+func (o *oneClock) Put(any)  {}
+
+// Each processor yields on its own clock: Gets at the same instant on two
+// processors both yield (one clock shared by the queue let one worker skip
+// every yield while its processor's timers waited).
+func TestQueue_GetYieldsOnEachProcessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newTestQueue(t, Options[string]{})
+		var yields atomic.Int32
+		q.yield = func() { yields.Add(1) }
+		procs := &twoClocks{}
+		q.yielded = procs
+		time.Sleep(yieldAfter + time.Nanosecond) // saturated: no Get has waited
+		for _, k := range []string{"a", "b", "c", "d"} {
+			q.Add(k)
+		}
+		for i, want := range []int32{1, 2, 2, 2} { // processors 0, 1, 0, 1 at one instant
+			k, _ := q.Get()
+			q.Done(k)
+			if got := yields.Load(); got != want {
+				t.Fatalf("after Get %d: %d yields, want %d", i, got, want)
+			}
+		}
+		time.Sleep(yieldEvery)
+		q.Add("e")
+		q.Add("f")
+		for _, k := range []string{"e", "f"} {
+			if got, _ := q.Get(); got != k {
+				t.Fatalf("Get() = %q, want %q", got, k)
+			}
+			q.Done(k)
+		}
+		if got := yields.Load(); got != 4 {
+			t.Fatalf("yieldEvery later, after a Get on each processor: %d yields, want 4", got)
+		}
+	})
+}
+
+// twoClocks stands for the pool as two processors taking turns.
+type twoClocks struct {
+	c    [2]yieldClock
+	next int
+}
+
+func (p *twoClocks) Get() any {
+	c := &p.c[p.next]
+	p.next = 1 - p.next
+	return c
+}
+func (p *twoClocks) Put(any) {}
