@@ -296,9 +296,9 @@ func (q *Queue[K]) addChunk(keys []K, flows []string, prio int32) bool {
 // keys they owe then arrive in a burst. Each processor yields: it runs its
 // own timers and the goroutines it woke only when it schedules. Keys that
 // take longer than 10µs to process are each preceded by a yield; keys
-// processed faster share one, whose cost would otherwise exceed their own. While workers keep up, Get
-// does not yield: a yield then only lets a feeder add its burst before the
-// keys already queued are handed out.
+// processed faster share one, whose cost would otherwise exceed their own.
+// While workers keep up, Get does not yield: a yield then only lets a
+// feeder add its burst before the keys already queued are handed out.
 func (q *Queue[K]) Get() (k K, shutdown bool) {
 	q.yieldIfSaturated()
 	q.mu.Lock()
