@@ -132,12 +132,12 @@ func (b *band[K]) kill(name string) {
 }
 
 // next pops elements of the flow first in ready until one is live
-// (its key's entry in dirty has its seq) and returns it. While a flow holds
+// (its key's entry in keys has its seq and band) and returns it. While a flow holds
 // no dead element (all its elements are live) it skips the lookup. A live
 // element counts in its flow's quantum; the flow then moves to its place in
 // ready for its new head, or leaves ready once empty. It must only be
 // called when live > 0.
-func (b *band[K]) next(dirty map[K]entry) element[K] {
+func (b *band[K]) next(keys map[K]entry) element[K] {
 	for {
 		first, inRun := b.ready.first()
 		f := first.f
@@ -145,7 +145,7 @@ func (b *band[K]) next(dirty map[K]entry) element[K] {
 		el := f.keys.Pop()
 		b.ages.remove(el.bucket)
 		if !live {
-			e, ok := dirty[el.key]
+			e, ok := keys[el.key]
 			live = ok && e.seq == el.seq && int(e.prio) == b.prio
 		}
 		if live {

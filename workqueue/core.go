@@ -15,34 +15,38 @@ import (
 // which band's turn is next. Queue wraps it with a mutex and passes the time
 // and each key's flow in.
 //
-// A key is in one of four states:
+// A key is in one of four states, told by its entry in keys:
 //
-//	idle        in neither dirty nor processing
-//	queued      in dirty with seq != 0 (one live element in band prio), not in processing
-//	processing  in processing, not in dirty
-//	re-added    in processing and in dirty with seq == 0, its flow in readded (queued again at done)
+//	idle        not in keys
+//	queued      seq is its live element's (in band prio); never 0 or processingSeq
+//	processing  seq == processingSeq
+//	re-added    seq == 0: being processed and added since; prio is the band
+//	            it joins at done, its flow is in readded
+//
+// One map for every state: a key's add, get and done each look it up once
+// and write it at most once.
 //
 // Invariants (checked by checkInvariants):
-//   - every key in dirty is either queued or re-added, never both;
 //   - a queued key has exactly one live element: in band prio, in its flow,
 //     with its seq;
 //   - each band's age buckets count its elements, live and dead;
 //   - active holds exactly the bands with live elements, highest priority
 //     first; queued is the sum of their live counts; multi is
 //     len(active) > 1;
-//   - readded has exactly the re-added keys;
-//   - when stamps is set, its maps have exactly the keys of dirty and of
-//     processing.
+//   - readded has exactly the re-added keys; processing counts the keys
+//     processing or re-added;
+//   - when stamps is set, dirtied has exactly the queued and re-added keys
+//     and started the processing and re-added ones.
 type core[K comparable] struct {
-	dirty      map[K]entry
-	processing map[K]struct{}
+	keys       map[K]entry
 	readded    map[K]string // the flow of each re-added key
+	processing int          // keys processing or re-added
 
 	bands  map[int]*band[K] // every band, empty ones until swept
 	active []*band[K]       // bands with live elements, highest priority first
 	hot    *band[K]         // the band pushed to last: skips the map for runs of one priority
 	queued int              // live elements in all bands
-	seq    uint32           // the last element's seq (never 0, which marks re-added keys)
+	seq    uint32           // the last element's seq (never 0 or processingSeq)
 
 	// Aging. A band's oldest key raises its effective priority by one
 	// every step it waits, up to the highest active band's priority; the
@@ -64,20 +68,24 @@ type core[K comparable] struct {
 	stamps *stamps[K]
 
 	// The peaks of the maps keyed by K, rebuilt smaller once drained (the
-	// initial list puts every key of a cache in dirty at once).
-	dirtyPeak, processingPeak, readdedPeak peak.Tracker
+	// initial list puts every key of a cache in keys at once).
+	keysPeak, readdedPeak peak.Tracker
 }
 
-// entry is what core knows about a dirty key: 8 bytes, as the dirty map
-// holds one per waiting key.
+// processingSeq is the seq of a key's entry while it is processed and not
+// added since; no element has it.
+const processingSeq = math.MaxUint32
+
+// entry is what core knows about a key: 8 bytes, as the keys map holds one
+// per key waiting or being processed.
 //
-// seq wraps around after 2^32 pushes. An element left dead by a key that
-// moved up could then, in theory, match the key's entry again; the check in
-// band.next also compares the band, so the worst case is that the key is
-// handed out from its older place in the same flow, which breaks no
+// seq wraps around after 2^32 - 2 pushes. An element left dead by a key
+// that moved up could then, in theory, match the key's entry again; the
+// check in band.next also compares the band, so the worst case is that the
+// key is handed out from its older place in the same flow, which breaks no
 // guarantee.
 type entry struct {
-	seq  uint32 // its live element's seq; 0 while re-added
+	seq  uint32 // its live element's seq (queued), 0 (re-added) or processingSeq
 	prio int32  // its band (queued), or the band it joins at done (re-added)
 }
 
@@ -92,7 +100,7 @@ type stamps[K comparable] struct {
 // init readies an empty core; with timed set it keeps stamps. step is the
 // aging step (> 0), quantum the keys a flow gets per round (> 0).
 func (c *core[K]) init(timed bool, step time.Duration, quantum int) {
-	c.dirty, c.processing, c.readded = map[K]entry{}, map[K]struct{}{}, map[K]string{}
+	c.keys, c.readded = map[K]entry{}, map[K]string{}
 	c.bands = map[int]*band[K]{}
 	c.step, c.res, c.quantum = step, max(step/16, 1), quantum
 	if timed {
@@ -107,35 +115,39 @@ func (c *core[K]) init(timed bool, step time.Duration, quantum int) {
 // now is zero when the caller did not read the clock.
 func (c *core[K]) add(k K, prio int32, flow string, now time.Time) (dirtied, queued bool) {
 	c.see(now)
-	if e, ok := c.dirty[k]; ok {
-		switch {
-		case prio <= e.prio:
-		case e.seq == 0: // re-added: joins the higher band at done
-			e.prio = prio
-			c.dirty[k] = e
-		default: // queued: moves to the higher band, to the back of its flow
-			b := c.bands[int(e.prio)]
-			b.kill(flow)
-			c.queued--
-			c.emptied(b)
-			c.dirty[k] = c.push(k, prio, flow, now)
-		}
-		return false, false
+	e, ok := c.keys[k]
+	switch {
+	case !ok:
+		c.stampDirtied(k, now)
+		c.keys[k] = c.push(k, prio, flow, now)
+		c.keysPeak.Grew(len(c.keys))
+		return true, true
+	case e.seq == processingSeq:
+		c.stampDirtied(k, now)
+		c.keys[k] = entry{prio: prio}
+		c.readded[k] = flow
+		c.readdedPeak.Grew(len(c.readded))
+		return true, false
+	case prio <= e.prio:
+	case e.seq == 0: // re-added: joins the higher band at done
+		e.prio = prio
+		c.keys[k] = e
+	default: // queued: moves to the higher band, to the back of its flow
+		b := c.bands[int(e.prio)]
+		b.kill(flow)
+		c.queued--
+		c.emptied(b)
+		c.keys[k] = c.push(k, prio, flow, now)
 	}
+	return false, false
+}
+
+// stampDirtied records that k became dirty at now, with stamps.
+func (c *core[K]) stampDirtied(k K, now time.Time) {
 	if c.stamps != nil {
 		c.stamps.dirtied[k] = now
 		c.stamps.dirtiedPeak.Grew(len(c.stamps.dirtied))
 	}
-	_, processing := c.processing[k]
-	if processing {
-		c.dirty[k] = entry{prio: prio}
-		c.readded[k] = flow
-		c.readdedPeak.Grew(len(c.readded))
-	} else {
-		c.dirty[k] = c.push(k, prio, flow, now)
-	}
-	c.dirtyPeak.Grew(len(c.dirty))
-	return true, !processing
 }
 
 // push appends k to its flow in band prio and returns its entry.
@@ -151,7 +163,7 @@ func (c *core[K]) push(k K, prio int32, flow string, at time.Time) entry {
 		c.activate(b, at)
 	}
 	c.seq++
-	if c.seq == 0 {
+	if c.seq == processingSeq {
 		c.seq = 1
 	}
 	c.queued++
@@ -168,14 +180,12 @@ func (c *core[K]) get(now time.Time) (k K, since time.Time, ok bool) {
 	}
 	c.see(now)
 	b := c.pick()
-	k = b.next(c.dirty).key
+	k = b.next(c.keys).key
 	c.queued--
 	c.lastPrio = b.prio
 	c.emptied(b)
-	delete(c.dirty, k)
-	c.dirty = peak.Shrink(&c.dirtyPeak, c.dirty)
-	c.processing[k] = struct{}{}
-	c.processingPeak.Grew(len(c.processing))
+	c.keys[k] = entry{seq: processingSeq}
+	c.processing++
 	if c.stamps != nil {
 		since = c.stamps.dirtied[k]
 		delete(c.stamps.dirtied, k)
@@ -190,26 +200,26 @@ func (c *core[K]) get(now time.Time) (k K, since time.Time, ok bool) {
 // into its band (requeued). ok is false, and nothing changes, when k was not
 // being processed. started is when get handed k out (zero without stamps).
 func (c *core[K]) done(k K, now time.Time) (started time.Time, requeued, ok bool) {
-	n := len(c.processing)
-	delete(c.processing, k)
-	if len(c.processing) == n {
+	e, ok := c.keys[k]
+	if !ok || (e.seq != processingSeq && e.seq != 0) {
 		return started, false, false
 	}
-	c.processing = peak.Shrink(&c.processingPeak, c.processing)
+	c.processing--
 	c.see(now)
 	if c.stamps != nil {
 		started = c.stamps.started[k]
 		delete(c.stamps.started, k)
 		c.stamps.started = peak.Shrink(&c.stamps.startedPeak, c.stamps.started)
 	}
-	e, ok := c.dirty[k]
-	if !ok {
+	if e.seq == processingSeq {
+		delete(c.keys, k)
+		c.keys = peak.Shrink(&c.keysPeak, c.keys)
 		return started, false, true
 	}
 	flow := c.readded[k]
 	delete(c.readded, k)
 	c.readded = peak.Shrink(&c.readdedPeak, c.readded)
-	c.dirty[k] = c.push(k, e.prio, flow, now)
+	c.keys[k] = c.push(k, e.prio, flow, now)
 	return started, true, true
 }
 
@@ -307,7 +317,10 @@ func (c *core[K]) emptied(b *band[K]) {
 }
 
 // idle reports whether nothing is queued, re-added or being processed.
-func (c *core[K]) idle() bool { return len(c.dirty) == 0 && len(c.processing) == 0 }
+func (c *core[K]) idle() bool { return len(c.keys) == 0 }
+
+// dirty is the number of keys waiting: queued or re-added.
+func (c *core[K]) dirty() int { return c.queued + len(c.readded) }
 
 // bandStates describes the bands holding keys, highest priority first.
 func (c *core[K]) bandStates() []BandState {

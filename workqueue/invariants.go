@@ -8,19 +8,27 @@ import (
 // checkInvariants returns an error describing the first broken invariant
 // of core (see its doc); flowOf gives each key's flow.
 func (c *core[K]) checkInvariants(flowOf func(K) string) error {
-	queued := 0
-	for k, e := range c.dirty {
-		_, proc := c.processing[k]
+	queued, processing, readded := 0, 0, 0
+	for k, e := range c.keys {
 		_, re := c.readded[k]
-		if (e.seq == 0) != proc || proc != re {
-			return fmt.Errorf("workqueue: dirty key %v: seq %d, processing %v, in readded %v", k, e.seq, proc, re)
+		if re != (e.seq == 0) {
+			return fmt.Errorf("workqueue: key %v: seq %d, in readded %v", k, e.seq, re)
 		}
-		if e.seq != 0 {
+		switch e.seq {
+		case 0:
+			readded++
+			processing++
+		case processingSeq:
+			processing++
+		default:
 			queued++
 		}
 	}
-	if len(c.readded) != len(c.dirty)-queued {
-		return fmt.Errorf("workqueue: %d keys in readded, want %d", len(c.readded), len(c.dirty)-queued)
+	if len(c.readded) != readded {
+		return fmt.Errorf("workqueue: %d keys in readded, want %d", len(c.readded), readded)
+	}
+	if processing != c.processing {
+		return fmt.Errorf("workqueue: %d keys processing, counted %d", processing, c.processing)
 	}
 	if queued != c.queued {
 		return fmt.Errorf("workqueue: %d queued keys, counted %d", queued, c.queued)
@@ -45,7 +53,7 @@ func (c *core[K]) checkInvariants(flowOf func(K) string) error {
 }
 
 // checkBand checks b's flows, ready heap, live counts and age buckets
-// against dirty.
+// against keys.
 func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
 	inReady := map[*flow[K]]bool{}
 	for i, t := range b.ready.all() {
@@ -83,7 +91,7 @@ func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
 		n := 0
 		for _, el := range f.keys.Items() {
 			buckets[el.bucket]++
-			e, ok := c.dirty[el.key]
+			e, ok := c.keys[el.key]
 			if !ok || e.seq != el.seq {
 				continue
 			}
@@ -153,26 +161,29 @@ func (c *core[K]) checkActive() error {
 	return nil
 }
 
-// checkStamps checks that stamps has exactly the keys of dirty and processing.
+// checkStamps checks that stamps.dirtied has exactly the queued and
+// re-added keys, and stamps.started the processing and re-added ones.
 func (c *core[K]) checkStamps() error {
 	if c.stamps == nil {
 		return nil
 	}
-	if !sameKeys(c.stamps.dirtied, c.dirty) || !sameKeys(c.stamps.started, c.processing) {
-		return fmt.Errorf("workqueue: stamps cover %d dirty and %d processing keys, want %d and %d",
-			len(c.stamps.dirtied), len(c.stamps.started), len(c.dirty), len(c.processing))
-	}
-	return nil
-}
-
-func sameKeys[K comparable, V any](times map[K]time.Time, set map[K]V) bool {
-	if len(times) != len(set) {
-		return false
-	}
-	for k := range set {
-		if _, ok := times[k]; !ok {
-			return false
+	dirty, processing := 0, 0
+	for k, e := range c.keys {
+		_, d := c.stamps.dirtied[k]
+		_, s := c.stamps.started[k]
+		if d != (e.seq != processingSeq) || s != (e.seq == 0 || e.seq == processingSeq) {
+			return fmt.Errorf("workqueue: key %v (seq %d): dirtied stamp %v, started stamp %v", k, e.seq, d, s)
+		}
+		if d {
+			dirty++
+		}
+		if s {
+			processing++
 		}
 	}
-	return true
+	if len(c.stamps.dirtied) != dirty || len(c.stamps.started) != processing {
+		return fmt.Errorf("workqueue: stamps cover %d dirty and %d processing keys, want %d and %d",
+			len(c.stamps.dirtied), len(c.stamps.started), dirty, processing)
+	}
+	return nil
 }

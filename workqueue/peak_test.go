@@ -11,7 +11,7 @@ import (
 // TestQueue_MapsABurstGrewAreRebuiltOnceDrained checks that a burst of keys
 // (an initial list) does not leave the queue's maps at their peak size: once
 // the keys are processed and the queue has stayed small for a while, every
-// map keyed by key (dirty, processing, re-added, and the metrics' stamps)
+// map keyed by key (keys, re-added, and the metrics' stamps)
 // has been rebuilt, and keys re-added while processing still come back once.
 func TestQueue_MapsABurstGrewAreRebuiltOnceDrained(t *testing.T) {
 	q := newTestQueue(t, Options[int]{Name: "burst", Registerer: prometheus.NewRegistry()})
@@ -54,7 +54,7 @@ func TestQueue_MapsABurstGrewAreRebuiltOnceDrained(t *testing.T) {
 		q.Done(k)
 	}
 	c := &q.core
-	for name, tr := range map[string]*peak.Tracker{"dirty": &c.dirtyPeak, "processing": &c.processingPeak,
+	for name, tr := range map[string]*peak.Tracker{"keys": &c.keysPeak,
 		"readded": &c.readdedPeak, "dirtied": &c.stamps.dirtiedPeak, "started": &c.stamps.startedPeak} {
 		if tr.Peak() >= peak.MinPeak {
 			t.Errorf("%s: peak %d after the burst drained; want the map rebuilt", name, tr.Peak())

@@ -569,7 +569,7 @@ func (p *queueProgress[K]) depth() int {
 	q := (*Queue[K])(p)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.core.dirty)
+	return q.core.dirty()
 }
 
 func (p *queueProgress[K]) bands() ([]BandState, time.Time) {

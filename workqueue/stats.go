@@ -58,15 +58,16 @@ type KeyState struct {
 	Since      time.Time
 }
 
-// Stats returns a snapshot of the queue. It holds the queue's lock for a
-// time that grows with the number of keys being processed (the workers),
-// not with the depth. Safe for concurrent use.
+// Stats returns a snapshot of the queue. With metrics (Options.Registerer)
+// it holds the queue's lock for a time that grows with the number of keys
+// being processed (the workers), not with the depth; without, it looks at
+// every key waiting too. Safe for concurrent use.
 func (q *Queue[K]) Stats() Stats[K] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	c := &q.core
 	st := Stats[K]{Depth: c.queued, ShuttingDown: q.shuttingDown,
-		Redirtied: len(c.readded), Processing: make([]KeyTime[K], 0, len(c.processing))}
+		Redirtied: len(c.readded), Processing: make([]KeyTime[K], 0, c.processing)}
 	for _, b := range c.bandStates() {
 		st.Bands = append(st.Bands, BandStats{Name: strconv.Itoa(b.Priority), Priority: b.Priority, Depth: b.Depth, Oldest: b.Oldest})
 	}
@@ -81,8 +82,16 @@ func (q *Queue[K]) Stats() Stats[K] {
 			}
 		}
 	}
-	for k := range c.processing {
-		st.Processing = append(st.Processing, KeyTime[K]{Key: k, Since: c.stampOf(k, true)})
+	if c.stamps != nil {
+		for k, at := range c.stamps.started {
+			st.Processing = append(st.Processing, KeyTime[K]{Key: k, Since: at})
+		}
+		return st
+	}
+	for k, e := range c.keys {
+		if e.seq == 0 || e.seq == processingSeq {
+			st.Processing = append(st.Processing, KeyTime[K]{Key: k})
+		}
 	}
 	return st
 }
@@ -90,7 +99,7 @@ func (q *Queue[K]) Stats() Stats[K] {
 // head returns the first live key of f.
 func (c *core[K]) head(f *flow[K]) (K, bool) {
 	for _, el := range f.keys.Items() {
-		if e, ok := c.dirty[el.key]; ok && e.seq == el.seq {
+		if e, ok := c.keys[el.key]; ok && e.seq == el.seq {
 			return el.key, true
 		}
 	}
@@ -105,12 +114,12 @@ func (q *Queue[K]) State(k K) KeyState {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	c := &q.core
-	e, dirty := c.dirty[k]
-	if _, ok := c.processing[k]; ok {
-		return KeyState{Processing: true, Redirtied: dirty, Since: c.stampOf(k, true)}
-	}
-	if !dirty {
+	e, ok := c.keys[k]
+	switch {
+	case !ok:
 		return KeyState{}
+	case e.seq == 0 || e.seq == processingSeq:
+		return KeyState{Processing: true, Redirtied: e.seq == 0, Since: c.stampOf(k, true)}
 	}
 	ahead := 0
 	for _, b := range c.active {
@@ -139,7 +148,7 @@ func (c *core[K]) placeInBand(b *band[K], k K, seq uint32) int {
 		f := t.f
 		j := f.served // the flow's quantum already used in its round
 		for _, el := range f.keys.Items() {
-			if x, ok := c.dirty[el.key]; !ok || x.seq != el.seq || int(x.prio) != b.prio {
+			if x, ok := c.keys[el.key]; !ok || x.seq != el.seq || int(x.prio) != b.prio {
 				continue // dead: the key moved or was handed out
 			}
 			p := place{f.round + uint64(j/b.quantum), el.seq}

@@ -86,6 +86,20 @@ func TestQueue_statsWithoutMetricsHaveNoTimes(t *testing.T) {
 	if st.Depth != 1 || st.Oldest == nil || !st.Oldest.Since.IsZero() {
 		t.Errorf("stats = %+v, want a with no time", st)
 	}
+	q.Add("b")
+	q.Add("c")
+	for range 2 {
+		q.Get() // a, b
+	}
+	q.Add("b") // re-added while processing
+	st = q.Stats()
+	got := map[string]bool{}
+	for _, p := range st.Processing {
+		got[p.Key] = p.Since.IsZero()
+	}
+	if st.Depth != 1 || st.Redirtied != 1 || len(st.Processing) != 2 || !got["a"] || !got["b"] {
+		t.Errorf("stats = %+v, want c queued, a and b processing (b re-added), no times", st)
+	}
 	q.ShutDown()
 	if !q.Stats().ShuttingDown {
 		t.Error("stats after ShutDown do not say so")
@@ -140,8 +154,8 @@ func (q *Queue[K]) queuedKeys() []K {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var keys []K
-	for k, e := range q.core.dirty {
-		if e.seq != 0 {
+	for k, e := range q.core.keys {
+		if e.seq != 0 && e.seq != processingSeq {
 			keys = append(keys, k)
 		}
 	}
