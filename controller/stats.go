@@ -188,9 +188,10 @@ func (c *Controller[K]) requeue(key K, event string, d time.Duration, priority i
 	c.queue.AddWithOpts(key, workqueue.AddOpts{After: d, Priority: priority})
 }
 
-// Stats returns a snapshot of the controller's state. Its cost grows with
-// the number of workers, not with the queue's depth; safe for concurrent
-// use.
+// Stats returns a snapshot of the controller's state. With metrics (a
+// Registerer, as the manager's controllers have) its cost grows with the
+// number of workers, not with the queue's depth; without, the queue's
+// Stats also looks at every key waiting. Safe for concurrent use.
 func (c *Controller[K]) Stats() Stats[K] {
 	c.mu.Lock()
 	st := Stats[K]{Name: c.opts.Name, Workers: c.opts.Workers, Running: c.once.Started(), Synced: c.synced}

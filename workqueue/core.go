@@ -46,7 +46,7 @@ type core[K comparable] struct {
 	active []*band[K]       // bands with live elements, highest priority first
 	hot    *band[K]         // the band pushed to last: skips the map for runs of one priority
 	queued int              // live elements in all bands
-	seq    uint32           // the last element's seq (never 0 or processingSeq)
+	seq    uint32           // the last element's seq (0 before the first; never processingSeq)
 
 	// Aging. A band's oldest key raises its effective priority by one
 	// every step it waits, up to the highest active band's priority; the

@@ -81,5 +81,6 @@
 // workqueue_band_depth. The gauges are computed when scraped, so no goroutine updates them.
 // Without a registry the queue does not even read Options.Clock on Add, Get
 // and Done (while keys of one priority wait); Get reads the system's
-// monotonic clock once, to decide whether to yield its processor (see Get).
+// monotonic clock once (twice if it waited for a key), to decide whether to
+// yield its processor (see Get).
 package workqueue

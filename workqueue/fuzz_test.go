@@ -269,6 +269,30 @@ func fuzzQueue(t *testing.T, ops []byte) {
 		if got := q.ShuttingDown(); got != m.shutdown {
 			t.Fatalf("op %d: ShuttingDown() = %v, model %v", i/2, got, m.shutdown)
 		}
+		checkViews(t, i/2, q, m)
+	}
+}
+
+// checkViews compares what the queue shows of its keys (State, Stats, the
+// depth gauge's source) with the model.
+func checkViews(t *testing.T, op int, q *Queue[byte], m *model) {
+	t.Helper()
+	st := q.Stats()
+	if st.Depth != len(m.band) || st.Redirtied != len(m.readded) || len(st.Processing) != len(m.processing) {
+		t.Fatalf("op %d: Stats depth %d, re-added %d, processing %d; model %d, %d, %d",
+			op, st.Depth, st.Redirtied, len(st.Processing), len(m.band), len(m.readded), len(m.processing))
+	}
+	if got, want := (*queueProgress[byte])(q).depth(), len(m.band)+len(m.readded); got != want {
+		t.Fatalf("op %d: depth gauge %d, model %d", op, got, want)
+	}
+	for k := range byte(8) {
+		_, queued := m.band[k]
+		_, readded := m.readded[k]
+		got := q.State(k)
+		if got.Queued != queued || got.Processing != m.processing[k] || got.Redirtied != readded {
+			t.Fatalf("op %d: State(%d) = %+v; model queued %v, processing %v, re-added %v",
+				op, k, got, queued, m.processing[k], readded)
+		}
 	}
 }
 

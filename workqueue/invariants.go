@@ -27,6 +27,9 @@ func (c *core[K]) checkInvariants(flowOf func(K) string) error {
 	if len(c.readded) != readded {
 		return fmt.Errorf("workqueue: %d keys in readded, want %d", len(c.readded), readded)
 	}
+	if c.seq == processingSeq {
+		return fmt.Errorf("workqueue: the last seq is processingSeq")
+	}
 	if processing != c.processing {
 		return fmt.Errorf("workqueue: %d keys processing, counted %d", processing, c.processing)
 	}
@@ -90,6 +93,9 @@ func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
 		}
 		n := 0
 		for _, el := range f.keys.Items() {
+			if el.seq == 0 || el.seq == processingSeq {
+				return fmt.Errorf("workqueue: band %d, flow %q: element of %v has seq %d", b.prio, name, el.key, el.seq)
+			}
 			buckets[el.bucket]++
 			e, ok := c.keys[el.key]
 			if !ok || e.seq != el.seq {

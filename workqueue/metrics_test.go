@@ -71,6 +71,11 @@ func TestQueue_Metrics(t *testing.T) {
 		get("a")(t, q)
 		want("workqueue_queue_duration_seconds", 3)
 		want("workqueue_depth", 1)
+		q.Add("a") // re-added while processing: waiting again, though not queued until Done
+		want("workqueue_depth", 2)
+		if q.Len() != 1 {
+			t.Errorf("Len() = %d with b queued and a re-added, want 1", q.Len())
+		}
 		clk.step(2 * time.Second)
 		get("b")(t, q)
 		clk.step(time.Second)

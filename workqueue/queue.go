@@ -160,14 +160,16 @@ type Queue[K comparable] struct {
 
 	stopOnce sync.Once
 
-	// For saturated, read and written without mu: born is when the queue
+	// For saturated and yieldIfSaturated, read and written without mu
+	// (yielded is safe for concurrent use): born is when the queue
 	// was made (the system clock's monotonic reading); waited is when,
 	// counted from born, a Get that had to wait for a key last stopped
 	// waiting (0, as if at born, until one has); waiting counts the Gets
-	// waiting now. yielded holds *yieldClocks: a sync.Pool keeps one per
-	// processor, so each tells when, counted from born, a Get last yielded
-	// the processor it runs on. yield is runtime.Gosched; both are replaced
-	// in tests (a pool drops items at random under the race detector).
+	// waiting now. yielded holds *yieldClocks, each when, counted from
+	// born, a Get last yielded: a sync.Pool keeps one per processor in
+	// practice (its private slot), so a Get finds the clock of the
+	// processor it runs on. yield is runtime.Gosched; both are replaced in
+	// tests (a pool drops items at random under the race detector).
 	born    time.Time
 	waited  atomic.Int64
 	waiting atomic.Int32
@@ -289,8 +291,8 @@ func (q *Queue[K]) addChunk(keys []K, flows []string, prio int32) bool {
 //
 // While the workers are saturated (no Get is waiting for a key and none
 // stopped waiting in the last 100µs), a Get yields its processor to any
-// goroutine waiting for one, unless a Get on the same processor yielded in
-// the last 10µs: workers that are busy on every processor otherwise keep
+// goroutine waiting for one, unless a Get of this queue on the same
+// processor yielded in the last 10µs: workers that are busy on every processor otherwise keep
 // the goroutines that feed the queue (event handlers, a producer woken by a
 // timer) waiting until the runtime preempts a worker, about 10ms, and the
 // keys they owe then arrive in a burst. Each processor yields: it runs its
@@ -330,10 +332,12 @@ const (
 	// Get yields: far below the runtime's 10ms preemption, above the time
 	// workers that keep up take to drain a burst of adds.
 	yieldAfter = 100 * time.Microsecond
-	// yieldEvery is the least time between two yields of a queue's Gets
-	// on one processor: about the longest a feeder waits for a processor
-	// while workers are saturated, and many times a yield's own cost (a
-	// trip through the scheduler, a fraction of a microsecond).
+	// yieldEvery is the time between two yields of a queue's Gets on one
+	// processor: about the longest a feeder waits for a processor while
+	// workers are saturated, and many times a yield's own cost (a trip
+	// through the scheduler, a fraction of a microsecond). A yield comes
+	// early at times (a goroutine that moved to another processor, a clock
+	// the pool dropped in a collection and made anew).
 	yieldEvery = 10 * time.Microsecond
 )
 
@@ -347,8 +351,8 @@ func (q *Queue[K]) saturated(now time.Duration) bool {
 
 // yieldIfSaturated yields the processor if the workers are saturated and no
 // Get yielded it in the last yieldEvery. The pool hands a goroutine the
-// clock of the processor it runs on (another's at times, after a
-// migration: a yield then comes early or late, never lost for long). It
+// clock of the processor it runs on (another's or a new one at times: a
+// yield then comes early or late, never lost for long). It
 // reads the system's monotonic clock, not Options.Clock: it is about the
 // processors of this process, not the queue's time.
 func (q *Queue[K]) yieldIfSaturated() {
