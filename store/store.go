@@ -235,6 +235,9 @@ func (s *Indexer[T]) Replace(items []T, resourceVersion string) error {
 		if !s.lockFor(fs) {
 			continue
 		}
+		if !c.nsIndexed && s.nsRead.Load() {
+			c.buildNamespaceIndex() // read by namespace for the first time while c was built
+		}
 		s.c = c
 		if resourceVersion == "" { // rare: lists carry a version
 			s.rv = maxVersion(s.rv, items)
