@@ -132,6 +132,7 @@ func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*Shar
 		if opts.ShareMaps {
 			i.table.ShareMaps()
 		}
+		i.snap.internWhileDecoding(opts.ShareMaps)
 	}
 	body := false // the ListerWatcher interns the metadata as it decodes
 	if mi, ok := lw.(metadataInterner); ok && i.table != nil && !opts.ShareMaps && opts.Transform == nil {

@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/ctrlkit/ctrlkit/intern"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 	"github.com/ctrlkit/ctrlkit/snapshot"
@@ -111,6 +112,8 @@ func (s CacheStart) String() string {
 type snapshots[T object.Object] struct {
 	cfg      Snapshot[T]
 	identity snapshot.Identity
+	proto    *protoCodec[T] // the default codec, when protobuf
+	interned bool           // Decode interns what it decodes (internWhileDecoding)
 	wg       sync.WaitGroup // periodic writes under way
 
 	mu      sync.Mutex
@@ -154,34 +157,82 @@ func newSnapshots[T object.Object](cfg Snapshot[T]) (*snapshots[T], error) {
 	if (cfg.Encode == nil) != (cfg.Decode == nil) {
 		return nil, errors.New("snapshot: set both Encode and Decode, or neither")
 	}
+	s := &snapshots[T]{cfg: cfg, identity: cfg.Identity}
 	if cfg.Encode == nil {
-		cfg.Encode, cfg.Decode = defaultCodec[T]()
+		if s.proto = newProtoCodec[T](); s.proto != nil {
+			s.cfg.Encode, s.cfg.Decode = s.proto.encode, s.proto.decode
+		} else {
+			s.cfg.Encode, s.cfg.Decode = snapshot.JSON[T]()
+		}
 	}
-	return &snapshots[T]{cfg: cfg, identity: cfg.Identity}, nil
+	return s, nil
 }
 
-// defaultCodec is protobuf for a T with Marshal and Unmarshal (client-go's
-// types), JSON otherwise.
-func defaultCodec[T object.Object]() (func(T) ([]byte, error), func([]byte) (T, error)) {
-	type marshaler interface{ Marshal() ([]byte, error) }
-	type unmarshaler interface{ Unmarshal([]byte) error }
+// protoCodec is the default codec for a T with Marshal and Unmarshal
+// (client-go's types): protobuf. Other types' default is JSON.
+type protoCodec[T object.Object] struct {
+	elem reflect.Type // what T points to
+}
+
+type (
+	marshaler   interface{ Marshal() ([]byte, error) }
+	unmarshaler interface{ Unmarshal([]byte) error }
+)
+
+// newProtoCodec returns T's protobuf codec, nil if T has none.
+func newProtoCodec[T object.Object]() *protoCodec[T] {
 	var zero T
 	t := reflect.TypeOf(zero)
 	if t == nil || t.Kind() != reflect.Pointer {
-		return snapshot.JSON[T]()
+		return nil
 	}
 	_, canMarshal := any(zero).(marshaler)
 	_, canUnmarshal := any(zero).(unmarshaler)
 	if !canMarshal || !canUnmarshal {
-		return snapshot.JSON[T]()
+		return nil
 	}
-	elem := t.Elem()
-	encode := func(obj T) ([]byte, error) { return any(obj).(marshaler).Marshal() }
-	decode := func(b []byte) (T, error) {
-		obj := reflect.New(elem).Interface().(T)
-		return obj, any(obj).(unmarshaler).Unmarshal(b)
+	return &protoCodec[T]{elem: t.Elem()}
+}
+
+func (c *protoCodec[T]) encode(obj T) ([]byte, error) { return any(obj).(marshaler).Marshal() }
+
+func (c *protoCodec[T]) decode(b []byte) (T, error) {
+	obj := reflect.New(c.elem).Interface().(T)
+	return obj, any(obj).(unmarshaler).Unmarshal(b)
+}
+
+// internWhileDecoding makes s's protobuf codec intern each object as it
+// decodes it, on the goroutines that decode the snapshot, each with a table
+// of its own (from a sync.Pool): the metadata as it is read (a namespace, label or annotation
+// string the table holds is never allocated), the rest after (intern.Table's
+// Body); the loader then interns nothing. It does nothing for a codec the
+// caller gave, for JSON, or with shareMaps (the metadata decoder interns a
+// map's strings but does not share maps whole).
+func (s *snapshots[T]) internWhileDecoding(shareMaps bool) {
+	if s == nil || s.proto == nil || shareMaps {
+		return
 	}
-	return encode, decode
+	tables := sync.Pool{New: func() any { return intern.NewTable(0) }} // one per processor, in practice
+	s.cfg.Decode = func(b []byte) (T, error) {
+		t := tables.Get().(*intern.Table)
+		defer tables.Put(t)
+		obj := reflect.New(s.proto.elem).Interface().(T)
+		if m := intern.MetaOf(obj); m != nil {
+			if rest, ok := t.UnmarshalLeadingMeta(b, m, false); ok {
+				err := any(obj).(unmarshaler).Unmarshal(rest)
+				if err == nil {
+					t.Body(any(obj))
+				}
+				return obj, err
+			}
+		}
+		err := any(obj).(unmarshaler).Unmarshal(b)
+		if err == nil {
+			t.Object(any(obj))
+		}
+		return obj, err
+	}
+	s.interned = true
 }
 
 // loadSnapshot reads the snapshot and, when it is of what the informer
@@ -231,7 +282,7 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context, resume chan<-
 		if err := ctx.Err(); err != nil {
 			return err // stopping: no need to read the rest
 		}
-		if i.table != nil {
+		if i.table != nil && !s.interned {
 			for _, obj := range objs {
 				i.table.Object(any(obj))
 			}

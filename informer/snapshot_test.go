@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -613,5 +614,76 @@ func TestInformer_theServerConfirmsTheSnapshotWhileItLoads(t *testing.T) {
 	}
 	if want := serverState(t, cms)(); !maps.Equal(warm.cached, want) {
 		t.Fatalf("cache after a warm start:\n%v\nserver:\n%v", warm.cached, want)
+	}
+}
+
+// A warm start's objects are interned as a cold start's are: the default
+// protobuf codec interns while it decodes (repeated label values and data
+// keys share one string), DisableInterning interns nothing, and ShareMaps
+// shares equal label maps whole; every object decodes to the server's.
+func TestInformer_aWarmStartInternsAsAColdStartDoes(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	cms := configMaps(t, srv.Config(), ns)
+	for _, name := range []string{"a", "b"} {
+		if _, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{"app": "web", "tier": "front"}}, Data: map[string]string{"config.yaml": name}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	for _, tc := range []struct {
+		name             string
+		opts             informer.FactoryOptions
+		interned, shared bool
+	}{
+		{"default", informer.FactoryOptions{}, true, false},
+		{"DisableInterning", informer.FactoryOptions{DisableInterning: true}, false, false},
+		{"ShareMaps", informer.FactoryOptions{ShareMaps: true}, true, true},
+	} {
+		snap := informer.Snapshot[*corev1.ConfigMap]{Path: filepath.Join(t.TempDir(), "cms.snap"),
+			Identity: snapshot.Identity{Cluster: "test", Version: "v1", Resource: "configmaps", Namespace: ns}}
+		var a, b *corev1.ConfigMap
+		for run := range 2 { // cold, writing the snapshot; then warm from it
+			inf := realInformer(t, cms, informer.Options[*corev1.ConfigMap]{Snapshot: snap, FactoryOptions: tc.opts})
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error)
+			go func() { done <- inf.Run(ctx) }()
+			waitFor(t, wait, "sync", inf.HasSynced)
+			a, _ = inf.Reader().Get(object.ObjectName{Namespace: ns, Name: "a"})
+			b, _ = inf.Reader().Get(object.ObjectName{Namespace: ns, Name: "b"})
+			start := inf.Start()
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if start.Warm != (run == 1) {
+				t.Fatalf("%s, run %d: %v", tc.name, run, start)
+			}
+		}
+		for _, o := range []*corev1.ConfigMap{a, b} {
+			want, err := cms.Get(t.Context(), o.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.ResourceVersion != want.ResourceVersion || !maps.Equal(o.Labels, want.Labels) || !maps.Equal(o.Data, want.Data) ||
+				o.Namespace != ns || o.UID != want.UID {
+				t.Errorf("%s: warm %s = %+v, server has %+v", tc.name, o.Name, o, want)
+			}
+		}
+		var aKey, bKey string
+		for k := range a.Data {
+			aKey = k
+		}
+		for k := range b.Data {
+			bKey = k
+		}
+		interned := same(a.Labels["app"], b.Labels["app"]) && same(aKey, bKey) && same(a.Namespace, b.Namespace)
+		shared := fmt.Sprintf("%p", a.Labels) == fmt.Sprintf("%p", b.Labels)
+		if interned != tc.interned || shared != tc.shared {
+			t.Errorf("%s: warm objects' strings interned %v, label maps shared %v; want %v, %v", tc.name, interned, shared, tc.interned, tc.shared)
+		}
 	}
 }

@@ -40,6 +40,38 @@ func (t *Table) shortBytes(b []byte) string {
 
 var errWireType = errors.New("wrong wire type")
 
+// UnmarshalLeadingMeta decodes the metadata of b, the protobuf encoding of
+// a Kubernetes object whose metadata is its field 1 (as Kubernetes' own
+// types have it), into m (which should be zero) with UnmarshalMeta, and
+// returns the object's other fields for the type's generated decoder. ok is
+// false, with m left zero, when b is not laid out as encoders write an
+// object (the metadata first, and only once) or the metadata does not
+// decode here: the caller then decodes b whole as usual, which decodes it
+// or reports what is wrong.
+func (t *Table) UnmarshalLeadingMeta(b []byte, m *metav1.ObjectMeta, skipManagedFields bool) (rest []byte, ok bool) {
+	num, wt, n := protowire.ConsumeTag(b)
+	if n < 0 || num != 1 || wt != protowire.BytesType {
+		return nil, false
+	}
+	meta, mn := protowire.ConsumeBytes(b[n:])
+	if mn < 0 {
+		return nil, false
+	}
+	rest = b[n+mn:]
+	for r := rest; len(r) > 0; {
+		num, _, fn := protowire.ConsumeField(r)
+		if fn < 0 || num == 1 {
+			return nil, false
+		}
+		r = r[fn:]
+	}
+	if err := t.UnmarshalMeta(meta, m, skipManagedFields); err != nil {
+		*m = metav1.ObjectMeta{}
+		return nil, false
+	}
+	return rest, true
+}
+
 // UnmarshalMeta decodes b, the protobuf encoding of object metadata, into
 // m (which should be zero), interning what Meta interns as it decodes: a
 // namespace, generateName, label, annotation key or short value, or

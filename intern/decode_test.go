@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ctrlkit/ctrlkit/intern"
@@ -155,5 +156,53 @@ func TestTable_UnmarshalMetaAllocatesNothingForWhatTheTableHolds(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("decoding metadata whose strings the table holds allocated %v times, want 0", n)
+	}
+}
+
+// UnmarshalLeadingMeta decodes an object's metadata (field 1) and hands
+// back the other fields; an object laid out otherwise is left to the
+// generated decoder, with the metadata untouched.
+func TestTable_UnmarshalLeadingMetaSplitsAnObjectAsEncodersWriteIt(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: fullMeta(), Spec: corev1.PodSpec{NodeName: "n1",
+		Containers: []corev1.Container{{Name: "web", Image: "registry.example/web:1.2.3"}}}}
+	b, err := pod.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want corev1.Pod
+	if err := want.Unmarshal(b); err != nil {
+		t.Fatal(err)
+	}
+	intern.NewTable(0).Meta(&want.ObjectMeta)
+
+	var got corev1.Pod
+	rest, ok := intern.NewTable(0).UnmarshalLeadingMeta(b, &got.ObjectMeta, false)
+	if !ok {
+		t.Fatal("a marshalled Pod was not split")
+	}
+	if err := got.Unmarshal(rest); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&got, &want) {
+		t.Fatalf("split decode:\n%+v\nwant\n%+v", &got, &want)
+	}
+
+	metaField := protowire.AppendTag(nil, 1, protowire.BytesType)
+	meta := marshal(t, fullMeta())
+	metaField = protowire.AppendBytes(metaField, meta)
+	spec := b[len(metaField):]                                                              // the Pod's other fields
+	badMeta := protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.VarintType), 1) // namespace as a varint
+	for name, in := range map[string][]byte{
+		"metadata last":       append(append([]byte(nil), spec...), metaField...),
+		"metadata twice":      append(append(append([]byte(nil), metaField...), spec...), metaField...),
+		"not a message":       {0xff},
+		"truncated metadata":  metaField[:len(metaField)-3],
+		"metadata as varint":  protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 7),
+		"metadata not parsed": protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), badMeta),
+	} {
+		var m metav1.ObjectMeta
+		if rest, ok := intern.NewTable(0).UnmarshalLeadingMeta(in, &m, false); ok || rest != nil || !reflect.DeepEqual(m, metav1.ObjectMeta{}) {
+			t.Errorf("%s: ok %v, %d bytes back, metadata %+v; want not split and untouched", name, ok, len(rest), m)
+		}
 	}
 }

@@ -124,18 +124,16 @@ type metaInterner struct {
 // not or the metadata does not decode here; the generated decoder then
 // decodes it (or reports what is wrong) as usual.
 func (in *metaInterner) unmarshal(b []byte, obj protoMessage, m *metav1.ObjectMeta, skipManagedFields bool) (ok bool, err error) {
-	num, wt, meta, _, n := nextField(b, 0)
-	if m == nil || num != 1 || wt != protowire.BytesType || n <= 0 || hasField(b[n:], 1) {
+	if m == nil {
 		return false, nil
 	}
 	in.mu.Lock()
-	err = in.table.UnmarshalMeta(meta, m, skipManagedFields)
+	rest, ok := in.table.UnmarshalLeadingMeta(b, m, skipManagedFields)
 	in.mu.Unlock()
-	if err != nil {
-		*m = metav1.ObjectMeta{}
+	if !ok {
 		return false, nil
 	}
-	return true, obj.Unmarshal(b[n:])
+	return true, obj.Unmarshal(rest)
 }
 
 // meta interns the metadata of obj (an object the table did not decode),
@@ -151,19 +149,6 @@ func (in *metaInterner) meta(obj any) {
 	in.mu.Lock()
 	in.table.Meta(m)
 	in.mu.Unlock()
-}
-
-// hasField reports whether the message b has a field numbered num, or does
-// not parse.
-func hasField(b []byte, num protowire.Number) bool {
-	for off := 0; off < len(b); {
-		f, _, _, at, n := nextField(b, off)
-		if n <= 0 || f == num {
-			return true
-		}
-		off = at + n
-	}
-	return false
 }
 
 // scratch holds buffers for withoutManagedFields.
