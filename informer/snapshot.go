@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sync"
 	"time"
 
@@ -203,7 +204,7 @@ func (c *protoCodec[T]) decode(b []byte) (T, error) {
 
 // internWhileDecoding makes s's protobuf codec intern each object as it
 // decodes it, on the goroutines that decode the snapshot, each with a table
-// of its own (from a sync.Pool): the metadata as it is read (a namespace, label or annotation
+// of its own (kept between calls, unlike a sync.Pool's): the metadata as it is read (a namespace, label or annotation
 // string the table holds is never allocated), the rest after (intern.Table's
 // Body); the loader then interns nothing. It does nothing for a codec the
 // caller gave, for JSON, or with shareMaps (the metadata decoder interns a
@@ -212,10 +213,20 @@ func (s *snapshots[T]) internWhileDecoding(shareMaps bool) {
 	if s == nil || s.proto == nil || shareMaps {
 		return
 	}
-	tables := sync.Pool{New: func() any { return intern.NewTable(0) }} // one per processor, in practice
+	free := make(chan *intern.Table, runtime.GOMAXPROCS(0)) // tables not in use
 	s.cfg.Decode = func(b []byte) (T, error) {
-		t := tables.Get().(*intern.Table)
-		defer tables.Put(t)
+		var t *intern.Table
+		select {
+		case t = <-free:
+		default:
+			t = intern.NewTable(0)
+		}
+		defer func() {
+			select {
+			case free <- t:
+			default:
+			}
+		}()
 		obj := reflect.New(s.proto.elem).Interface().(T)
 		if m := intern.MetaOf(obj); m != nil {
 			if rest, ok := t.UnmarshalLeadingMeta(b, m, false); ok {

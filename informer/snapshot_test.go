@@ -472,16 +472,7 @@ func TestInformer_periodicSnapshotsAreConsistentUnderChanges(t *testing.T) {
 }
 
 func TestInformer_shareMapsSharesEqualLabelMapsOnlyWhenAsked(t *testing.T) {
-	srv := env.Get(t)
-	ns := srv.Namespace(t)
-	leakcheck.Check(t)
-	cms := configMaps(t, srv.Config(), ns)
-	for _, name := range []string{"a", "b"} {
-		if _, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
-			Labels: map[string]string{"app": "web", "tier": "front"}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cms, ns := twoLabelledConfigMaps(t)
 	for _, share := range []bool{false, true} {
 		inf := realInformer(t, cms, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{ShareMaps: share}})
 		ctx, cancel := context.WithCancel(t.Context())
@@ -622,17 +613,7 @@ func TestInformer_theServerConfirmsTheSnapshotWhileItLoads(t *testing.T) {
 // keys share one string), DisableInterning interns nothing, and ShareMaps
 // shares equal label maps whole; every object decodes to the server's.
 func TestInformer_aWarmStartInternsAsAColdStartDoes(t *testing.T) {
-	srv := env.Get(t)
-	ns := srv.Namespace(t)
-	leakcheck.Check(t)
-	cms := configMaps(t, srv.Config(), ns)
-	for _, name := range []string{"a", "b"} {
-		if _, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
-			Labels: map[string]string{"app": "web", "tier": "front"}}, Data: map[string]string{"config.yaml": name}},
-			metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cms, ns := twoLabelledConfigMaps(t)
 	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
 	for _, tc := range []struct {
 		name             string
@@ -686,4 +667,22 @@ func TestInformer_aWarmStartInternsAsAColdStartDoes(t *testing.T) {
 			t.Errorf("%s: warm objects' strings interned %v, label maps shared %v; want %v, %v", tc.name, interned, shared, tc.interned, tc.shared)
 		}
 	}
+}
+
+// twoLabelledConfigMaps creates ConfigMaps a and b in a new namespace, with
+// equal labels and one data key each (value: the name).
+func twoLabelledConfigMaps(t *testing.T) (typedcorev1.ConfigMapInterface, string) {
+	t.Helper()
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	cms := configMaps(t, srv.Config(), ns)
+	for _, name := range []string{"a", "b"} {
+		if _, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{"app": "web", "tier": "front"}}, Data: map[string]string{"config.yaml": name}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cms, ns
 }
