@@ -204,11 +204,13 @@ func (c *protoCodec[T]) decode(b []byte) (T, error) {
 
 // internWhileDecoding makes s's protobuf codec intern each object as it
 // decodes it, on the goroutines that decode the snapshot, each with a table
-// of its own (kept between calls, unlike a sync.Pool's): the metadata as it is read (a namespace, label or annotation
-// string the table holds is never allocated), the rest after (intern.Table's
-// Body); the loader then interns nothing. It does nothing for a codec the
-// caller gave, for JSON, or with shareMaps (the metadata decoder interns a
-// map's strings but does not share maps whole).
+// of its own (kept between calls in a free list: a sync.Pool would drop
+// them at each collection): the metadata as it is read (a namespace, label
+// or annotation string the table holds is never allocated), the rest after
+// (intern.Table's Body); the loader then interns nothing. Objects not laid
+// out as encoders write them are decoded whole, then interned. It does
+// nothing for a codec the caller gave, for JSON, or with shareMaps (the
+// metadata decoder interns a map's strings but does not share maps whole).
 func (s *snapshots[T]) internWhileDecoding(shareMaps bool) {
 	if s == nil || s.proto == nil || shareMaps {
 		return
@@ -228,18 +230,15 @@ func (s *snapshots[T]) internWhileDecoding(shareMaps bool) {
 			}
 		}()
 		obj := reflect.New(s.proto.elem).Interface().(T)
+		internAfter := t.Object
 		if m := intern.MetaOf(obj); m != nil {
 			if rest, ok := t.UnmarshalLeadingMeta(b, m, false); ok {
-				err := any(obj).(unmarshaler).Unmarshal(rest)
-				if err == nil {
-					t.Body(any(obj))
-				}
-				return obj, err
+				b, internAfter = rest, t.Body // the metadata is decoded and interned
 			}
 		}
 		err := any(obj).(unmarshaler).Unmarshal(b)
 		if err == nil {
-			t.Object(any(obj))
+			internAfter(any(obj))
 		}
 		return obj, err
 	}

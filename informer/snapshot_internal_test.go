@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -55,6 +56,17 @@ func TestSnapshots_theProtobufCodecInternsWhileItDecodes(t *testing.T) {
 	}
 	if _, err := s.cfg.Decode([]byte{0xff}); err == nil {
 		t.Error("bytes that are no ConfigMap decoded")
+	}
+	// The metadata last: decoded whole, then interned.
+	bytesA := cm("a")
+	_, _, n := protowire.ConsumeField(bytesA)
+	reordered := append(append([]byte(nil), bytesA[n:]...), bytesA[:n]...)
+	c, err := s.cfg.Decode(reordered)
+	if err != nil || !reflect.DeepEqual(c, &want) {
+		t.Fatalf("metadata last: decoded %+v, %v; want %+v", c, err, &want)
+	}
+	if !same(c.Namespace, a.Namespace) {
+		t.Error("an object with its metadata last was not interned")
 	}
 
 	for name, s := range map[string]func() bool{

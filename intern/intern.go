@@ -13,7 +13,8 @@
 // at most its size in strings, however many objects pass through; strings
 // that do not repeat only take slots from ones that do. It is not safe for
 // concurrent use: the informer keeps one per informer, used by its
-// reflector's goroutine. String is the process-wide, concurrency-safe form
+// reflector's goroutine, and a warm start's snapshot decoder one per
+// goroutine that decodes. String is the process-wide, concurrency-safe form
 // (the standard library's unique package), for code outside an informer.
 //
 // Only fields that repeat in real clusters are interned; names and UIDs of

@@ -206,7 +206,9 @@ func (s *Indexer[T]) Remove(key, resourceVersion string) (old T, existed bool) {
 //
 // The new content and its indexes are built without the lock, then swapped
 // in at once, so readers see either the old or the new content and are
-// never blocked for the build. On an invalid key or an index function error
+// never blocked for the build (except by the namespace index's, when the
+// first read by namespace came while the content was built: it is then
+// built under the lock before the swap). On an invalid key or an index function error
 // it returns the error and the store is unchanged. The store keeps the
 // objects, not the slice.
 func (s *Indexer[T]) Replace(items []T, resourceVersion string) error {
