@@ -15,8 +15,7 @@ func (t *Table) bytesString(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
-	h := hash(b)
-	first, second := &t.slots[h&t.mask], &t.slots[(h>>32)&t.mask]
+	first, second := t.pair(hash(b))
 	// Comparisons of string(b) allocate nothing; a switch on it would copy
 	// b when longer than 32 bytes.
 	if string(b) == *first {
