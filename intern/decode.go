@@ -3,6 +3,7 @@ package intern
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,6 +88,7 @@ func (t *Table) UnmarshalLeadingMeta(b []byte, m *metav1.ObjectMeta, skipManaged
 // leaves m partly filled. Labels and annotations are not shared whole
 // (ShareMaps): only their strings are interned.
 func (t *Table) UnmarshalMeta(b []byte, m *metav1.ObjectMeta, skipManagedFields bool) error {
+	var own ownStrings
 	for len(b) > 0 {
 		num, wt, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -114,30 +116,62 @@ func (t *Table) UnmarshalMeta(b []byte, m *metav1.ObjectMeta, skipManagedFields 
 		if num >= 1 && num <= 17 && num != 15 && num != 16 && wt != want {
 			return fmt.Errorf("metadata field %d: %w %d", num, errWireType, wt)
 		}
-		if err := t.metaField(m, num, v, x, skipManagedFields); err != nil {
+		if err := t.metaField(m, &own, num, v, x, skipManagedFields); err != nil {
 			return fmt.Errorf("metadata field %d: %w", num, err)
 		}
 	}
+	own.set(m)
 	return nil
 }
 
+// ownStrings holds, while metadata decodes, the bytes of the strings that
+// are the object's own (its name, selfLink, UID and resource version):
+// never shared with another object, they are allocated together, one
+// string for the four, once the metadata is decoded. An object read from
+// the wire then costs one allocation for them instead of three (selfLink
+// is rarely set), and the collector one object to mark and sweep. A
+// caller that keeps one of them past its object keeps the other three's
+// few bytes too.
+type ownStrings struct{ name, selfLink, uid, resourceVersion []byte }
+
+// set stores the strings in m; absent ones are left empty.
+func (o *ownStrings) set(m *metav1.ObjectMeta) {
+	n := len(o.name) + len(o.selfLink) + len(o.uid) + len(o.resourceVersion)
+	if n == 0 {
+		return
+	}
+	var all strings.Builder
+	all.Grow(n)
+	take := func(b []byte) string {
+		if len(b) == 0 {
+			return ""
+		}
+		start := all.Len()
+		all.Write(b)
+		return all.String()[start:]
+	}
+	m.Name, m.SelfLink = take(o.name), take(o.selfLink)
+	m.UID, m.ResourceVersion = types.UID(take(o.uid)), take(o.resourceVersion)
+}
+
 // metaField sets field num of m from its value: v if length-delimited, x
-// if a varint (UnmarshalMeta checked the wire type).
-func (t *Table) metaField(m *metav1.ObjectMeta, num protowire.Number, v []byte, x uint64, skipManagedFields bool) error {
+// if a varint (UnmarshalMeta checked the wire type); the object's own
+// strings go to own, for UnmarshalMeta to allocate together.
+func (t *Table) metaField(m *metav1.ObjectMeta, own *ownStrings, num protowire.Number, v []byte, x uint64, skipManagedFields bool) error {
 	var err error
 	switch num {
 	case 1:
-		m.Name = string(v)
+		own.name = v
 	case 2:
 		m.GenerateName = t.bytesString(v)
 	case 3:
 		m.Namespace = t.bytesString(v)
 	case 4:
-		m.SelfLink = string(v)
+		own.selfLink = v
 	case 5:
-		m.UID = types.UID(v)
+		own.uid = v
 	case 6:
-		m.ResourceVersion = string(v)
+		own.resourceVersion = v
 	case 7:
 		m.Generation = int64(x)
 	case 8:

@@ -159,6 +159,29 @@ func TestTable_UnmarshalMetaAllocatesNothingForWhatTheTableHolds(t *testing.T) {
 	}
 }
 
+// An object's own strings (name, UID, resource version) are allocated
+// together: one allocation for the three, each its own value.
+func TestTable_UnmarshalMetaAllocatesAnObjectsOwnStringsOnce(t *testing.T) {
+	tab := intern.NewTable(0)
+	b := marshal(t, metav1.ObjectMeta{Name: "web-7d9f8c-x2x4q", Namespace: "shop", UID: "4f3c2b1a-0000-4000-8000-000000000042",
+		ResourceVersion: "123456"})
+	var m metav1.ObjectMeta
+	if err := tab.UnmarshalMeta(b, &m, true); err != nil {
+		t.Fatal(err)
+	}
+	if m.Name != "web-7d9f8c-x2x4q" || m.UID != "4f3c2b1a-0000-4000-8000-000000000042" || m.ResourceVersion != "123456" || m.SelfLink != "" {
+		t.Fatalf("decoded name %q, UID %q, resource version %q, selfLink %q", m.Name, m.UID, m.ResourceVersion, m.SelfLink)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		m = metav1.ObjectMeta{}
+		if err := tab.UnmarshalMeta(b, &m, true); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 1 {
+		t.Errorf("decoding a name, a UID and a resource version allocated %v times, want 1", n)
+	}
+}
+
 // UnmarshalLeadingMeta decodes an object's metadata (field 1) and hands
 // back the other fields; an object laid out otherwise is left to the
 // generated decoder, with the metadata untouched.
