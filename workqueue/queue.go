@@ -203,14 +203,14 @@ type yieldClock struct{ at time.Duration }
 func New[K comparable](opts Options[K]) (*Queue[K], error) {
 	opts = opts.withDefaults()
 	q := &Queue[K]{
-		clock:   opts.Clock,
-		born:    time.Now(),
+		clock:    opts.Clock,
+		born:     time.Now(),
 		yield:    runtime.Gosched,
 		yielded:  &sync.Pool{New: func() any { return new(yieldClock) }},
 		maxProcs: func() int { return runtime.GOMAXPROCS(0) },
-		drained: make(chan struct{}),
-		limiter: opts.RateLimiter,
-		flowKey: opts.FlowKey,
+		drained:  make(chan struct{}),
+		limiter:  opts.RateLimiter,
+		flowKey:  opts.FlowKey,
 	}
 	q.core.init(opts.Registerer != nil, opts.AgingStep, opts.Quantum)
 	q.procs = q.maxProcs()
