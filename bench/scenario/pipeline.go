@@ -35,6 +35,8 @@ type PipelineConfig struct {
 	// handing them objects built as a decoder would. Its metrics include
 	// decoding: they have no _net suffix.
 	Wire bool
+	// Workers is the number of workers on each side. Default: 2.
+	Workers int
 
 	// phase, if set, is called as each phase ("sync", "events") starts, and
 	// the function it returns as the phase ends: a hook for profiling in
@@ -42,8 +44,16 @@ type PipelineConfig struct {
 	phase func(name string) (end func())
 }
 
+// workers returns Workers or its default.
+func (c PipelineConfig) workers() int {
+	if c.Workers <= 0 {
+		return 2
+	}
+	return c.Workers
+}
+
 // Pipeline is S1: the whole pipeline, list then watch, through a handler
-// that enqueues keys to two workers reading the cache.
+// that enqueues keys to workers (two by default) reading the cache.
 func Pipeline(cfg PipelineConfig) Scenario {
 	name, doc, net := "S1 pipeline", fmt.Sprintf("In-memory source: %d ConfigMaps over %d namespaces (4 labels, 2 annotations, ~500 B of data, "+
 		"one managedFields entry), listed in pages of %d, then %d watch events (~98%% updates, ~1%% deletes, ~1%% creates, "+
@@ -70,12 +80,15 @@ func Pipeline(cfg PipelineConfig) Scenario {
 	if cfg.Wire {
 		extra = []string{ClientGoStrip}
 	}
+	if w := cfg.workers(); w != 2 {
+		name += fmt.Sprintf(", %d worker(s)", w)
+	}
 	return Scenario{
 		Name:  name,
 		Extra: extra,
-		Doc: doc + "ctrlkit: informer.New + handler.EnqueueKey + " +
-			"controller.New/Run with 2 workers (defaults: managedFields stripped). client-go: NewSharedIndexInformer " +
-			"(defaults) + NewTypedRateLimitingQueue + 2 workers calling GetByKey. sync_ms: start to HasSynced (polled every " +
+		Doc: doc + fmt.Sprintf("ctrlkit: informer.New + handler.EnqueueKey + "+
+			"controller.New/Run with %d worker(s) (defaults: managedFields stripped). client-go: NewSharedIndexInformer "+
+			"(defaults) + NewTypedRateLimitingQueue + %[1]d worker(s) calling GetByKey. ", cfg.workers()) + "sync_ms: start to HasSynced (polled every " +
 			"ms on both sides), sync_cpu_ms the process CPU time meanwhile (building the list included); the event phase starts once every listed key was processed and ends when every key's final " +
 			"state was read by a worker; events_per_sec includes building the events (on the watch goroutine, in parallel); " +
 			"cpu, allocations and bytes are process rusage and runtime.MemStats deltas over that phase. reads_per_event: " +
@@ -333,7 +346,7 @@ func runPipeline(ctx context.Context, cfg PipelineConfig, side string) (Result, 
 		endSync = cfg.phase("sync")
 	}
 	cpuStart, start := processCPU(), time.Now()
-	p, err := startPipeline(ctx, side, lws, r.observe)
+	p, err := startPipeline(ctx, side, lws, r.observe, cfg.workers())
 	if err != nil {
 		return nil, err
 	}
@@ -361,11 +374,11 @@ type pipelineLWs struct {
 	check    func(n, pageSize int) error
 }
 
-func startPipeline(ctx context.Context, side string, lws pipelineLWs, observe func(string, *corev1.ConfigMap, bool)) (pipeline, error) {
+func startPipeline(ctx context.Context, side string, lws pipelineLWs, observe func(string, *corev1.ConfigMap, bool), workers int) (pipeline, error) {
 	if side == Ctrlkit {
-		return startCtrlkitPipeline(ctx, lws.ctrlkit, observe)
+		return startCtrlkitPipeline(ctx, lws.ctrlkit, observe, workers)
 	}
-	return startClientGoPipeline(ctx, lws.clientGo, observe, side == ClientGoStrip)
+	return startClientGoPipeline(ctx, lws.clientGo, observe, side == ClientGoStrip, workers)
 }
 
 // ClientGoStrip is an extra side of S1 on the wire: client-go's informer
@@ -461,7 +474,7 @@ func configMapList(items []corev1.ConfigMap, rv, cont string, remaining *int64) 
 }
 
 // ctrlkitPipeline: informer.New, handler.EnqueueKey into controller.New's
-// queue, controller.Run with 2 workers.
+// queue, controller.Run with the run's workers.
 type ctrlkitPipeline struct {
 	inf    *informer.SharedIndexInformer[*corev1.ConfigMap]
 	cancel context.CancelFunc
@@ -470,7 +483,7 @@ type ctrlkitPipeline struct {
 }
 
 func startCtrlkitPipeline(ctx context.Context, lw reflector.ListerWatcher[*corev1.ConfigMap],
-	observe func(string, *corev1.ConfigMap, bool)) (*ctrlkitPipeline, error) {
+	observe func(string, *corev1.ConfigMap, bool), workers int) (*ctrlkitPipeline, error) {
 	inf, err := informer.New[*corev1.ConfigMap](lw,
 		informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}, DetectMutations: informer.DetectNever}})
 	if err != nil {
@@ -482,7 +495,7 @@ func startCtrlkitPipeline(ctx context.Context, lw reflector.ListerWatcher[*corev
 		obj, ok := idx.GetByKey(key)
 		observe(key, obj, ok)
 		return controller.Result{}, nil
-	}), controller.Options[string]{Workers: 2})
+	}), controller.Options[string]{Workers: workers})
 	if err != nil {
 		return nil, err
 	}
@@ -510,7 +523,8 @@ func (p *ctrlkitPipeline) stop() error {
 }
 
 // clientGoPipeline: NewSharedIndexInformer, an event handler adding keys to
-// NewTypedRateLimitingQueue, 2 workers calling GetByKey, Forget and Done.
+// NewTypedRateLimitingQueue, the run's workers calling GetByKey, Forget and
+// Done.
 type clientGoPipeline struct {
 	inf    cache.SharedIndexInformer
 	queue  cgworkqueue.TypedRateLimitingInterface[string]
@@ -519,7 +533,7 @@ type clientGoPipeline struct {
 }
 
 func startClientGoPipeline(ctx context.Context, lw cache.ListerWatcher,
-	observe func(string, *corev1.ConfigMap, bool), strip bool) (*clientGoPipeline, error) {
+	observe func(string, *corev1.ConfigMap, bool), strip bool, workers int) (*clientGoPipeline, error) {
 	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	if strip {
@@ -539,7 +553,7 @@ func startClientGoPipeline(ctx context.Context, lw cache.ListerWatcher,
 	p := &clientGoPipeline{inf: inf, queue: q, cancel: cancel}
 	p.wg.Go(func() { inf.RunWithContext(ctx) })
 	indexer := inf.GetIndexer()
-	for range 2 {
+	for range workers {
 		p.wg.Go(func() {
 			if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 				return

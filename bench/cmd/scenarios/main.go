@@ -34,6 +34,7 @@ func run() error {
 	out := flag.String("json", "scenarios.json", "where to write every run as JSON")
 	s1Objects := flag.Int("s1-objects", 100000, "S1: ConfigMaps in the initial list")
 	s1Events := flag.Int("s1-events", 500000, "S1: watch events after the list")
+	s1Workers := flag.Int("s1-workers", 2, "S1: workers on each side (a name other than 2 gets a suffix)")
 	s2Pods := flag.Int("s2-pods", 50000, "S2: cached Pods")
 	s4Objects := flag.Int("s4-objects", 100000, "S4: cached ConfigMaps relisted")
 	keys := flag.Int("keys", 10000, "S3: distinct keys")
@@ -54,10 +55,10 @@ func run() error {
 		picked[strings.TrimSpace(s)] = true
 	}
 	if picked["S1"] {
-		scenarios = append(scenarios, scenario.Pipeline(scenario.PipelineConfig{Objects: *s1Objects, Events: *s1Events, Namespaces: 100, PageSize: 500}))
+		scenarios = append(scenarios, scenario.Pipeline(scenario.PipelineConfig{Objects: *s1Objects, Events: *s1Events, Namespaces: 100, PageSize: 500, Workers: *s1Workers}))
 	}
 	if picked["S1w"] {
-		scenarios = append(scenarios, scenario.Pipeline(scenario.PipelineConfig{Objects: *s1Objects, Events: *s1Events, Namespaces: 100, PageSize: 500, Wire: true}))
+		scenarios = append(scenarios, scenario.Pipeline(scenario.PipelineConfig{Objects: *s1Objects, Events: *s1Events, Namespaces: 100, PageSize: 500, Wire: true, Workers: *s1Workers}))
 	}
 	if picked["S2"] {
 		scenarios = append(scenarios, scenario.Memory(scenario.MemoryConfig{Objects: *s2Pods, Namespaces: 100}))
