@@ -339,7 +339,11 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 	if q.gets++; q.gets%1024 == 0 {
 		q.procs = q.maxProcs()
 	}
-	q.workers = max(q.workers, q.core.processing+int(q.waiting.Load()))
+	seen := q.core.processing + int(q.waiting.Load()) // this Get, if it got a key, is in both when it waited
+	if waits && ok {
+		seen--
+	}
+	q.workers = max(q.workers, seen)
 	q.updateCrowdedLocked()
 	q.mu.Unlock()
 	if waits {

@@ -144,6 +144,40 @@ func TestQueue_GetYieldsOnlyWithAWorkerPerProcessor(t *testing.T) {
 	})
 }
 
+// A worker that waited for its key counts once: one worker that waits
+// between keys, on two processors, never yields.
+func TestQueue_AWorkerThatWaitedCountsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newTestQueue(t, Options[string]{})
+		onProcessors(q, 2)
+		var yields atomic.Int32
+		q.yield = func() { yields.Add(1) }
+		q.yielded = &oneClock{}
+		for _, k := range []string{"a", "b", "c"} {
+			got := make(chan string)
+			go func() {
+				k, _ := q.Get() // waits: the key comes after
+				got <- k
+			}()
+			synctest.Wait()
+			q.Add(k)
+			q.Done(<-got)
+			time.Sleep(yieldAfter + yieldEvery) // saturated but for the worker count
+			q.Add(k + "2")
+			k2, _ := q.Get() // does not wait
+			q.Done(k2)
+		}
+		if n := yields.Load(); n != 0 {
+			t.Fatalf("one worker on two processors yielded %d times", n)
+		}
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.workers != 1 {
+			t.Fatalf("workers seen = %d, want 1", q.workers)
+		}
+	})
+}
+
 // oneClock stands for the queue's pool of per-processor clocks, as if every
 // Get ran on one processor: sync.Pool drops items at random under the race
 // detector.
