@@ -178,20 +178,6 @@ type Queue[K comparable] struct {
 		Put(any)
 	}
 	yield func()
-
-	// crowded says whether the queue has had as many workers at once as
-	// there are processors (workers, the most Gets seen at once holding a
-	// key or waiting for one, >= procs): its saturated workers may then
-	// hold every processor, leaving none to a goroutine feeding the queue.
-	// Written under mu when it changes (crowdedNow mirrors it), read
-	// without. procs is GOMAXPROCS, read through maxProcs (replaced in
-	// tests) at New and every 1024 Gets, as it may change while running.
-	crowded    atomic.Bool
-	crowdedNow bool
-	workers    int
-	procs      int
-	gets       uint
-	maxProcs   func() int
 }
 
 // yieldClock is when, counted from a queue's born, a Get last yielded.
@@ -203,17 +189,15 @@ type yieldClock struct{ at time.Duration }
 func New[K comparable](opts Options[K]) (*Queue[K], error) {
 	opts = opts.withDefaults()
 	q := &Queue[K]{
-		clock:    opts.Clock,
-		born:     time.Now(),
-		yield:    runtime.Gosched,
-		yielded:  &sync.Pool{New: func() any { return new(yieldClock) }},
-		maxProcs: func() int { return runtime.GOMAXPROCS(0) },
-		drained:  make(chan struct{}),
-		limiter:  opts.RateLimiter,
-		flowKey:  opts.FlowKey,
+		clock:   opts.Clock,
+		born:    time.Now(),
+		yield:   runtime.Gosched,
+		yielded: &sync.Pool{New: func() any { return new(yieldClock) }},
+		drained: make(chan struct{}),
+		limiter: opts.RateLimiter,
+		flowKey: opts.FlowKey,
 	}
 	q.core.init(opts.Registerer != nil, opts.AgingStep, opts.Quantum)
-	q.procs = q.maxProcs()
 	q.cond.L = &q.mu
 	q.delay = newDelayer(opts.Clock, q.add)
 	if opts.Registerer != nil {
@@ -305,11 +289,10 @@ func (q *Queue[K]) addChunk(keys []K, flows []string, prio int32) bool {
 // out the keys still queued and returns shutdown=true (and the zero key)
 // only once none is left. Safe for concurrent use.
 //
-// While the workers are saturated (the queue has had at least as many
-// workers at once as there are processors, no Get is waiting for a key and
-// none stopped waiting in the last 100µs), a Get yields its processor to any goroutine
-// waiting for one, unless a Get of this queue on the same processor yielded
-// in the last 10µs: workers that are busy on every processor otherwise keep
+// While the workers are saturated (no Get is waiting for a key and none
+// stopped waiting in the last 100µs), a Get yields its processor to any
+// goroutine waiting for one, unless a Get of this queue on the same
+// processor yielded in the last 10µs: workers that are busy on every processor otherwise keep
 // the goroutines that feed the queue (event handlers, a producer woken by a
 // timer) waiting until the runtime preempts a worker, about 10ms, and the
 // keys they owe then arrive in a burst. Each processor yields: it runs its
@@ -317,13 +300,7 @@ func (q *Queue[K]) addChunk(keys []K, flows []string, prio int32) bool {
 // take longer than 10µs to process are each preceded by a yield; keys
 // processed faster share one, whose cost would otherwise exceed their own.
 // While workers keep up, Get does not yield: a yield then only lets a
-// feeder add its burst before the keys already queued are handed out. Nor
-// does it with fewer workers than processors (a controller's one worker, by
-// default): a feeder then has a processor, and a yield would only wake an
-// idle one for nothing, a system call each. Workers are counted as the most
-// Gets the queue has seen at once, each holding a key or waiting for one;
-// a queue counts its own only: several queues whose workers together hold
-// every processor do not yield.
+// feeder add its burst before the keys already queued are handed out.
 func (q *Queue[K]) Get() (k K, shutdown bool) {
 	q.yieldIfSaturated()
 	q.mu.Lock()
@@ -336,15 +313,6 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 	}
 	now := q.now() // after waiting: the key is handed out now
 	k, since, ok := q.core.get(now)
-	if q.gets++; q.gets%1024 == 0 {
-		q.procs = q.maxProcs()
-	}
-	seen := q.core.processing + int(q.waiting.Load()) // this Get, if it got a key, is in both when it waited
-	if waits && ok {
-		seen--
-	}
-	q.workers = max(q.workers, seen)
-	q.updateCrowdedLocked()
 	q.mu.Unlock()
 	if waits {
 		q.waited.Store(int64(time.Since(q.born))) // idle until now
@@ -373,15 +341,6 @@ const (
 	yieldEvery = 10 * time.Microsecond
 )
 
-// updateCrowdedLocked sets crowded from the workers seen and the
-// processors, storing it only when it changes.
-func (q *Queue[K]) updateCrowdedLocked() {
-	if c := q.workers >= q.procs; c != q.crowdedNow {
-		q.crowdedNow = c
-		q.crowded.Store(c)
-	}
-}
-
 // saturated reports whether, at now (counted from born), no Get is waiting
 // for a key and none stopped waiting in the last yieldAfter: every worker
 // has been busy since, so goroutines that feed the queue may be waiting for
@@ -397,9 +356,6 @@ func (q *Queue[K]) saturated(now time.Duration) bool {
 // reads the system's monotonic clock, not Options.Clock: it is about the
 // processors of this process, not the queue's time.
 func (q *Queue[K]) yieldIfSaturated() {
-	if !q.crowded.Load() || q.waiting.Load() != 0 {
-		return // fewer workers than processors, or a worker waits: no clock read
-	}
 	now := time.Since(q.born)
 	if !q.saturated(now) {
 		return

@@ -13,7 +13,6 @@ import (
 func TestQueue_GetYieldsOnlyWhileTheWorkersAreSaturated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := newTestQueue(t, Options[string]{})
-		crowd(q)
 		var yields atomic.Int32
 		q.yield = func() { yields.Add(1) }
 		q.yielded = &oneClock{} // the test's Gets share one processor's clock
@@ -93,91 +92,6 @@ func TestQueue_GetYieldsOnlyWhileTheWorkersAreSaturated(t *testing.T) {
 	})
 }
 
-// crowd makes q count as many workers as processors, as if it had seen
-// one Get per processor at once.
-func crowd(q *Queue[string]) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.workers = q.procs
-	q.updateCrowdedLocked()
-}
-
-// onProcessors makes q count n processors (GOMAXPROCS).
-func onProcessors(q *Queue[string], n int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.maxProcs = func() int { return n }
-	q.procs = n
-	q.updateCrowdedLocked()
-}
-
-// With fewer workers than processors, a Get does not yield however long
-// the workers go without waiting: a feeder has a processor. Once the queue
-// has seen as many workers at once as there are processors, it does.
-func TestQueue_GetYieldsOnlyWithAWorkerPerProcessor(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		q := newTestQueue(t, Options[string]{})
-		onProcessors(q, 2)
-		var yields atomic.Int32
-		q.yield = func() { yields.Add(1) }
-		q.yielded = &oneClock{}
-		time.Sleep(yieldAfter + time.Nanosecond) // no Get has waited
-		for _, k := range []string{"a", "b", "c", "d", "e"} {
-			q.Add(k)
-		}
-		get := func(want int32, why string) string {
-			t.Helper()
-			k, _ := q.Get()
-			if got := yields.Load(); got != want {
-				t.Fatalf("%s: %d yields, want %d", why, got, want)
-			}
-			time.Sleep(yieldEvery) // each Get may yield again
-			return k
-		}
-		q.Done(get(0, "one worker, two processors"))
-		q.Done(get(0, "still one worker"))
-		first := get(0, "a key in process, two processors")
-		second := get(0, "a second worker took a key: two workers seen, from the next Get on")
-		q.Done(first)
-		q.Done(second)
-		get(1, "two workers seen, two processors")
-	})
-}
-
-// A worker that waited for its key counts once: one worker that waits
-// between keys, on two processors, never yields.
-func TestQueue_AWorkerThatWaitedCountsOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		q := newTestQueue(t, Options[string]{})
-		onProcessors(q, 2)
-		var yields atomic.Int32
-		q.yield = func() { yields.Add(1) }
-		q.yielded = &oneClock{}
-		for _, k := range []string{"a", "b", "c"} {
-			got := make(chan string)
-			go func() {
-				k, _ := q.Get() // waits: the key comes after
-				got <- k
-			}()
-			synctest.Wait()
-			q.Add(k)
-			q.Done(<-got)
-			time.Sleep(yieldAfter + yieldEvery) // saturated but for the worker count
-			q.Add(k + "2")
-			k2, _ := q.Get() // does not wait
-			q.Done(k2)
-		}
-		if n := yields.Load(); n != 0 {
-			t.Fatalf("one worker on two processors yielded %d times", n)
-		}
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		if q.workers != 1 {
-			t.Fatalf("workers seen = %d, want 1", q.workers)
-		}
-	})
-}
-
 // oneClock stands for the queue's pool of per-processor clocks, as if every
 // Get ran on one processor: sync.Pool drops items at random under the race
 // detector.
@@ -192,7 +106,6 @@ func (o *oneClock) Put(any)  {}
 func TestQueue_GetYieldsOnEachProcessor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := newTestQueue(t, Options[string]{})
-		crowd(q) // the test's one goroutine stands for a worker on each processor
 		var yields atomic.Int32
 		q.yield = func() { yields.Add(1) }
 		procs := &twoClocks{}
