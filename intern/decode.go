@@ -134,7 +134,8 @@ func (t *Table) UnmarshalMeta(b []byte, m *metav1.ObjectMeta, skipManagedFields 
 // few bytes too.
 type ownStrings struct{ name, selfLink, uid, resourceVersion []byte }
 
-// set stores the strings in m; absent ones are left empty.
+// set stores the strings in m, which UnmarshalMeta's caller gave it zero:
+// absent ones stay empty.
 func (o *ownStrings) set(m *metav1.ObjectMeta) {
 	n := len(o.name) + len(o.selfLink) + len(o.uid) + len(o.resourceVersion)
 	if n == 0 {

@@ -145,7 +145,7 @@ func hash[S ~string | ~[]byte](s S) uint64 {
 		for i := 0; i+8 < n; i += 8 {
 			h = mix(h^word64(s, i), k1)
 		}
-		a = word64(s, n-8) // the last eight, overlapping the loop's last word
+		a = word64(s, n-8) // the last eight (overlapping the loop's last word unless n is a multiple of 8)
 	case n >= 4:
 		a, b = word32(s, 0), word32(s, n-4)
 	case n > 0:

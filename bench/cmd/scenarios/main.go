@@ -34,7 +34,7 @@ func run() error {
 	out := flag.String("json", "scenarios.json", "where to write every run as JSON")
 	s1Objects := flag.Int("s1-objects", 100000, "S1: ConfigMaps in the initial list")
 	s1Events := flag.Int("s1-events", 500000, "S1: watch events after the list")
-	s1Workers := flag.Int("s1-workers", 2, "S1: workers on each side (a name other than 2 gets a suffix)")
+	s1Workers := flag.Int("s1-workers", 2, "S1: workers on each side (a count other than 2 adds a suffix to the scenario's name)")
 	s2Pods := flag.Int("s2-pods", 50000, "S2: cached Pods")
 	s4Objects := flag.Int("s4-objects", 100000, "S4: cached ConfigMaps relisted")
 	keys := flag.Int("keys", 10000, "S3: distinct keys")
