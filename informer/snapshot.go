@@ -198,9 +198,12 @@ func newProtoCodec[T object.Object]() *protoCodec[T] {
 func (c *protoCodec[T]) encode(obj T) ([]byte, error) { return any(obj).(marshaler).Marshal() }
 
 func (c *protoCodec[T]) decode(b []byte) (T, error) {
-	obj := reflect.New(c.elem).Interface().(T)
+	obj := c.new()
 	return obj, any(obj).(unmarshaler).Unmarshal(b)
 }
+
+// new returns a new, zero object for decode to fill.
+func (c *protoCodec[T]) new() T { return reflect.New(c.elem).Interface().(T) }
 
 // internWhileDecoding makes s's protobuf codec intern each object as it
 // decodes it, on the goroutines that decode the snapshot, each with a table
@@ -229,7 +232,7 @@ func (s *snapshots[T]) internWhileDecoding(shareMaps bool) {
 			default:
 			}
 		}()
-		obj := reflect.New(s.proto.elem).Interface().(T)
+		obj := s.proto.new()
 		internAfter := t.Object
 		if m := intern.MetaOf(obj); m != nil {
 			if rest, ok := t.UnmarshalLeadingMeta(b, m, false); ok {
