@@ -131,12 +131,12 @@ type Controller[K comparable] struct {
 	queue   *workqueue.Queue[K]
 	metrics *metrics
 	track   tracker[K] // for Stats and KeyStats
+	epoch   time.Time  // New's time: reconciles are timed from it
 
-	mu       sync.Mutex // guards sources, synced and inFlight
-	sources  []source
-	once     run.Once // Run
-	synced   bool
-	inFlight map[K]time.Time // keys being reconciled, and since when
+	mu      sync.Mutex // guards sources and synced
+	sources []source
+	once    run.Once // Run
+	synced  bool
 }
 
 // source is a cache the controller waits for before starting workers.
@@ -163,7 +163,7 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 		q.ShutDown()
 		return nil, fmt.Errorf("controller %s: %w", opts.Name, err)
 	}
-	return &Controller[K]{rec: rec, opts: opts, queue: q, metrics: m, inFlight: map[K]time.Time{}}, nil
+	return &Controller[K]{rec: rec, opts: opts, queue: q, metrics: m, epoch: time.Now()}, nil
 }
 
 // Add queues key for reconciliation. Event handlers call it (it satisfies
@@ -287,15 +287,7 @@ func (c *Controller[K]) drain(ctx context.Context, stop context.CancelCauseFunc,
 }
 
 // InFlight returns the keys being reconciled now. Safe for concurrent use.
-func (c *Controller[K]) InFlight() []K {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	keys := make([]K, 0, len(c.inFlight))
-	for k := range c.inFlight {
-		keys = append(keys, k)
-	}
-	return keys
-}
+func (c *Controller[K]) InFlight() []K { return c.track.inFlight() }
 
 // HasSynced reports that every cache of WaitFor has synced, whether or not
 // Run has started the workers (a warm standby's caches sync too). Safe for

@@ -47,17 +47,14 @@ func (e errPanic) Error() string { return fmt.Sprintf("controller: reconcile pan
 // process reconciles one key and applies the retry policy.
 func (c *Controller[K]) process(ctx context.Context, key K) {
 	defer c.queue.Done(key)
-	start := time.Now()
-	c.mu.Lock()
-	c.inFlight[key] = start
-	c.mu.Unlock()
 	c.track.started(key)
+	// Times since epoch read only the monotonic clock: time.Now reads two
+	// clocks, and a reconcile's bookkeeping would read them twice.
+	start := time.Since(c.epoch)
 	res, err := c.reconcile(ctx, key)
-	c.mu.Lock()
-	delete(c.inFlight, key)
-	c.mu.Unlock()
-	c.metrics.duration(time.Since(start))
-	c.recordResult(key, err)
+	end := time.Since(c.epoch)
+	c.metrics.duration(end - start)
+	c.recordResult(key, err, c.epoch.Add(end))
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
@@ -84,13 +81,13 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 	}
 }
 
-// recordResult tells the tracker how a reconcile of key ended.
-func (c *Controller[K]) recordResult(key K, err error) {
+// recordResult tells the tracker how a reconcile of key ended, at end.
+func (c *Controller[K]) recordResult(key K, err error, end time.Time) {
 	attempt := 0
 	if err != nil {
 		attempt = c.queue.NumRequeues(key) + 1
 	}
-	c.track.finished(key, err, attempt, time.Now())
+	c.track.finished(key, err, attempt, end)
 }
 
 // reconcile calls the Reconciler with the key's own context and turns a

@@ -96,6 +96,7 @@ type tracker[K comparable] struct {
 	mu      sync.Mutex
 	why     map[K]why         // keys added with a reason since their last reconcile started
 	running map[K]why         // the reasons of keys being reconciled
+	busy    map[K]struct{}    // keys being reconciled
 	failing map[K]KeyError[K] // keys whose last reconcile failed
 	recent  [RecentErrors]KeyError[K]
 	next, n int
@@ -122,10 +123,15 @@ func (t *tracker[K]) note(key K, r Reason) {
 	t.why[key] = w
 }
 
-// started moves key's reasons to the running set.
+// started marks key as being reconciled and moves its reasons, if it has
+// any, to the running set.
 func (t *tracker[K]) started(key K) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.busy == nil {
+		t.busy = map[K]struct{}{}
+	}
+	t.busy[key] = struct{}{}
 	w, ok := t.why[key]
 	if !ok {
 		return
@@ -137,12 +143,24 @@ func (t *tracker[K]) started(key K) {
 	t.running[key] = w
 }
 
+// inFlight returns the keys being reconciled.
+func (t *tracker[K]) inFlight() []K {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keys := make([]K, 0, len(t.busy))
+	for k := range t.busy {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
 // finished records a reconcile's outcome; err is nil after a success.
 // attempt is the key's failures in a row, this one included.
 func (t *tracker[K]) finished(key K, err error, attempt int, now time.Time) {
 	t.reconciles.Add(1)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	delete(t.busy, key)
 	delete(t.running, key)
 	if err == nil {
 		delete(t.failing, key)

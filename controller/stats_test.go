@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -50,6 +51,38 @@ func TestController_statsCountReconcilesErrorsRetriesAndKeepTheLastErrors(t *tes
 		}
 		if ks := c.KeyStats("ns/panics"); ks.LastError == nil || ks.LastError.Attempt != 5 {
 			t.Errorf("KeyStats of the dropped key = %+v, want its last error kept", ks)
+		}
+		stop()
+	})
+}
+
+func TestController_inFlightNamesTheKeysInReconcileAndAnErrorIsDatedWhenItEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		c := newController(t, func(_ context.Context, key string) (Result, error) {
+			<-release // plain Add: no reason is noted, the key is in flight all the same
+			time.Sleep(3 * time.Second)
+			return Result{}, errors.New("failed")
+		}, Options[string]{Workers: 2})
+		stop := runInBubble(t, c)
+		start := time.Now()
+		c.Add("ns/a")
+		c.Add("ns/b")
+		synctest.Wait() // both workers hold a key
+		got := c.InFlight()
+		slices.Sort(got)
+		if !slices.Equal(got, []string{"ns/a", "ns/b"}) {
+			t.Errorf("InFlight() = %v, want ns/a and ns/b", got)
+		}
+		close(release)
+		time.Sleep(3 * time.Second)
+		synctest.Wait() // both failed and wait out their backoff
+		if got := c.InFlight(); len(got) != 0 {
+			t.Errorf("InFlight() after the reconciles = %v, want none", got)
+		}
+		errs := c.Stats().LastErrors
+		if len(errs) != 2 || !errs[0].At.Equal(start.Add(3*time.Second)) || !errs[1].At.Equal(start.Add(3*time.Second)) {
+			t.Errorf("LastErrors = %+v, want two dated 3s after the start, when the reconciles ended", errs)
 		}
 		stop()
 	})
