@@ -4,29 +4,42 @@ import (
 	"context"
 	"strconv"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // BenchmarkController_process is what the controller adds to a reconcile
 // that does nothing: a key added, handed out and reconciled by one
-// goroutine, the queue's work included.
+// goroutine, the queue's work included; with metrics registered, as a
+// manager's controllers have them, and without.
 func BenchmarkController_process(b *testing.B) {
-	rec := ReconcileFunc[string](func(context.Context, string) (Result, error) { return Result{}, nil })
-	c, err := New[string](rec, Options[string]{Name: "bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.queue.ShutDown()
-	keys := make([]string, 1024)
-	for i := range keys {
-		keys[i] = "ns/obj-" + strconv.Itoa(i)
-	}
-	ctx := b.Context()
-	for i := 0; b.Loop(); i++ {
-		c.queue.Add(keys[i%len(keys)])
-		key, shutdown := c.queue.Get()
-		if shutdown {
-			b.Fatal("queue shut down")
-		}
-		c.process(ctx, key)
+	for _, metrics := range []bool{false, true} {
+		b.Run("metrics="+strconv.FormatBool(metrics), func(b *testing.B) {
+			rec := ReconcileFunc[string](func(context.Context, string) (Result, error) { return Result{}, nil })
+			opts := Options[string]{Name: "bench"}
+			if metrics {
+				opts.Telemetry = telemetry.Telemetry{Registerer: prometheus.NewRegistry()}
+			}
+			c, err := New[string](rec, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.queue.ShutDown()
+			keys := make([]string, 1024)
+			for i := range keys {
+				keys[i] = "ns/obj-" + strconv.Itoa(i)
+			}
+			ctx := b.Context()
+			for i := 0; b.Loop(); i++ {
+				c.queue.Add(keys[i%len(keys)])
+				key, shutdown := c.queue.Get()
+				if shutdown {
+					b.Fatal("queue shut down")
+				}
+				c.process(ctx, key)
+			}
+		})
 	}
 }

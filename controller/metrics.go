@@ -39,15 +39,18 @@ var reconcileBuckets = []float64{
 // A nil *metrics records nothing.
 type metrics struct {
 	reconciles *prometheus.CounterVec // by result
-	errs       prometheus.Counter
-	terminal   prometheus.Counter
-	panics     prometheus.Counter
-	timeouts   prometheus.Counter
-	latency    prometheus.Histogram
-	busy       prometheus.Gauge
-	workers    prometheus.Gauge
-	holds      prometheus.Counter
-	dropped    *prometheus.CounterVec // by reason
+	// ok, later and bad are reconciles' series of the results counted
+	// at every reconcile, resolved once (a vector's lookup hashes the label).
+	ok, later, bad prometheus.Counter
+	errs           prometheus.Counter
+	terminal       prometheus.Counter
+	panics         prometheus.Counter
+	timeouts       prometheus.Counter
+	latency        prometheus.Histogram
+	busy           prometheus.Gauge
+	workers        prometheus.Gauge
+	holds          prometheus.Counter
+	dropped        *prometheus.CounterVec // by reason
 }
 
 func newMetrics(tel telemetry.Telemetry, name string, workers int) (*metrics, error) {
@@ -71,9 +74,9 @@ func newMetrics(tel telemetry.Telemetry, name string, workers int) (*metrics, er
 				"Keys given up on, by reason: max_retries (failed Options.MaxRetries times in a row; the reconciles count as errors too), not_owned (not reconciled here: another replica owns them, see sharding).",
 				"reason"),
 		}
-		for _, r := range []string{resultSuccess, resultError, resultRequeue, resultRequeueAfter} {
-			m.reconciles.WithLabelValues(r)
-		}
+		m.ok, m.later, m.bad = m.reconciles.WithLabelValues(resultSuccess), m.reconciles.WithLabelValues(resultRequeueAfter),
+			m.reconciles.WithLabelValues(resultError)
+		m.reconciles.WithLabelValues(resultRequeue) // always 0, reported (see above)
 		for _, r := range []string{dropMaxRetries, dropNotOwned} {
 			m.dropped.WithLabelValues(r)
 		}
@@ -89,9 +92,9 @@ func (m *metrics) succeeded(later bool) {
 		return
 	}
 	if later {
-		m.reconciles.WithLabelValues(resultRequeueAfter).Inc()
+		m.later.Inc()
 	} else {
-		m.reconciles.WithLabelValues(resultSuccess).Inc()
+		m.ok.Inc()
 	}
 }
 
@@ -100,7 +103,7 @@ func (m *metrics) failed(terminal bool) {
 	if m == nil {
 		return
 	}
-	m.reconciles.WithLabelValues(resultError).Inc()
+	m.bad.Inc()
 	m.errs.Inc()
 	if terminal {
 		m.terminal.Inc()

@@ -177,10 +177,16 @@ type Timer interface {
 	Reset(d time.Duration) bool
 }
 
-// realClock is the system clock.
-type realClock struct{}
+// realClock is the system clock. Its times are its start plus the time
+// since, which reads only the monotonic clock where time.Now reads the
+// wall clock too: a queue with metrics reads the time three times a key.
+// Their wall-clock part does not follow a step of the system's clock after
+// the start (the durations, timers and ages it is used for never did).
+type realClock struct{ start time.Time }
 
-func (realClock) Now() time.Time { return time.Now() }
+func newRealClock() realClock { return realClock{start: time.Now()} }
+
+func (c realClock) Now() time.Time { return c.start.Add(time.Since(c.start)) }
 
 func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 

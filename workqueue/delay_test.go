@@ -178,7 +178,7 @@ func TestDelayer_AfterNeverWaitsForTheGoroutine(t *testing.T) {
 		added = map[int]bool{}
 		all   = make(chan struct{})
 	)
-	d := newDelayer(realClock{}, func(k int, _ int32) {
+	d := newDelayer(newRealClock(), func(k int, _ int32) {
 		<-release // the goroutine is stuck until every after call returned
 		mu.Lock()
 		defer mu.Unlock()

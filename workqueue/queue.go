@@ -78,7 +78,7 @@ func (o Options[K]) withDefaults() Options[K] {
 		o.RateLimiter = DefaultControllerRateLimiter[K]()
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = newRealClock()
 	}
 	if o.FlowKey == nil {
 		o.FlowKey = defaultFlowKey[K]()
