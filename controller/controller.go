@@ -131,7 +131,7 @@ type Controller[K comparable] struct {
 	queue   *workqueue.Queue[K]
 	metrics *metrics
 	track   tracker[K] // for Stats and KeyStats
-	epoch   time.Time  // New's time: reconciles are timed from it
+	epoch   time.Time  // New's time: see now
 
 	mu      sync.Mutex // guards sources and synced
 	sources []source
@@ -285,6 +285,13 @@ func (c *Controller[K]) drain(ctx context.Context, stop context.CancelCauseFunc,
 			c.opts.Name, ErrShutdownTimeout, c.InFlight())
 	}
 }
+
+// now is the time as epoch plus the time since, which reads only the
+// monotonic clock where time.Now reads the wall clock too: every add with a
+// reason and every reconcile reads it. Its wall-clock part does not follow
+// a step of the system's clock after New; the reasons and errors it dates
+// are shown, not compared with other clocks.
+func (c *Controller[K]) now() time.Time { return c.epoch.Add(time.Since(c.epoch)) }
 
 // InFlight returns the keys being reconciled now. Safe for concurrent use.
 func (c *Controller[K]) InFlight() []K { return c.track.inFlight() }

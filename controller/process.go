@@ -48,9 +48,7 @@ func (e errPanic) Error() string { return fmt.Sprintf("controller: reconcile pan
 func (c *Controller[K]) process(ctx context.Context, key K) {
 	defer c.queue.Done(key)
 	c.track.started(key)
-	// Times since epoch read only the monotonic clock: time.Now reads two
-	// clocks, and a reconcile's bookkeeping would read them twice.
-	start := time.Since(c.epoch)
+	start := time.Since(c.epoch) // as in now: one read of the monotonic clock
 	res, err := c.reconcile(ctx, key)
 	end := time.Since(c.epoch)
 	c.metrics.duration(end - start)
@@ -76,7 +74,7 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 		c.metrics.failed(false)
 		c.opts.Logger.Warn("controller: reconcile failed; retrying with backoff", "name", c.opts.Name, "key", key, "err", err)
 		c.track.retries.Add(1)
-		c.track.note(key, Reason{Event: "retry after error", At: time.Now()})
+		c.track.note(key, Reason{Event: "retry after error", At: c.now()})
 		c.queue.AddWithOpts(key, workqueue.AddOpts{RateLimited: true, Priority: res.Priority})
 	}
 }

@@ -193,7 +193,7 @@ func (t *tracker[K]) lastErrors() []KeyError[K] {
 // short lock than Add; safe for concurrent use.
 func (c *Controller[K]) AddBecause(key K, r Reason) {
 	if r.At.IsZero() {
-		r.At = time.Now()
+		r.At = c.now()
 	}
 	c.track.note(key, r)
 	c.queue.Add(key)
@@ -201,7 +201,7 @@ func (c *Controller[K]) AddBecause(key K, r Reason) {
 
 // requeue adds key after d (now when d <= 0), remembering why.
 func (c *Controller[K]) requeue(key K, event string, d time.Duration, priority int) {
-	now := time.Now()
+	now := c.now()
 	c.track.note(key, Reason{Event: event, At: now, Due: now.Add(d)})
 	c.queue.AddWithOpts(key, workqueue.AddOpts{After: d, Priority: priority})
 }
