@@ -137,22 +137,48 @@ type ownStrings struct{ name, selfLink, uid, resourceVersion []byte }
 // set stores the strings in m, which UnmarshalMeta's caller gave it zero:
 // absent ones stay empty.
 func (o *ownStrings) set(m *metav1.ObjectMeta) {
-	n := len(o.name) + len(o.selfLink) + len(o.uid) + len(o.resourceVersion)
-	if n == 0 {
-		return
+	var p packer
+	if p.grow(len(o.name) + len(o.selfLink) + len(o.uid) + len(o.resourceVersion)) {
+		m.Name, m.SelfLink = p.bytes(o.name), p.bytes(o.selfLink)
+		m.UID, m.ResourceVersion = types.UID(p.bytes(o.uid)), p.bytes(o.resourceVersion)
 	}
-	var all strings.Builder
-	all.Grow(n)
-	take := func(b []byte) string {
-		if len(b) == 0 {
-			return ""
-		}
-		start := all.Len()
-		all.Write(b)
-		return all.String()[start:]
+}
+
+// packOwn allocates the own strings of m, which its decoder allocated one
+// by one, again as one string (see ownStrings).
+func packOwn(m *metav1.ObjectMeta) {
+	var p packer
+	if p.grow(len(m.Name) + len(m.SelfLink) + len(m.UID) + len(m.ResourceVersion)) {
+		m.Name, m.SelfLink = p.string(m.Name), p.string(m.SelfLink)
+		m.UID, m.ResourceVersion = types.UID(p.string(string(m.UID))), p.string(m.ResourceVersion)
 	}
-	m.Name, m.SelfLink = take(o.name), take(o.selfLink)
-	m.UID, m.ResourceVersion = types.UID(take(o.uid)), take(o.resourceVersion)
+}
+
+// packer copies strings into one string and hands out its parts.
+type packer struct{ all strings.Builder }
+
+// grow makes room for n bytes; it reports false, allocating nothing, for 0.
+func (p *packer) grow(n int) bool {
+	p.all.Grow(n)
+	return n > 0
+}
+
+func (p *packer) bytes(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	start := p.all.Len()
+	p.all.Write(b)
+	return p.all.String()[start:]
+}
+
+func (p *packer) string(s string) string {
+	if s == "" {
+		return ""
+	}
+	start := p.all.Len()
+	p.all.WriteString(s)
+	return p.all.String()[start:]
 }
 
 // metaField sets field num of m from its value: v if length-delimited, x

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ctrlkit/ctrlkit/intern"
 )
@@ -177,6 +178,25 @@ func TestTable_UnmarshalMetaAllocatesAnObjectsOwnStringsOnce(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("decoding a name, a UID and a resource version allocated %v times, want 1", n)
+	}
+}
+
+// Meta, given an object a decoder built string by string, allocates its
+// own strings again as one, as UnmarshalMeta does: each keeps its value.
+func TestTable_MetaAllocatesAnObjectsOwnStringsAgainAsOne(t *testing.T) {
+	tab := intern.NewTable(0)
+	m := metav1.ObjectMeta{Name: strings.Clone("web-7d9f8c-x2x4q"), Namespace: "shop",
+		UID: types.UID(strings.Clone("4f3c2b1a-0000-4000-8000-000000000042")), ResourceVersion: strings.Clone("123456")}
+	tab.Meta(&m)
+	if m.Name != "web-7d9f8c-x2x4q" || m.UID != "4f3c2b1a-0000-4000-8000-000000000042" || m.ResourceVersion != "123456" || m.SelfLink != "" {
+		t.Fatalf("after Meta: name %q, UID %q, resource version %q, selfLink %q", m.Name, m.UID, m.ResourceVersion, m.SelfLink)
+	}
+	name, uid, rv := unsafe.StringData(m.Name), unsafe.StringData(string(m.UID)), unsafe.StringData(m.ResourceVersion)
+	if uid != (*byte)(unsafe.Add(unsafe.Pointer(name), len(m.Name))) || rv != (*byte)(unsafe.Add(unsafe.Pointer(uid), len(m.UID))) {
+		t.Errorf("name, UID and resource version are not one string's parts: at %p, %p and %p", name, uid, rv)
+	}
+	if n := testing.AllocsPerRun(100, func() { tab.Meta(&m) }); n != 1 {
+		t.Errorf("Meta of interned metadata allocated %v times, want 1 (the own strings)", n)
 	}
 }
 

@@ -224,8 +224,12 @@ func (t *Table) Body(obj any) {
 
 // Meta interns the repeated strings of object metadata: namespace,
 // generateName, labels, annotation keys and short values, owner references
-// and finalizers. managedFields, if kept, are left alone.
+// and finalizers; and it allocates the object's own strings (name,
+// selfLink, UID, resource version) again as one, as UnmarshalMeta does,
+// one object for the collector instead of three. managedFields, if kept,
+// are left alone.
 func (t *Table) Meta(m *metav1.ObjectMeta) {
+	packOwn(m)
 	m.Namespace = t.String(m.Namespace)
 	m.GenerateName = t.String(m.GenerateName)
 	m.Labels = t.sharedMap(m.Labels, t.String)
