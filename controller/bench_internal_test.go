@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,6 +40,39 @@ func BenchmarkController_process(b *testing.B) {
 					b.Fatal("queue shut down")
 				}
 				c.process(ctx, key)
+			}
+		})
+	}
+}
+
+// BenchmarkController_add is an add of a key not yet queued, with a reason
+// (as a manager's sources add keys, for KeyStats) and without, the get and
+// done that take it out again included.
+func BenchmarkController_add(b *testing.B) {
+	for _, reason := range []bool{false, true} {
+		b.Run("reason="+strconv.FormatBool(reason), func(b *testing.B) {
+			c, err := New[string](ReconcileFunc[string](func(context.Context, string) (Result, error) { return Result{}, nil }),
+				Options[string]{Name: "bench"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.queue.ShutDown()
+			keys := make([]string, 1024)
+			for i := range keys {
+				keys[i] = "ns/obj-" + strconv.Itoa(i)
+			}
+			r := Reason{Event: "update", Source: "configmaps"}
+			for i := 0; b.Loop(); i++ {
+				k := keys[i%len(keys)]
+				if reason {
+					c.AddBecause(k, r)
+				} else {
+					c.Add(k)
+				}
+				key, _ := c.queue.Get()
+				c.track.started(key)
+				c.track.finished(key, nil, 0, time.Time{})
+				c.queue.Done(key)
 			}
 		})
 	}

@@ -131,7 +131,6 @@ type Controller[K comparable] struct {
 	queue   *workqueue.Queue[K]
 	metrics *metrics
 	track   tracker[K] // for Stats and KeyStats
-	epoch   time.Time  // New's time: see now
 
 	mu      sync.Mutex // guards sources and synced
 	sources []source
@@ -163,7 +162,9 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 		q.ShutDown()
 		return nil, fmt.Errorf("controller %s: %w", opts.Name, err)
 	}
-	return &Controller[K]{rec: rec, opts: opts, queue: q, metrics: m, epoch: time.Now()}, nil
+	c := &Controller[K]{rec: rec, opts: opts, queue: q, metrics: m}
+	c.track.epoch = time.Now()
+	return c, nil
 }
 
 // Add queues key for reconciliation. Event handlers call it (it satisfies
@@ -285,13 +286,6 @@ func (c *Controller[K]) drain(ctx context.Context, stop context.CancelCauseFunc,
 			c.opts.Name, ErrShutdownTimeout, c.InFlight())
 	}
 }
-
-// now is the time as epoch plus the time since, which reads only the
-// monotonic clock where time.Now reads the wall clock too: every add with a
-// reason and every reconcile reads it. Its wall-clock part does not follow
-// a step of the system's clock after New; the reasons and errors it dates
-// are shown, not compared with other clocks.
-func (c *Controller[K]) now() time.Time { return c.epoch.Add(time.Since(c.epoch)) }
 
 // InFlight returns the keys being reconciled now. Safe for concurrent use.
 func (c *Controller[K]) InFlight() []K { return c.track.inFlight() }

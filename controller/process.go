@@ -48,11 +48,11 @@ func (e errPanic) Error() string { return fmt.Sprintf("controller: reconcile pan
 func (c *Controller[K]) process(ctx context.Context, key K) {
 	defer c.queue.Done(key)
 	c.track.started(key)
-	start := time.Since(c.epoch) // as in now: one read of the monotonic clock
+	start := time.Since(c.track.epoch) // as in tracker.now: one read of the monotonic clock
 	res, err := c.reconcile(ctx, key)
-	end := time.Since(c.epoch)
+	end := time.Since(c.track.epoch)
 	c.metrics.duration(end - start)
-	c.recordResult(key, err, c.epoch.Add(end))
+	c.recordResult(key, err, c.track.time(end))
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
@@ -74,7 +74,7 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 		c.metrics.failed(false)
 		c.opts.Logger.Warn("controller: reconcile failed; retrying with backoff", "name", c.opts.Name, "key", key, "err", err)
 		c.track.retries.Add(1)
-		c.track.note(key, Reason{Event: "retry after error", At: c.now()})
+		c.track.note(key, Reason{Event: "retry after error", At: c.track.now()})
 		c.queue.AddWithOpts(key, workqueue.AddOpts{RateLimited: true, Priority: res.Priority})
 	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,9 +88,13 @@ const RecentErrors = 16
 
 // tracker keeps what Stats and KeyStats report beyond the queue's own
 // state: counters, the reasons of queued keys, the errors of failing keys.
-// Its zero value is ready.
+// Its zero value is ready; New sets its epoch.
 type tracker[K comparable] struct {
 	reconciles, errors, panics, retries atomic.Uint64
+
+	// epoch is New's time. The tracker's times are offsets from it, read
+	// from the monotonic clock alone (see now).
+	epoch time.Time
 
 	// mu guards the fields below. Invariant: recent[(next-1) mod len] is
 	// the newest of the n entries of recent.
@@ -102,13 +107,54 @@ type tracker[K comparable] struct {
 	next, n int
 }
 
-// why are the reasons a key was added for.
+// why are the reasons a key was added for. It is kept under 128 bytes: a
+// map holds such a value in place, a larger one behind a pointer allocated
+// at every insert (two Reasons are 160 bytes).
 type why struct {
-	first, last Reason
+	first, last reason
 	adds        int
 }
 
+// reason is a Reason with its times as offsets from the tracker's epoch.
+type reason struct {
+	event, source string
+	at, due       time.Duration // noTime for a zero time
+}
+
+// noTime is the offset of a zero time.
+const noTime = time.Duration(math.MinInt64)
+
+// now is the current time: the epoch plus the time since, which reads only
+// the monotonic clock where time.Now reads the wall clock too (every add
+// with a reason and every reconcile read it). Its wall-clock part does not
+// follow a step of the system's clock after New; the reasons and errors it
+// dates are shown, not compared with other clocks.
+func (t *tracker[K]) now() time.Time { return t.epoch.Add(time.Since(t.epoch)) }
+
+func (t *tracker[K]) pack(r Reason) reason {
+	return reason{event: r.Event, source: r.Source, at: t.offset(r.At), due: t.offset(r.Due)}
+}
+
+func (t *tracker[K]) unpack(r reason) Reason {
+	return Reason{Event: r.event, Source: r.source, At: t.time(r.at), Due: t.time(r.due)}
+}
+
+func (t *tracker[K]) offset(at time.Time) time.Duration {
+	if at.IsZero() {
+		return noTime
+	}
+	return at.Sub(t.epoch)
+}
+
+func (t *tracker[K]) time(d time.Duration) time.Time {
+	if d == noTime {
+		return time.Time{}
+	}
+	return t.epoch.Add(d)
+}
+
 func (t *tracker[K]) note(key K, r Reason) {
+	p := t.pack(r)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.why == nil {
@@ -116,9 +162,9 @@ func (t *tracker[K]) note(key K, r Reason) {
 	}
 	w, ok := t.why[key]
 	if !ok {
-		w.first = r
+		w.first = p
 	}
-	w.last = r
+	w.last = p
 	w.adds++
 	t.why[key] = w
 }
@@ -193,7 +239,7 @@ func (t *tracker[K]) lastErrors() []KeyError[K] {
 // short lock than Add; safe for concurrent use.
 func (c *Controller[K]) AddBecause(key K, r Reason) {
 	if r.At.IsZero() {
-		r.At = c.now()
+		r.At = c.track.now()
 	}
 	c.track.note(key, r)
 	c.queue.Add(key)
@@ -201,7 +247,7 @@ func (c *Controller[K]) AddBecause(key K, r Reason) {
 
 // requeue adds key after d (now when d <= 0), remembering why.
 func (c *Controller[K]) requeue(key K, event string, d time.Duration, priority int) {
-	now := c.now()
+	now := c.track.now()
 	c.track.note(key, Reason{Event: event, At: now, Due: now.Add(d)})
 	c.queue.AddWithOpts(key, workqueue.AddOpts{After: d, Priority: priority})
 }
@@ -232,7 +278,9 @@ func (c *Controller[K]) KeyStats(key K) KeyStats[K] {
 	if !ok {
 		w = c.track.running[key]
 	}
-	ks.First, ks.Last, ks.Adds = w.first, w.last, w.adds
+	if w.adds > 0 {
+		ks.First, ks.Last, ks.Adds = c.track.unpack(w.first), c.track.unpack(w.last), w.adds
+	}
 	if e, ok := c.track.failing[key]; ok {
 		ks.LastError = &e
 	}

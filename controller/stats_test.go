@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -157,5 +158,13 @@ func TestTracker_keepsTheLastErrorsNewestFirst(t *testing.T) {
 	tr.finished(7, nil, 0, now)
 	if _, failing := tr.failing[7]; failing {
 		t.Error("a success did not clear the key's error")
+	}
+}
+
+// A key's reasons stay small enough for a map to hold them in place: a
+// larger value would cost an allocation at every add with a reason.
+func TestTracker_aKeysReasonsFitInAMapSlot(t *testing.T) {
+	if n := unsafe.Sizeof(why{}); n > 128 {
+		t.Errorf("why is %d bytes, over the 128 a map holds in place", n)
 	}
 }
