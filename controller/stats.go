@@ -88,7 +88,7 @@ const RecentErrors = 16
 
 // tracker keeps what Stats and KeyStats report beyond the queue's own
 // state: counters, the reasons of queued keys, the errors of failing keys.
-// Its zero value is ready; New sets its epoch.
+// Its zero value is ready but for its times: New sets its epoch.
 type tracker[K comparable] struct {
 	reconciles, errors, panics, retries atomic.Uint64
 
