@@ -367,7 +367,7 @@ func (c *Controller[K]) worker(ctx, work context.Context) {
 		if c.opts.Gate != nil {
 			if wait, atMost := c.opts.Gate.Wait(key); wait {
 				c.queue.Done(key)
-				c.requeue(key, "held for read-your-writes", atMost, 0)
+				c.requeue(key, "held for read-your-writes", c.track.now(), atMost, 0)
 				c.metrics.gated()
 				continue
 			}

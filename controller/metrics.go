@@ -39,18 +39,19 @@ var reconcileBuckets = []float64{
 // A nil *metrics records nothing.
 type metrics struct {
 	reconciles *prometheus.CounterVec // by result
-	// ok, later and bad are reconciles' series of the results counted
-	// at every reconcile, resolved once (a vector's lookup hashes the label).
-	ok, later, bad prometheus.Counter
-	errs           prometheus.Counter
-	terminal       prometheus.Counter
-	panics         prometheus.Counter
-	timeouts       prometheus.Counter
-	latency        prometheus.Histogram
-	busy           prometheus.Gauge
-	workers        prometheus.Gauge
-	holds          prometheus.Counter
-	dropped        *prometheus.CounterVec // by reason
+	// The series of reconciles counted at every reconcile, resolved once
+	// (a vector's lookup hashes the label): results success, requeue_after
+	// and error.
+	success, requeueAfter, failure prometheus.Counter
+	errs                           prometheus.Counter
+	terminal                       prometheus.Counter
+	panics                         prometheus.Counter
+	timeouts                       prometheus.Counter
+	latency                        prometheus.Histogram
+	busy                           prometheus.Gauge
+	workers                        prometheus.Gauge
+	holds                          prometheus.Counter
+	dropped                        *prometheus.CounterVec // by reason
 }
 
 func newMetrics(tel telemetry.Telemetry, name string, workers int) (*metrics, error) {
@@ -74,9 +75,9 @@ func newMetrics(tel telemetry.Telemetry, name string, workers int) (*metrics, er
 				"Keys given up on, by reason: max_retries (failed Options.MaxRetries times in a row; the reconciles count as errors too), not_owned (not reconciled here: another replica owns them, see sharding).",
 				"reason"),
 		}
-		m.ok, m.later, m.bad = m.reconciles.WithLabelValues(resultSuccess), m.reconciles.WithLabelValues(resultRequeueAfter),
-			m.reconciles.WithLabelValues(resultError)
-		m.reconciles.WithLabelValues(resultRequeue) // always 0, reported (see above)
+		m.success, m.requeueAfter = m.reconciles.WithLabelValues(resultSuccess), m.reconciles.WithLabelValues(resultRequeueAfter)
+		m.failure = m.reconciles.WithLabelValues(resultError)
+		m.reconciles.WithLabelValues(resultRequeue) // always 0, reported (see resultRequeue)
 		for _, r := range []string{dropMaxRetries, dropNotOwned} {
 			m.dropped.WithLabelValues(r)
 		}
@@ -92,9 +93,9 @@ func (m *metrics) succeeded(later bool) {
 		return
 	}
 	if later {
-		m.later.Inc()
+		m.requeueAfter.Inc()
 	} else {
-		m.ok.Inc()
+		m.success.Inc()
 	}
 }
 
@@ -103,7 +104,7 @@ func (m *metrics) failed(terminal bool) {
 	if m == nil {
 		return
 	}
-	m.bad.Inc()
+	m.failure.Inc()
 	m.errs.Inc()
 	if terminal {
 		m.terminal.Inc()

@@ -52,13 +52,14 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 	res, err := c.reconcile(ctx, key)
 	end := time.Since(c.track.epoch)
 	c.metrics.duration(end - start)
-	c.recordResult(key, err, c.track.time(end))
+	ended := c.track.time(end) // dates the outcome and any requeue below
+	c.recordResult(key, err, ended)
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
 		c.metrics.succeeded(res.RequeueAfter > 0)
 		if res.RequeueAfter > 0 {
-			c.requeue(key, "requeue after", res.RequeueAfter, res.Priority)
+			c.requeue(key, "requeue after", ended, res.RequeueAfter, res.Priority)
 		}
 	case IsTerminal(err):
 		c.queue.Forget(key)
@@ -74,7 +75,7 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 		c.metrics.failed(false)
 		c.opts.Logger.Warn("controller: reconcile failed; retrying with backoff", "name", c.opts.Name, "key", key, "err", err)
 		c.track.retries.Add(1)
-		c.track.note(key, Reason{Event: "retry after error", At: c.track.now()})
+		c.track.note(key, Reason{Event: "retry after error", At: ended})
 		c.queue.AddWithOpts(key, workqueue.AddOpts{RateLimited: true, Priority: res.Priority})
 	}
 }

@@ -92,8 +92,8 @@ const RecentErrors = 16
 type tracker[K comparable] struct {
 	reconciles, errors, panics, retries atomic.Uint64
 
-	// epoch is New's time. The tracker's times are offsets from it, read
-	// from the monotonic clock alone (see now).
+	// epoch is New's time. The tracker keeps times as offsets from it, and
+	// reads the time as one (see now).
 	epoch time.Time
 
 	// mu guards the fields below. Invariant: recent[(next-1) mod len] is
@@ -107,15 +107,17 @@ type tracker[K comparable] struct {
 	next, n int
 }
 
-// why are the reasons a key was added for. It is kept under 128 bytes: a
-// map holds such a value in place, a larger one behind a pointer allocated
-// at every insert (two Reasons are 160 bytes).
+// why are the reasons a key was added for. It is kept at 128 bytes or
+// less: a map holds such a value in place, a larger one behind a pointer
+// allocated at every insert (two Reasons are 160 bytes).
 type why struct {
 	first, last reason
 	adds        int
 }
 
 // reason is a Reason with its times as offsets from the tracker's epoch.
+// A time read back is Equal to the one noted (not ==: it comes back in the
+// epoch's location, with a monotonic reading).
 type reason struct {
 	event, source string
 	at, due       time.Duration // noTime for a zero time
@@ -143,7 +145,7 @@ func (t *tracker[K]) offset(at time.Time) time.Duration {
 	if at.IsZero() {
 		return noTime
 	}
-	return at.Sub(t.epoch)
+	return max(at.Sub(t.epoch), noTime+1) // Sub saturates: a time 292 years before the epoch must not read back as zero
 }
 
 func (t *tracker[K]) time(d time.Duration) time.Time {
@@ -245,9 +247,9 @@ func (c *Controller[K]) AddBecause(key K, r Reason) {
 	c.queue.Add(key)
 }
 
-// requeue adds key after d (now when d <= 0), remembering why.
-func (c *Controller[K]) requeue(key K, event string, d time.Duration, priority int) {
-	now := c.track.now()
+// requeue adds key after d (now when d <= 0), remembering why and that it
+// was at now.
+func (c *Controller[K]) requeue(key K, event string, now time.Time, d time.Duration, priority int) {
 	c.track.note(key, Reason{Event: event, At: now, Due: now.Add(d)})
 	c.queue.AddWithOpts(key, workqueue.AddOpts{After: d, Priority: priority})
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -145,13 +146,34 @@ func (o *ownStrings) set(m *metav1.ObjectMeta) {
 }
 
 // packOwn allocates the own strings of m, which its decoder allocated one
-// by one, again as one string (see ownStrings).
+// by one, again as one string (see ownStrings); unless they are one
+// already, or at most one of them is set.
 func packOwn(m *metav1.ObjectMeta) {
+	if adjacent(m.Name, m.SelfLink, string(m.UID), m.ResourceVersion) {
+		return
+	}
 	var p packer
 	if p.grow(len(m.Name) + len(m.SelfLink) + len(m.UID) + len(m.ResourceVersion)) {
 		m.Name, m.SelfLink = p.string(m.Name), p.string(m.SelfLink)
 		m.UID, m.ResourceVersion = types.UID(p.string(string(m.UID))), p.string(m.ResourceVersion)
 	}
+}
+
+// adjacent reports whether the non-empty ones of parts follow each other
+// in memory, in this order (true for one or none): as packer leaves them.
+func adjacent(parts ...string) bool {
+	var end uintptr // where the last non-empty part ends; 0 before the first
+	for _, s := range parts {
+		if s == "" {
+			continue
+		}
+		start := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		if end != 0 && start != end {
+			return false
+		}
+		end = start + uintptr(len(s))
+	}
+	return true
 }
 
 // packer copies strings into one string and hands out its parts.
