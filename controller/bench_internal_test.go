@@ -11,6 +11,23 @@ import (
 	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
+// benchController returns a controller whose reconciler does nothing,
+// never run (the benchmark plays its worker), and 1024 keys to add.
+func benchController(b *testing.B, opts Options[string]) (*Controller[string], []string) {
+	b.Helper()
+	opts.Name = "bench"
+	c, err := New[string](ReconcileFunc[string](func(context.Context, string) (Result, error) { return Result{}, nil }), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.queue.ShutDown)
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "ns/obj-" + strconv.Itoa(i)
+	}
+	return c, keys
+}
+
 // BenchmarkController_process is what the controller adds to a reconcile
 // that does nothing: a key added, handed out and reconciled by one
 // goroutine, the queue's work included; with metrics registered, as a
@@ -18,20 +35,11 @@ import (
 func BenchmarkController_process(b *testing.B) {
 	for _, metrics := range []bool{false, true} {
 		b.Run("metrics="+strconv.FormatBool(metrics), func(b *testing.B) {
-			rec := ReconcileFunc[string](func(context.Context, string) (Result, error) { return Result{}, nil })
-			opts := Options[string]{Name: "bench"}
+			var opts Options[string]
 			if metrics {
 				opts.Telemetry = telemetry.Telemetry{Registerer: prometheus.NewRegistry()}
 			}
-			c, err := New[string](rec, opts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.queue.ShutDown()
-			keys := make([]string, 1024)
-			for i := range keys {
-				keys[i] = "ns/obj-" + strconv.Itoa(i)
-			}
+			c, keys := benchController(b, opts)
 			ctx := b.Context()
 			for i := 0; b.Loop(); i++ {
 				c.queue.Add(keys[i%len(keys)])
@@ -51,16 +59,7 @@ func BenchmarkController_process(b *testing.B) {
 func BenchmarkController_add(b *testing.B) {
 	for _, reason := range []bool{false, true} {
 		b.Run("reason="+strconv.FormatBool(reason), func(b *testing.B) {
-			c, err := New[string](ReconcileFunc[string](func(context.Context, string) (Result, error) { return Result{}, nil }),
-				Options[string]{Name: "bench"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.queue.ShutDown()
-			keys := make([]string, 1024)
-			for i := range keys {
-				keys[i] = "ns/obj-" + strconv.Itoa(i)
-			}
+			c, keys := benchController(b, Options[string]{})
 			r := Reason{Event: "update", Source: "configmaps"}
 			for i := 0; b.Loop(); i++ {
 				k := keys[i%len(keys)]

@@ -100,8 +100,7 @@ type tracker[K comparable] struct {
 	// the newest of the n entries of recent.
 	mu      sync.Mutex
 	why     map[K]why         // keys added with a reason since their last reconcile started
-	running map[K]why         // the reasons of keys being reconciled
-	busy    map[K]struct{}    // keys being reconciled
+	running map[K]why         // keys being reconciled, with their reasons (none when added without)
 	failing map[K]KeyError[K] // keys whose last reconcile failed
 	recent  [RecentErrors]KeyError[K]
 	next, n int
@@ -171,19 +170,11 @@ func (t *tracker[K]) note(key K, r Reason) {
 	t.why[key] = w
 }
 
-// started marks key as being reconciled and moves its reasons, if it has
-// any, to the running set.
+// started moves key, with its reasons if it has any, to the running set.
 func (t *tracker[K]) started(key K) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.busy == nil {
-		t.busy = map[K]struct{}{}
-	}
-	t.busy[key] = struct{}{}
-	w, ok := t.why[key]
-	if !ok {
-		return
-	}
+	w := t.why[key]
 	delete(t.why, key)
 	if t.running == nil {
 		t.running = map[K]why{}
@@ -195,8 +186,8 @@ func (t *tracker[K]) started(key K) {
 func (t *tracker[K]) inFlight() []K {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	keys := make([]K, 0, len(t.busy))
-	for k := range t.busy {
+	keys := make([]K, 0, len(t.running))
+	for k := range t.running {
 		keys = append(keys, k)
 	}
 	return keys
@@ -208,7 +199,6 @@ func (t *tracker[K]) finished(key K, err error, attempt int, now time.Time) {
 	t.reconciles.Add(1)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.busy, key)
 	delete(t.running, key)
 	if err == nil {
 		delete(t.failing, key)
