@@ -152,33 +152,42 @@ func BenchmarkIndexer_EventThenRead100k(b *testing.B) {
 // BenchmarkIndexer_Load100k is a load into an empty store, as an informer
 // applies an initial list or a snapshot: Reserve, then a Put per object
 // with its key freshly built, in a streamed relist. The objects sit in one
-// namespace (a namespaced informer) or in a hundred.
+// namespace (a namespaced informer) or in a hundred, and the namespace
+// index is kept (read=true: something read by namespace before the load,
+// as a lister does) or not.
 func BenchmarkIndexer_Load100k(b *testing.B) {
 	const n = 100_000
 	for _, namespaces := range []int{1, 100} {
-		b.Run(fmt.Sprint("namespaces=", namespaces), func(b *testing.B) {
-			cms := benchConfigMaps(n, namespaces)
-			for b.Loop() {
-				b.StopTimer()
-				s, err := New(Options[*corev1.ConfigMap]{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				keys := make([]string, n)
-				for i, cm := range cms {
-					keys[i] = cm.Namespace + "/" + cm.Name
-				}
-				b.StartTimer()
-				s.Reserve(n)
-				s.BeginRelist()
-				for i, cm := range cms {
-					if _, _, err := s.Put(keys[i], cm); err != nil {
+		for _, read := range []bool{false, true} {
+			b.Run(fmt.Sprintf("namespaces=%d/read=%t", namespaces, read), func(b *testing.B) {
+				cms := benchConfigMaps(n, namespaces)
+				for b.Loop() {
+					b.StopTimer()
+					s, err := New(Options[*corev1.ConfigMap]{})
+					if err != nil {
 						b.Fatal(err)
 					}
+					if read {
+						if _, err := s.ByIndex(NamespaceIndex, "ns-0"); err != nil {
+							b.Fatal(err)
+						}
+					}
+					keys := make([]string, n)
+					for i, cm := range cms {
+						keys[i] = cm.Namespace + "/" + cm.Name
+					}
+					b.StartTimer()
+					s.Reserve(n)
+					s.BeginRelist()
+					for i, cm := range cms {
+						if _, _, err := s.Put(keys[i], cm); err != nil {
+							b.Fatal(err)
+						}
+					}
+					s.EndRelist("2")
 				}
-				s.EndRelist("2")
-			}
-		})
+			})
+		}
 	}
 }
 

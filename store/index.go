@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/ctrlkit/ctrlkit/object"
@@ -17,15 +18,17 @@ type keySet map[string]struct{}
 // Entries are held by pointer and updated in place under the store's lock:
 // a write finds its entry with one lookup (and assigns it back to keep the
 // writer's key string, see put). The namespace index's value is held in the
-// entry itself: a store with no other index allocates one 64-byte entry per
-// object, and with interned namespaces a write checks that the namespace
-// did not change without leaving the entry's cache line.
+// entry itself, with the entry's place in that index: a store with no other
+// index allocates one 64-byte entry per object, and with interned
+// namespaces a write checks that the namespace did not change without
+// leaving the entry's cache line.
 type entry[T object.Object] struct {
 	obj  T
 	ns   string     // the value of the namespace index (position 0)
 	vals [][]string // vals[i]: the values of index function i+1
 	seq  uint64     // the write that stored it; see Indexer.AddIndexers
-	gen  uint64     // the relist generation it was written in; see Indexer.BeginRelist
+	gen  uint32     // the relist generation it was written in; see Indexer.BeginRelist
+	at   int32      // its position in byNS[ns].entries, while the namespace index is kept
 }
 
 // values returns the values of index i of e.
@@ -39,6 +42,14 @@ func (e *entry[T]) values(i int) []string {
 // indexes returns the number of indexes e has values for.
 func (e *entry[T]) indexes() int { return 1 + len(e.vals) }
 
+// members is the namespace index's value for one namespace: the entries of
+// its objects, in no order, each holding its position (entry.at). Filled
+// for 100,000 objects it takes under a third of the time and a sixth of the
+// memory of a set of keys per namespace, and a read of a namespace looks
+// nothing up per object (BenchmarkIndexer_FirstReadByNamespace100k,
+// BenchmarkIndexer_ByIndex).
+type members[T object.Object] struct{ entries []*entry[T] }
+
 // cache is the index bookkeeping: objects by key and, for each index, keys
 // by value. It is a plain type with no lock and calls no user code; Indexer
 // wraps it with a lock and computes index values before calling it.
@@ -48,26 +59,29 @@ func (e *entry[T]) indexes() int { return 1 + len(e.vals) }
 //     len(indices), except while AddIndexers builds new indices: entries
 //     stored before grow have none for them until fill;
 //   - indices[i][v] contains k exactly when items[k].values(i) contains v,
-//     except that the namespace index (i == 0) is empty until nsIndexed:
-//     it is built at its first read (see buildNamespaceIndex);
-//   - no index holds an empty set, so values that no object carries any more
-//     leave no trace (high-cardinality values do not leak memory).
+//     for i >= 1; indices[0] stays nil: the namespace index is byNS;
+//   - byNS[ns].entries[e.at] == e exactly when e is an entry of namespace
+//     ns, except that byNS is empty until nsIndexed: it is built at its
+//     first read (see buildNamespaceIndex);
+//   - no index holds an empty set or member list, so values that no object
+//     carries any more leave no trace (high-cardinality values do not leak
+//     memory).
 type cache[T object.Object] struct {
 	items   map[string]*entry[T]
 	indices []map[string]keySet
-	// nsIndexed says whether indices[0], the namespace index, is kept. It
-	// is not until something reads it: entries hold their namespace, so
-	// the index can be built at once when first asked for, and a store
-	// nobody queries by namespace (a namespaced informer, a controller
-	// reading by key) never pays a second map insert per object for it,
-	// nor its memory.
+	byNS    map[string]*members[T]
+	// nsIndexed says whether byNS, the namespace index, is kept. It is not
+	// until something reads it: entries hold their namespace, so the index
+	// can be built at once when first asked for, and a store nobody
+	// queries by namespace (a namespaced informer, a controller reading by
+	// key) never pays for it, nor for its memory.
 	nsIndexed bool
 }
 
 // newCache returns an empty cache with n indices, sized for size items.
 func newCache[T object.Object](n, size int) *cache[T] {
-	c := &cache[T]{items: make(map[string]*entry[T], size), indices: make([]map[string]keySet, n)}
-	for i := range c.indices {
+	c := &cache[T]{items: make(map[string]*entry[T], size), indices: make([]map[string]keySet, n), byNS: map[string]*members[T]{}}
+	for i := 1; i < n; i++ {
 		c.indices[i] = map[string]keySet{}
 	}
 	return c
@@ -98,9 +112,9 @@ func (c *cache[T]) put(key string, e entry[T]) (old T, had bool) {
 		c.items[key] = prev // keep key's string (see above)
 		return old, true
 	}
-	if prev.ns != e.ns { // not through Indexer, whose keys fix the namespace; a cache is kept consistent anyway
-		c.unindex(0, key, []string{prev.ns})
-		c.index(0, key, []string{e.ns})
+	moved := prev.ns != e.ns // not through Indexer, whose keys fix the namespace; a cache is kept consistent anyway
+	if moved {
+		c.leave(prev)
 	}
 	for i, vals := range e.vals {
 		if i < len(prev.vals) {
@@ -112,15 +126,20 @@ func (c *cache[T]) put(key string, e entry[T]) (old T, had bool) {
 		}
 		c.index(i+1, key, vals)
 	}
+	e.at = prev.at
 	*prev = e
+	if moved {
+		c.join(prev)
+	}
 	c.items[key] = prev
 	return old, true
 }
 
-// indexAll adds key to every index under e's values.
+// indexAll adds key, stored as e, to every index under e's values.
 func (c *cache[T]) indexAll(key string, e *entry[T]) {
-	for i := range e.indexes() {
-		c.index(i, key, e.values(i))
+	c.join(e)
+	for i, vals := range e.vals {
+		c.index(i+1, key, vals)
 	}
 }
 
@@ -157,18 +176,17 @@ func (c *cache[T]) remove(key string) (old T, had bool) {
 		return old, false
 	}
 	delete(c.items, key)
-	for i := range e.indexes() {
-		c.unindex(i, key, e.values(i))
+	c.leave(e)
+	for i, vals := range e.vals {
+		c.unindex(i+1, key, vals)
 	}
 	old = e.obj
 	*e = entry[T]{} // it may sit in a slab that outlives it: drop what it holds
 	return old, true
 }
 
+// index adds key to index i (>= 1) under vals.
 func (c *cache[T]) index(i int, key string, vals []string) {
-	if i == 0 && !c.nsIndexed {
-		return
-	}
 	idx := c.indices[i]
 	for _, v := range vals {
 		set := idx[v]
@@ -180,10 +198,8 @@ func (c *cache[T]) index(i int, key string, vals []string) {
 	}
 }
 
+// unindex removes key from index i (>= 1) under vals.
 func (c *cache[T]) unindex(i int, key string, vals []string) {
-	if i == 0 && !c.nsIndexed {
-		return
-	}
 	idx := c.indices[i]
 	for _, v := range vals {
 		set := idx[v]
@@ -194,26 +210,62 @@ func (c *cache[T]) unindex(i int, key string, vals []string) {
 	}
 }
 
+// join adds e to its namespace's members, if the namespace index is kept.
+func (c *cache[T]) join(e *entry[T]) {
+	if !c.nsIndexed {
+		return
+	}
+	m := c.byNS[e.ns]
+	if m == nil {
+		m = &members[T]{}
+		c.byNS[e.ns] = m
+	}
+	e.at = int32(len(m.entries))
+	m.entries = append(m.entries, e)
+}
+
+// leave removes e from its namespace's members, if the namespace index is
+// kept: the last member takes its place. A namespace left with no member
+// is dropped, and one left with under a quarter of its room gets a smaller
+// slice (a namespace that shrank does not keep the memory of its peak).
+func (c *cache[T]) leave(e *entry[T]) {
+	if !c.nsIndexed {
+		return
+	}
+	m := c.byNS[e.ns]
+	last := len(m.entries) - 1
+	if last == 0 {
+		delete(c.byNS, e.ns)
+		return
+	}
+	moved := m.entries[last]
+	m.entries[e.at], moved.at = moved, e.at
+	m.entries[last] = nil
+	m.entries = m.entries[:last]
+	if cap(m.entries) > 64 && last < cap(m.entries)/4 {
+		m.entries = append(make([]*entry[T], 0, 2*last), m.entries...)
+	}
+}
+
 // buildNamespaceIndex builds the namespace index from the entries' own
 // namespaces and keeps it from now on.
 func (c *cache[T]) buildNamespaceIndex() {
 	if c.nsIndexed {
 		return
 	}
-	idx := c.indices[0]
-	var set keySet
-	var last string
-	for key, e := range c.items {
-		if set == nil || e.ns != last {
-			if set = idx[e.ns]; set == nil {
-				set = keySet{}
-				idx[e.ns] = set
-			}
-			last = e.ns
-		}
-		set[key] = struct{}{}
-	}
 	c.nsIndexed = true
+	for _, e := range c.items {
+		c.join(e)
+	}
+}
+
+// inNamespace returns the entries of namespace ns (nil if the namespace
+// index is not kept); the slice is the cache's own.
+func (c *cache[T]) inNamespace(ns string) []*entry[T] {
+	if m := c.byNS[ns]; m != nil {
+		return m.entries
+	}
+	return nil
 }
 
 // grow adds n empty indices. Entries stored before have no values for them
@@ -260,6 +312,47 @@ func (c *cache[T]) objects(keys keySet) []T {
 	return out
 }
 
+// objectsUnder returns the objects under value in index i.
+func (c *cache[T]) objectsUnder(i int, value string) []T {
+	if i > 0 {
+		return c.objects(c.indices[i][value])
+	}
+	entries := c.inNamespace(value)
+	out := make([]T, len(entries))
+	for j, e := range entries {
+		out[j] = e.obj
+	}
+	return out
+}
+
+// keysUnder returns the keys under value in index i. The namespace index
+// holds entries, not keys: their keys are made again from the objects
+// (an allocation each).
+func (c *cache[T]) keysUnder(i int, value string) []string {
+	if i > 0 {
+		set := c.indices[i][value]
+		out := make([]string, 0, len(set))
+		for key := range set {
+			out = append(out, key)
+		}
+		return out
+	}
+	entries := c.inNamespace(value)
+	out := make([]string, len(entries))
+	for j, e := range entries {
+		out[j] = object.NameOf(e.obj).String()
+	}
+	return out
+}
+
+// valuesOf returns the values index i holds.
+func (c *cache[T]) valuesOf(i int) []string {
+	if i > 0 {
+		return slices.Collect(maps.Keys(c.indices[i]))
+	}
+	return slices.Collect(maps.Keys(c.byNS))
+}
+
 // checkInvariants returns an error describing the first broken invariant
 // (see cache), or nil. It is for tests and fuzzers: it walks everything.
 //
@@ -271,21 +364,35 @@ func (c *cache[T]) checkInvariants(ready int) error {
 		if e.indexes() != len(c.indices) && e.indexes() != ready {
 			return fmt.Errorf("item %q has %d value lists, want %d (or %d while building)", key, e.indexes(), len(c.indices), ready)
 		}
-		for i := range e.indexes() {
-			if i == 0 && !c.nsIndexed {
-				continue
+		if c.nsIndexed {
+			if m := c.inNamespace(e.ns); e.at < 0 || int(e.at) >= len(m) || m[e.at] != e {
+				return fmt.Errorf("item %q is not at its place (%d) in namespace %q's %d members", key, e.at, e.ns, len(m))
 			}
-			vals := e.values(i)
+		}
+		for i, vals := range e.vals {
 			for _, v := range vals {
-				if _, ok := c.indices[i][v][key]; !ok {
-					return fmt.Errorf("item %q is missing from index %d under %q", key, i, v)
+				if _, ok := c.indices[i+1][v][key]; !ok {
+					return fmt.Errorf("item %q is missing from index %d under %q", key, i+1, v)
 				}
 			}
 			want += len(distinct(vals))
 		}
 	}
-	if !c.nsIndexed && len(c.indices[0]) != 0 {
-		return fmt.Errorf("the namespace index holds %d values before it was built", len(c.indices[0]))
+	if c.indices[0] != nil {
+		return fmt.Errorf("indices[0] holds %d sets: the namespace index is byNS", len(c.indices[0]))
+	}
+	members := 0
+	for ns, m := range c.byNS {
+		if len(m.entries) == 0 {
+			return fmt.Errorf("the namespace index keeps no member under %q", ns)
+		}
+		members += len(m.entries)
+	}
+	if n := len(c.items); c.nsIndexed && members != n {
+		return fmt.Errorf("the namespace index holds %d members, the cache %d items", members, n)
+	}
+	if !c.nsIndexed && len(c.byNS) != 0 {
+		return fmt.Errorf("the namespace index holds %d values before it was built", len(c.byNS))
 	}
 	got := 0
 	for i, idx := range c.indices {

@@ -63,24 +63,19 @@ func (s *Indexer[T]) ListKeys() []string {
 // An unknown index is an error wrapping ErrNoIndex. The caller owns the
 // slice; the objects are read-only.
 func (s *Indexer[T]) ByIndex(indexName, value string) ([]T, error) {
-	return readIndex(s, indexName, value, (*cache[T]).objects)
+	return readIndex(s, indexName, func(c *cache[T], i int) []T { return c.objectsUnder(i, value) })
 }
 
-// IndexKeys is ByIndex returning keys instead of objects.
+// IndexKeys is ByIndex returning keys instead of objects. (The namespace
+// index keeps objects only: for it, the keys are made again from them.)
 func (s *Indexer[T]) IndexKeys(indexName, value string) ([]string, error) {
-	return readIndex(s, indexName, value, func(_ *cache[T], set keySet) []string {
-		out := make([]string, 0, len(set))
-		for key := range set {
-			out = append(out, key)
-		}
-		return out
-	})
+	return readIndex(s, indexName, func(c *cache[T], i int) []string { return c.keysUnder(i, value) })
 }
 
-// readIndex returns read of the cache and the keys under value in the
-// named index, called under the store's read lock; an unknown index is an
-// error wrapping ErrNoIndex.
-func readIndex[T object.Object, R any](s *Indexer[T], indexName, value string, read func(*cache[T], keySet) R) (R, error) {
+// readIndex returns read of the cache and the position of the named index,
+// called under the store's read lock; an unknown index is an error
+// wrapping ErrNoIndex.
+func readIndex[T object.Object, R any](s *Indexer[T], indexName string, read func(c *cache[T], i int) R) (R, error) {
 	i, err := s.funcs.Load().lookup(indexName)
 	if err != nil {
 		var zero R
@@ -88,7 +83,7 @@ func readIndex[T object.Object, R any](s *Indexer[T], indexName, value string, r
 	}
 	s.rlockIndex(i)
 	defer s.mu.RUnlock()
-	return read(s.c, s.c.indices[i][value]), nil
+	return read(s.c, i), nil
 }
 
 // Index returns the objects that share at least one value with obj in the
@@ -108,10 +103,10 @@ func (s *Indexer[T]) Index(indexName string, obj T) ([]T, error) {
 	}
 	s.rlockIndex(i)
 	defer s.mu.RUnlock()
-	idx := s.c.indices[i]
-	if len(vals) == 1 {
-		return s.c.objects(idx[vals[0]]), nil
+	if len(vals) == 1 { // always, for the namespace index
+		return s.c.objectsUnder(i, vals[0]), nil
 	}
+	idx := s.c.indices[i]
 	union := keySet{}
 	for _, v := range vals {
 		for key := range idx[v] {
@@ -125,15 +120,5 @@ func (s *Indexer[T]) Index(indexName string, obj T) ([]T, error) {
 // carried by at least one object), in no particular order. An unknown index
 // is an error wrapping ErrNoIndex. The caller owns the slice.
 func (s *Indexer[T]) ListIndexFuncValues(indexName string) ([]string, error) {
-	i, err := s.funcs.Load().lookup(indexName)
-	if err != nil {
-		return nil, err
-	}
-	s.rlockIndex(i)
-	defer s.mu.RUnlock()
-	out := make([]string, 0, len(s.c.indices[i]))
-	for v := range s.c.indices[i] {
-		out = append(out, v)
-	}
-	return out, nil
+	return readIndex(s, indexName, (*cache[T]).valuesOf)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -217,11 +218,11 @@ func TestCache_PutMovesAnEntryWhoseNamespaceChanged(t *testing.T) {
 	if old, had := c.put("k", entry[*corev1.Pod]{obj: b, ns: "b"}); !had || old != a {
 		t.Fatalf("put = %v, %v; want the first object", old, had)
 	}
-	if _, ok := c.indices[0]["a"]; ok {
-		t.Error("namespace a still indexes the key")
+	if got := c.inNamespace("a"); len(got) != 0 {
+		t.Errorf("namespace a still holds %d entries", len(got))
 	}
-	if _, ok := c.indices[0]["b"]["k"]; !ok {
-		t.Error("namespace b does not index the key")
+	if got := c.objectsUnder(0, "b"); len(got) != 1 || got[0] != b {
+		t.Errorf("namespace b holds %v; want the second object", got)
 	}
 	if err := c.checkInvariants(1); err != nil {
 		t.Fatal(err)
@@ -240,8 +241,8 @@ func TestIndexer_TheNamespaceIndexIsBuiltAtItsFirstRead(t *testing.T) {
 	mustAdd(t, s, newPod("a", "p", "1"))
 	mustAdd(t, s, newPod("a", "q", "2"))
 	mustAdd(t, s, newPod("b", "p", "3"))
-	if s.c.nsIndexed || len(s.c.indices[0]) != 0 {
-		t.Fatalf("before any read by namespace the index holds %d values; want it not kept", len(s.c.indices[0]))
+	if s.c.nsIndexed || len(s.c.byNS) != 0 {
+		t.Fatalf("before any read by namespace the index holds %d values; want it not kept", len(s.c.byNS))
 	}
 	if err := s.checkInvariants(); err != nil {
 		t.Fatal(err)
@@ -282,6 +283,51 @@ func TestIndexer_TheNamespaceIndexIsBuiltAtItsFirstRead(t *testing.T) {
 	}
 	if got := inNS("c"); !slices.Equal(got, []string{"c/p"}) {
 		t.Errorf("after a Replace, namespace c = %v; want c/p", got)
+	}
+	if err := s.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIndexer_ANamespaceThatShrinksGivesBackItsRoom: deleting most of a
+// large namespace's objects, in an order that moves members around, keeps
+// the rest listed by namespace, and the namespace index lets go of the
+// room the peak needed.
+func TestIndexer_ANamespaceThatShrinksGivesBackItsRoom(t *testing.T) {
+	s, err := New(Options[*corev1.Pod]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ByIndex(NamespaceIndex, "big"); err != nil { // keep the index
+		t.Fatal(err)
+	}
+	const n = 1000
+	for i := range n {
+		mustAdd(t, s, newPod("big", fmt.Sprint("p", i), "1"))
+	}
+	mustAdd(t, s, newPod("small", "q", "1"))
+	peak := cap(s.c.inNamespace("big"))
+	for i := range n - 10 {
+		key := fmt.Sprintf("big/p%d", i*7%n) // 7 and 1000 are coprime: each key once
+		if _, ok := s.Remove(key, ""); !ok {
+			t.Fatalf("Remove(%s) found nothing", key)
+		}
+	}
+	keys, err := s.IndexKeys(NamespaceIndex, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, _ := s.ByIndex(NamespaceIndex, "big")
+	if len(keys) != s.Len()-1 || len(objs) != len(keys) {
+		t.Fatalf("namespace big lists %d keys and %d objects; the store holds %d objects besides small/q", len(keys), len(objs), s.Len()-1)
+	}
+	for _, key := range keys {
+		if _, ok := s.GetByKey(key); !ok {
+			t.Errorf("namespace big lists %s, which the store does not hold", key)
+		}
+	}
+	if got := cap(s.c.inNamespace("big")); got > peak/4 {
+		t.Errorf("namespace big keeps room for %d entries after shrinking from %d to %d; want at most %d", got, n, len(keys), peak/4)
 	}
 	if err := s.checkInvariants(); err != nil {
 		t.Fatal(err)

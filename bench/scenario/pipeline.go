@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -91,7 +92,9 @@ func Pipeline(cfg PipelineConfig) Scenario {
 			"(defaults) + NewTypedRateLimitingQueue + %[1]d worker(s) calling GetByKey. ", cfg.workers()) + "sync_ms: start to HasSynced (polled every " +
 			"ms on both sides), sync_cpu_ms the process CPU time meanwhile (building the list included); the event phase starts once every listed key was processed and ends when every key's final " +
 			"state was read by a worker; events_per_sec includes building the events (on the watch goroutine, in parallel); " +
-			"cpu, allocations and bytes are process rusage and runtime.MemStats deltas over that phase. reads_per_event: " +
+			"cpu, allocations and bytes are process rusage and runtime.MemStats deltas over that phase. gc_cpu_us_per_event: " +
+			"the part of that CPU the runtime counts as its collector's (runtime/metrics /cpu/classes/gc/total), never " +
+			"net: the source's allocations start collections too, and each collection marks the whole cache. reads_per_event: " +
 			"worker cache reads per event (below 1 where updates of a key coalesce). live_heap_mb: heap after the churn " +
 			"and two GCs, minus the heap before the informer started.",
 		Metrics: []Metric{
@@ -99,6 +102,7 @@ func Pipeline(cfg PipelineConfig) Scenario {
 			{Name: "sync_cpu_ms", Unit: "ms", Better: "lower"},
 			{Name: "events_per_sec", Unit: "events/s", Better: "higher"},
 			{Name: "cpu_us_per_event" + net, Unit: "µs", Better: "lower"},
+			{Name: "gc_cpu_us_per_event", Unit: "µs", Better: "lower"},
 			{Name: "allocs_per_event" + net, Unit: "allocs", Better: "lower"},
 			{Name: "bytes_per_event" + net, Unit: "B", Better: "lower"},
 			{Name: "reads_per_event", Unit: "reads", Better: "lower"},
@@ -244,6 +248,15 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// gcCPU is the CPU time the Go runtime estimates its collector has used
+// (runtime/metrics /cpu/classes/gc/total, mark workers and assists
+// included, idle ones too).
+func gcCPU() time.Duration {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	return time.Duration(s[0].Value.Float64() * float64(time.Second))
 }
 
 // pipelineRun records what the workers of one run read from the cache.
@@ -404,7 +417,7 @@ func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan 
 	if cfg.phase != nil {
 		end = cfg.phase("events")
 	}
-	cpu0 := processCPU()
+	cpu0, gc0 := processCPU(), gcCPU()
 	t0 := time.Now()
 	close(gate)
 	select {
@@ -418,7 +431,7 @@ func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan 
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	elapsed := time.Since(t0)
-	cpu := processCPU() - cpu0
+	cpu, gc := processCPU()-cpu0, gcCPU()-gc0
 	end()
 	runtime.ReadMemStats(&after)
 	live := liveHeap() // the cache after the churn, the run's input excluded
@@ -431,6 +444,7 @@ func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan 
 		"sync_cpu_ms":            ms(syncCPU),
 		"events_per_sec":         n / elapsed.Seconds(),
 		"cpu_us_per_event" + net: float64(cpu.Microseconds())/n - cost.cpu,
+		"gc_cpu_us_per_event":    float64(gc.Microseconds()) / n,
 		"allocs_per_event" + net: float64(after.Mallocs-before.Mallocs)/n - cost.allocs,
 		"bytes_per_event" + net:  float64(after.TotalAlloc-before.TotalAlloc)/n - cost.bytes,
 		"reads_per_event":        float64(r.reads.Load()-reads) / n,
