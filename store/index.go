@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/ctrlkit/ctrlkit/object"
@@ -31,14 +30,6 @@ type entry[T object.Object] struct {
 	at   int32      // its position in byNS[ns].entries, while the namespace index is kept
 }
 
-// values returns the values of index i of e.
-func (e *entry[T]) values(i int) []string {
-	if i == 0 {
-		return []string{e.ns}
-	}
-	return e.vals[i-1]
-}
-
 // indexes returns the number of indexes e has values for.
 func (e *entry[T]) indexes() int { return 1 + len(e.vals) }
 
@@ -58,8 +49,8 @@ type members[T object.Object] struct{ entries []*entry[T] }
 //   - every entry has one value list per index, e.indexes() ==
 //     len(indices), except while AddIndexers builds new indices: entries
 //     stored before grow have none for them until fill;
-//   - indices[i][v] contains k exactly when items[k].values(i) contains v,
-//     for i >= 1; indices[0] stays nil: the namespace index is byNS;
+//   - for i >= 1, indices[i][v] contains k exactly when items[k].vals[i-1]
+//     contains v; indices[0] stays nil: the namespace index is byNS;
 //   - byNS[ns].entries[e.at] == e exactly when e is an entry of namespace
 //     ns, except that byNS is empty until nsIndexed: it is built at its
 //     first read (see buildNamespaceIndex);
@@ -331,11 +322,7 @@ func (c *cache[T]) objectsUnder(i int, value string) []T {
 func (c *cache[T]) keysUnder(i int, value string) []string {
 	if i > 0 {
 		set := c.indices[i][value]
-		out := make([]string, 0, len(set))
-		for key := range set {
-			out = append(out, key)
-		}
-		return out
+		return appendKeys(make([]string, 0, len(set)), set)
 	}
 	entries := c.inNamespace(value)
 	out := make([]string, len(entries))
@@ -348,9 +335,17 @@ func (c *cache[T]) keysUnder(i int, value string) []string {
 // valuesOf returns the values index i holds.
 func (c *cache[T]) valuesOf(i int) []string {
 	if i > 0 {
-		return slices.Collect(maps.Keys(c.indices[i]))
+		return appendKeys(make([]string, 0, len(c.indices[i])), c.indices[i])
 	}
-	return slices.Collect(maps.Keys(c.byNS))
+	return appendKeys(make([]string, 0, len(c.byNS)), c.byNS)
+}
+
+// appendKeys appends m's keys to out.
+func appendKeys[V any](out []string, m map[string]V) []string {
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 // checkInvariants returns an error describing the first broken invariant
