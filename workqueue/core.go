@@ -35,8 +35,9 @@ import (
 //     len(active) > 1;
 //   - readded has exactly the re-added keys; processing counts the keys
 //     processing or re-added;
-//   - when stamps is set, dirtied has exactly the queued and re-added keys
-//     and started the processing and re-added ones.
+//   - when stamps is set, every queued and re-added key's entry is stamped
+//     with when it became dirty, and started has exactly the processing and
+//     re-added keys.
 type core[K comparable] struct {
 	keys       map[K]entry
 	readded    map[K]string // the flow of each re-added key
@@ -76,7 +77,7 @@ type core[K comparable] struct {
 // added since; no element has it.
 const processingSeq = math.MaxUint32
 
-// entry is what core knows about a key: 8 bytes, as the keys map holds one
+// entry is what core knows about a key: 16 bytes, as the keys map holds one
 // per key waiting or being processed.
 //
 // seq wraps around after 2^32 - 2 pushes. An element left dead by a key
@@ -87,15 +88,22 @@ const processingSeq = math.MaxUint32
 type entry struct {
 	seq  uint32 // its live element's seq (queued), 0 (re-added) or processingSeq
 	prio int32  // its band (queued), or the band it joins at done (re-added)
+	// dirtied is when it became dirty (queued, re-added), as time since
+	// the stamps' base; 0 without stamps. Kept here, not in a map of its
+	// own: an add writes it with the entry it writes anyway, and a get
+	// reads it with one lookup instead of a lookup and a delete.
+	dirtied time.Duration
 }
 
-// stamps are the times core keeps for metrics.
+// stamps are the times core keeps for metrics, besides the entries' dirtied.
 type stamps[K comparable] struct {
-	dirtied map[K]time.Time // when each dirty key became dirty
+	base    time.Time       // what entries' dirtied count from: just before the first stamp
 	started map[K]time.Time // when each processing key was handed out
-
-	dirtiedPeak, startedPeak peak.Tracker
+	peak    peak.Tracker    // of started
 }
+
+// dirtied returns when an entry stamped d became dirty.
+func (s *stamps[K]) dirtied(d time.Duration) time.Time { return s.base.Add(d) }
 
 // init readies an empty core; with timed set it keeps stamps. step is the
 // aging step (> 0), quantum the keys a flow gets per round (> 0).
@@ -104,7 +112,7 @@ func (c *core[K]) init(timed bool, step time.Duration, quantum int) {
 	c.bands = map[int]*band[K]{}
 	c.step, c.res, c.quantum = step, max(step/16, 1), quantum
 	if timed {
-		c.stamps = &stamps[K]{dirtied: map[K]time.Time{}, started: map[K]time.Time{}}
+		c.stamps = &stamps[K]{started: map[K]time.Time{}}
 	}
 }
 
@@ -118,13 +126,11 @@ func (c *core[K]) add(k K, prio int32, flow string, now time.Time) (dirtied, que
 	e, ok := c.keys[k]
 	switch {
 	case !ok:
-		c.stampDirtied(k, now)
-		c.keys[k] = c.push(k, prio, flow, now)
+		c.keys[k] = c.push(k, prio, flow, now, c.stamp(now))
 		c.keysPeak.Grew(len(c.keys))
 		return true, true
 	case e.seq == processingSeq:
-		c.stampDirtied(k, now)
-		c.keys[k] = entry{prio: prio}
+		c.keys[k] = entry{prio: prio, dirtied: c.stamp(now)}
 		c.readded[k] = flow
 		c.readdedPeak.Grew(len(c.readded))
 		return true, false
@@ -137,21 +143,27 @@ func (c *core[K]) add(k K, prio int32, flow string, now time.Time) (dirtied, que
 		b.kill(flow)
 		c.queued--
 		c.emptied(b)
-		c.keys[k] = c.push(k, prio, flow, now)
+		c.keys[k] = c.push(k, prio, flow, now, e.dirtied)
 	}
 	return false, false
 }
 
-// stampDirtied records that k became dirty at now, with stamps.
-func (c *core[K]) stampDirtied(k K, now time.Time) {
-	if c.stamps != nil {
-		c.stamps.dirtied[k] = now
-		c.stamps.dirtiedPeak.Grew(len(c.stamps.dirtied))
+// stamp returns now as an entry's dirtied, counted from the stamps' base,
+// which the first stamp sets just before now, so that a stamp is never 0;
+// 0 without stamps.
+func (c *core[K]) stamp(now time.Time) time.Duration {
+	if c.stamps == nil {
+		return 0
 	}
+	if c.stamps.base.IsZero() {
+		c.stamps.base = now.Add(-time.Nanosecond)
+	}
+	return now.Sub(c.stamps.base)
 }
 
-// push appends k to its flow in band prio and returns its entry.
-func (c *core[K]) push(k K, prio int32, flow string, at time.Time) entry {
+// push appends k to its flow in band prio and returns its entry, stamped
+// dirtied.
+func (c *core[K]) push(k K, prio int32, flow string, at time.Time, dirtied time.Duration) entry {
 	b := c.hot
 	if b == nil || b.prio != int(prio) {
 		b = c.band(int(prio))
@@ -168,7 +180,7 @@ func (c *core[K]) push(k K, prio int32, flow string, at time.Time) entry {
 	}
 	c.queued++
 	b.push(k, flow, c.seq, at, c.res)
-	return entry{prio: prio, seq: c.seq}
+	return entry{prio: prio, seq: c.seq, dirtied: dirtied}
 }
 
 // get hands out the next key and moves it to processing. It returns when
@@ -184,15 +196,13 @@ func (c *core[K]) get(now time.Time) (k K, since time.Time, ok bool) {
 	c.queued--
 	c.lastPrio = b.prio
 	c.emptied(b)
+	if c.stamps != nil {
+		since = c.stamps.dirtied(c.keys[k].dirtied)
+		c.stamps.started[k] = now
+		c.stamps.peak.Grew(len(c.stamps.started))
+	}
 	c.keys[k] = entry{seq: processingSeq}
 	c.processing++
-	if c.stamps != nil {
-		since = c.stamps.dirtied[k]
-		delete(c.stamps.dirtied, k)
-		c.stamps.dirtied = peak.Shrink(&c.stamps.dirtiedPeak, c.stamps.dirtied)
-		c.stamps.started[k] = now
-		c.stamps.startedPeak.Grew(len(c.stamps.started))
-	}
 	return k, since, true
 }
 
@@ -209,7 +219,7 @@ func (c *core[K]) done(k K, now time.Time) (started time.Time, requeued, ok bool
 	if c.stamps != nil {
 		started = c.stamps.started[k]
 		delete(c.stamps.started, k)
-		c.stamps.started = peak.Shrink(&c.stamps.startedPeak, c.stamps.started)
+		c.stamps.started = peak.Shrink(&c.stamps.peak, c.stamps.started)
 	}
 	if e.seq == processingSeq {
 		delete(c.keys, k)
@@ -219,7 +229,7 @@ func (c *core[K]) done(k K, now time.Time) (started time.Time, requeued, ok bool
 	flow := c.readded[k]
 	delete(c.readded, k)
 	c.readded = peak.Shrink(&c.readdedPeak, c.readded)
-	c.keys[k] = c.push(k, e.prio, flow, now)
+	c.keys[k] = c.push(k, e.prio, flow, now, e.dirtied)
 	return started, true, true
 }
 

@@ -90,6 +90,43 @@ func TestQueue_Metrics(t *testing.T) {
 	})
 }
 
+// TestQueue_MetricsTimeAWaitFromWhenTheKeyBecameDirty: a key's queue
+// duration counts from its first add, through a move to a higher band, and
+// a key added again while processed counts from that add, through its
+// requeue at Done.
+func TestQueue_MetricsTimeAWaitFromWhenTheKeyBecameDirty(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		clk := newFakeClock()
+		q := newTestQueue(t, Options[string]{Name: "q", Registerer: reg, Clock: clk})
+		waited := func(want float64) {
+			t.Helper()
+			if got := value(t, reg, "workqueue_queue_duration_seconds", "q"); got != want {
+				t.Errorf("queue durations sum to %vs, want %vs", got, want)
+			}
+		}
+		t0 := clk.Now()
+		q.Add("a")
+		clk.step(2 * time.Second)
+		q.AddWithPriority("a", 5) // moves up a band, still dirty since t0
+		if st := q.State("a"); !st.Queued || !st.Since.Equal(t0) {
+			t.Errorf("State(a) = %+v, want queued since t0", st)
+		}
+		clk.step(time.Second)
+		get("a")(t, q)
+		waited(3)
+		q.Add("a") // dirty again at t0+3s, queued at Done
+		clk.step(4 * time.Second)
+		done("a")(t, q)
+		if st := q.State("a"); !st.Queued || !st.Since.Equal(t0.Add(3*time.Second)) {
+			t.Errorf("State(a) = %+v, want queued since t0+3s", st)
+		}
+		clk.step(time.Second)
+		get("a")(t, q)
+		waited(3 + 5)
+	})
+}
+
 func TestQueue_MetricsTimeAKeyFromWhenGetHandsItOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()

@@ -177,5 +177,5 @@ func (c *core[K]) stampOf(k K, started bool) time.Time {
 	if started {
 		return c.stamps.started[k]
 	}
-	return c.stamps.dirtied[k]
+	return c.stamps.dirtied(c.keys[k].dirtied)
 }
