@@ -35,14 +35,14 @@ func (e *entry[T]) indexes() int { return 1 + len(e.vals) }
 
 // members is the namespace index's value for one namespace: the entries of
 // its objects, in no order, each holding its position (entry.at). Filled
-// for 100,000 objects it takes under a third of the time and a sixth of the
+// for 100,000 objects it takes about a third of the time and a sixth of the
 // memory of a set of keys per namespace, and a read of a namespace looks
 // nothing up per object (BenchmarkIndexer_FirstReadByNamespace100k,
 // BenchmarkIndexer_ByIndex).
 type members[T object.Object] struct{ entries []*entry[T] }
 
 // cache is the index bookkeeping: objects by key and, for each index, keys
-// by value. It is a plain type with no lock and calls no user code; Indexer
+// by value (for the namespace index, entries by namespace). It is a plain type with no lock and calls no user code; Indexer
 // wraps it with a lock and computes index values before calling it.
 //
 // Invariants (checked by checkInvariants):
@@ -217,8 +217,9 @@ func (c *cache[T]) join(e *entry[T]) {
 
 // leave removes e from its namespace's members, if the namespace index is
 // kept: the last member takes its place. A namespace left with no member
-// is dropped, and one left with under a quarter of its room gets a smaller
-// slice (a namespace that shrank does not keep the memory of its peak).
+// is dropped, and one with room for more than 64 that is left with under a
+// quarter of it gets a smaller slice (a namespace that shrank does not keep
+// the memory of its peak).
 func (c *cache[T]) leave(e *entry[T]) {
 	if !c.nsIndexed {
 		return

@@ -103,7 +103,7 @@ func TestIndexer_emptyIndexSetsAreRemoved(t *testing.T) {
 			for i := range n {
 				mustAdd(t, s, newPod("ns", fmt.Sprint(i), "", fmt.Sprintf("app=a%d", i), fmt.Sprintf("tags=t%d,u%d", i, i)))
 			}
-			if _, err := s.IndexKeys(NamespaceIndex, "ns"); err != nil { // keep the namespace index: its sets too must go when empty
+			if _, err := s.IndexKeys(NamespaceIndex, "ns"); err != nil { // keep the namespace index: its lists too must go when empty
 				t.Fatal(err)
 			}
 			for i := range n {

@@ -209,7 +209,7 @@ func TestIndexer_PutKeepsTheWritersKeyAndAllocatesNothingInPlace(t *testing.T) {
 // TestCache_PutMovesAnEntryWhoseNamespaceChanged covers the cache's own
 // rule for a namespace that changes under one key (Indexer's keys never let
 // it, so only the cache can be given one): the entry moves between the
-// namespace index's sets and the invariants hold.
+// namespace index's lists and the invariants hold.
 func TestCache_PutMovesAnEntryWhoseNamespaceChanged(t *testing.T) {
 	c := newCache[*corev1.Pod](1, 0)
 	a, b := newPod("a", "p", "1"), newPod("b", "p", "2")

@@ -149,8 +149,8 @@ func (c *core[K]) add(k K, prio int32, flow string, now time.Time) (dirtied, que
 }
 
 // stamp returns now as an entry's dirtied, counted from the stamps' base,
-// which the first stamp sets just before now, so that a stamp is never 0;
-// 0 without stamps.
+// which the first stamp sets just before now, so that a stamp is never 0
+// (for a clock that does not go back); 0 without stamps.
 func (c *core[K]) stamp(now time.Time) time.Duration {
 	if c.stamps == nil {
 		return 0

@@ -44,7 +44,8 @@ type KeyTime[K comparable] struct {
 // KeyState is where one key is in a queue.
 type KeyState struct {
 	// Queued reports that the key waits for a worker; Since is then when it
-	// was queued and Position its place in line (0: next): every key of the
+	// became dirty (its add, or its add while it was processed, not the
+	// requeue at Done) and Position its place in line (0: next): every key of the
 	// higher bands, then the keys its band hands out before it, round by
 	// round, if no key is added meanwhile. Aging may let it overtake higher
 	// bands, so it is a guide, not a promise.

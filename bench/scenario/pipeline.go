@@ -93,8 +93,10 @@ func Pipeline(cfg PipelineConfig) Scenario {
 			"ms on both sides), sync_cpu_ms the process CPU time meanwhile (building the list included); the event phase starts once every listed key was processed and ends when every key's final " +
 			"state was read by a worker; events_per_sec includes building the events (on the watch goroutine, in parallel); " +
 			"cpu, allocations and bytes are process rusage and runtime.MemStats deltas over that phase. gc_cpu_us_per_event: " +
-			"the part of that CPU the runtime counts as its collector's (runtime/metrics /cpu/classes/gc/total), never " +
-			"net: the source's allocations start collections too, and each collection marks the whole cache. reads_per_event: " +
+			"the runtime's own estimate of its collector's CPU (runtime/metrics /cpu/classes/gc/total: updated as each " +
+			"collection ends, idle mark workers included, pauses charged for every processor), not a part of the rusage " +
+			"figure, never net: the source's allocations start collections too, and each collection marks the whole cache. " +
+			"reads_per_event: " +
 			"worker cache reads per event (below 1 where updates of a key coalesce). live_heap_mb: heap after the churn " +
 			"and two GCs, minus the heap before the informer started.",
 		Metrics: []Metric{
@@ -251,8 +253,10 @@ func processCPU() time.Duration {
 }
 
 // gcCPU is the CPU time the Go runtime estimates its collector has used
-// (runtime/metrics /cpu/classes/gc/total, mark workers and assists
-// included, idle ones too).
+// (runtime/metrics /cpu/classes/gc/total: mark workers, idle ones too, and
+// assists; pauses charged for every processor). The runtime updates it as
+// each collection ends, so a phase counts the collections that end in it;
+// it overestimates, and compares with rusage only roughly.
 func gcCPU() time.Duration {
 	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
 	metrics.Read(s)
