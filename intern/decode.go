@@ -185,15 +185,11 @@ func (p *packer) grow(n int) bool {
 	return n > 0
 }
 
-func (p *packer) bytes(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	start := p.all.Len()
-	p.all.Write(b)
-	return p.all.String()[start:]
-}
+// bytes is string for b's bytes, which it copies at once: the view of
+// them as a string it passes on is never kept.
+func (p *packer) bytes(b []byte) string { return p.string(unsafe.String(unsafe.SliceData(b), len(b))) }
 
+// string appends s and returns the packed copy of it ("" for "").
 func (p *packer) string(s string) string {
 	if s == "" {
 		return ""
