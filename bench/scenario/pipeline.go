@@ -77,9 +77,13 @@ func Pipeline(cfg PipelineConfig) Scenario {
 			"managedFields after decoding (ctrlkit cuts them before). ",
 			cfg.Objects, cfg.Namespaces, cfg.PageSize, cfg.Events), ""
 	}
-	var extra []string
+	extra := []string{Floor}
 	if cfg.Wire {
 		extra = []string{ClientGoStrip}
+	} else {
+		doc += "Rows \"vs floor\": no pipeline at all, one goroutine keeping every object in a map by key and reading it " +
+			"back at once (no FIFO, queue, handler, index or stripping): what caching these objects costs by itself, the " +
+			"collector's marking of the cache under the source's allocations included. "
 	}
 	if w := cfg.workers(); w != 2 {
 		name += fmt.Sprintf(", %d worker(s)", w)
@@ -96,6 +100,8 @@ func Pipeline(cfg PipelineConfig) Scenario {
 			"the runtime's own estimate of its collector's CPU (runtime/metrics /cpu/classes/gc/total: updated as each " +
 			"collection ends, idle mark workers included, pauses charged for every processor), not a part of the rusage " +
 			"figure, never net: the source's allocations start collections too, and each collection marks the whole cache. " +
+			"gc_cycles: the collections that ended in the event phase, so few that one more or less moves the figure above by a " +
+			"quarter or more. " +
 			"reads_per_event: " +
 			"worker cache reads per event (below 1 where updates of a key coalesce). live_heap_mb: heap after the churn " +
 			"and two GCs, minus the heap before the informer started.",
@@ -105,6 +111,7 @@ func Pipeline(cfg PipelineConfig) Scenario {
 			{Name: "events_per_sec", Unit: "events/s", Better: "higher"},
 			{Name: "cpu_us_per_event" + net, Unit: "µs", Better: "lower"},
 			{Name: "gc_cpu_us_per_event", Unit: "µs", Better: "lower"},
+			{Name: "gc_cycles", Unit: "collections", Better: "lower"},
 			{Name: "allocs_per_event" + net, Unit: "allocs", Better: "lower"},
 			{Name: "bytes_per_event" + net, Unit: "B", Better: "lower"},
 			{Name: "reads_per_event", Unit: "reads", Better: "lower"},
@@ -363,7 +370,7 @@ func runPipeline(ctx context.Context, cfg PipelineConfig, side string) (Result, 
 		endSync = cfg.phase("sync")
 	}
 	cpuStart, start := processCPU(), time.Now()
-	p, err := startPipeline(ctx, side, lws, r.observe, cfg.workers())
+	p, err := startPipeline(ctx, side, lws, r.observe, cfg.workers(), cfg.PageSize)
 	if err != nil {
 		return nil, err
 	}
@@ -391,9 +398,12 @@ type pipelineLWs struct {
 	check    func(n, pageSize int) error
 }
 
-func startPipeline(ctx context.Context, side string, lws pipelineLWs, observe func(string, *corev1.ConfigMap, bool), workers int) (pipeline, error) {
-	if side == Ctrlkit {
+func startPipeline(ctx context.Context, side string, lws pipelineLWs, observe func(string, *corev1.ConfigMap, bool), workers, pageSize int) (pipeline, error) {
+	switch side {
+	case Ctrlkit:
 		return startCtrlkitPipeline(ctx, lws.ctrlkit, observe, workers)
+	case Floor:
+		return startFloorPipeline(ctx, lws.clientGo, observe, pageSize), nil
 	}
 	return startClientGoPipeline(ctx, lws.clientGo, observe, side == ClientGoStrip, workers)
 }
@@ -453,6 +463,7 @@ func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan 
 		"bytes_per_event" + net:  float64(after.TotalAlloc-before.TotalAlloc)/n - cost.bytes,
 		"reads_per_event":        float64(r.reads.Load()-reads) / n,
 		"live_heap_mb":           (float64(live) - float64(base)) / (1 << 20),
+		"gc_cycles":              float64(after.NumGC - before.NumGC),
 	}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,7 +91,10 @@ func TestServer_bothLibrariesSyncEveryObjectFromTheRealServer(t *testing.T) {
 
 func TestPipeline_bothLibrariesProcessEveryEventAndCacheTheSource(t *testing.T) {
 	s := Pipeline(PipelineConfig{Objects: 3000, Events: 20000, Namespaces: 10, PageSize: 500})
-	for _, side := range []string{Ctrlkit, ClientGo} {
+	if !slices.Equal(s.Extra, []string{Floor}) {
+		t.Fatalf("extra sides %v, want the floor", s.Extra)
+	}
+	for _, side := range []string{Ctrlkit, ClientGo, Floor} {
 		res, err := s.Run(t.Context(), side)
 		if err != nil {
 			t.Fatalf("%s: %v", side, err)
@@ -187,7 +191,7 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 	}
 	s := Pipeline(cfg)
-	for _, side := range []string{Ctrlkit, ClientGo} {
+	for _, side := range []string{Ctrlkit, ClientGo, Floor} {
 		b.Run(side, func(b *testing.B) {
 			for b.Loop() {
 				res, err := s.Run(b.Context(), side)
@@ -197,6 +201,9 @@ func BenchmarkPipeline(b *testing.B) {
 				b.ReportMetric(res["events_per_sec"], "events/s")
 				b.ReportMetric(res["allocs_per_event"+net], "allocs/event"+net)
 				b.ReportMetric(res["cpu_us_per_event"+net], "µs-cpu/event"+net)
+				b.ReportMetric(res["gc_cpu_us_per_event"], "µs-gc/event")
+				b.ReportMetric(res["gc_cycles"], "gcs")
+				b.ReportMetric(res["live_heap_mb"], "live-MB")
 			}
 		})
 	}
