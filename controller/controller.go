@@ -182,6 +182,10 @@ func (c *Controller[K]) AddWithPriority(key K, priority int) { c.queue.AddWithPr
 // safe for concurrent use.
 func (c *Controller[K]) AddBatch(keys []K, priority int) { c.queue.AddBatch(keys, priority) }
 
+// Reserve makes room in the queue for about n new keys
+// (workqueue.Queue.Reserve, handler.Reserver). Safe for concurrent use.
+func (c *Controller[K]) Reserve(n int) { c.queue.Reserve(n) }
+
 // NeverBlocks declares that Add, AddWithPriority and AddBatch never wait on
 // anything but the queue's short lock (handler.NonBlockingAdder).
 func (c *Controller[K]) NeverBlocks() {}

@@ -9,8 +9,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
 type names []object.ObjectName
@@ -111,4 +113,33 @@ func (a keyAdder) Add(k string) { *a.keys = append(*a.keys, k) }
 
 func (a keyAdder) AddWithPriority(k string, prio int) {
 	*a.keys = append(*a.keys, fmt.Sprintf("%s@%d", k, prio))
+}
+
+// reservingAdder is a keyAdder that is also a Reserver.
+type reservingAdder struct {
+	keyAdder
+	reserved *[]int
+}
+
+func (a reservingAdder) Reserve(n int) { *a.reserved = append(*a.reserved, n) }
+
+func TestEnqueueKey_passesTheInformersHintToAQueueThatTakesIt(t *testing.T) {
+	var keys []string
+	var reserved []int
+	h, ok := handler.EnqueueKey[*corev1.ConfigMap](reservingAdder{keyAdder{&keys}, &reserved}, nil).(handler.SizedKeyHandler)
+	if !ok {
+		t.Fatal("EnqueueKey's handler is not a SizedKeyHandler")
+	}
+	h.ExpectKeys(1000)
+	if fmt.Sprint(reserved) != "[1000]" || len(keys) != 0 {
+		t.Errorf("ExpectKeys(1000): reserved %v, queued %v; want [1000] and nothing queued", reserved, keys)
+	}
+	// A queue that is no Reserver is left alone.
+	handler.EnqueueKey[*corev1.ConfigMap](keyAdder{&keys}, nil).(handler.SizedKeyHandler).ExpectKeys(1000)
+	if len(keys) != 0 {
+		t.Errorf("ExpectKeys on a plain queue queued %v", keys)
+	}
+	// Queues and controllers take the hint.
+	var _ handler.Reserver = (*workqueue.Queue[string])(nil)
+	var _ handler.Reserver = (*controller.Controller[string])(nil)
 }

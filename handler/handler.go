@@ -89,6 +89,23 @@ type BatchKeyHandler interface {
 	OnKeys(keys []string, background bool)
 }
 
+// SizedKeyHandler is a KeyHandler that can be told how many keys are
+// about to come: an informer calls ExpectKeys(n) before applying its first
+// list, when the server says how many objects it holds (a hint: more or
+// fewer may come). EnqueueKey's handler is one, and passes the hint on to
+// a queue that is a Reserver.
+type SizedKeyHandler interface {
+	KeyHandler
+	ExpectKeys(n int)
+}
+
+// Reserver is an Adder that can make room for about n new keys at once,
+// instead of growing as they come: workqueue.Queue and
+// controller.Controller. Reserve must not block either.
+type Reserver interface {
+	Reserve(n int)
+}
+
 // BatchAdder is an Adder that also adds many keys, in order, at one
 // priority, under one lock: workqueue.Queue and controller.Controller.
 // keys is the caller's: read it during the call only. For a
@@ -196,6 +213,13 @@ func (e *enqueueKey[T]) OnKey(key string, background bool) { e.q.add(key, backgr
 // OnKeys adds keys in order, in one batch when the queue takes batches
 // (handler.BatchAdder).
 func (e *enqueueKey[T]) OnKeys(keys []string, background bool) { e.q.addBatch(keys, background) }
+
+// ExpectKeys makes room in the queue for n keys, if it is a Reserver.
+func (e *enqueueKey[T]) ExpectKeys(n int) {
+	if r, ok := e.q.q.(Reserver); ok {
+		r.Reserve(n)
+	}
+}
 
 // Inline reports whether the queue never blocks, so the informer may call
 // OnKey on its own goroutine.

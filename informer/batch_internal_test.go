@@ -208,3 +208,61 @@ func TestInformer_anEventThroughTheFIFOAllocatesOnlyItsKey(t *testing.T) {
 		t.Errorf("%v allocations per change through the FIFO, the informer and the queue; want at most 1 (the key)", a)
 	}
 }
+
+// sizedRecorder is a batchRecorder that also hears ExpectKeys
+// (handler.SizedKeyHandler), and panics there if told to.
+type sizedRecorder struct {
+	batchRecorder
+	expected []int
+	panics   bool
+}
+
+func (r *sizedRecorder) ExpectKeys(n int) {
+	r.expected = append(r.expected, n)
+	if r.panics {
+		panic("ExpectKeys failed")
+	}
+}
+
+func TestInformer_sizedKeyHandlersHearTheSizeOfAListIntoAnEmptyStore(t *testing.T) {
+	inf, err := New[*corev1.ConfigMap](cmLW{}, Options[*corev1.ConfigMap]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sized, failing, plain := &sizedRecorder{}, &sizedRecorder{panics: true}, &batchRecorder{}
+	for name, h := range map[string]handler.Handler[*corev1.ConfigMap]{"sized": sized, "failing": failing, "plain": plain} {
+		if _, err := inf.AddEventHandler(h, HandlerOptions{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inf.reserve(600) // what the reflector's sink does with a first list's first page
+	if fmt.Sprint(sized.expected) != "[600]" || fmt.Sprint(failing.expected) != "[600]" {
+		t.Fatalf("after the first list's size: expected %v and %v, want [600] each", sized.expected, failing.expected)
+	}
+	panics := 0
+	for _, l := range inf.listeners {
+		panics += int(l.panics.Load())
+	}
+	if panics != 1 {
+		t.Errorf("%d panics counted, want the failing handler's one", panics)
+	}
+
+	// The list arrives; every handler, the failing one too, gets its keys.
+	var items []*corev1.ConfigMap
+	for n := range 600 {
+		items = append(items, namedCM(fmt.Sprintf("o%03d", n), "1"))
+	}
+	inf.process([]deltafifo.Item[*corev1.ConfigMap]{{Relist: &deltafifo.RelistPart[*corev1.ConfigMap]{
+		Begin: true, Items: items, End: true, ResourceVersion: "1", Seq: 1}}})
+	for name, r := range map[string]*batchRecorder{"sized": &sized.batchRecorder, "failing": &failing.batchRecorder, "plain": plain} {
+		if len(r.calls) != 2 {
+			t.Errorf("%s: calls %q after the initial list, want its 600 keys in two", name, r.calls)
+		}
+	}
+
+	// A relist into a store that holds objects brings few new keys: no hint.
+	inf.reserve(600)
+	if fmt.Sprint(sized.expected) != "[600]" {
+		t.Errorf("after a relist's size: expected %v, want still [600]", sized.expected)
+	}
+}

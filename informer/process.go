@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ctrlkit/ctrlkit/deltafifo"
+	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -354,16 +355,34 @@ type transformSink[T object.Object] struct {
 	failed bool               // the relist in progress lost an item to the transform; reflector goroutine only
 }
 
-// RelistSize sizes the store for a list of n objects if it holds none yet
-// (the first list; reflector.RelistSizer).
+// RelistSize sizes the store, and the handlers' queues, for a list of n
+// objects if the store holds none yet (the first list;
+// reflector.RelistSizer).
 func (s *transformSink[T]) RelistSize(n int) { s.size(n) }
 
-// reserve sizes an empty store for n objects about to be applied, unless
-// relists are atomic: those are swapped in whole, into a store built for
-// them, so a reserved map would only be waste.
+// reserve readies an empty store for n objects about to be applied: the
+// store makes room for them, unless relists are atomic (those are swapped
+// in whole, into a store built for them, so a reserved map would only be
+// waste), and so do the queues of the handlers that take the hint
+// (handler.SizedKeyHandler, as EnqueueKey's), each of the n objects being
+// a new key for them. A handler's panic is recovered and counted as in any
+// of its calls.
 func (i *SharedIndexInformer[T]) reserve(n int) {
+	i.mu.Lock()
+	var sized []*listener[T]
+	if i.idx.Len() == 0 {
+		for _, l := range i.listeners {
+			if _, ok := l.h.(handler.SizedKeyHandler); ok {
+				sized = append(sized, l)
+			}
+		}
+	}
+	i.mu.Unlock()
 	if !i.atomic {
 		i.idx.Reserve(n)
+	}
+	for _, l := range sized {
+		l.guarded(0, func() { l.h.(handler.SizedKeyHandler).ExpectKeys(n) })
 	}
 }
 

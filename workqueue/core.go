@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 	"sync/atomic"
@@ -146,6 +147,26 @@ func (c *core[K]) add(k K, prio int32, flow string, now time.Time) (dirtied, que
 		c.keys[k] = c.push(k, prio, flow, now, e.dirtied)
 	}
 	return false, false
+}
+
+// maxReserve bounds what reserve makes room for: a hint far off the mark
+// (a list's remaining count is the server's estimate) costs at most a
+// table of this many keys, given back as any peak's once keys drain.
+const maxReserve = 1 << 20
+
+// reserve makes room in keys for n more than it holds, unless n is no more
+// than it holds already (a map grown that far has room enough, or soon
+// will): one table built at its size instead of one rebuilt at every
+// doubling. The room counts as a peak, so it is given back as keys drain.
+func (c *core[K]) reserve(n int) {
+	n = min(n, maxReserve)
+	if n <= len(c.keys) {
+		return
+	}
+	m := make(map[K]entry, len(c.keys)+n)
+	maps.Copy(m, c.keys)
+	c.keys = m
+	c.keysPeak.Grew(len(c.keys) + n)
 }
 
 // stamp returns now as an entry's dirtied, counted from the stamps' base,

@@ -64,3 +64,57 @@ func TestQueue_MapsABurstGrewAreRebuiltOnceDrained(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestQueue_ReserveKeepsWhatTheQueueHoldsAndGivesTheRoomBack checks that
+// Reserve, which rebuilds the keys map with room for a burst, keeps every
+// key in its state (queued in order, processing, re-added), and that the
+// room counts as a peak: once the burst drained, the map is rebuilt small.
+func TestQueue_ReserveKeepsWhatTheQueueHoldsAndGivesTheRoomBack(t *testing.T) {
+	q := newTestQueue(t, Options[int]{Name: "reserve"})
+	q.Add(1)
+	q.Add(2)
+	q.Add(3)
+	if k, _ := q.Get(); k != 1 {
+		t.Fatalf("Get = %d; want 1", k)
+	}
+	q.Add(1) // re-added while processing
+	n := 2 * peak.MinPeak
+	q.Reserve(n)
+	c := &q.core
+	if got := c.keysPeak.Peak(); got < n {
+		t.Fatalf("keys peak %d after Reserve(%d); want the room counted", got, n)
+	}
+	if err := c.checkInvariants(q.flowKey); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		q.Add(100 + i)
+	}
+	q.Done(1) // 1 goes back, behind the burst
+	want := []int{2, 3}
+	for i := range n {
+		want = append(want, 100+i)
+	}
+	want = append(want, 1)
+	for _, w := range want {
+		k, shutdown := q.Get()
+		if shutdown || k != w {
+			t.Fatalf("Get = %d, %v; want %d", k, shutdown, w)
+		}
+		q.Done(k)
+	}
+	for i := range n / 2 { // a small steady state
+		q.Add(i)
+		if k, _ := q.Get(); k != i {
+			t.Fatalf("Get = %d; want %d", k, i)
+		}
+		q.Done(i)
+	}
+	if got := c.keysPeak.Peak(); got >= peak.MinPeak {
+		t.Errorf("keys peak %d after the burst drained; want the map rebuilt", got)
+	}
+	q.Reserve(-1) // nothing to make room for: left as it is
+	if err := c.checkInvariants(q.flowKey); err != nil {
+		t.Fatal(err)
+	}
+}

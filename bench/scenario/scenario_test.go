@@ -203,6 +203,7 @@ func BenchmarkPipeline(b *testing.B) {
 				b.ReportMetric(res["cpu_us_per_event"+net], "µs-cpu/event"+net)
 				b.ReportMetric(res["gc_cpu_us_per_event"], "µs-gc/event")
 				b.ReportMetric(res["gc_cycles"], "gcs")
+				b.ReportMetric(res["sync_cpu_ms"], "sync-cpu-ms")
 				b.ReportMetric(res["live_heap_mb"], "live-MB")
 			}
 		})
