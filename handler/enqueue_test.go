@@ -126,16 +126,16 @@ func (a reservingAdder) Reserve(n int) { *a.reserved = append(*a.reserved, n) }
 func TestEnqueueKey_passesTheInformersHintToAQueueThatTakesIt(t *testing.T) {
 	var keys []string
 	var reserved []int
-	h, ok := handler.EnqueueKey[*corev1.ConfigMap](reservingAdder{keyAdder{&keys}, &reserved}, nil).(handler.SizedKeyHandler)
+	h, ok := handler.EnqueueKey[*corev1.ConfigMap](reservingAdder{keyAdder{&keys}, &reserved}, nil).(handler.KeyExpecter)
 	if !ok {
-		t.Fatal("EnqueueKey's handler is not a SizedKeyHandler")
+		t.Fatal("EnqueueKey's handler is not a KeyExpecter")
 	}
 	h.ExpectKeys(1000)
 	if fmt.Sprint(reserved) != "[1000]" || len(keys) != 0 {
 		t.Errorf("ExpectKeys(1000): reserved %v, queued %v; want [1000] and nothing queued", reserved, keys)
 	}
 	// A queue that is no Reserver is left alone.
-	handler.EnqueueKey[*corev1.ConfigMap](keyAdder{&keys}, nil).(handler.SizedKeyHandler).ExpectKeys(1000)
+	handler.EnqueueKey[*corev1.ConfigMap](keyAdder{&keys}, nil).(handler.KeyExpecter).ExpectKeys(1000)
 	if len(keys) != 0 {
 		t.Errorf("ExpectKeys on a plain queue queued %v", keys)
 	}

@@ -89,13 +89,13 @@ type BatchKeyHandler interface {
 	OnKeys(keys []string, background bool)
 }
 
-// SizedKeyHandler is a KeyHandler that can be told how many keys are
-// about to come: an informer calls ExpectKeys(n) before applying its first
-// list, when the server says how many objects it holds (a hint: more or
-// fewer may come). EnqueueKey's handler is one, and passes the hint on to
-// a queue that is a Reserver.
-type SizedKeyHandler interface {
-	KeyHandler
+// KeyExpecter is a Handler that can be told how many keys are about to
+// come: an informer calls ExpectKeys(n) before applying a list into its
+// empty store, when the server says how many objects that list holds (a
+// hint: more or fewer may come). EnqueueKey's handler is one, and passes
+// the hint on to a queue that is a Reserver; so are the manager's handlers
+// of a controller's primary objects. ExpectKeys must not block.
+type KeyExpecter interface {
 	ExpectKeys(n int)
 }
 

@@ -210,7 +210,7 @@ func TestInformer_anEventThroughTheFIFOAllocatesOnlyItsKey(t *testing.T) {
 }
 
 // sizedRecorder is a batchRecorder that also hears ExpectKeys
-// (handler.SizedKeyHandler), and panics there if told to.
+// (handler.KeyExpecter), and panics there if told to.
 type sizedRecorder struct {
 	batchRecorder
 	expected []int

@@ -364,7 +364,7 @@ func (s *transformSink[T]) RelistSize(n int) { s.size(n) }
 // store makes room for them, unless relists are atomic (those are swapped
 // in whole, into a store built for them, so a reserved map would only be
 // waste), and so do the queues of the handlers that take the hint
-// (handler.SizedKeyHandler, as EnqueueKey's), each of the n objects being
+// (handler.KeyExpecter, as EnqueueKey's), each of the n objects being
 // a new key for them. A handler's panic is recovered and counted as in any
 // of its calls.
 func (i *SharedIndexInformer[T]) reserve(n int) {
@@ -372,7 +372,7 @@ func (i *SharedIndexInformer[T]) reserve(n int) {
 	var sized []*listener[T]
 	if i.idx.Len() == 0 {
 		for _, l := range i.listeners {
-			if _, ok := l.h.(handler.SizedKeyHandler); ok {
+			if _, ok := l.h.(handler.KeyExpecter); ok {
 				sized = append(sized, l)
 			}
 		}
@@ -382,7 +382,7 @@ func (i *SharedIndexInformer[T]) reserve(n int) {
 		i.idx.Reserve(n)
 	}
 	for _, l := range sized {
-		l.guarded(0, func() { l.h.(handler.SizedKeyHandler).ExpectKeys(n) })
+		l.guarded(0, func() { l.h.(handler.KeyExpecter).ExpectKeys(n) })
 	}
 }
 

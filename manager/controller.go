@@ -183,6 +183,9 @@ func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVers
 	if ryw {
 		h = &observing[T]{next: h, m: m, inf: s.inf.Name()}
 	}
+	if s.primary {
+		h = expecting[T]{Handler: h, c: c}
+	}
 	reg, err := s.inf.AddEventHandler(h, informer.HandlerOptions{Name: c.Name()})
 	if err != nil {
 		return nil, err
@@ -379,6 +382,17 @@ type reasonAdder struct {
 func (a *reasonAdder) Add(k object.ObjectName) {
 	a.c.AddBecause(k, controller.Reason{Event: a.event, Source: a.source})
 }
+
+// expecting is the handler of a controller's primary objects: each of them
+// is a key of the controller's, so the size of a list into an empty cache
+// is how many keys are coming (handler.KeyExpecter), and the controller's
+// queue makes room for them at once.
+type expecting[T Object] struct {
+	handler.Handler[T]
+	c *Controller
+}
+
+func (e expecting[T]) ExpectKeys(n int) { e.c.Reserve(n) }
 
 // noting records which event it passes on, for its reasonAdder.
 type noting[T Object] struct {
