@@ -209,27 +209,27 @@ func TestInformer_anEventThroughTheFIFOAllocatesOnlyItsKey(t *testing.T) {
 	}
 }
 
-// sizedRecorder is a batchRecorder that also hears ExpectKeys
+// expectingRecorder is a batchRecorder that also hears ExpectKeys
 // (handler.KeyExpecter), and panics there if told to.
-type sizedRecorder struct {
+type expectingRecorder struct {
 	batchRecorder
 	expected []int
 	panics   bool
 }
 
-func (r *sizedRecorder) ExpectKeys(n int) {
+func (r *expectingRecorder) ExpectKeys(n int) {
 	r.expected = append(r.expected, n)
 	if r.panics {
 		panic("ExpectKeys failed")
 	}
 }
 
-func TestInformer_sizedKeyHandlersHearTheSizeOfAListIntoAnEmptyStore(t *testing.T) {
+func TestInformer_keyExpectersHearTheSizeOfAListIntoAnEmptyStore(t *testing.T) {
 	inf, err := New[*corev1.ConfigMap](cmLW{}, Options[*corev1.ConfigMap]{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sized, failing, plain := &sizedRecorder{}, &sizedRecorder{panics: true}, &batchRecorder{}
+	sized, failing, plain := &expectingRecorder{}, &expectingRecorder{panics: true}, &batchRecorder{}
 	for name, h := range map[string]handler.Handler[*corev1.ConfigMap]{"sized": sized, "failing": failing, "plain": plain} {
 		if _, err := inf.AddEventHandler(h, HandlerOptions{Name: name}); err != nil {
 			t.Fatal(err)
