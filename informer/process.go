@@ -369,11 +369,11 @@ func (s *transformSink[T]) RelistSize(n int) { s.size(n) }
 // of its calls.
 func (i *SharedIndexInformer[T]) reserve(n int) {
 	i.mu.Lock()
-	var sized []*listener[T]
+	var expecters []*listener[T]
 	if i.idx.Len() == 0 {
 		for _, l := range i.listeners {
 			if _, ok := l.h.(handler.KeyExpecter); ok {
-				sized = append(sized, l)
+				expecters = append(expecters, l)
 			}
 		}
 	}
@@ -381,7 +381,7 @@ func (i *SharedIndexInformer[T]) reserve(n int) {
 	if !i.atomic {
 		i.idx.Reserve(n)
 	}
-	for _, l := range sized {
+	for _, l := range expecters {
 		l.guarded(0, func() { l.h.(handler.KeyExpecter).ExpectKeys(n) })
 	}
 }

@@ -177,9 +177,11 @@ func JSON(w io.Writer, sums []Summary) error {
 	return enc.Encode(sums)
 }
 
-// ratio formats a ratio; 0/0 (both sides zero) is "n/a".
+// ratio formats a ratio; 0/0 (both sides zero) is "n/a", and so is a
+// negative one (a net figure below zero, the subtraction's noise around
+// nothing).
 func ratio(r float64) string {
-	if math.IsNaN(r) || math.IsInf(r, 0) {
+	if math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
 		return "n/a"
 	}
 	if r < 0.1 {
