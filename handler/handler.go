@@ -91,10 +91,16 @@ type BatchKeyHandler interface {
 
 // KeyExpecter is a Handler that can be told how many keys are about to
 // come: an informer calls ExpectKeys(n) before applying a list into its
-// empty store, when the server says how many objects that list holds (a
-// hint: more or fewer may come). EnqueueKey's handler is one, and passes
-// the hint on to a queue that is a Reserver; so are the manager's handlers
-// of a controller's primary objects. ExpectKeys must not block.
+// empty store when it knows the list's size (a hint: more or fewer may
+// come). It knows it from a snapshot's header (a warm start) and from a
+// paginated LIST's remaining count, which the API server gives only
+// without selectors; a watch-list stream (the reflector's default where
+// the server has it) gives none. EnqueueKey's handler is one, and passes
+// the hint on to a queue that is a Reserver; so is the manager's handler of
+// a controller's primary objects when no filter drops any. ExpectKeys is
+// called on the informer's reflector or snapshot goroutine, maybe while
+// the handler's other methods run on its own: it must be safe for that,
+// and must not block.
 type KeyExpecter interface {
 	ExpectKeys(n int)
 }

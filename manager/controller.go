@@ -183,9 +183,7 @@ func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVers
 	if ryw {
 		h = &observing[T]{next: h, m: m, inf: s.inf.Name()}
 	}
-	if s.primary {
-		h = expecting[T]{Handler: h, c: c}
-	}
+	h = s.expectingKeys(h, c)
 	reg, err := s.inf.AddEventHandler(h, informer.HandlerOptions{Name: c.Name()})
 	if err != nil {
 		return nil, err
@@ -383,16 +381,27 @@ func (a *reasonAdder) Add(k object.ObjectName) {
 	a.c.AddBecause(k, controller.Reason{Event: a.event, Source: a.source})
 }
 
-// expecting is the handler of a controller's primary objects: each of them
-// is a key of the controller's, so the size of a list into an empty cache
-// is how many keys are coming (handler.KeyExpecter), and the controller's
-// queue makes room for them at once.
+// expecting is the handler of a controller's primary objects when no
+// filter drops any: each of them is a key of the controller's, so the size
+// of a list into an empty cache is how many keys are coming
+// (handler.KeyExpecter), and the controller's queue makes room for them at
+// once. It hides every optional interface of the handler it wraps but
+// KeyExpecter; none of the wrappers below it has one.
 type expecting[T Object] struct {
 	handler.Handler[T]
 	c *Controller
 }
 
 func (e expecting[T]) ExpectKeys(n int) { e.c.Reserve(n) }
+
+// expectingKeys returns h as an expecting handler when s is a For source
+// without filters, else h.
+func (s *source[T]) expectingKeys(h handler.Handler[T], c *Controller) handler.Handler[T] {
+	if s.primary && len(s.filters) == 0 {
+		return expecting[T]{Handler: h, c: c}
+	}
+	return h
+}
 
 // noting records which event it passes on, for its reasonAdder.
 type noting[T Object] struct {

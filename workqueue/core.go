@@ -151,16 +151,18 @@ func (c *core[K]) add(k K, prio int32, flow string, now time.Time) (dirtied, que
 
 // maxReserve bounds what reserve makes room for: a hint far off the mark
 // (a list's remaining count is the server's estimate) costs at most a
-// table of this many keys, given back as any peak's once keys drain.
+// table of this many keys.
 const maxReserve = 1 << 20
 
-// reserve makes room in keys for n more than it holds, unless n is no more
-// than it holds already (a map grown that far has room enough, or soon
-// will): one table built at its size instead of one rebuilt at every
-// doubling. The room counts as a peak, so it is given back as keys drain.
+// reserve makes room in keys for n more than it holds: one table built at
+// its size instead of one rebuilt at every doubling. A map whose table
+// already held that many (its peak) is left as it is. The room counts as a
+// peak, so the map is rebuilt small as any peak's is: once it has stayed
+// under an eighth of it for half as many deletes (internal/peak), whether
+// the keys came or not.
 func (c *core[K]) reserve(n int) {
 	n = min(n, maxReserve)
-	if n <= len(c.keys) {
+	if n <= 0 || c.keysPeak.Peak() >= len(c.keys)+n {
 		return
 	}
 	m := make(map[K]entry, len(c.keys)+n)

@@ -117,4 +117,9 @@ func TestQueue_ReserveKeepsWhatTheQueueHoldsAndGivesTheRoomBack(t *testing.T) {
 	if err := c.checkInvariants(q.flowKey); err != nil {
 		t.Fatal(err)
 	}
+	q.ShutDown()
+	q.Reserve(n) // a queue that shut down makes no room
+	if got := c.keysPeak.Peak(); got >= peak.MinPeak {
+		t.Errorf("keys peak %d after Reserve on a shut-down queue; want no room made", got)
+	}
 }

@@ -13,11 +13,12 @@ import (
 )
 
 // Floor is a side of S1 that is no pipeline at all: one goroutine lists
-// and watches, keeps every object in a map by key and reads it back at
-// once, where the other sides hand each key to a worker. It has no FIFO,
-// no queue, no handler and no index, and strips nothing: what any cache of
-// these objects pays, the collector's marking of that cache under the
-// source's allocations included. An extra side of S1 on built objects.
+// and watches, keeps every object in a map by key and hands it straight to
+// the run's reader, where the other sides hand each key to a worker that
+// reads the cache. It has no FIFO, no queue, no handler, no index and no
+// cache read, and strips nothing: what any cache of these objects pays, the
+// collector's marking of that cache under the source's allocations
+// included. An extra side of S1 on built objects.
 const Floor = "floor"
 
 type floorPipeline struct {
@@ -29,7 +30,7 @@ type floorPipeline struct {
 	err    error
 }
 
-func startFloorPipeline(ctx context.Context, lw cache.ListerWatcher, observe func(string, *corev1.ConfigMap, bool), pageSize int) *floorPipeline {
+func startFloorPipeline(ctx context.Context, lw cache.ListerWatcherWithContext, observe func(string, *corev1.ConfigMap, bool), pageSize int) *floorPipeline {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &floorPipeline{objs: make(map[string]*corev1.ConfigMap), cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -39,11 +40,11 @@ func startFloorPipeline(ctx context.Context, lw cache.ListerWatcher, observe fun
 	return p
 }
 
-func (p *floorPipeline) run(ctx context.Context, lw cache.ListerWatcher, observe func(string, *corev1.ConfigMap, bool), pageSize int) error {
+func (p *floorPipeline) run(ctx context.Context, lw cache.ListerWatcherWithContext, observe func(string, *corev1.ConfigMap, bool), pageSize int) error {
 	opts := metav1.ListOptions{Limit: int64(pageSize)}
 	var rv string
 	for {
-		obj, err := lw.List(opts)
+		obj, err := lw.ListWithContext(ctx, opts)
 		if err != nil {
 			return err
 		}
@@ -59,7 +60,7 @@ func (p *floorPipeline) run(ctx context.Context, lw cache.ListerWatcher, observe
 		}
 	}
 	p.isSync.Store(true)
-	w, err := lw.Watch(metav1.ListOptions{ResourceVersion: rv})
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: rv})
 	if err != nil {
 		return err
 	}

@@ -81,9 +81,9 @@ func Pipeline(cfg PipelineConfig) Scenario {
 	if cfg.Wire {
 		extra = []string{ClientGoStrip}
 	} else {
-		doc += "Rows \"vs floor\": no pipeline at all, one goroutine keeping every object in a map by key and reading it " +
-			"back at once (no FIFO, queue, handler, index or stripping): what caching these objects costs by itself, the " +
-			"collector's marking of the cache under the source's allocations included. "
+		doc += "Rows \"vs floor\": no pipeline at all, one goroutine keeping every object in a map by key and handing it " +
+			"straight to the run's reader (no FIFO, queue, handler, index, cache read or stripping): what caching these " +
+			"objects costs by itself, the collector's marking of the cache under the source's allocations included. "
 	}
 	if w := cfg.workers(); w != 2 {
 		name += fmt.Sprintf(", %d worker(s)", w)
@@ -100,8 +100,8 @@ func Pipeline(cfg PipelineConfig) Scenario {
 			"the runtime's own estimate of its collector's CPU (runtime/metrics /cpu/classes/gc/total: updated as each " +
 			"collection ends, idle mark workers included, pauses charged for every processor), not a part of the rusage " +
 			"figure, never net: the source's allocations start collections too, and each collection marks the whole cache. " +
-			"gc_cycles: the collections that ended in the event phase, so few that one more or less moves the figure above by a " +
-			"quarter or more. " +
+			"gc_cycles: the collections that ended in the event phase, so few (3 to 8) that one more or less moves the figure " +
+			"above by an eighth to a third. " +
 			"reads_per_event: " +
 			"worker cache reads per event (below 1 where updates of a key coalesce). live_heap_mb: heap after the churn " +
 			"and two GCs, minus the heap before the informer started.",
@@ -403,7 +403,7 @@ func startPipeline(ctx context.Context, side string, lws pipelineLWs, observe fu
 	case Ctrlkit:
 		return startCtrlkitPipeline(ctx, lws.ctrlkit, observe, workers)
 	case Floor:
-		return startFloorPipeline(ctx, lws.clientGo, observe, pageSize), nil
+		return startFloorPipeline(ctx, cache.ToListerWatcherWithContext(lws.clientGo), observe, pageSize), nil
 	}
 	return startClientGoPipeline(ctx, lws.clientGo, observe, side == ClientGoStrip, workers)
 }

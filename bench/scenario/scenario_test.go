@@ -272,6 +272,25 @@ func TestMarkdown_addsARowPerExtraSide(t *testing.T) {
 	}
 }
 
+func TestMarkdown_aRatioOfANegativeNetFigureIsNA(t *testing.T) {
+	s := Scenario{Name: "fake", Metrics: []Metric{{Name: "allocs_net", Unit: "allocs", Better: "lower"}}, Extra: []string{Floor},
+		Run: func(_ context.Context, side string) (Result, error) {
+			return Result{"allocs_net": map[string]float64{Ctrlkit: 1.2, ClientGo: 11, Floor: -0.0002}[side]}, nil
+		}}
+	sum, err := Run(t.Context(), s, 1, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := Markdown(&b, []Summary{sum}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| fake, vs floor | allocs_net (allocs, lower is better) | 1.20 (1.20–1.20) | -0.0002 (-0.0002–-0.0002) | n/a |") ||
+		!strings.Contains(b.String(), "| fake | allocs_net (allocs, lower is better) | 1.20 (1.20–1.20) | 11.00 (11.00–11.00) | 0.11 |") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
+
 func TestLean_everySideCachesTheRecordedPodsAndEvents(t *testing.T) {
 	leakcheck.Check(t)
 	srv := apiserver.StartForTest(t, apiserver.Options{})
