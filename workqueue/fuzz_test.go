@@ -339,6 +339,9 @@ func applyOp(t *testing.T, q *Queue[byte], m *model, clk *fakeClock, metrics boo
 		q.AddBatch(keys, prio)
 	case 6:
 		clk.step(time.Duration(k+1) * time.Second / 4)
+		if arg >= 128 { // and a hint of keys to come, which changes no state
+			q.Reserve(int(arg))
+		}
 	}
 }
 
