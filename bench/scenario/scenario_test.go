@@ -259,6 +259,15 @@ func TestMarkdown_addsARowPerExtraSide(t *testing.T) {
 		Run: func(_ context.Context, side string) (Result, error) {
 			return Result{"t": map[string]float64{Ctrlkit: 1, ClientGo: 40, ControllerRuntime: 20}[side]}, nil
 		}}
+	table := markdownOf(t, s)
+	if !strings.Contains(table, "| fake, vs controller-runtime | t (ms, lower is better) | 1.00 (1.00–1.00) | 20.00 (20.00–20.00) | 0.0500 |") {
+		t.Errorf("table:\n%s", table)
+	}
+}
+
+// markdownOf runs one round of s and returns its table.
+func markdownOf(t *testing.T, s Scenario) string {
+	t.Helper()
 	sum, err := Run(t.Context(), s, 1, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -267,9 +276,7 @@ func TestMarkdown_addsARowPerExtraSide(t *testing.T) {
 	if err := Markdown(&b, []Summary{sum}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "| fake, vs controller-runtime | t (ms, lower is better) | 1.00 (1.00–1.00) | 20.00 (20.00–20.00) | 0.0500 |") {
-		t.Errorf("table:\n%s", b.String())
-	}
+	return b.String()
 }
 
 func TestMarkdown_aRatioOfANegativeNetFigureIsNA(t *testing.T) {
@@ -277,17 +284,10 @@ func TestMarkdown_aRatioOfANegativeNetFigureIsNA(t *testing.T) {
 		Run: func(_ context.Context, side string) (Result, error) {
 			return Result{"allocs_net": map[string]float64{Ctrlkit: 1.2, ClientGo: 11, Floor: -0.0002}[side]}, nil
 		}}
-	sum, err := Run(t.Context(), s, 1, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := Markdown(&b, []Summary{sum}); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.String(), "| fake, vs floor | allocs_net (allocs, lower is better) | 1.20 (1.20–1.20) | -0.0002 (-0.0002–-0.0002) | n/a |") ||
-		!strings.Contains(b.String(), "| fake | allocs_net (allocs, lower is better) | 1.20 (1.20–1.20) | 11.00 (11.00–11.00) | 0.11 |") {
-		t.Errorf("table:\n%s", b.String())
+	table := markdownOf(t, s)
+	if !strings.Contains(table, "| fake, vs floor | allocs_net (allocs, lower is better) | 1.20 (1.20–1.20) | -0.0002 (-0.0002–-0.0002) | n/a |") ||
+		!strings.Contains(table, "| fake | allocs_net (allocs, lower is better) | 1.20 (1.20–1.20) | 11.00 (11.00–11.00) | 0.11 |") {
+		t.Errorf("table:\n%s", table)
 	}
 }
 
