@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -110,8 +111,13 @@ func (p *floorPipeline) len() int {
 	defer p.mu.Unlock()
 	return len(p.objs)
 }
+// stop cancels the run and waits for it; a list or watch cut short by
+// that cancellation is no error.
 func (p *floorPipeline) stop() error {
 	p.cancel()
 	<-p.done
+	if errors.Is(p.err, context.Canceled) {
+		return nil
+	}
 	return p.err
 }
