@@ -111,6 +111,7 @@ func (p *floorPipeline) len() int {
 	defer p.mu.Unlock()
 	return len(p.objs)
 }
+
 // stop cancels the run and waits for it; a list or watch cut short by
 // that cancellation is no error.
 func (p *floorPipeline) stop() error {
