@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/ctrlkit/ctrlkit/object"
@@ -323,7 +324,7 @@ func (c *cache[T]) objectsUnder(i int, value string) []T {
 func (c *cache[T]) keysUnder(i int, value string) []string {
 	if i > 0 {
 		set := c.indices[i][value]
-		return appendKeys(make([]string, 0, len(set)), set)
+		return slices.AppendSeq(make([]string, 0, len(set)), maps.Keys(set))
 	}
 	entries := c.inNamespace(value)
 	out := make([]string, len(entries))
@@ -336,17 +337,9 @@ func (c *cache[T]) keysUnder(i int, value string) []string {
 // valuesOf returns the values index i holds.
 func (c *cache[T]) valuesOf(i int) []string {
 	if i > 0 {
-		return appendKeys(make([]string, 0, len(c.indices[i])), c.indices[i])
+		return slices.AppendSeq(make([]string, 0, len(c.indices[i])), maps.Keys(c.indices[i]))
 	}
-	return appendKeys(make([]string, 0, len(c.byNS)), c.byNS)
-}
-
-// appendKeys appends m's keys to out.
-func appendKeys[V any](out []string, m map[string]V) []string {
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
+	return slices.AppendSeq(make([]string, 0, len(c.byNS)), maps.Keys(c.byNS))
 }
 
 // checkInvariants returns an error describing the first broken invariant
