@@ -38,8 +38,11 @@ const (
 // when it can and this machine has none. It tries, in order:
 //
 //  1. $CTRLKIT_APISERVER, used as is.
-//  2. The testenv sources: $CTRLKIT_TESTENV_DIR, or testenv/ beside this
-//     package in a checkout of ctrlkit. The binary is cached per machine
+//  2. The testenv sources: $CTRLKIT_TESTENV_DIR, or testenv/ of the
+//     checkout of ctrlkit this package was compiled from (the path the
+//     compiler recorded; never a folder searched for from the working
+//     directory). Sources another user could have changed are refused
+//     (trustedSources). The binary is cached per machine
 //     ($CTRLKIT_CACHE_DIR, default the user cache folder) under a key hashed
 //     from testenv's go.mod, go.sum, its Go files, the build flags and the Go
 //     version, and built into the cache on a miss.
@@ -102,6 +105,9 @@ func BuildFrom(src string, progress io.Writer) (string, error) {
 	if !isTestenv(src) {
 		return "", fmt.Errorf("apiserver: %s is not ctrlkit's testenv module", src)
 	}
+	if err := trustedSources(src); err != nil {
+		return "", fmt.Errorf("apiserver: %w", err)
+	}
 	cache, err := cacheDir()
 	if err != nil {
 		return "", err
@@ -127,7 +133,7 @@ func cachedOrBuilt(src, cache string, progress io.Writer) (string, error) {
 
 // buildLocked builds bin unless another process did while we waited for the lock.
 func buildLocked(src, bin, lockPath string, progress io.Writer) error {
-	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(bin), 0o700); err != nil {
 		return fmt.Errorf("apiserver: %w", err)
 	}
 	unlock, err := lockFile(lockPath)
@@ -138,7 +144,7 @@ func buildLocked(src, bin, lockPath string, progress io.Writer) error {
 	if fileExists(bin) {
 		return nil
 	}
-	fmt.Fprintf(progress, "ctrlkit: building the API server (kube-apiserver + etcd) into %s\n", bin)
+	fmt.Fprintf(progress, "ctrlkit: building the API server (kube-apiserver + etcd) from %s into %s\n", src, bin)
 	fmt.Fprintln(progress, "ctrlkit: the first build on a machine takes a few minutes; later runs reuse it")
 	tmp := bin + ".tmp"
 	if err := goBuild(src, tmp, progress); err != nil {
@@ -163,34 +169,42 @@ tried:
   %[6]s`, KubernetesVersion, at, rootModule, testenvModule, EnvBinary, strings.Join(tried, "\n  "))
 }
 
-// sourceDir finds the testenv module: $CTRLKIT_TESTENV_DIR, else next to this
-// package's source (a checkout of ctrlkit), else above the working directory.
-// It returns "" when there is none, as in a module downloaded from a proxy.
+// sourceDir returns the testenv module to build from, or "" when there is
+// none. Only sources the user chose are built: $CTRLKIT_TESTENV_DIR, or
+// testenv/ of the checkout this package was compiled from, a path the
+// compiler recorded (and none in a -trimpath build). Nothing is searched
+// for: a folder found by walking up from the working directory could be
+// anyone's (/tmp/testenv), and building it runs their code. Either source
+// must pass trustedSources.
 func sourceDir() (string, error) {
 	if d := os.Getenv(EnvSourceDir); d != "" {
 		if !isTestenv(d) {
 			return "", fmt.Errorf("apiserver: $%s=%s is not the ctrlkit testenv module", EnvSourceDir, d)
 		}
-		return d, nil
-	}
-	var candidates []string
-	if _, file, _, ok := runtime.Caller(0); ok {
-		candidates = append(candidates, filepath.Join(filepath.Dir(file), "..", "testenv"))
-	}
-	if wd, err := os.Getwd(); err == nil {
-		for d := wd; ; d = filepath.Dir(d) {
-			candidates = append(candidates, filepath.Join(d, "testenv"))
-			if filepath.Dir(d) == d {
-				break
-			}
+		if err := trustedSources(d); err != nil {
+			return "", fmt.Errorf("apiserver: $%s: %w", EnvSourceDir, err)
 		}
+		return filepath.Clean(d), nil
 	}
-	for _, c := range candidates {
-		if isTestenv(c) {
-			return filepath.Clean(c), nil
-		}
+	d := checkoutTestenv()
+	if d == "" || !isTestenv(d) {
+		return "", nil
 	}
-	return "", nil
+	if err := trustedSources(d); err != nil {
+		return "", fmt.Errorf("apiserver: the checkout ctrlkit was compiled from: %w", err)
+	}
+	return d, nil
+}
+
+// checkoutTestenv is testenv/ beside this package's source as the compiler
+// recorded it, or "" when the path is not absolute (a -trimpath build, where
+// it would be read relative to the working directory).
+func checkoutTestenv() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(filepath.Dir(file)), "testenv")
 }
 
 func isTestenv(dir string) bool {
@@ -198,15 +212,21 @@ func isTestenv(dir string) bool {
 	return err == nil && strings.HasPrefix(string(b), "module "+testenvModule+"\n")
 }
 
+// cacheDir is the per-machine folder of built binaries, created if need be
+// and refused when another user could put a binary into it.
 func cacheDir() (string, error) {
-	if d := os.Getenv(EnvCacheDir); d != "" {
-		return d, nil
+	d := os.Getenv(EnvCacheDir)
+	if d == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("apiserver: no cache folder (set $%s): %w", EnvCacheDir, err)
+		}
+		d = filepath.Join(base, "ctrlkit", "apiserver")
 	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("apiserver: no cache folder (set $%s): %w", EnvCacheDir, err)
+	if err := privateCacheDir(d); err != nil {
+		return "", err
 	}
-	return filepath.Join(d, "ctrlkit", "apiserver"), nil
+	return d, nil
 }
 
 func fileExists(p string) bool {

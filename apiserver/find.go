@@ -68,8 +68,20 @@ func testenvQuery(v string) string {
 // module cache (or finds it there) and returns its folder.
 func downloadTestenv(v string) (string, error) {
 	q := testenvModule + "@" + testenvQuery(v)
+	// The go command runs in a fresh folder of ours holding a go.mod of its
+	// own: the caller's go.mod stays untouched, and a go.mod another user
+	// left in a folder above (/tmp/go.mod, with its replace directives and
+	// toolchain line) is never read.
+	tmp, err := os.MkdirTemp("", "ctrlkit-testenv-download-")
+	if err != nil {
+		return "", fmt.Errorf("testenv sources: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.WriteFile(filepath.Join(tmp, "go.mod"), []byte("module ctrlkit.invalid/download\n"), 0o600); err != nil {
+		return "", fmt.Errorf("testenv sources: %w", err)
+	}
 	cmd := exec.Command(goTool(), "mod", "download", "-json", q)
-	cmd.Dir = os.TempDir() // outside any module: the caller's go.mod stays untouched
+	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -85,6 +97,9 @@ func downloadTestenv(v string) (string, error) {
 		return "", fmt.Errorf("testenv sources: go mod download %s: %v %s", q, runErr, strings.TrimSpace(stderr.String()))
 	case !isTestenv(info.Dir):
 		return "", fmt.Errorf("testenv sources: go mod download %s gave %q, not the testenv module", q, info.Dir)
+	}
+	if err := trustedSources(info.Dir); err != nil {
+		return "", err
 	}
 	return info.Dir, nil
 }

@@ -88,6 +88,100 @@ func openLog(path string) (*os.File, error) {
 	return f, nil
 }
 
+// trustedSources checks that no other user could have changed the testenv
+// sources in src, which are built and then run: src and everything under it
+// must be ours (or root's), not writable by group or others, and no link;
+// and no folder above src may let another user rename or replace it (a
+// sticky folder such as /tmp is fine).
+func trustedSources(src string) error {
+	real, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return fmt.Errorf("testenv sources: %w", err)
+	}
+	if real, err = filepath.Abs(real); err != nil {
+		return fmt.Errorf("testenv sources: %w", err)
+	}
+	if err := safeAncestors(real); err != nil {
+		return fmt.Errorf("testenv sources %s: %w", real, err)
+	}
+	uid := os.Getuid()
+	return filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("testenv sources: %w", err)
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return fmt.Errorf("testenv sources: %w", err)
+		}
+		switch owner, mode := ownerOf(fi), fi.Mode(); {
+		case mode&fs.ModeSymlink != 0:
+			return fmt.Errorf("testenv sources: %s is a symbolic link; ctrlkit builds only a plain copy of testenv", p)
+		case owner != uid && owner != 0:
+			return fmt.Errorf("testenv sources: %s is owned by uid %d, not by you (uid %d) or root: another user could "+
+				"have planted code that the build would run; build from a copy of your own", p, owner, uid)
+		case mode.Perm()&0o022 != 0:
+			return fmt.Errorf("testenv sources: %s is writable by other users (mode %04o): they could plant code that "+
+				"the build would run; run \"chmod -R go-w %s\"", p, mode.Perm(), real)
+		}
+		return nil
+	})
+}
+
+// privateCacheDir creates dir (0700) if need be and checks that only we can
+// put binaries into it: the binaries it holds are run. It must be ours (or
+// root's), not writable by others, and not inside a folder where another
+// user could replace it.
+func privateCacheDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("apiserver: cache dir: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err == nil {
+		real, err = filepath.Abs(real)
+	}
+	if err != nil {
+		return fmt.Errorf("apiserver: cache dir: %w", err)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return fmt.Errorf("apiserver: cache dir: %w", err)
+	}
+	uid := os.Getuid()
+	switch owner, perm := ownerOf(fi), fi.Mode().Perm(); {
+	case owner != uid && owner != 0:
+		return fmt.Errorf("apiserver: cache dir %s is owned by uid %d, not by you (uid %d) or root: another user could "+
+			"have planted the binaries it holds, which are run; set $%s to a folder of your own", real, owner, uid, EnvCacheDir)
+	case perm&0o022 != 0:
+		return fmt.Errorf("apiserver: cache dir %s is writable by other users (mode %04o): they could plant the binaries "+
+			"it holds, which are run; run \"chmod go-w %s\", or set $%s to a folder of your own", real, perm, real, EnvCacheDir)
+	}
+	if err := safeAncestors(real); err != nil {
+		return fmt.Errorf("apiserver: cache dir %s: %w", real, err)
+	}
+	return nil
+}
+
+// safeAncestors checks that no folder above the absolute path p lets
+// another user rename or replace what is below it: each is ours or root's,
+// and writable by others only if sticky.
+func safeAncestors(p string) error {
+	uid := os.Getuid()
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		owner, mode := ownerOf(fi), fi.Mode()
+		if (owner != uid && owner != 0) || (mode.Perm()&0o022 != 0 && mode&fs.ModeSticky == 0) {
+			return fmt.Errorf("it is inside %s (owner uid %d, mode %04o), where another user could rename or replace it; "+
+				"use a folder under one that only you (or root) can write, such as your home", d, owner, mode.Perm())
+		}
+		if filepath.Dir(d) == d {
+			return nil
+		}
+	}
+}
+
 func ownerOf(fi fs.FileInfo) int {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return int(st.Uid)
