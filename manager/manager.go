@@ -255,8 +255,11 @@ type Manager struct {
 
 // New returns a manager for the API server of cfg; it starts nothing and
 // makes no request. It fails on an invalid cfg or AddToScheme error. A cfg
-// without client-side rate limits set (QPS and Burst zero) gets 20 and 30,
-// as in controller-runtime, rather than client-go's 5 and 10.
+// that sets no client-side rate limit (QPS and Burst zero, no RateLimiter)
+// gets none, as controller-runtime's GetConfig does (QPS -1): the API
+// server's priority and fairness protects it, and a controller throttled
+// by its own client lags minutes behind a burst of changes. Set QPS and
+// Burst (or a RateLimiter) on cfg to have a client-side limit again.
 func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if cfg == nil {
 		return nil, errors.New("manager: nil rest.Config")
@@ -352,12 +355,13 @@ func newScheme(adds []func(*runtime.Scheme) error) (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// withClientDefaults returns a copy of cfg with controller-runtime's rate
-// limits when it sets none, and client-go's user agent when it has none.
+// withClientDefaults returns a copy of cfg with no client-side rate limit
+// when it sets none (client-go would apply 5 requests a second, burst 10),
+// and client-go's user agent when it has none.
 func withClientDefaults(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
-		cfg.QPS, cfg.Burst = 20, 30
+		cfg.QPS = -1 // client-go makes no rate limiter for a negative QPS
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
