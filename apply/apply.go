@@ -2,9 +2,10 @@
 // copy: owner references that tie a child to its parent (so the garbage
 // collector deletes it with the parent, and handler.EnqueueOwner finds the
 // parent again), create-or-update over a typed client (reading a cache
-// where it can), and finalizers that hold an object until its cleanup ran.
-// For server-side apply, use client-go's apply configurations with
-// ControllerReference.
+// where it can), server-side apply that sends nothing when the cached
+// object already holds the desired state (Apply, with client-go's apply
+// configurations and ControllerReference), and finalizers that hold an
+// object until its cleanup ran.
 //
 // Concurrency: the functions are safe for concurrent use; they modify only
 // the objects passed to them.
@@ -77,7 +78,7 @@ type Client[T runtime.Object] interface {
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
 }
 
-// Result says what CreateOrUpdate did.
+// Result says what CreateOrUpdate or Apply did.
 type Result string
 
 // CreateOrUpdate's results.
@@ -85,6 +86,7 @@ const (
 	Unchanged Result = "unchanged"
 	Created   Result = "created"
 	Updated   Result = "updated"
+	Applied   Result = "applied" // Apply's server-side apply, which creates or updates
 )
 
 // Getter reads an object from a cache; an informer's store.Reader is one.

@@ -41,6 +41,13 @@ type FactoryOptions struct {
 	// with another informer, as API clients do (each response is decoded
 	// anew).
 	KeepManagedFields bool
+	// KeepManagedFieldsOf keeps, of metadata.managedFields, the entries of
+	// these field managers (the FieldManager of a controller's applies) and
+	// strips the others. apply.Apply reads a controller's own entry from
+	// the cache to skip a server-side apply that would change nothing; an
+	// entry costs about the size of the fields it names. Ignored when
+	// KeepManagedFields keeps them all.
+	KeepManagedFieldsOf []string
 	// DisableInterning keeps every string of every cached object as the
 	// decoder allocated it. By default the informer interns the strings
 	// that repeat across objects (namespaces, labels, owners, images, ...;

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ctrlkit/ctrlkit/deltafifo"
 	"github.com/ctrlkit/ctrlkit/handler"
@@ -165,18 +166,19 @@ func reflectorOptions[T object.Object](opts Options[T]) reflector.Options {
 type metadataInterner interface{ InternMetadata() bool }
 
 // transformFor returns the transform New's options ask for: managedFields
-// stripped, then the user's transform, then interning with table (nil:
-// none), of all but the metadata when body is set (the ListerWatcher
-// interned it); nil when there is nothing to do.
+// stripped (but for the entries of KeepManagedFieldsOf), then the user's
+// transform, then interning with table (nil: none), of all but the
+// metadata when body is set (the ListerWatcher interned it); nil when there
+// is nothing to do.
 func transformFor[T object.Object](opts Options[T], table *intern.Table, body bool) func(T) (T, error) {
-	user, strip := opts.Transform, !opts.KeepManagedFields
+	user, strip, keep := opts.Transform, !opts.KeepManagedFields, opts.KeepManagedFieldsOf
 	if user == nil && !strip && table == nil {
 		return nil
 	}
 	return func(obj T) (T, error) {
 		if strip {
 			if a, err := meta.Accessor(any(obj)); err == nil {
-				a.SetManagedFields(nil)
+				a.SetManagedFields(managedFieldsOf(a.GetManagedFields(), keep))
 			}
 		}
 		if user != nil {
@@ -193,6 +195,16 @@ func transformFor[T object.Object](opts Options[T], table *intern.Table, body bo
 		}
 		return obj, nil
 	}
+}
+
+// managedFieldsOf returns the entries of fields written by the managers in
+// keep, in place, or nil when there are none.
+func managedFieldsOf(fields []metav1.ManagedFieldsEntry, keep []string) []metav1.ManagedFieldsEntry {
+	fields = slices.DeleteFunc(fields, func(e metav1.ManagedFieldsEntry) bool { return !slices.Contains(keep, e.Manager) })
+	if len(fields) == 0 {
+		return nil
+	}
+	return fields
 }
 
 // Run lists and watches, keeps the cache and notifies handlers until ctx

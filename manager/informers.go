@@ -153,7 +153,7 @@ func sharedInformer[T Object](m *Manager, gvk schema.GroupVersionKind, scope Sco
 			Namespace:         scope.Namespace,
 			ReceivedBytes:     func(n int) { received.Add(float64(n)); sinceList.Add(float64(n)) },
 			ListStarted:       func() { sinceList.Set(0) },
-			KeepManagedFields: m.opts.Informers.KeepManagedFields,
+			KeepManagedFields: m.opts.Informers.KeepManagedFields || len(m.opts.Informers.KeepManagedFieldsOf) > 0,
 		})
 		if buildErr != nil {
 			return failing[T](buildErr)

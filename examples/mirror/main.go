@@ -25,9 +25,16 @@ import (
 	"github.com/ctrlkit/ctrlkit/store"
 )
 
-// Reconciler writes the Secret of one ConfigMap with server-side apply.
+// fieldManager names the mirror's writes; its informers keep this
+// manager's entry of managedFields so apply.Apply can tell a write that
+// would change nothing.
+const fieldManager = "mirror"
+
+// Reconciler writes the Secret of one ConfigMap with server-side apply,
+// unless the cached Secret already holds it.
 type Reconciler struct {
 	ConfigMaps store.Reader[*corev1.ConfigMap]
+	Secrets    store.Reader[*corev1.Secret]
 	Kube       kubernetes.Interface
 }
 
@@ -42,7 +49,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, name object.ObjectName) (con
 	}
 	secret := corev1ac.Secret(cm.Name, cm.Namespace).WithLabels(map[string]string{"mirrored": "true"}).WithData(data).
 		WithOwnerReferences(apply.ControllerReference(cm, corev1.SchemeGroupVersion.WithKind("ConfigMap")))
-	_, err := r.Kube.CoreV1().Secrets(cm.Namespace).Apply(ctx, secret, metav1.ApplyOptions{FieldManager: "mirror", Force: true})
+	_, _, err := apply.Apply(ctx, r.Kube.CoreV1().Secrets(cm.Namespace), r.Secrets, secret,
+		metav1.ApplyOptions{FieldManager: fieldManager, Force: true}) // no request when the cached Secret holds it
 	return controller.Result{}, err
 }
 
@@ -57,13 +65,14 @@ func run(ctx context.Context, cfg *rest.Config, opts manager.Options) error {
 
 // newManager returns a manager with the mirror controller, not started.
 func newManager(cfg *rest.Config, opts manager.Options) (*manager.Manager, error) {
+	opts.Informers.KeepManagedFieldsOf = append(opts.Informers.KeepManagedFieldsOf, fieldManager)
 	m, err := manager.New(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{LabelSelector: "mirror=true"})
 	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{LabelSelector: "mirrored=true"})
-	rec := &Reconciler{ConfigMaps: cms.Reader(), Kube: m.Kube()}
+	rec := &Reconciler{ConfigMaps: cms.Reader(), Secrets: secrets.Reader(), Kube: m.Kube()}
 	if _, err := manager.NewController(m, "mirror", rec, manager.ControllerOptions{},
 		manager.For(cms), manager.Owns(secrets)); err != nil {
 		return nil, err

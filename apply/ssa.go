@@ -1,0 +1,268 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// Applier is the server-side apply of a typed client: a client-go typed
+// resource client (kube.CoreV1().Secrets(ns), whose C is
+// *corev1ac.SecretApplyConfiguration) or ctrlkit's client.Client[T] (C is
+// runtime.ApplyConfiguration).
+type Applier[T any, C runtime.ApplyConfiguration] interface {
+	Apply(ctx context.Context, cfg C, opts metav1.ApplyOptions) (T, error)
+}
+
+// Apply writes cfg with server-side apply through c, unless the copy of the
+// object in cache already holds it (see Holds): then it sends nothing and
+// returns the cached copy (read-only: it is the cache's) with Unchanged;
+// else it returns the server's copy with Applied.
+// A controller that applies its children's desired state on every
+// reconcile thus writes only when something changed: its own write's watch
+// event, or a restart over objects already in that state, costs no request.
+//
+// The cache must keep the field manager's entry of metadata.managedFields,
+// which informers strip by default: list opts.FieldManager in the
+// informers' KeepManagedFieldsOf (manager.Options.Informers). Without it
+// Apply writes every time, as a plain apply does. A stale cache costs at
+// most a write that changes nothing, or a skipped write made up by the
+// reconcile that the watch event of the newer object queues.
+func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applier[T, C], cache Getter[T], cfg C,
+	opts metav1.ApplyOptions) (T, Result, error) {
+	if cache != nil && len(opts.DryRun) == 0 {
+		if name, ok := appliedName(cfg); ok {
+			if cur, ok := cache.Get(name); ok && Holds(cur, cfg, opts.FieldManager) {
+				return cur, Unchanged, nil
+			}
+		}
+	}
+	obj, err := c.Apply(ctx, cfg, opts)
+	return obj, Applied, err
+}
+
+// appliedName is the name and namespace cfg gives its object.
+func appliedName(cfg runtime.ApplyConfiguration) (object.ObjectName, bool) {
+	var n object.ObjectName
+	named, ok := cfg.(interface{ GetName() *string })
+	if !ok || named.GetName() == nil {
+		return n, false
+	}
+	n.Name = *named.GetName()
+	if ns, ok := cfg.(interface{ GetNamespace() *string }); ok && ns.GetNamespace() != nil {
+		n.Namespace = *ns.GetNamespace()
+	}
+	return n, true
+}
+
+// Holds reports whether applying cfg as fieldManager (server-side apply,
+// forced or not) would leave cur as it is: cur has an Apply entry of
+// fieldManager in its managedFields, for cfg's API version, and the fields
+// that entry owns are exactly the fields cfg sets, each with cfg's value.
+// A field cfg sets that another manager owns, or that fieldManager owns
+// and cfg no longer sets (the apply would remove it), or a value that
+// differs, makes it false; so does anything it cannot judge (no managed
+// fields, a cfg that does not encode, a precondition such as a
+// resourceVersion or uid in cfg). A false answer costs one apply; a true
+// one is only given when the apply would write nothing.
+func Holds(cur metav1.Object, cfg runtime.ApplyConfiguration, fieldManager string) bool {
+	if v := reflect.ValueOf(cur); fieldManager == "" || !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
+		return false
+	}
+	desired, apiVersion, ok := desiredFields(cfg)
+	if !ok {
+		return false
+	}
+	var owned map[string]any
+	for _, e := range cur.GetManagedFields() {
+		if e.Manager == fieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" &&
+			e.APIVersion == apiVersion && e.FieldsType == "FieldsV1" && e.FieldsV1 != nil {
+			if json.Unmarshal(e.FieldsV1.Raw, &owned) != nil {
+				return false
+			}
+			break
+		}
+	}
+	if owned == nil {
+		return false
+	}
+	current, err := asJSON(cur)
+	if err != nil {
+		return false
+	}
+	got, ok := project(current, owned)
+	if !ok {
+		return false
+	}
+	have, _ := got.(map[string]any)
+	dropIdentity(have)
+	return reflect.DeepEqual(have, desired)
+}
+
+// desiredFields is cfg as JSON without the fields that name the object
+// (apiVersion, kind, metadata's name and namespace), which managed fields
+// do not record, and cfg's API version. It is not ok when cfg does not
+// encode, or sets a field that is a precondition rather than state.
+func desiredFields(cfg runtime.ApplyConfiguration) (map[string]any, string, bool) {
+	if v := reflect.ValueOf(cfg); !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
+		return nil, "", false
+	}
+	m, err := asJSON(cfg)
+	if err != nil {
+		return nil, "", false
+	}
+	apiVersion, _ := m["apiVersion"].(string)
+	if md, ok := m["metadata"].(map[string]any); ok {
+		for _, k := range []string{"resourceVersion", "uid", "generateName", "deletionTimestamp", "generation"} {
+			if _, set := md[k]; set {
+				return nil, "", false
+			}
+		}
+	}
+	dropIdentity(m)
+	return m, apiVersion, apiVersion != ""
+}
+
+// dropIdentity deletes apiVersion, kind, metadata.name and
+// metadata.namespace from m, and metadata when nothing else is left in it.
+func dropIdentity(m map[string]any) {
+	if m == nil {
+		return
+	}
+	delete(m, "apiVersion")
+	delete(m, "kind")
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "name")
+		delete(md, "namespace")
+		delete(md, "creationTimestamp") // typed objects encode a zero one as null
+		if len(md) == 0 {
+			delete(m, "metadata")
+		}
+	}
+}
+
+// asJSON is v encoded as JSON and decoded into maps, slices, strings,
+// float64s and bools, the same for an object and an apply configuration.
+func asJSON(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// project returns the part of v that the field set owned names (the
+// FieldsV1 format: "f:name" a field, "k:{...}" a list element by its keys,
+// "v:value" a set element, "i:N" an element by index, "." the node
+// itself). An owned field missing from v makes it not ok: the apply would
+// set it again.
+func project(v any, owned map[string]any) (any, bool) {
+	if len(owned) == 0 || (len(owned) == 1 && owned["."] != nil) {
+		return v, true // a leaf, or an atomic value: owned whole
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(owned))
+		for k, sub := range owned {
+			if k == "." {
+				continue
+			}
+			name, ok := strings.CutPrefix(k, "f:")
+			child, present := v[name]
+			if !ok || !present {
+				return nil, false
+			}
+			subset, _ := sub.(map[string]any)
+			if out[name], ok = project(child, subset); !ok {
+				return nil, false
+			}
+		}
+		return out, true
+	case []any:
+		return projectList(v, owned)
+	}
+	return nil, false
+}
+
+// projectList returns the elements of list that owned names, in the
+// list's order, each projected on its own field set.
+func projectList(list []any, owned map[string]any) (any, bool) {
+	picked := make([]bool, len(list))
+	subsets := make([]map[string]any, len(list))
+	for k, sub := range owned {
+		if k == "." {
+			continue
+		}
+		i := elementOf(list, k)
+		if i < 0 {
+			return nil, false
+		}
+		picked[i] = true
+		subsets[i], _ = sub.(map[string]any)
+	}
+	out := make([]any, 0, len(owned))
+	for i, e := range list {
+		if !picked[i] {
+			continue
+		}
+		p, ok := project(e, subsets[i])
+		if !ok {
+			return nil, false
+		}
+		out = append(out, p)
+	}
+	return out, true
+}
+
+// elementOf finds the element of list that the path element k names, or -1.
+func elementOf(list []any, k string) int {
+	switch {
+	case strings.HasPrefix(k, "k:"):
+		var keys map[string]any
+		if json.Unmarshal([]byte(k[2:]), &keys) != nil {
+			return -1
+		}
+		for i, e := range list {
+			m, ok := e.(map[string]any)
+			if ok && hasKeys(m, keys) {
+				return i
+			}
+		}
+	case strings.HasPrefix(k, "v:"):
+		var want any
+		if json.Unmarshal([]byte(k[2:]), &want) != nil {
+			return -1
+		}
+		for i, e := range list {
+			if reflect.DeepEqual(e, want) {
+				return i
+			}
+		}
+	case strings.HasPrefix(k, "i:"):
+		if i, err := strconv.Atoi(k[2:]); err == nil && i >= 0 && i < len(list) {
+			return i
+		}
+	}
+	return -1
+}
+
+// hasKeys reports whether m has every field of keys with its value.
+func hasKeys(m, keys map[string]any) bool {
+	for k, v := range keys {
+		if !reflect.DeepEqual(m[k], v) {
+			return false
+		}
+	}
+	return true
+}

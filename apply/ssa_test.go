@@ -1,0 +1,155 @@
+package apply_test
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/apply"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// secretCache is an informer's cache of Secrets as Apply sees it.
+type secretCache map[object.ObjectName]*corev1.Secret
+
+func (c secretCache) Get(n object.ObjectName) (*corev1.Secret, bool) { s, ok := c[n]; return s, ok }
+
+// countingApplies counts the applies Apply sends.
+type countingApplies struct {
+	typedcorev1.SecretInterface
+	applies int
+}
+
+func (c *countingApplies) Apply(ctx context.Context, s *corev1ac.SecretApplyConfiguration, opts metav1.ApplyOptions) (*corev1.Secret, error) {
+	c.applies++
+	return c.SecretInterface.Apply(ctx, s, opts)
+}
+
+// Holds answers true only when the apply would change nothing: the field
+// manager's own entry names exactly the fields the configuration sets,
+// with its values. Each way the apply would change the object makes it
+// false.
+func TestHolds_onlyWhenTheApplyWouldChangeNothing(t *testing.T) {
+	srv := env.Get(t)
+	ns, kube, ctx := srv.Namespace(t), apiserver.Client(t, srv.Config()), t.Context()
+	owner, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired := func(data map[string][]byte, labels map[string]string) *corev1ac.SecretApplyConfiguration {
+		return corev1ac.Secret("child", ns).WithLabels(labels).WithData(data).
+			WithOwnerReferences(apply.ControllerReference(owner, corev1.SchemeGroupVersion.WithKind("ConfigMap")))
+	}
+	data, labels := map[string][]byte{"a": []byte("1"), "b": []byte("2")}, map[string]string{"mirrored": "true"}
+	opts := metav1.ApplyOptions{FieldManager: "mirror", Force: true}
+	cur, err := kube.CoreV1().Secrets(ns).Apply(ctx, desired(data, labels), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !apply.Holds(cur, desired(data, labels), "mirror") {
+		t.Fatalf("Holds on the object the same apply just wrote = false; managed fields: %s", cur.ManagedFields)
+	}
+	for name, c := range map[string]struct {
+		obj     *corev1.Secret
+		cfg     *corev1ac.SecretApplyConfiguration
+		manager string
+	}{
+		"a value changed":        {cur, desired(map[string][]byte{"a": []byte("1"), "b": []byte("3")}, labels), "mirror"},
+		"a field added":          {cur, desired(map[string][]byte{"a": []byte("1"), "b": []byte("2"), "c": nil}, labels), "mirror"},
+		"a field no longer set":  {cur, desired(map[string][]byte{"a": []byte("1")}, labels), "mirror"},
+		"a label no longer set":  {cur, desired(data, nil), "mirror"},
+		"another field manager":  {cur, desired(data, labels), "someone-else"},
+		"no managed fields":      {withoutManagedFields(cur), desired(data, labels), "mirror"},
+		"a resourceVersion set":  {cur, desired(data, labels).WithResourceVersion(cur.ResourceVersion), "mirror"},
+		"no field manager given": {cur, desired(data, labels), ""},
+	} {
+		if apply.Holds(c.obj, c.cfg, c.manager) {
+			t.Errorf("%s: Holds = true, want false", name)
+		}
+	}
+	// Another writer takes a field over: a forced apply would take it
+	// back, so the object no longer holds the configuration.
+	other := cur.DeepCopy()
+	other.Data["a"] = []byte("theirs")
+	changed, err := kube.CoreV1().Secrets(ns).Update(ctx, other, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if apply.Holds(changed, desired(data, labels), "mirror") {
+		t.Error("Holds after another manager changed an owned field = true")
+	}
+	if apply.Holds(nil, desired(data, labels), "mirror") {
+		t.Error("Holds on a nil object = true")
+	}
+}
+
+func withoutManagedFields(s *corev1.Secret) *corev1.Secret {
+	s = s.DeepCopy()
+	s.ManagedFields = nil
+	return s
+}
+
+// A Deployment: associative lists (containers by name, ports by port and
+// protocol) and fields the server defaults, which the manager does not own.
+func TestHolds_aDeploymentAsTheServerDefaultedIt(t *testing.T) {
+	srv := env.Get(t)
+	ns, kube, ctx := srv.Namespace(t), apiserver.Client(t, srv.Config()), t.Context()
+	desired := func(image string) *appsv1ac.DeploymentApplyConfiguration {
+		labels := map[string]string{"app": "web"}
+		return appsv1ac.Deployment("web", ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(2).
+			WithSelector(metav1acSelector(labels)).
+			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).WithSpec(corev1ac.PodSpec().WithContainers(
+				corev1ac.Container().WithName("web").WithImage(image).WithArgs("--port", "8080").
+					WithPorts(corev1ac.ContainerPort().WithContainerPort(8080)),
+				corev1ac.Container().WithName("sidecar").WithImage("busybox"),
+			))))
+	}
+	opts := metav1.ApplyOptions{FieldManager: "website", Force: true}
+	cur, err := kube.AppsV1().Deployments(ns).Apply(ctx, desired("nginx:1"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !apply.Holds(cur, desired("nginx:1"), "website") {
+		t.Errorf("Holds on the Deployment the same apply wrote = false; managed fields: %s", cur.ManagedFields)
+	}
+	if apply.Holds(cur, desired("nginx:2"), "website") {
+		t.Error("Holds with another image = true")
+	}
+}
+
+func metav1acSelector(labels map[string]string) *metav1ac.LabelSelectorApplyConfiguration {
+	return metav1ac.LabelSelector().WithMatchLabels(labels)
+}
+
+// Apply sends nothing when the cached copy holds the configuration, and
+// applies when it does not (or when there is no cached copy).
+func TestApply_sendsNothingWhenTheCacheHoldsTheConfiguration(t *testing.T) {
+	srv := env.Get(t)
+	ns, kube, ctx := srv.Namespace(t), apiserver.Client(t, srv.Config()), t.Context()
+	c := &countingApplies{SecretInterface: kube.CoreV1().Secrets(ns)}
+	cached := secretCache{}
+	cfg := func(v string) *corev1ac.SecretApplyConfiguration {
+		return corev1ac.Secret("s", ns).WithData(map[string][]byte{"k": []byte(v)})
+	}
+	opts := metav1.ApplyOptions{FieldManager: "ctl", Force: true}
+	first, res, err := apply.Apply(ctx, c, cached, cfg("1"), opts)
+	if err != nil || res != apply.Applied || c.applies != 1 {
+		t.Fatalf("Apply with nothing cached = %v, %v after %d applies; want applied, 1", res, err, c.applies)
+	}
+	cached[object.NameOf(first)] = first // the watch delivered it
+	got, res, err := apply.Apply(ctx, c, cached, cfg("1"), opts)
+	if err != nil || res != apply.Unchanged || got != first || c.applies != 1 {
+		t.Fatalf("Apply of what the cache holds = %v, %v after %d applies; want unchanged, the cached object, no request", res, err, c.applies)
+	}
+	got, res, err = apply.Apply(ctx, c, cached, cfg("2"), opts)
+	if err != nil || res != apply.Applied || c.applies != 2 || string(got.Data["k"]) != "2" {
+		t.Fatalf("Apply of a change = %v, %v after %d applies", res, err, c.applies)
+	}
+}
