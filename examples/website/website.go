@@ -50,6 +50,7 @@ var CRDs embed.FS
 type Reconciler struct {
 	Websites    store.Reader[*webv1.Website]
 	Deployments store.Reader[*appsv1.Deployment]
+	Services    store.Reader[*corev1.Service]
 	Client      *client.Client[*webv1.Website]
 	Kube        kubernetes.Interface
 	Finalizer   *apply.Finalizer[*webv1.Website]
@@ -63,8 +64,8 @@ func Setup(m *manager.Manager, directory string) error {
 	websites := manager.Informer[*webv1.Website](m, manager.Scope{})
 	deployments := manager.Informer[*appsv1.Deployment](m, manager.Scope{})
 	services := manager.Informer[*corev1.Service](m, manager.Scope{})
-	r := &Reconciler{Websites: websites.Reader(), Deployments: deployments.Reader(), Client: manager.Client[*webv1.Website](m),
-		Kube: m.Kube(), Events: m.EventRecorder("website"), Directory: directory}
+	r := &Reconciler{Websites: websites.Reader(), Deployments: deployments.Reader(), Services: services.Reader(),
+		Client: manager.Client[*webv1.Website](m), Kube: m.Kube(), Events: m.EventRecorder("website"), Directory: directory}
 	r.Finalizer = manager.Finalizer(m, "example.com/directory", r.removeEntry)
 	_, err := manager.NewController(m, "website", r, manager.ControllerOptions{},
 		manager.For(websites), manager.Owns(deployments), manager.Owns(services))
@@ -87,12 +88,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, name object.ObjectName) (con
 	deployment := appsv1ac.Deployment(site.Name, site.Namespace).WithOwnerReferences(owner).
 		WithSpec(appsv1ac.DeploymentSpec().WithReplicas(replicas(site)).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).WithTemplate(pod))
-	if _, err := r.Kube.AppsV1().Deployments(site.Namespace).Apply(ctx, deployment, applyOptions); err != nil {
+	// apply.Apply sends nothing when the cached child already holds what it would apply
+	if _, _, err := apply.Apply(ctx, r.Kube.AppsV1().Deployments(site.Namespace), r.Deployments, deployment, applyOptions); err != nil {
 		return controller.Result{}, err
 	}
 	service := corev1ac.Service(site.Name, site.Namespace).WithOwnerReferences(owner).
 		WithSpec(corev1ac.ServiceSpec().WithSelector(labels).WithPorts(corev1ac.ServicePort().WithPort(80)))
-	if _, err := r.Kube.CoreV1().Services(site.Namespace).Apply(ctx, service, applyOptions); err != nil {
+	if _, _, err := apply.Apply(ctx, r.Kube.CoreV1().Services(site.Namespace), r.Services, service, applyOptions); err != nil {
 		return controller.Result{}, err
 	}
 	entry := corev1ac.ConfigMap(entryName(site), r.Directory).
@@ -103,6 +105,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, name object.ObjectName) (con
 	return controller.Result{}, r.updateStatus(ctx, site)
 }
 
+// applyOptions name the operator's writes; main keeps this field manager's
+// entries of managedFields in the caches, which apply.Apply reads.
 var applyOptions = metav1.ApplyOptions{FieldManager: "website", Force: true}
 
 // updateStatus writes what the Deployment reports into the status, with
