@@ -106,9 +106,13 @@ type FactoryOptions struct {
 // informer writes its cache to a file of its own in Dir, named after its
 // Scope, with an identity made of Cluster, Server and the Scope.
 type SnapshotOptions struct {
-	// Dir is the directory of the snapshot files, e.g. an emptyDir volume,
-	// which survives a container's restarts; "" turns snapshots off. It
-	// is created (0700) when missing.
+	// Dir is the directory of the snapshot files, which must survive a
+	// restart; "" turns snapshots off. It is created (0700) when missing.
+	// When it is this process's user's and no one else can write it, the
+	// files are kept there; when other users can write it (an emptyDir
+	// volume's mount point, /tmp), in a private folder "ctrlkit-<uid>"
+	// made inside it; otherwise every informer starts cold, saying why,
+	// and writes nothing there (see snapshot.PrepareDir).
 	Dir string
 	// Cluster returns the cluster's identity (the manager uses the UID of
 	// the kube-system namespace), called once, at the first informer's
@@ -209,6 +213,7 @@ type shared struct {
 	run     func(context.Context) error
 	synced  <-chan struct{}
 	lastErr func() error
+	stats   func() reflector.Stats // the reflector's: a short lock, no encoding
 	start   func() CacheStart
 	started bool
 }
@@ -274,7 +279,8 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() reflector.Lister
 	if err != nil {
 		return nil, err
 	}
-	f.informers[scope] = &shared{name: name, inf: inf, run: inf.Run, synced: inf.syncedC, lastErr: inf.LastError, start: inf.Start}
+	f.informers[scope] = &shared{name: name, inf: inf, run: inf.Run, synced: inf.syncedC, lastErr: inf.LastError,
+		stats: inf.refl.Stats, start: inf.Start}
 	select {
 	case f.wake <- struct{}{}:
 	default:
@@ -328,6 +334,11 @@ type Status struct {
 	// Err is the last list or watch error (nil once one succeeded since),
 	// explained as WaitForCacheSync explains it.
 	Err error
+	// FailingSince is when the lists and watches began to fail, zero
+	// while the last one succeeded (reflector.Stats.FailingSince). It is
+	// read before Err: a zero FailingSince with Err set is a failure that
+	// began meanwhile.
+	FailingSince time.Time
 	// Start says whether the cache started warm, from a snapshot, or cold
 	// and why.
 	Start CacheStart
@@ -343,7 +354,7 @@ func (f *Factory) Statuses() []Status {
 	f.mu.Unlock()
 	out := make([]Status, 0, len(all))
 	for _, s := range all {
-		st := Status{Name: s.name, Start: s.start()}
+		st := Status{Name: s.name, Start: s.start(), FailingSince: s.stats().FailingSince}
 		select {
 		case <-s.synced:
 			st.Synced = true

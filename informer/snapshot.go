@@ -27,11 +27,16 @@ import (
 // while the objects load).
 //
 // A snapshot is read at Run's start. When it is missing, of another
-// identity, damaged or unreadable, the informer starts cold (lists as
-// usual) and Start says why. (An intact snapshot whose Decode refuses an
-// object halfway starts cold too, after handlers heard of the objects
-// before it as the initial list: the list that follows notifies every
-// object it gives and deletes the others.) When it matches, its objects are cached and
+// identity, damaged, unreadable or untrusted (anything but a regular file
+// of this process's user, in a directory only this user can write,
+// written with that directory's key: see package snapshot), the informer
+// starts cold (lists as usual) and Start says why without quoting the
+// file (a Decode error is quoted as Decode wrote it); when the directory
+// itself is refused, it also writes no snapshot there. The load ends when Run's context does. (An intact
+// snapshot whose Decode refuses an object halfway starts cold too, after
+// handlers heard of the objects before it as the initial list: the list
+// that follows notifies every object it gives and deletes the others.)
+// When it matches, its objects are cached and
 // handed to handlers as the initial list (OnAdd with isInInitialList), and
 // the informer watches from its version; it counts as synced once the
 // server has accepted that version (an event or bookmark after it, or, on
@@ -53,7 +58,13 @@ import (
 type Snapshot[T object.Object] struct {
 	// Path is the snapshot file; "" turns snapshots off (the default).
 	// Give each informer its own file (Factory does, in FactoryOptions.
-	// Snapshots's directory).
+	// Snapshots's directory). A missing directory is created (0700). When
+	// it is this process's user's and no other user can write it, the file
+	// is kept there; when others can write it (an emptyDir volume, /tmp),
+	// in the private folder "ctrlkit-<uid>" made inside it; otherwise the
+	// start is cold and no snapshot is written (see snapshot.PrepareDir).
+	// The folder also holds the key that authenticates its snapshots
+	// (snapshot.KeyFile).
 	Path string
 	// Identity says what the cache is of: the cluster (e.g. the UID of the
 	// kube-system namespace), the server, the resource, namespace,
@@ -82,8 +93,10 @@ type CacheStart struct {
 	Warm bool
 	// Reason says why the cache started cold, in a few words ("no snapshot
 	// configured", "no snapshot yet", "snapshot of another Namespace",
-	// "corrupt snapshot: ...", "the server no longer has resource version
-	// 123", ...); empty while the start is undecided and for a warm start.
+	// "corrupt snapshot: ...", "untrusted snapshot: ...", "the server no
+	// longer has resource version 123", ...); empty while the start is
+	// undecided and for a warm start. It quotes no file's bytes (a Decode
+	// error is quoted as Decode wrote it).
 	Reason string
 	// Objects is the number of objects the snapshot held, and
 	// ResourceVersion its version, when one was loaded.
@@ -109,10 +122,15 @@ func (s CacheStart) String() string {
 }
 
 // snapshots is an informer's snapshot state. The fields after mu are
-// guarded by it; the others are set by New and read-only after.
+// guarded by it; the others are set by New (identity's Cluster and path
+// by loadSnapshot, before the reflector starts, so before any write) and
+// read-only after.
 type snapshots[T object.Object] struct {
 	cfg      Snapshot[T]
 	identity snapshot.Identity
+	// path is the file read and written: cfg.Path, or its name in the
+	// private folder snapshot.PrepareDir chose in cfg.Path's directory.
+	path     string
 	proto    *protoCodec[T] // the default codec, when protobuf
 	interned bool           // Decode interns what it decodes (internWhileDecoding)
 	wg       sync.WaitGroup // periodic writes under way
@@ -158,7 +176,7 @@ func newSnapshots[T object.Object](cfg Snapshot[T]) (*snapshots[T], error) {
 	if (cfg.Encode == nil) != (cfg.Decode == nil) {
 		return nil, errors.New("snapshot: set both Encode and Decode, or neither")
 	}
-	s := &snapshots[T]{cfg: cfg, identity: cfg.Identity}
+	s := &snapshots[T]{cfg: cfg, identity: cfg.Identity, path: cfg.Path}
 	if cfg.Encode == nil {
 		if s.proto = newProtoCodec[T](); s.proto != nil {
 			s.cfg.Encode, s.cfg.Decode = s.proto.encode, s.proto.decode
@@ -265,8 +283,8 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context, resume chan<-
 		s.decide(CacheStart{Reason: err.Error()})
 		return
 	}
-	if err := os.MkdirAll(filepath.Dir(s.cfg.Path), 0o700); err != nil {
-		i.log.Warn("informer: snapshot directory unusable", "informer", i.name, "err", err)
+	if !i.prepareSnapshotDir() {
+		return
 	}
 	// The objects go to the FIFO as a relist held open, batch by batch as
 	// they decode, so the processing goroutine applies some while the next
@@ -276,7 +294,7 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context, resume chan<-
 	var rv string
 	var ready func(error)
 	objects, begun := 0, false
-	err := snapshot.ReadEach(s.cfg.Path, s.identity, s.cfg.Decode, func(version string, count int) error {
+	err := snapshot.ReadEach(ctx, s.path, s.identity, s.cfg.Decode, func(version string, count int) error {
 		if version == "" { // Write refuses one
 			return fmt.Errorf("%w: no resource version", snapshot.ErrCorrupt)
 		}
@@ -320,7 +338,7 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context, resume chan<-
 			if errors.Is(err, snapshot.ErrNotFound) {
 				level = i.log.Info
 			}
-			level("informer: starting cold", "informer", i.name, "reason", reason, "path", s.cfg.Path)
+			level("informer: starting cold", "informer", i.name, "reason", reason, "path", s.path)
 			s.decide(CacheStart{Reason: reason})
 		}
 		if ready != nil {
@@ -336,6 +354,31 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context, resume chan<-
 	ready(nil)
 }
 
+// prepareSnapshotDir creates the snapshot's directory if need be, checks
+// it and sets the path of the file: in the directory, or in the private
+// folder snapshot.PrepareDir chose in it. When another user could change
+// what is there it decides a cold start, turns writes off (nothing is read
+// from the directory or written into it) and reports false.
+func (i *SharedIndexInformer[T]) prepareSnapshotDir() bool {
+	s := i.snap
+	dir, err := snapshot.PrepareDir(filepath.Dir(s.cfg.Path))
+	switch {
+	case errors.Is(err, snapshot.ErrUntrusted):
+		reason := coldReason(err)
+		i.log.Warn("informer: starting cold, writing no snapshot", "informer", i.name, "reason", reason)
+		s.mu.Lock()
+		s.off = true
+		s.mu.Unlock()
+		s.decide(CacheStart{Reason: reason})
+		return false
+	case err != nil: // the read and the writes fail too, saying why
+		i.log.Warn("informer: snapshot directory unusable", "informer", i.name, "err", err)
+	default:
+		s.path = filepath.Join(dir, filepath.Base(s.cfg.Path))
+	}
+	return true
+}
+
 // coldReason says in a few words why a snapshot was refused.
 func coldReason(err error) string {
 	var mismatch *snapshot.MismatchError
@@ -346,6 +389,8 @@ func coldReason(err error) string {
 		return "snapshot of another " + mismatch.Field
 	case errors.Is(err, snapshot.ErrCorrupt):
 		return "corrupt snapshot: " + err.Error()
+	case errors.Is(err, snapshot.ErrUntrusted):
+		return "untrusted snapshot: " + err.Error()
 	}
 	return "snapshot unreadable: " + err.Error()
 }
@@ -521,13 +566,13 @@ func (i *SharedIndexInformer[T]) takeView() (view[T], bool) {
 func (i *SharedIndexInformer[T]) write(v view[T]) {
 	s := i.snap
 	start := time.Now()
-	err := snapshot.Write(s.cfg.Path, s.identity, v.rv, v.objs, s.cfg.Encode)
+	err := snapshot.Write(s.path, s.identity, v.rv, v.objs, s.cfg.Encode)
 	took := time.Since(start)
 	var size int64
 	if err == nil {
-		size = fileSize(s.cfg.Path)
+		size = fileSize(s.path)
 	} else {
-		i.log.Error("informer: snapshot write failed; the previous one stays", "informer", i.name, "path", s.cfg.Path, "err", err)
+		i.log.Error("informer: snapshot write failed; the previous one stays", "informer", i.name, "path", s.path, "err", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

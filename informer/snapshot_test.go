@@ -349,12 +349,13 @@ func TestInformer_untrustedSnapshotsStartCold(t *testing.T) {
 		{name: "unreadable", id: id, file: func(p string) { write(t, p, data); chmod(t, p, 0) }, reason: "snapshot unreadable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "cms.snap")
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".snap") // beside good.snap: its key holds
 			if tc.file != nil {
 				tc.file(path)
 			} else {
 				write(t, path, data)
 			}
+			reason := tc.reason
 			if os.Geteuid() == 0 && tc.name == "unreadable" {
 				t.Log("running as root: the file stays readable; checking a directory in its place instead")
 				if err := os.Remove(path); err != nil {
@@ -363,10 +364,11 @@ func TestInformer_untrustedSnapshotsStartCold(t *testing.T) {
 				if err := os.Mkdir(path, 0o700); err != nil {
 					t.Fatal(err)
 				}
+				reason = "untrusted snapshot: snapshot: untrusted: " + path + " is not a regular file (a directory)"
 			}
 			r := runWarm(t, cms, informer.Snapshot[*corev1.ConfigMap]{Path: path, Identity: tc.id}, nil)
-			if r.start.Warm || !strings.Contains(r.start.Reason, tc.reason) {
-				t.Fatalf("start: %v, want cold: %s", r.start, tc.reason)
+			if r.start.Warm || !strings.Contains(r.start.Reason, reason) {
+				t.Fatalf("start: %v, want cold: %s", r.start, reason)
 			}
 			if got := r.heard.counts(); got["add (initial)"] != 10 || len(got) != 1 {
 				t.Fatalf("handler heard %v, want the 10 objects as a cold initial list", got)
@@ -435,7 +437,7 @@ func TestInformer_periodicSnapshotsAreConsistentUnderChanges(t *testing.T) {
 	}
 	checked := map[string]bool{} // resource versions of the snapshots checked
 	check := func() {
-		rv, objs, err := snapshot.Read(path, id, protoDecode)
+		rv, objs, err := snapshot.Read(t.Context(), path, id, protoDecode)
 		if err != nil || checked[rv] {
 			return // not written yet, or seen
 		}
@@ -459,7 +461,7 @@ func TestInformer_periodicSnapshotsAreConsistentUnderChanges(t *testing.T) {
 		for round := range 6 {
 			w.do(t, 40, uint64(round))
 			waitFor(t, wait, "a snapshot of the changes", func() bool {
-				rv, _, err := snapshot.Read(path, id, protoDecode)
+				rv, _, err := snapshot.Read(t.Context(), path, id, protoDecode)
 				return err == nil && !checked[rv]
 			})
 			check()

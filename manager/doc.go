@@ -12,8 +12,18 @@
 // checks that the API server answers, logs each missing RBAC permission,
 // starts the informers, then each controller, whose workers start once its
 // own caches synced. /readyz answers 200 once every informer and controller
-// has synced, else 503 with one line per laggard saying why (a 403 with its
-// verb, a kind the server does not serve). When ctx ends, controllers stop
+// has synced and while the API server answers, else 503 with one line per
+// cause (a 403 with its verb, a kind the server does not serve, an API
+// server silent for Options.UnreachableBound). The API server counts as
+// silent once no probe of its /livez (made when /readyz is asked, at most
+// once a second, and every second while probes fail) has got an answer for
+// the bound, 15s by default, or an informer's lists and watches have failed
+// for that long: a replica that cannot reach its API server gets no
+// webhook calls from a Service. It is ready again once a probe is answered
+// and each informer has listed or watched again (within its backoff, at
+// most 30s). A standby (leader election) with synced caches is ready.
+// /healthz does not fail for it: a restart would not bring the API server
+// back. When ctx ends, controllers stop
 // taking keys and in-flight reconciles finish within ShutdownTimeout (then
 // are cancelled), then the informers and the listener stop; Run returns once
 // every goroutine has exited.

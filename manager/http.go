@@ -1,16 +1,23 @@
 package manager
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ctrlkit/ctrlkit/debug"
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
 // check is a named health or readiness check.
@@ -28,8 +35,9 @@ func (m *Manager) AddHealthCheck(name string, fn func(*http.Request) error) {
 	m.checks = append(m.checks, check{name: name, fn: fn})
 }
 
-// AddReadyCheck adds a check to /readyz beside the built-in one (every
-// controller's caches synced). Call it before Run.
+// AddReadyCheck adds a check to /readyz beside the built-in ones (every
+// controller's caches synced, the API server answering: see
+// Options.UnreachableBound). Call it before Run.
 func (m *Manager) AddReadyCheck(name string, fn func(*http.Request) error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -145,15 +153,26 @@ func (m *Manager) serveChecks(w http.ResponseWriter, r *http.Request, ready bool
 	}
 	fmt.Fprintln(w, "ok")
 	if ready && r.URL.Query().Has("verbose") {
+		fmt.Fprintln(w, m.api.answered(time.Now()))
+		if len(m.webhooks.Paths()) > 0 {
+			if why := m.webhooks.Stats().Certificate.Err; why != "" {
+				// Ready: the last good certificate still serves. Failing
+				// readiness would take every replica (they mount the same
+				// Secret) out of the Service at once.
+				fmt.Fprintf(w, "webhook: serving the last good certificate; the new one was refused: %s\n", why)
+			}
+		}
 		for _, st := range m.factory.Statuses() {
 			fmt.Fprintf(w, "informer %s: synced, started %s\n", st.Name, st.Start)
 		}
 	}
 }
 
-// notReady explains, one line each, the informers that have not synced and
-// the controllers that wait for them. Ready means: every controller's
-// caches have synced and its workers run.
+// notReady explains, one line each, why the replica is not ready: the API
+// server has not answered for the bound, informers have not synced or
+// their lists and watches have failed for the bound, controllers wait for
+// their caches. Ready means: every controller's caches have synced and its
+// workers run, and the API server answers (see apiProbe).
 func (m *Manager) notReady() []string {
 	m.mu.Lock()
 	running := m.once.Started()
@@ -162,10 +181,17 @@ func (m *Manager) notReady() []string {
 	if !running {
 		return []string{"manager: not started"}
 	}
+	now := time.Now()
 	var out []string
+	if err := m.api.check(now); err != nil {
+		out = append(out, err.Error())
+	}
 	for _, st := range m.factory.Statuses() {
 		switch {
 		case st.Synced:
+			if why := failingInformer(st, now, m.api.bound); why != "" {
+				out = append(out, why)
+			}
 		case st.Err != nil:
 			out = append(out, st.Err.Error()) // "informer: cache of NAME did not sync: why"
 		case !st.Start.Decided:
@@ -180,4 +206,184 @@ func (m *Manager) notReady() []string {
 		}
 	}
 	return out // a standby whose caches synced is ready: it can take over at once
+}
+
+// The probe of the API server: at most one per probeEvery, each with a
+// timeout of a third of the bound, at most maxProbeTimeout.
+const (
+	defaultUnreachableBound = 15 * time.Second
+	probeEvery              = time.Second
+	maxProbeTimeout         = 5 * time.Second
+)
+
+// apiProbe tells /readyz whether the API server answers. A stopped server
+// (SIGSTOP, a network that drops packets) leaves the informers' watches
+// open and silent for minutes, so their errors alone find it too late.
+// So a readiness check wakes run, which probes the server, and judges
+// what the probes have found so far: the check never waits for the
+// server. run probes when asked, at most once per probeEvery, and again
+// every probeEvery while the probes fail, so that an outage is confirmed,
+// and its end seen, without waiting for the next check. Without readiness
+// checks, nothing is probed.
+type apiProbe struct {
+	probe   func(context.Context) error // one request: nil when the server answered
+	bound   time.Duration
+	timeout time.Duration
+	wake    chan struct{} // buffer 1: a readiness check asks for a probe
+
+	mu   sync.Mutex // guards seen
+	seen reachability
+}
+
+func newAPIProbe(probe func(context.Context) error, bound time.Duration) *apiProbe {
+	if bound <= 0 {
+		bound = defaultUnreachableBound
+	}
+	return &apiProbe{probe: probe, bound: bound, timeout: min(bound/3, maxProbeTimeout), wake: make(chan struct{}, 1)}
+}
+
+// run probes the API server until ctx ends, then returns nil: when a
+// readiness check asks, and every probeEvery while the last probe failed;
+// never twice within probeEvery. The server counts as answering when run
+// starts: Run's preflight has just checked it.
+func (p *apiProbe) run(ctx context.Context) error {
+	p.record(time.Now(), nil)
+	failed := false
+	for {
+		if !failed {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-p.wake:
+			}
+		}
+		start := time.Now()
+		pctx, cancel := context.WithTimeout(ctx, p.timeout)
+		err := p.probe(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.record(start, err)
+		failed = err != nil
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(probeEvery - time.Since(start)):
+		}
+	}
+}
+
+func (p *apiProbe) record(start time.Time, err error) {
+	p.mu.Lock()
+	p.seen.record(start, err)
+	p.mu.Unlock()
+}
+
+// check asks for a probe and returns why the API server counts as
+// unreachable at now, or nil. It does not block; safe for concurrent use.
+func (p *apiProbe) check(now time.Time) error {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen.unreachable(now, p.bound)
+}
+
+// answered says, for /readyz?verbose, when the last probe that got an
+// answer started.
+func (p *apiProbe) answered(now time.Time) string {
+	p.mu.Lock()
+	at := p.seen.answered
+	p.mu.Unlock()
+	if at.IsZero() {
+		return "apiserver: not probed yet"
+	}
+	return fmt.Sprintf("apiserver: answered %s ago (bound %s)", now.Sub(at).Round(time.Millisecond), p.bound)
+}
+
+// reachability is what the probes of the API server found, and decides
+// whether the server counts as unreachable, with time as an input. A plain
+// value: apiProbe guards it.
+type reachability struct {
+	answered time.Time // when the last probe that got an answer started
+	err      error     // the last probe's failure; nil when it got an answer
+}
+
+// record adds the result of the probe that started at start.
+func (r *reachability) record(start time.Time, err error) {
+	r.err = err
+	if err == nil {
+		r.answered = start
+	}
+}
+
+// unreachable says why the server counts as unreachable at now: the last
+// probe failed, and no probe that started in the last bound got an
+// answer. Else it returns nil: one failed probe is not an outage.
+func (r *reachability) unreachable(now time.Time, bound time.Duration) error {
+	if r.err == nil {
+		return nil
+	}
+	silent := now.Sub(r.answered)
+	if silent < bound {
+		return nil
+	}
+	return fmt.Errorf("apiserver: no answer for %s (bound %s): %w", silent.Round(100*time.Millisecond), bound, r.err)
+}
+
+// failingInformer explains, at now, a synced informer whose lists and
+// watches have failed, with no list that succeeded or watch that opened
+// since, for bound or longer; else it returns "". Its cache is growing
+// stale, whether or not the API server answers probes (a 403 after an
+// RBAC change, a resource no longer served).
+func failingInformer(st informer.Status, now time.Time, bound time.Duration) string {
+	if st.Err == nil || st.FailingSince.IsZero() {
+		return ""
+	}
+	failing := now.Sub(st.FailingSince)
+	if failing < bound {
+		return ""
+	}
+	cause := st.Err.Error()
+	var rerr *reflector.Error
+	if errors.As(st.Err, &rerr) {
+		cause = rerr.Error() // "watch NAME: status: cause", without the did-not-sync wording
+	}
+	return fmt.Sprintf("informer %s: lists and watches failing for %s (bound %s): %s",
+		st.Name, failing.Round(100*time.Millisecond), bound, cause)
+}
+
+// probeAPIServer asks the API server's /livez, on the manager's own
+// connections (a stopped server's connection stays open and silent, as
+// the watches see it) and past the client-side rate limit, which a busy
+// controller may have used up. /livez is exempt from API Priority and
+// Fairness (never queued behind the controllers' requests), readable by
+// every user under the default RBAC, and, unlike the server's /readyz,
+// answers while the server drains before a shutdown, when its
+// connections still serve. Any answer under 500 counts: a 401 or 403
+// still proves the server answers (the informers' own failures are
+// judged apart). The error leaves out the request's URL.
+func (m *Manager) probeAPIServer(ctx context.Context) error {
+	u := m.kube.Discovery().RESTClient().Get().AbsPath("/livez").URL()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return fmt.Errorf("GET /livez: %w", err)
+	}
+	resp, err := m.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("GET /livez: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	resp.Body.Close()
+	if resp.StatusCode >= http.StatusInternalServerError {
+		return fmt.Errorf("GET /livez: status %d", resp.StatusCode)
+	}
+	return nil
 }

@@ -53,7 +53,8 @@ func runMain(ctx context.Context, fs *flag.FlagSet, args []string, opts Options,
 	fs.StringVar(&opts.Webhook.CertDir, "webhook-cert-dir", opts.Webhook.CertDir,
 		"directory of the webhook server's tls.crt and tls.key (needed once a webhook is registered)")
 	fs.StringVar(&opts.CacheDir, "cache-dir", opts.CacheDir,
-		"directory where the informers keep snapshots of their caches, to start warm after a restart (e.g. an emptyDir volume; default: none)")
+		"directory where the informers keep snapshots of their caches, to start warm after a restart, e.g. an emptyDir volume's mount point "+
+			"(when other users can write it, the snapshots go into a private folder ctrlkit-<uid> made inside; default: none)")
 	manifests := fs.String("webhook-manifests", "", "print the webhook configurations for the Service NAMESPACE/NAME and exit")
 	if err := fs.Parse(args); err != nil {
 		return err

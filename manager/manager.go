@@ -75,6 +75,15 @@ type Options struct {
 	// their own, e.g. to expose probes but not metrics. Default: "", the
 	// probes are served on HTTPAddr.
 	HealthAddr string
+	// UnreachableBound is how long the API server may go unanswered before
+	// /readyz fails, so that a Service stops sending webhook calls to a
+	// replica that cannot reach it: no probe of the API server (GET /livez,
+	// made when /readyz is asked, at most once a second, with a timeout of
+	// a third of the bound, at most 5s) has got an answer for that long, or
+	// an informer's lists and watches have failed for that long. /healthz
+	// does not fail for it: a restart does not bring the API server back.
+	// See the package doc. Default: 15s.
+	UnreachableBound time.Duration
 	// EnablePprof serves net/http/pprof under /debug/pprof/, to the same
 	// clients as /debug/ctrlkit's data (see DebugToken). Default: off.
 	EnablePprof bool
@@ -109,7 +118,16 @@ type Options struct {
 	// not the Pod's. /readyz?verbose and the debug page say how each cache
 	// started. The files hold the cached objects (Secrets too, if cached):
 	// each is written 0600 by this process's user, and a missing directory
-	// is created 0700; give an existing one no wider access. Snapshots are
+	// is created 0700. A snapshot becomes the cache, so only what this user
+	// wrote is read: the snapshots are kept in CacheDir when it is the
+	// user's and no one else can write it, and in a private folder
+	// "ctrlkit-<uid>" made inside it (mode 0700) when other users can
+	// write it, as they can an emptyDir's mount point (root's, mode 0777)
+	// or /tmp; each must be authenticated by the key kept beside it
+	// (snapshot.KeyFile). Otherwise (a directory of another user that no
+	// one else can write, or a "ctrlkit-<uid>" that another user made
+	// first or that is a link) the caches start cold, saying why, and
+	// nothing is written there (see snapshot.PrepareDir). Snapshots are
 	// off with Sharding (a replica's share is decided after it starts).
 	// Default: "", off.
 	CacheDir string
@@ -235,6 +253,7 @@ type Manager struct {
 	received  *received         // bytes per informer, shard fallbacks
 	ledger    *ledger.Ledger    // the writes made for keys, for ReadYourWrites
 	webhooks  *webhook.Server   // served once a webhook is registered
+	api       *apiProbe         // tells /readyz whether the API server answers
 
 	// mu guards the fields below. Invariant: once running, controllers and
 	// runnables do not change.
@@ -300,6 +319,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		listening: make(chan struct{}), projections: map[reflect.Type]schema.GroupVersionKind{},
 	}
 	m.recorder = &recorders{m: m}
+	m.api = newAPIProbe(m.probeAPIServer, opts.UnreachableBound)
 	opts.Webhook.Scheme = scheme
 	if m.webhooks, err = webhook.NewServer(opts.Webhook); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
@@ -481,7 +501,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.opts.Logger.Info("manager: starting", "controllers", len(ctrls), "http", m.Addr(ctx))
 	m.planSharding(ctrls)
 	err = runStages(ctx, []stage{
-		{"http", serving(servers, m.opts.Logger)},
+		{"http", append(serving(servers, m.opts.Logger), m.api.run)},
 		{"caches", []func(context.Context) error{m.factory.Run}},
 		{"events", []func(context.Context) error{m.recorder.started(ctx)}},
 		{"work", m.work(ctrls, runnables)},
@@ -680,10 +700,11 @@ func (m *Manager) listen() ([]server, error) {
 	return out, nil
 }
 
-// bindWebhooks binds the webhook server's HTTPS listener. Its server has
-// the manager's timeouts but not its body limit: a review holds up to two
-// objects of the API server's largest size, and the webhook server bounds
-// what it reads itself.
+// bindWebhooks binds the webhook server's HTTPS listener. Its server is
+// the webhook package's (webhook.Server.HTTPServer), with the limits of
+// Options.Webhook.Limits rather than the manager's: a review holds up to
+// two objects of the API server's largest size, and the webhook server
+// bounds the reviews and bytes in flight itself.
 func (m *Manager) bindWebhooks() (server, error) {
 	if err := m.webhooks.Ready(); err != nil {
 		return server{}, fmt.Errorf("manager: webhooks %v are registered: %w", m.webhooks.Paths(), err)
@@ -696,8 +717,6 @@ func (m *Manager) bindWebhooks() (server, error) {
 	m.webhookAddr = ln.Addr().String()
 	m.checks = append(m.checks, check{name: "webhook", ready: true, fn: func(*http.Request) error { return m.webhooks.Ready() }})
 	m.mu.Unlock()
-	srv := m.newServer(m.webhooks)
-	srv.Handler = m.webhooks
-	srv.TLSConfig = m.webhooks.TLSConfig()
+	srv := m.webhooks.HTTPServer()
 	return server{srv: srv, ln: tls.NewListener(ln, srv.TLSConfig)}, nil
 }

@@ -222,6 +222,8 @@ func (r *Reflector[T]) setErr(err error) {
 	r.err = err
 	if err != nil {
 		r.noteErrLocked(err)
+	} else {
+		r.stats.FailingSince = time.Time{} // a list succeeded or a watch opened
 	}
 	r.mu.Unlock()
 	if err != nil {

@@ -35,6 +35,11 @@ type Stats struct {
 	// LastError for the current one), and LastErrorAt when it happened.
 	LastError   string
 	LastErrorAt time.Time
+	// FailingSince is when the current run of failures began: the first
+	// list or watch that failed since the last list that succeeded or
+	// watch that opened. It is zero while the last one succeeded. A
+	// readiness check compares it with a bound (see package manager).
+	FailingSince time.Time
 }
 
 // Stats returns a snapshot of the reflector's state. It takes one short
@@ -88,7 +93,8 @@ func (r *Reflector[T]) noteWatch(now time.Time) {
 	r.mu.Unlock()
 }
 
-// noteErrLocked counts a list or watch failure.
+// noteErrLocked counts a list or watch failure; it starts a run of
+// failures unless one is under way.
 func (r *Reflector[T]) noteErrLocked(err error) {
 	var e *Error
 	if errors.As(err, &e) && e.Op == OpList {
@@ -98,4 +104,7 @@ func (r *Reflector[T]) noteErrLocked(err error) {
 	}
 	r.stats.LastError = err.Error()
 	r.stats.LastErrorAt = r.opts.Clock.Now()
+	if r.stats.FailingSince.IsZero() {
+		r.stats.FailingSince = r.stats.LastErrorAt
+	}
 }

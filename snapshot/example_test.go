@@ -1,6 +1,7 @@
 package snapshot_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -34,18 +35,18 @@ func Example() {
 		return
 	}
 
-	rv, objects, err := snapshot.Read(path, id, decode)
+	rv, objects, err := snapshot.Read(context.TODO(), path, id, decode)
 	fmt.Println(rv, objects, err)
 
 	other := id
 	other.Namespace = "billing"
-	_, _, err = snapshot.Read(path, other, decode)
+	_, _, err = snapshot.Read(context.TODO(), path, other, decode)
 	var mismatch *snapshot.MismatchError
 	if errors.As(err, &mismatch) {
 		fmt.Println(errors.Is(err, snapshot.ErrMismatch), mismatch.Field, mismatch.Snapshot, mismatch.Want)
 	}
 
-	_, _, err = snapshot.Read(filepath.Join(dir, "none.snap"), id, decode)
+	_, _, err = snapshot.Read(context.TODO(), filepath.Join(dir, "none.snap"), id, decode)
 	fmt.Println(errors.Is(err, snapshot.ErrNotFound))
 	// Output:
 	// 1234 [{web map[color:blue]}] <nil>
@@ -54,7 +55,7 @@ func Example() {
 }
 
 // ReadEach hands the objects over in batches as they decode, after the
-// identity and the checksum have been checked, so that a cache can apply
+// identity and the MACs have been checked, so that a cache can apply
 // some while the next decode.
 func ExampleReadEach() {
 	dir, err := os.MkdirTemp("", "snapshot-example")
@@ -80,7 +81,7 @@ func ExampleReadEach() {
 	}
 
 	cache := map[string]ConfigMap{}
-	err = snapshot.ReadEach(path, id, decode, func(rv string, count int) error {
+	err = snapshot.ReadEach(context.TODO(), path, id, decode, func(rv string, count int) error {
 		fmt.Println("resource version", rv, "objects", count)
 		return nil
 	}, func(batch []ConfigMap) error {

@@ -29,12 +29,12 @@ func FuzzRead(f *testing.F) {
 	f.Add(seed[:len(seed)/2])
 	f.Add(append(slices.Clone(seed), 0))
 	f.Add([]byte{})
+	path = filepath.Join(dir, "fuzz.snap") // beside the seed: its key authenticates the files
 	f.Fuzz(func(t *testing.T, data []byte) {
-		path := filepath.Join(t.TempDir(), "fuzz.snap")
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		rv, got, err := snapshot.Read(path, testID(), dec)
+		rv, got, err := snapshot.Read(t.Context(), path, testID(), dec)
 		if err != nil {
 			if !errors.Is(err, snapshot.ErrCorrupt) && !errors.Is(err, snapshot.ErrMismatch) {
 				t.Fatalf("Read = %v; want ErrCorrupt or ErrMismatch", err)
@@ -44,11 +44,11 @@ func FuzzRead(f *testing.F) {
 			}
 			return
 		}
-		again := filepath.Join(t.TempDir(), "again.snap")
+		again := filepath.Join(dir, "again.snap")
 		if err := snapshot.Write(again, testID(), rv, got, enc); err != nil {
 			t.Fatalf("what Read served cannot be written: %v", err)
 		}
-		rv2, got2, err := snapshot.Read(again, testID(), dec)
+		rv2, got2, err := snapshot.Read(t.Context(), again, testID(), dec)
 		if err != nil || rv2 != rv || !slices.Equal(got, got2) {
 			t.Fatalf("served %q, %v; written again and read: %q, %v, %v", rv, got, rv2, got2, err)
 		}

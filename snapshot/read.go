@@ -3,43 +3,56 @@ package snapshot
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
+	"context"
+	"crypto/hmac"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"sync"
-	"sync/atomic"
 )
 
 // Read reads the snapshot at path and returns its resource version and its
-// objects, decoded with decode, if it is a complete, intact snapshot of
+// objects, decoded with decode, if it is a complete, authentic snapshot of
 // exactly the identity want (an empty want.Type or want.Fingerprint is T's,
 // as in Write). Otherwise it returns no objects and an error that says why
-// and matches one of ErrNotFound, ErrMismatch (a *MismatchError) or
-// ErrCorrupt; an I/O error other than a missing file matches none of them.
-// No input makes it panic; a decode that panics on an object is that object
-// not decoding (ErrCorrupt naming it).
+// and matches one of ErrNotFound, ErrMismatch (a *MismatchError),
+// ErrCorrupt or ErrUntrusted; an I/O error other than a missing file
+// matches none of them, and once ctx ends Read returns its error. No input
+// makes it panic; a decode that panics on an object is that object not
+// decoding (ErrCorrupt naming it). No error quotes the file's bytes (an
+// error of decode is passed on as decode wrote it).
+//
+// Read trusts only what this process's user wrote: it refuses (ErrUntrusted)
+// a directory that is not this user's alone (another user's, writable by
+// others, or a link in a folder others can write: give it a path in the
+// directory PrepareDir returns) and a file at
+// path that is a symbolic link, not a regular file (a FIFO: it never waits
+// for a writer), another user's or writable by others, without reading it;
+// and it serves a snapshot only if its MACs hold under the directory's key
+// (KeyFile), which only Write with that key produces.
 //
 // Read streams: besides the objects it returns it holds one object's bytes
 // at a time, or a few chunks of them when it decodes a large snapshot on
-// several goroutines (see the package documentation). decode must not keep
-// the slice it is given and must be safe for concurrent use. No object is
-// served before the identity and the checksum of the whole file are
-// verified; a large snapshot's objects decode beside the checksum, so
-// decode may be given bytes the checksum then refuses, and must return on
-// any input. Until the checksum holds, the objects decoded so far are kept
-// (at most all of them, beside the slice Read fills: the objects twice for
-// a value type T, briefly), and lost if it fails.
-func Read[T any](path string, want Identity, decode func([]byte) (T, error)) (string, []T, error) {
+// several goroutines (see the package documentation); it reads no more than
+// the authentic header says the file holds, and refuses a file of another
+// size before reading its records. decode must not keep the slice it is
+// given and must be safe for concurrent use. No object is served before the
+// identity and the MAC of the whole file are verified; a large snapshot's
+// objects decode beside the MAC, so decode may be given bytes the MAC then
+// refuses, and must return on any input. Until the MAC holds, the objects
+// decoded so far are kept (at most all of them, beside the slice Read
+// fills: the objects twice for a value type T, briefly), and lost if it
+// fails.
+func Read[T any](ctx context.Context, path string, want Identity, decode func([]byte) (T, error)) (string, []T, error) {
 	var rv string
 	var objects []T
-	err := ReadEach(path, want, decode, func(version string, count int) error {
+	err := ReadEach(ctx, path, want, decode, func(version string, count int) error {
 		rv, objects = version, make([]T, 0, count)
 		return nil
 	}, func(batch []T) error {
@@ -54,62 +67,82 @@ func Read[T any](path string, want Identity, decode func([]byte) (T, error)) (st
 
 // ReadEach reads the snapshot at path as Read does but hands the objects
 // over as they are decoded, so that a caller can apply some while the next
-// decode: once the identity and the checksum of the whole file have been
+// decode: once the identity and the MAC of the whole file have been
 // verified (the objects decode meanwhile, see Read), it calls begin with
 // the resource version and the number of objects, then each with
 // consecutive batches of them in the file's order, on the caller's
 // goroutine. The batches are the caller's to keep. An
 // object that decode refuses (a decoder stricter than the one the file was
 // written for), records that do not add up to the header's count (a file
-// Write did not write: its checksum holds) or a read error end the read
+// Write did not write: its MAC holds) or a read error end the read
 // after the batches before them were handed over: a caller applying
 // batches as they come must be ready to drop them. An error from begin or
-// each stops the read, which returns it.
-func ReadEach[T any](path string, want Identity, decode func([]byte) (T, error), begin func(rv string, count int) error, each func([]T) error) error {
+// each stops the read, which returns it; so does the end of ctx, between
+// blocks of the file and between batches (a decode under way is not
+// interrupted).
+func ReadEach[T any](ctx context.Context, path string, want Identity, decode func([]byte) (T, error), begin func(rv string, count int) error, each func([]T) error) error {
 	if decode == nil || begin == nil || each == nil {
 		return errors.New("snapshot: nil decode, begin or each function")
 	}
-	want = want.withType(reflect.TypeFor[T]())
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	if err := stopped(ctx); err != nil {
+		return err
 	}
-	if err != nil {
+	want = want.withType(reflect.TypeFor[T]())
+	dir := filepath.Dir(path)
+	if filepath.Base(path) == KeyFile {
+		return fmt.Errorf("snapshot: read %s: the name of the directory's key", path)
+	}
+	err := checkDir(dir)
+	var f *os.File
+	var fi fs.FileInfo
+	if err == nil {
+		f, fi, err = openPrivate(path)
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, ErrUntrusted):
+		return err // it names the directory or the file
+	case err != nil:
 		return fmt.Errorf("snapshot: read: %w", err)
 	}
 	defer f.Close()
-	if err := readEach(f, want, decode, begin, each); err != nil {
+	if err := readEach(ctx, f, fi.Size(), dir, want, decode, begin, each); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }
 
-// readEach reads a whole snapshot from f: the header, then the objects,
-// handed over once the checksum, computed meanwhile, holds.
-func readEach[T any](f *os.File, want Identity, decode func([]byte) (T, error), begin func(string, int) error, each func([]T) error) error {
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("snapshot: read: %w", err)
+// stopped returns ctx's error, wrapped, once it has ended.
+func stopped(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("snapshot: read stopped: %w", err)
 	}
-	size := st.Size()
-	if size < int64(prefixLen+headerCRCLen+trailerLen) {
+	return nil
+}
+
+// readEach reads a whole snapshot of size bytes from f, in dir: the prefix,
+// the header, authenticated with dir's key and checked against size, then
+// the objects, handed over once the trailer's MAC, computed meanwhile,
+// holds.
+func readEach[T any](ctx context.Context, f *os.File, size int64, dir string, want Identity, decode func([]byte) (T, error), begin func(string, int) error, each func([]T) error) error {
+	if size < int64(minFileLen) {
 		return corrupt("truncated: %d bytes is shorter than any snapshot", size)
 	}
-	bodyLen := size - trailerLen // what the trailer's checksum covers
-	r := &recordReader{br: bufio.NewReaderSize(io.LimitReader(f, bodyLen), 256<<10), remaining: bodyLen}
-	h, err := r.header()
+	r := &recordReader{br: bufio.NewReaderSize(io.LimitReader(f, size-macLen), 256<<10), remaining: size - macLen}
+	h, key, hm, err := r.header(dir)
 	if err != nil {
 		return err
 	}
 	if err := mismatch(h.id, want); err != nil {
 		return err
 	}
-	if h.count > uint64(r.remaining) { // every record takes at least one byte
-		return corrupt("%d objects cannot fit in %d bytes", h.count, r.remaining)
+	if h.count > h.size { // every record takes at least one byte
+		return corrupt("%d objects cannot fit in %d bytes", h.count, h.size)
 	}
-	// The checksum is computed on a goroutine of its own while the records
-	// are read and decoded; nothing is handed over before it holds.
-	v := startVerify(f, bodyLen)
+	// The MAC is computed on a goroutine of its own while the records are
+	// read and decoded; nothing is handed over before it holds.
+	v := startVerify(ctx, f, size-macLen-int64(h.size), int64(h.size), key, hm)
 	defer v.stop()
 	start := func() error {
 		if err := v.wait(); err != nil {
@@ -117,70 +150,11 @@ func readEach[T any](f *os.File, want Identity, decode func([]byte) (T, error), 
 		}
 		return begin(h.rv, int(h.count))
 	}
-	return readObjects(r, h.count, decode, v.done, start, each)
-}
-
-// verifier checks a file's checksum on a goroutine of its own.
-type verifier struct {
-	done chan struct{} // closed once err is set
-	err  error
-	quit atomic.Bool
-}
-
-func startVerify(f *os.File, bodyLen int64) *verifier {
-	v := &verifier{done: make(chan struct{})}
-	go func() {
-		defer close(v.done)
-		v.err = verify(f, bodyLen, &v.quit)
-	}()
-	return v
-}
-
-// wait returns the checksum's verdict once it is known.
-func (v *verifier) wait() error {
-	<-v.done
-	return v.err
-}
-
-// stop ends the check early, if it is still under way, and waits for its
-// goroutine.
-func (v *verifier) stop() {
-	v.quit.Store(true)
-	<-v.done
-}
-
-// errVerifyStopped is verify's error when told to quit.
-var errVerifyStopped = errors.New("snapshot: checksum not checked: the read stopped")
-
-// verify checks the trailer's checksum of the first bodyLen bytes of f,
-// unless quit is set first. It reads at offsets, leaving f's own offset
-// where it is.
-func verify(f *os.File, bodyLen int64, quit *atomic.Bool) error {
-	sum := sha256.New()
-	buf := make([]byte, 256<<10)
-	for off := int64(0); off < bodyLen; {
-		if quit.Load() {
-			return errVerifyStopped
-		}
-		n, err := f.ReadAt(buf[:min(int64(len(buf)), bodyLen-off)], off)
-		sum.Write(buf[:n])
-		off += int64(n)
-		if err != nil && !(errors.Is(err, io.EOF) && off == bodyLen) {
-			return fmt.Errorf("snapshot: read: %w", err)
-		}
-	}
-	var trailer [trailerLen]byte
-	if _, err := f.ReadAt(trailer[:], bodyLen); err != nil {
-		return fmt.Errorf("snapshot: read the checksum: %w", err)
-	}
-	if !bytes.Equal(trailer[:], sum.Sum(nil)) {
-		return corrupt("checksum mismatch")
-	}
-	return nil
+	return readObjects(ctx, r, h.count, decode, v.done, start, each)
 }
 
 // decodeOne decodes b, turning a panic of decode into an error: bytes may
-// be decoded before the checksum refuses them (see readObjectsParallel),
+// be decoded before the MAC refuses them (see readObjectsParallel),
 // and a decoder that chokes on them must not crash the reader.
 func decodeOne[T any](decode func([]byte) (T, error), b []byte) (obj T, err error) {
 	defer func() {
@@ -201,14 +175,15 @@ func undecodable(i, count uint64, err error) error {
 }
 
 // readObjects reads count records, decodes them and hands them to each in
-// batches of chunkObjects, after start (which waits for the checksum, then
+// batches of chunkObjects, after start (which waits for the MAC, then
 // calls begin) returned nil; on as many goroutines as GOMAXPROCS for a
 // large snapshot (decoding dominates a read), which read and decode while
-// the checksum is computed (until verified is closed).
-func readObjects[T any](r *recordReader, count uint64, decode func([]byte) (T, error), verified <-chan struct{}, start func() error, each func([]T) error) error {
+// the MAC is computed (until verified is closed). It stops before each
+// batch once ctx has ended.
+func readObjects[T any](ctx context.Context, r *recordReader, count uint64, decode func([]byte) (T, error), verified <-chan struct{}, start func() error, each func([]T) error) error {
 	workers := runtime.GOMAXPROCS(0)
 	if workers > 1 && count >= 4*chunkObjects {
-		return readObjectsParallel(r, count, decode, verified, start, each, workers)
+		return readObjectsParallel(ctx, r, count, decode, verified, start, each, workers)
 	}
 	if err := start(); err != nil {
 		return err
@@ -225,6 +200,9 @@ func readObjects[T any](r *recordReader, count uint64, decode func([]byte) (T, e
 		}
 		batch = append(batch, obj)
 		if len(batch) == chunkObjects {
+			if err := stopped(ctx); err != nil {
+				return err
+			}
 			if err := each(batch); err != nil {
 				return err
 			}
@@ -232,6 +210,9 @@ func readObjects[T any](r *recordReader, count uint64, decode func([]byte) (T, e
 		}
 	}
 	if len(batch) > 0 {
+		if err := stopped(ctx); err != nil {
+			return err
+		}
 		if err := each(batch); err != nil {
 			return err
 		}
@@ -280,13 +261,13 @@ func (c *chunk[T]) decode(count uint64, decode func([]byte) (T, error)) {
 
 // readObjectsParallel is readObjects with a goroutine reading the file into
 // chunks, workers goroutines decoding them, and this one handing them to
-// each in order as they are decoded. Until the checksum is verified, this
+// each in order as they are decoded. Until the MAC is verified, this
 // goroutine takes the chunks as they are read and keeps them, so reading
-// and decoding go on beside the checksum (the objects decoded ahead, at
+// and decoding go on beside the MAC (the objects decoded ahead, at
 // most all of them, are what the caller would hold once they are handed
 // over); after, the chunks read ahead of each are bounded, and so is the
 // memory beside the objects.
-func readObjectsParallel[T any](r *recordReader, count uint64, decode func([]byte) (T, error), verified <-chan struct{}, start func() error, each func([]T) error, workers int) error {
+func readObjectsParallel[T any](ctx context.Context, r *recordReader, count uint64, decode func([]byte) (T, error), verified <-chan struct{}, start func() error, each func([]T) error, workers int) error {
 	jobs := make(chan *chunk[T], workers)
 	ordered := make(chan *chunk[T], 2*workers) // the chunks in file order, as read
 	spare := make(chan []byte, 2*workers)      // decoded chunks' buffers, for the next chunks (decode keeps no slice)
@@ -340,10 +321,10 @@ func readObjectsParallel[T any](r *recordReader, count uint64, decode func([]byt
 		}
 		readErr = r.finish()
 	})
-	stopped := false
+	halted := false
 	halt := func() {
-		if !stopped {
-			stopped = true
+		if !halted {
+			halted = true
 			close(stop)
 		}
 	}
@@ -355,12 +336,15 @@ func readObjectsParallel[T any](r *recordReader, count uint64, decode func([]byt
 	}()
 	hand := func(c *chunk[T]) error {
 		<-c.done
+		if err := stopped(ctx); err != nil {
+			return err
+		}
 		if c.err != nil {
 			return c.err
 		}
 		return each(c.out)
 	}
-	var ahead []*chunk[T] // read before the checksum was verified
+	var ahead []*chunk[T] // read before the MAC was verified
 verifying:
 	for {
 		select {
@@ -371,6 +355,8 @@ verifying:
 			ahead = append(ahead, c)
 		case <-verified:
 			break verifying
+		case <-ctx.Done():
+			break verifying // start returns ctx's error, from the verifier
 		}
 	}
 	if err := start(); err != nil {
@@ -393,7 +379,7 @@ verifying:
 	return readErr
 }
 
-// recordReader reads the checksummed part of a file, never past its end.
+// recordReader reads a file up to its trailer, never past it.
 type recordReader struct {
 	br *bufio.Reader
 	// remaining is the number of bytes left before the trailer.
@@ -418,26 +404,44 @@ func (r *recordReader) read(n int64, what string) ([]byte, error) {
 	return b, nil
 }
 
-// header reads and checks the prefix and the header.
-func (r *recordReader) header() (header, error) {
+// header reads and checks the prefix and the header, authenticated with
+// dir's key, and checks that the records take what the file has left. It
+// returns the header, the key and the header's MAC (which the trailer's
+// covers).
+func (r *recordReader) header(dir string) (header, []byte, []byte, error) {
 	p, err := r.read(int64(prefixLen), "prefix")
 	if err != nil {
-		return header{}, err
+		return header{}, nil, nil, err
 	}
-	prefix := bytes.Clone(p)
-	n, err := checkPrefix(prefix, r.remaining-headerCRCLen)
+	b := bytes.Clone(p)
+	n, err := checkPrefix(b, r.remaining-macLen)
 	if err != nil {
-		return header{}, err
+		return header{}, nil, nil, err
 	}
-	hb, err := r.read(int64(n+headerCRCLen), "header")
+	key, err := readKey(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = untrusted("no key (%s) in the directory to authenticate it: it was not written there by Write", KeyFile)
+	}
 	if err != nil {
-		return header{}, err
+		return header{}, nil, nil, err
 	}
-	crc := crc32.Update(crc32.Checksum(prefix, castagnoli), castagnoli, hb[:n])
-	if crc != binary.BigEndian.Uint32(hb[n:]) {
-		return header{}, corrupt("header checksum mismatch")
+	hb, err := r.read(int64(n+macLen), "header")
+	if err != nil {
+		return header{}, nil, nil, err
 	}
-	return decodeHeader(hb[:n])
+	b = append(b, hb[:n]...)
+	hm := bytes.Clone(hb[n:])
+	if !hmac.Equal(hm, headerMAC(key, b)) {
+		return header{}, nil, nil, corrupt("header MAC mismatch: the file was damaged, or written without this directory's key")
+	}
+	h, err := decodeHeader(b[prefixLen:])
+	if err != nil {
+		return header{}, nil, nil, err
+	}
+	if h.size != uint64(r.remaining) {
+		return header{}, nil, nil, corrupt("size mismatch: the header says %d bytes of records, the file holds %d", h.size, r.remaining)
+	}
+	return h, key, hm, nil
 }
 
 // record reads one length-prefixed record; the slice is valid until the next.

@@ -15,7 +15,7 @@ import (
 )
 
 // TestReadObjectsParallel_decodesBeforeTheVerdictAndHandsOverOnlyAfter holds
-// the checksum's verdict back until every object has decoded: nothing is
+// the MAC's verdict back until every object has decoded: nothing is
 // handed over before it; after a good verdict every object is, in order,
 // and after a bad one none is and every goroutine ends.
 func TestReadObjectsParallel_decodesBeforeTheVerdictAndHandsOverOnlyAfter(t *testing.T) {
@@ -40,9 +40,9 @@ func TestReadObjectsParallel_decodesBeforeTheVerdictAndHandsOverOnlyAfter(t *tes
 			if err != nil {
 				t.Fatal(err)
 			}
-			bodyLen := st.Size() - trailerLen
+			bodyLen := st.Size() - macLen
 			r := &recordReader{br: bufio.NewReader(io.LimitReader(f, bodyLen)), remaining: bodyLen}
-			h, err := r.header()
+			h, _, _, err := r.header(filepath.Dir(path))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +55,7 @@ func TestReadObjectsParallel_decodesBeforeTheVerdictAndHandsOverOnlyAfter(t *tes
 				}
 				return dec(b)
 			}
-			bad := errors.New("checksum mismatch")
+			bad := errors.New("MAC mismatch")
 			verified := make(chan struct{})
 			start := func() error { // as readEach's: the verdict, then begin
 				<-verified
@@ -75,7 +75,7 @@ func TestReadObjectsParallel_decodesBeforeTheVerdictAndHandsOverOnlyAfter(t *tes
 				return nil
 			}
 			done := make(chan error, 1)
-			go func() { done <- readObjectsParallel(r, h.count, decode, verified, start, each, 2) }()
+			go func() { done <- readObjectsParallel(t.Context(), r, h.count, decode, verified, start, each, 2) }()
 			<-all // every object decoded while the verdict is held back
 			if handed.Load() != 0 {
 				t.Fatalf("before the verdict: %d objects handed over; want none", handed.Load())

@@ -52,15 +52,30 @@ func writeItems(t *testing.T, dir, rv string) (string, []byte) {
 	return path, b
 }
 
-func readItems(path string) (string, []item, error) {
+// entries returns the names in dir, sorted.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range des {
+		names = append(names, d.Name())
+	}
+	return names
+}
+
+func readItems(t *testing.T, path string) (string, []item, error) {
+	t.Helper()
 	_, dec := snapshot.JSON[item]()
-	return snapshot.Read(path, testID(), dec)
+	return snapshot.Read(t.Context(), path, testID(), dec)
 }
 
 func TestWriteRead_roundTrip(t *testing.T) {
 	t.Run("JSON", func(t *testing.T) {
 		path, _ := writeItems(t, t.TempDir(), "42")
-		rv, got, err := readItems(path)
+		rv, got, err := readItems(t, path)
 		if err != nil || rv != "42" || !slices.Equal(got, items) {
 			t.Fatalf("Read = %q, %v, %v; want 42, %v", rv, got, err, items)
 		}
@@ -78,7 +93,7 @@ func TestWriteRead_roundTrip(t *testing.T) {
 		if err := snapshot.Write(path, testID(), "7", cms, marshalConfigMap); err != nil {
 			t.Fatal(err)
 		}
-		rv, got, err := snapshot.Read(path, testID(), unmarshalConfigMap)
+		rv, got, err := snapshot.Read(t.Context(), path, testID(), unmarshalConfigMap)
 		if err != nil || rv != "7" || !equality.Semantic.DeepEqual(got, cms) {
 			t.Fatalf("Read = %q, %v, %v; want 7, %v", rv, got, err, cms)
 		}
@@ -89,7 +104,7 @@ func TestWriteRead_roundTrip(t *testing.T) {
 		if err := snapshot.Write(path, testID(), "1", nil, enc); err != nil {
 			t.Fatal(err)
 		}
-		rv, got, err := snapshot.Read(path, testID(), dec)
+		rv, got, err := snapshot.Read(t.Context(), path, testID(), dec)
 		if err != nil || rv != "1" || len(got) != 0 {
 			t.Fatalf("Read = %q, %v, %v; want 1, no objects", rv, got, err)
 		}
@@ -98,11 +113,11 @@ func TestWriteRead_roundTrip(t *testing.T) {
 		dir := t.TempDir()
 		writeItems(t, dir, "1")
 		path, _ := writeItems(t, dir, "2")
-		if rv, _, err := readItems(path); err != nil || rv != "2" {
+		if rv, _, err := readItems(t, path); err != nil || rv != "2" {
 			t.Fatalf("Read = %q, %v; want 2", rv, err)
 		}
-		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-			t.Fatalf("directory holds %d entries, want only the snapshot", len(entries))
+		if names := entries(t, dir); !slices.Equal(names, []string{snapshot.KeyFile, "items.snap"}) {
+			t.Fatalf("directory holds %v, want only the key and the snapshot", names)
 		}
 	})
 }
@@ -119,7 +134,7 @@ func TestRead_refusesEveryOtherIdentityNamingTheField(t *testing.T) {
 			want := testID()
 			v := reflect.ValueOf(&want).Elem().FieldByIndex(f.Index)
 			v.SetString(v.String() + "-other")
-			rv, got, err := snapshot.Read(path, want, dec)
+			rv, got, err := snapshot.Read(t.Context(), path, want, dec)
 			if !errors.Is(err, snapshot.ErrMismatch) || errors.Is(err, snapshot.ErrCorrupt) {
 				t.Fatalf("Read = %v; want ErrMismatch", err)
 			}
@@ -145,7 +160,7 @@ func TestRead_truncatedAtEveryOffsetIsCorrupt(t *testing.T) {
 		if err := os.WriteFile(path, full[:n], 0o600); err != nil {
 			t.Fatal(err)
 		}
-		rv, got, err := readItems(path)
+		rv, got, err := readItems(t, path)
 		if !errors.Is(err, snapshot.ErrCorrupt) || rv != "" || got != nil {
 			t.Fatalf("%d of %d bytes: Read = %q, %v, %v; want ErrCorrupt and nothing served", n, len(full), rv, got, err)
 		}
@@ -163,7 +178,7 @@ func TestRead_aChangedByteAnywhereIsCorrupt(t *testing.T) {
 			if err := os.WriteFile(path, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			rv, got, err := readItems(path)
+			rv, got, err := readItems(t, path)
 			if !errors.Is(err, snapshot.ErrCorrupt) || rv != "" || got != nil {
 				t.Fatalf("byte %d ^ %#x: Read = %q, %v, %v; want ErrCorrupt and nothing served", i, mask, rv, got, err)
 			}
@@ -177,9 +192,10 @@ func TestRead_refusesWhatIsNotAnIntactSnapshot(t *testing.T) {
 	for _, tc := range []struct {
 		name, content, wantMsg string
 	}{
-		{"trailing bytes", string(full) + "x", "checksum mismatch"},
-		{"another file", strings.Repeat("not a snapshot ", 10), "bad magic"},
-		{"a later format version", string(full[:8]) + "\x00\x02" + string(full[10:]), "unknown format version 2"},
+		{"trailing bytes", string(full) + "x", "size mismatch"},
+		{"another file", strings.Repeat("secret-token-0123 ", 10), "not a ctrlkit snapshot"},
+		{"a later format version", string(full[:8]) + "\x00\x03" + string(full[10:]), "unknown format version 3"},
+		{"the previous format version", string(full[:8]) + "\x00\x01" + string(full[10:]), "format version 1, written by an older ctrlkit"},
 		{"empty", "", "truncated"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -187,9 +203,12 @@ func TestRead_refusesWhatIsNotAnIntactSnapshot(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, _, err := readItems(path)
+			_, _, err := readItems(t, path)
 			if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Fatalf("Read = %v; want ErrCorrupt saying %q", err, tc.wantMsg)
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("Read = %v: the error quotes the file", err)
 			}
 		})
 	}
@@ -198,7 +217,7 @@ func TestRead_refusesWhatIsNotAnIntactSnapshot(t *testing.T) {
 func TestRead_anObjectThatDoesNotDecodeIsCorrupt(t *testing.T) {
 	path, _ := writeItems(t, t.TempDir(), "42")
 	calls := 0
-	_, got, err := snapshot.Read(path, testID(), func(b []byte) (item, error) {
+	_, got, err := snapshot.Read(t.Context(), path, testID(), func(b []byte) (item, error) {
 		calls++
 		if calls == 2 {
 			return item{}, errors.New("no such field")
@@ -216,7 +235,7 @@ func TestRead_anObjectThatDoesNotDecodeIsCorrupt(t *testing.T) {
 func TestRead_aMissingFileIsNotFound(t *testing.T) {
 	dir := t.TempDir()
 	for _, path := range []string{filepath.Join(dir, "none.snap"), filepath.Join(dir, "no-dir", "none.snap")} {
-		_, _, err := readItems(path)
+		_, _, err := readItems(t, path)
 		if !errors.Is(err, snapshot.ErrNotFound) || !errors.Is(err, fs.ErrNotExist) || errors.Is(err, snapshot.ErrCorrupt) {
 			t.Errorf("Read(%s) = %v; want ErrNotFound", path, err)
 		}
@@ -236,7 +255,7 @@ func TestRead_holdsOneObjectAtATime(t *testing.T) {
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, got, err := snapshot.Read(path, testID(), func(b []byte) ([]byte, error) { return []byte{b[0]}, nil })
+	_, got, err := snapshot.Read(t.Context(), path, testID(), func(b []byte) ([]byte, error) { return []byte{b[0]}, nil })
 	runtime.ReadMemStats(&after)
 	if err != nil || len(got) != n {
 		t.Fatalf("Read = %d objects, %v", len(got), err)
@@ -261,11 +280,11 @@ func TestWrite_aFailedWriteLeavesThePreviousSnapshot(t *testing.T) {
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "encode object 2") {
 		t.Fatalf("Write = %v; want the encode error naming object 2", err)
 	}
-	if rv, got, err := readItems(path); err != nil || rv != "1" || !slices.Equal(got, items) {
+	if rv, got, err := readItems(t, path); err != nil || rv != "1" || !slices.Equal(got, items) {
 		t.Fatalf("after a failed write Read = %q, %v, %v; want the previous snapshot", rv, got, err)
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("a failed write left %d entries in the directory, want only the snapshot", len(entries))
+	if names := entries(t, dir); !slices.Equal(names, []string{snapshot.KeyFile, "items.snap"}) {
+		t.Errorf("a failed write left %v in the directory, want only the key and the snapshot", names)
 	}
 }
 
@@ -306,7 +325,7 @@ func TestWriteRead_badArguments(t *testing.T) {
 			t.Errorf("%s: Write = %v; want an error saying %q", tc.name, tc.err, tc.want)
 		}
 	}
-	if _, _, err := snapshot.Read[item](path, testID(), nil); err == nil || !strings.Contains(err.Error(), "nil decode") {
+	if _, _, err := snapshot.Read[item](t.Context(), path, testID(), nil); err == nil || !strings.Contains(err.Error(), "nil decode") {
 		t.Errorf("Read with a nil decode = %v", err)
 	}
 }
@@ -366,7 +385,7 @@ func TestRead_largeSnapshotsDecodeInParallelInOrder(t *testing.T) {
 	}
 	path, many := writeMany(t)
 	_, dec := snapshot.JSON[item]()
-	rv, got, err := snapshot.Read(path, testID(), dec)
+	rv, got, err := snapshot.Read(t.Context(), path, testID(), dec)
 	if err != nil || rv != "7" || !slices.Equal(got, many) {
 		t.Fatalf("Read = %q, %d objects (equal: %t), %v", rv, len(got), slices.Equal(got, many), err)
 	}
@@ -380,7 +399,7 @@ func TestRead_largeSnapshotsDecodeInParallelInOrder(t *testing.T) {
 			return it, err
 		}
 	}
-	_, _, err = snapshot.Read(path, testID(), refuse(3333))
+	_, _, err = snapshot.Read(t.Context(), path, testID(), refuse(3333))
 	if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "object 3333 of 5000") {
 		t.Fatalf("an undecodable object in the middle: %v, want ErrCorrupt naming object 3333", err)
 	}
@@ -393,14 +412,14 @@ func TestRead_largeSnapshotsDecodeInParallelInOrder(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := snapshot.Read(path, testID(), dec); !errors.Is(err, snapshot.ErrCorrupt) {
+	if _, _, err := snapshot.Read(t.Context(), path, testID(), dec); !errors.Is(err, snapshot.ErrCorrupt) {
 		t.Fatalf("a flipped byte in the middle: %v, want ErrCorrupt", err)
 	}
 }
 
-// Objects decode while the checksum is computed, but nothing reaches begin
-// or each before it holds: damaged bytes that a decoder chokes on (here it
-// panics) end the read as a bad checksum, with nothing handed over; on an
+// Objects decode while the checksum (the MAC) is computed, but nothing
+// reaches begin or each before it holds: damaged bytes that a decoder chokes
+// on (here it panics) end the read as a bad MAC, with nothing handed over; on an
 // intact file such a panic is an object that does not decode.
 func TestReadEach_decodesBesideTheChecksumAndHandsOverNothingItRefuses(t *testing.T) {
 	leakcheck.Check(t)
@@ -419,7 +438,7 @@ func TestReadEach_decodesBesideTheChecksumAndHandsOverNothingItRefuses(t *testin
 	calls := 0
 	count := func(string, int) error { calls++; return nil }
 	each := func([]item) error { calls++; return nil }
-	err := snapshot.ReadEach(path, testID(), panicky, count, each)
+	err := snapshot.ReadEach(t.Context(), path, testID(), panicky, count, each)
 	if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "object 4000 of 5000") || !strings.Contains(err.Error(), "panicked") {
 		t.Fatalf("a decode panicking on object 4000 of an intact file: %v; want ErrCorrupt naming it", err)
 	}
@@ -428,7 +447,7 @@ func TestReadEach_decodesBesideTheChecksumAndHandsOverNothingItRefuses(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := bytes.Index(intact, []byte(`"value":10}`)) // an early record: decoded before the checksum is known
+	at := bytes.Index(intact, []byte(`"value":10}`)) // an early record: decoded before the MAC is known
 	if at < 0 {
 		t.Fatal("no record with value 10")
 	}
@@ -446,9 +465,9 @@ func TestReadEach_decodesBesideTheChecksumAndHandsOverNothingItRefuses(t *testin
 			t.Fatal(err)
 		}
 		calls = 0
-		err = snapshot.ReadEach(path, testID(), panicky, count, each)
-		if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "checksum mismatch") || calls != 0 {
-			t.Fatalf("%s: ReadEach = %v after %d calls of begin and each; want a checksum mismatch and none", damage.name, err, calls)
+		err = snapshot.ReadEach(t.Context(), path, testID(), panicky, count, each)
+		if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "MAC mismatch") || calls != 0 {
+			t.Fatalf("%s: ReadEach = %v after %d calls of begin and each; want a MAC mismatch and none", damage.name, err, calls)
 		}
 	}
 }
@@ -466,7 +485,7 @@ func TestReadEach_handsOverBatchesInOrderAndStopsOnErrors(t *testing.T) {
 			var got []item
 			var rv string
 			count, batches := -1, 0
-			err := snapshot.ReadEach(path, testID(), dec, func(v string, n int) error {
+			err := snapshot.ReadEach(t.Context(), path, testID(), dec, func(v string, n int) error {
 				if got != nil {
 					t.Error("begin called after a batch")
 				}
@@ -489,7 +508,7 @@ func TestReadEach_handsOverBatchesInOrderAndStopsOnErrors(t *testing.T) {
 				}
 				return it, err
 			}
-			err = snapshot.ReadEach(path, testID(), refuse, func(string, int) error { return nil },
+			err = snapshot.ReadEach(t.Context(), path, testID(), refuse, func(string, int) error { return nil },
 				func(b []item) error { got = append(got, b...); return nil })
 			if !errors.Is(err, snapshot.ErrCorrupt) || !strings.Contains(err.Error(), "object 3333 of 5000") || !slices.Equal(got, many[:len(got)]) || len(got) > 3333 {
 				t.Fatalf("an undecodable object: %v after %d objects; want ErrCorrupt naming object 3333, after a prefix of at most 3333", err, len(got))
@@ -497,12 +516,12 @@ func TestReadEach_handsOverBatchesInOrderAndStopsOnErrors(t *testing.T) {
 
 			boom := errors.New("boom")
 			calls := 0
-			err = snapshot.ReadEach(path, testID(), dec, func(string, int) error { return nil },
+			err = snapshot.ReadEach(t.Context(), path, testID(), dec, func(string, int) error { return nil },
 				func([]item) error { calls++; return boom })
 			if !errors.Is(err, boom) || calls != 1 {
 				t.Fatalf("each failing: ReadEach = %v after %d calls; want boom after 1", err, calls)
 			}
-			if err := snapshot.ReadEach(path, testID(), dec, func(string, int) error { return boom },
+			if err := snapshot.ReadEach(t.Context(), path, testID(), dec, func(string, int) error { return boom },
 				func([]item) error { t.Error("each called after begin failed"); return nil }); !errors.Is(err, boom) {
 				t.Fatalf("begin failing: ReadEach = %v; want boom", err)
 			}
@@ -513,13 +532,13 @@ func TestReadEach_handsOverBatchesInOrderAndStopsOnErrors(t *testing.T) {
 						t.Error("a panic in each was not passed on")
 					}
 				}()
-				_ = snapshot.ReadEach(path, testID(), dec, func(string, int) error { return nil },
+				_ = snapshot.ReadEach(t.Context(), path, testID(), dec, func(string, int) error { return nil },
 					func([]item) error { panic("each") })
 			}()
 		})
 	}
 	var calls int
-	err := snapshot.ReadEach(filepath.Join(t.TempDir(), "none.snap"), testID(), dec,
+	err := snapshot.ReadEach(t.Context(), filepath.Join(t.TempDir(), "none.snap"), testID(), dec,
 		func(string, int) error { calls++; return nil }, func([]item) error { calls++; return nil })
 	if !errors.Is(err, snapshot.ErrNotFound) || calls != 0 {
 		t.Fatalf("no file: ReadEach = %v with %d calls; want ErrNotFound and none", err, calls)

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -25,9 +24,14 @@ import (
 // Version and Resource, and resourceVersion must not be empty: a snapshot
 // is only useful to watch from.
 //
-// The file is readable by its owner only (mode 0600): a cache may hold
-// Secrets. Write blocks on file IO; it does not modify objects. A failure of encode
-// is returned, wrapped, naming the object's index.
+// The directory must exist and be this user's alone: give Write a path in
+// the directory PrepareDir returns (otherwise the error matches
+// ErrUntrusted). The snapshot is
+// authenticated with the directory's key (KeyFile), which the first Write
+// into the directory makes, so that Read refuses a file written without
+// it. The file is readable by its owner only (mode 0600): a cache may hold
+// Secrets. Write blocks on file IO; it does not modify objects. A failure
+// of encode is returned, wrapped, naming the object's index.
 func Write[T any](path string, id Identity, resourceVersion string, objects []T, encode func(T) ([]byte, error)) error {
 	id = id.withType(reflect.TypeFor[T]())
 	if err := id.validate(); err != nil {
@@ -39,43 +43,70 @@ func Write[T any](path string, id Identity, resourceVersion string, objects []T,
 	if encode == nil {
 		return errors.New("snapshot: nil encode function")
 	}
+	if filepath.Base(path) == KeyFile {
+		return fmt.Errorf("snapshot: write %s: the name of the directory's key", path)
+	}
+	dir := filepath.Dir(path)
+	if err := checkDir(dir); err != nil {
+		return fmt.Errorf("snapshot: write %s: %w", path, err)
+	}
+	key, err := loadOrCreateKey(dir)
+	if err != nil {
+		return fmt.Errorf("snapshot: write %s: %w", path, err)
+	}
 	h := header{id: id, rv: resourceVersion, count: uint64(len(objects))}
-	return writeAtomic(path, func(w io.Writer) error {
-		return writeSnapshot(w, h, objects, encode)
+	return writeAtomic(path, func(f *os.File) error {
+		return writeSnapshot(f, key, h, objects, encode)
 	}, os.Rename)
 }
 
-// writeSnapshot writes the whole format to w.
-func writeSnapshot[T any](w io.Writer, h header, objects []T, encode func(T) ([]byte, error)) error {
-	sum := sha256.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(w, sum), 256<<10)
-	if _, err := bw.Write(encodeHeader(h)); err != nil {
+// writerAt is a file being written: the header goes in last, at its start.
+type writerAt interface {
+	io.Writer
+	io.WriterAt
+}
+
+// writeSnapshot writes the whole format to w, authenticated with key: room
+// for the header and its MAC, the records, the trailer, then the header
+// (which holds the records' size) and its MAC in their room.
+func writeSnapshot[T any](w writerAt, key []byte, h header, objects []T, encode func(T) ([]byte, error)) error {
+	h.size = 0
+	bw := bufio.NewWriterSize(w, 256<<10)
+	if _, err := bw.Write(make([]byte, len(encodeHeader(h))+macLen)); err != nil {
 		return err
 	}
+	sum := newRecordsMAC(key)
 	var lenBuf [binary.MaxVarintLen64]byte
 	for i, obj := range objects {
 		b, err := encode(obj)
 		if err != nil {
 			return fmt.Errorf("snapshot: encode object %d: %w", i, err)
 		}
-		if _, err := bw.Write(lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(b)))]); err != nil {
-			return err
-		}
-		if _, err := bw.Write(b); err != nil {
-			return err
+		for _, p := range [][]byte{lenBuf[:binary.PutUvarint(lenBuf[:], uint64(len(b)))], b} {
+			if _, err := bw.Write(p); err != nil {
+				return err
+			}
+			sum.Write(p)
+			h.size += uint64(len(p))
 		}
 	}
 	if err := bw.Flush(); err != nil {
 		return err
 	}
-	_, err := w.Write(sum.Sum(nil)) // not through bw: the sum covers what precedes it
+	hb := encodeHeader(h)
+	hm := headerMAC(key, hb)
+	sum.Write(hm)
+	if _, err := w.Write(sum.Sum(nil)); err != nil {
+		return err
+	}
+	_, err := w.WriteAt(append(hb, hm...), 0)
 	return err
 }
 
 // writeAtomic writes a file at path with body, through a temporary file in
 // the same directory and rename (os.Rename; tests pass one that fails, as a
 // crash before the rename would).
-func writeAtomic(path string, body func(io.Writer) error, rename func(oldpath, newpath string) error) error {
+func writeAtomic(path string, body func(*os.File) error, rename func(oldpath, newpath string) error) error {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -24,7 +23,7 @@ var rows = []row{{"a"}, {"b"}, {"c"}}
 
 // failAfter passes n bytes to w, then fails, as a full disk or an IO error would.
 type failAfter struct {
-	w io.Writer
+	w writerAt
 	n int
 }
 
@@ -40,6 +39,15 @@ func (f *failAfter) Write(p []byte) (int, error) {
 	return f.w.Write(p)
 }
 
+func (f *failAfter) WriteAt(p []byte, off int64) (int, error) {
+	if len(p) > f.n {
+		f.n = 0
+		return 0, errDisk
+	}
+	f.n -= len(p)
+	return f.w.WriteAt(p, off)
+}
+
 // TestWriteAtomic_aCrashMidWriteLeavesThePreviousSnapshot writes a first
 // snapshot, then a second one that fails at every point of its bytes, then one
 // whose process "dies" just before the rename (its temporary file left behind,
@@ -51,13 +59,17 @@ func TestWriteAtomic_aCrashMidWriteLeavesThePreviousSnapshot(t *testing.T) {
 	if err := Write(path, testIdentity(), "1", rows, enc); err != nil {
 		t.Fatal(err)
 	}
+	key, err := readKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := header{id: testIdentity().withType(reflect.TypeFor[row]()), rv: "2", count: uint64(len(rows))}
-	body := func(n int) func(io.Writer) error {
-		return func(w io.Writer) error { return writeSnapshot(&failAfter{w: w, n: n}, h, rows, enc) }
+	body := func(n int) func(*os.File) error {
+		return func(f *os.File) error { return writeSnapshot(&failAfter{w: f, n: n}, key, h, rows, enc) }
 	}
 	mustReadFirst := func(when string) {
 		t.Helper()
-		rv, got, err := Read(path, testIdentity(), dec)
+		rv, got, err := Read(t.Context(), path, testIdentity(), dec)
 		if err != nil || rv != "1" || !slices.Equal(got, rows) {
 			t.Fatalf("%s: Read = %q, %v, %v; want the first snapshot", when, rv, got, err)
 		}
@@ -73,8 +85,8 @@ func TestWriteAtomic_aCrashMidWriteLeavesThePreviousSnapshot(t *testing.T) {
 		}
 		mustReadFirst("after a write failing at byte " + strconv.Itoa(n))
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Fatalf("failed writes left %d entries; want only the snapshot", len(entries))
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Fatalf("failed writes left %d entries; want only the snapshot and the key", len(entries))
 	}
 
 	killed := errors.New("killed before the rename")
@@ -97,13 +109,13 @@ func TestWriteAtomic_aCrashMidWriteLeavesThePreviousSnapshot(t *testing.T) {
 	if !strings.HasPrefix(filepath.Base(leftover), ".rows.snap.tmp-") || filepath.Dir(leftover) != dir {
 		t.Errorf("temporary file %s; want a hidden file beside the snapshot", leftover)
 	}
-	if _, _, err := Read(leftover+".kept", testIdentity(), dec); err != nil {
+	if _, _, err := Read(t.Context(), leftover+".kept", testIdentity(), dec); err != nil {
 		t.Errorf("the temporary file is not a complete snapshot: %v", err)
 	}
 	if err := Write(path, testIdentity(), "3", rows, enc); err != nil {
 		t.Fatalf("a write after a crash: %v", err)
 	}
-	if rv, _, err := Read(path, testIdentity(), dec); err != nil || rv != "3" {
+	if rv, _, err := Read(t.Context(), path, testIdentity(), dec); err != nil || rv != "3" {
 		t.Fatalf("Read = %q, %v; want 3", rv, err)
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"reflect"
 	"slices"
@@ -76,7 +74,7 @@ func AddValidator[T object.Object](s *Server, v Validator[T]) error {
 	slices.Sort(verbs) // CREATE, DELETE, UPDATE: one order whatever the map's
 	h := &admitter[T]{gvk: gvk, validate: v}
 	path := admissionPath("validate", gvk)
-	return s.register(path, &hook{path: path, gvk: gvk, verbs: verbs}, h)
+	return s.register(path, &hook{path: path, gvk: gvk, verbs: verbs}, h.serve)
 }
 
 // AddDefaulter serves d at /mutate-GROUP-VERSION-KIND for T's kind in the
@@ -91,7 +89,7 @@ func AddDefaulter[T object.Object](s *Server, d Defaulter[T]) error {
 	}
 	h := &admitter[T]{gvk: gvk, def: d}
 	path := admissionPath("mutate", gvk)
-	return s.register(path, &hook{path: path, gvk: gvk, mutating: true, verbs: []string{"CREATE", "UPDATE"}}, h)
+	return s.register(path, &hook{path: path, gvk: gvk, mutating: true, verbs: []string{"CREATE", "UPDATE"}}, h.serve)
 }
 
 // kindOfType returns T's kind in the server's scheme; T must be a pointer
@@ -135,8 +133,9 @@ type badRequest struct {
 
 func (e *badRequest) Error() string { return e.msg }
 
-func (a *admitter[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	review, err := readReview(r)
+// serve answers the AdmissionReview in body.
+func (a *admitter[T]) serve(w http.ResponseWriter, r *http.Request, body []byte) {
+	review, err := readReview(body)
 	if err == nil {
 		err = a.checkKind(review.Request)
 	}
@@ -158,15 +157,15 @@ func (a *admitter[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Response: resp})
 }
 
-// readReview decodes an AdmissionReview from a POST with a JSON body.
-func readReview(r *http.Request) (*admissionv1.AdmissionReview, error) {
-	body, err := readJSONBody(r)
-	if err != nil {
-		return nil, err
-	}
+// readReview decodes an admission.k8s.io/v1 AdmissionReview.
+func readReview(body []byte) (*admissionv1.AdmissionReview, error) {
 	var review admissionv1.AdmissionReview
 	if err := json.Unmarshal(body, &review); err != nil {
 		return nil, &badRequest{http.StatusBadRequest, "webhook: malformed AdmissionReview: " + err.Error()}
+	}
+	if err := checkType(review.TypeMeta, admissionv1.SchemeGroupVersion.String(), "AdmissionReview",
+		"admissionReviewVersions: [v1] in the webhook configuration"); err != nil {
+		return nil, err
 	}
 	if review.Request == nil {
 		return nil, &badRequest{http.StatusBadRequest, "webhook: the AdmissionReview has no request"}
@@ -174,25 +173,16 @@ func readReview(r *http.Request) (*admissionv1.AdmissionReview, error) {
 	return &review, nil
 }
 
-// readJSONBody reads the body of a POST that says it is JSON.
-func readJSONBody(r *http.Request) ([]byte, error) {
-	if r.Method != http.MethodPost {
-		return nil, &badRequest{http.StatusMethodNotAllowed, "webhook: " + r.Method + " is not allowed; the API server POSTs a review"}
+// checkType refuses a review that is not of kind in apiVersion: another
+// version's fields could be read wrong (or not at all), and its answer
+// would be of the wrong version.
+func checkType(tm metav1.TypeMeta, apiVersion, kind, fix string) error {
+	if tm.APIVersion == apiVersion && tm.Kind == kind {
+		return nil
 	}
-	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
-		return nil, &badRequest{http.StatusUnsupportedMediaType,
-			fmt.Sprintf("webhook: content type %q, want application/json", r.Header.Get("Content-Type"))}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
-	if err != nil {
-		return nil, &badRequest{http.StatusBadRequest, "webhook: reading the request: " + err.Error()}
-	}
-	return body, nil
+	return &badRequest{http.StatusBadRequest, fmt.Sprintf("webhook: the review is apiVersion %q kind %q; this server "+
+		"answers %s %s only (set %s)", tm.APIVersion, tm.Kind, apiVersion, kind, fix)}
 }
-
-// maxBody bounds a review: the API server's largest object (3 MiB in etcd)
-// twice (old and new), with room for the envelope.
-const maxBody = 7 << 20
 
 // checkKind refuses a request for a kind this path does not serve (a
 // webhook configuration whose rules name another resource).

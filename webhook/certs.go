@@ -22,10 +22,14 @@ import (
 // certWatcher serves the certificate in a directory, read again at the
 // first handshake after either file changed (a Secret volume swaps both
 // through a symlink, an operator rewrites them in place). A stat of two
-// files per handshake is all it costs: no goroutine, no timer. A pair that
-// does not load (say, half written) keeps the last good one in service.
+// files per handshake is all it costs: no goroutine, no timer. A pair is
+// read only from a directory and files no other user could have changed,
+// and never blocks (see certdir.go). A pair that does not load (say, half
+// written, or refused) keeps the last good one in service.
 type certWatcher struct {
-	certFile, keyFile string
+	dir               certDir
+	certName, keyName string
+	certFile, keyFile string // in dir
 	log               *slog.Logger
 	metrics           *metrics
 
@@ -44,7 +48,8 @@ type fileID struct {
 }
 
 func newCertWatcher(dir, cert, key string, log *slog.Logger, m *metrics) *certWatcher {
-	return &certWatcher{certFile: filepath.Join(dir, cert), keyFile: filepath.Join(dir, key), log: log, metrics: m}
+	return &certWatcher{dir: certDir{path: dir, uid: os.Getuid()}, certName: cert, keyName: key, certFile: filepath.Join(dir, cert),
+		keyFile: filepath.Join(dir, key), log: log, metrics: m}
 }
 
 // get returns the current certificate, reading the files again when they
@@ -57,13 +62,17 @@ func (c *certWatcher) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 		return c.result()
 	}
 	c.seen = ids
-	pair, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+	pair, err := c.dir.load(c.certName, c.keyName)
 	c.metrics.certLoaded(err)
 	c.lastErr = err
 	if err != nil {
 		err = fmt.Errorf("webhook: serving certificate: %w", err)
 		c.lastErr = err
-		c.log.Error("webhook: reading the serving certificate failed; serving the last good one", "err", err)
+		if c.cert != nil {
+			c.log.Error("webhook: reading the serving certificate failed; serving the last good one", "err", err)
+		} else {
+			c.log.Error("webhook: reading the serving certificate failed; no certificate to serve", "err", err)
+		}
 		if c.cert == nil {
 			c.err = err
 		}
@@ -75,6 +84,20 @@ func (c *certWatcher) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			"notAfter", leaf.NotAfter)
 	}
 	return c.result()
+}
+
+// expired returns an error when the certificate served has expired by now.
+func (c *certWatcher) expired(now time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cert == nil || c.cert.Leaf == nil || !now.After(c.cert.Leaf.NotAfter) {
+		return nil
+	}
+	why := "no new one was written"
+	if c.lastErr != nil {
+		why = "the new one does not load: " + c.lastErr.Error()
+	}
+	return fmt.Errorf("webhook: the serving certificate expired at %s; %s", c.cert.Leaf.NotAfter.Format(time.RFC3339), why)
 }
 
 func (c *certWatcher) result() (*tls.Certificate, error) {

@@ -68,7 +68,7 @@ func AddConversion[H object.Object](s *Server, spokes ...Convertible[H]) error {
 		return fmt.Errorf("webhook: a conversion of %s is registered already", gk)
 	}
 	if first {
-		return s.register(ConvertPath, nil, http.HandlerFunc(s.serveConversion))
+		return s.register(ConvertPath, nil, s.serveConversion)
 	}
 	return nil
 }
@@ -146,16 +146,8 @@ type conversionResponse struct {
 
 // serveConversion answers a ConversionReview: every object converted, or a
 // failure naming the first that could not be.
-func (s *Server) serveConversion(w http.ResponseWriter, r *http.Request) {
-	body, err := readJSONBody(r)
-	var review conversionReview
-	if err == nil {
-		if uerr := json.Unmarshal(body, &review); uerr != nil {
-			err = &badRequest{http.StatusBadRequest, "webhook: malformed ConversionReview: " + uerr.Error()}
-		} else if review.Request == nil {
-			err = &badRequest{http.StatusBadRequest, "webhook: the ConversionReview has no request"}
-		}
-	}
+func (s *Server) serveConversion(w http.ResponseWriter, r *http.Request, body []byte) {
+	review, err := readConversionReview(body)
 	if err != nil {
 		writeBad(w, err)
 		return
@@ -173,6 +165,22 @@ func (s *Server) serveConversion(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, conversionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"}, Response: resp})
+}
+
+// readConversionReview decodes an apiextensions.k8s.io/v1 ConversionReview.
+func readConversionReview(body []byte) (*conversionReview, error) {
+	var review conversionReview
+	if err := json.Unmarshal(body, &review); err != nil {
+		return nil, &badRequest{http.StatusBadRequest, "webhook: malformed ConversionReview: " + err.Error()}
+	}
+	if err := checkType(review.TypeMeta, "apiextensions.k8s.io/v1", "ConversionReview",
+		"conversionReviewVersions: [v1] in the CRD's spec.conversion.webhook"); err != nil {
+		return nil, err
+	}
+	if review.Request == nil {
+		return nil, &badRequest{http.StatusBadRequest, "webhook: the ConversionReview has no request"}
+	}
+	return &review, nil
 }
 
 // convert converts one object to the desired API version.

@@ -70,6 +70,10 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets an http.ResponseController reach the connection (limit sets
+// the body's read deadline through it).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.code >= 400 && w.msg == "" {
 		w.msg = strings.TrimSpace(string(b[:min(len(b), 300)]))
@@ -79,7 +83,8 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // instrument counts and times the requests of path, and answers 500 when
 // the handler panics: the panic is logged with its stack and counted, and
-// the server goes on.
+// the server goes on. The answer does not say what the panic said: its
+// value may hold what the handler was looking at (a Secret's data, say).
 func (s *Server) instrument(path string, c *counts, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -97,7 +102,8 @@ func (s *Server) instrument(path string, c *counts, h http.Handler) http.Handler
 				s.opts.Log().Error("webhook: handler panicked", "path", path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 				s.metrics.panicked(path)
 				if sw.code == 0 {
-					writeError(sw, http.StatusInternalServerError, fmt.Sprintf("webhook: the handler of %s panicked: %v", path, p))
+					writeError(sw, http.StatusInternalServerError, fmt.Sprintf("webhook: the handler of %s failed "+
+						"(it panicked; the server's log has the panic and its stack)", path))
 				}
 			}
 			code := sw.code

@@ -23,7 +23,9 @@ import (
 type Options struct {
 	telemetry.Telemetry
 	// Addr is where the manager listens for the API server's calls when a
-	// webhook is registered. Default: ":9443", as controller-runtime.
+	// webhook is registered. Default: ":9443", as controller-runtime: every
+	// interface, since the API server calls from beyond the pod (through
+	// a Service); on a laptop or in a test, give a loopback address.
 	Addr string
 	// Scheme maps each registered type to its group, version and kind.
 	// Default: client-go's scheme (Kubernetes' built-in types).
@@ -32,7 +34,14 @@ type Options struct {
 	// Secret of type kubernetes.io/tls mounts them (see CertName and
 	// KeyName). They are read again when they change on disk: a rotated
 	// certificate is served from the next handshake on, without a
-	// restart and without closing open connections.
+	// restart and without closing open connections. Only what no other
+	// user could have changed is read: the directory and those above it
+	// must be this user's or root's and writable by no one else unless
+	// sticky (a Secret volume is a root-owned tmpfs, mode 1777); every
+	// entry on the way to each file this user's or root's, a file not
+	// writable by others; a link is followed only inside the directory
+	// (a Secret volume's ..data links are); each file must be a regular
+	// file of at most 1 MiB.
 	CertDir string
 	// CertName and KeyName are the file names in CertDir. Default:
 	// "tls.crt" and "tls.key".
@@ -40,14 +49,18 @@ type Options struct {
 	// Name names the webhook configurations Install writes (and prefixes
 	// each webhook's name in them). Default: "ctrlkit".
 	Name string
+	// Limits bound the listener's connections and requests (see Limits for
+	// each default).
+	Limits Limits
 }
 
 // Server serves the registered webhooks. Register every handler before
 // the server serves its first request.
 type Server struct {
-	opts    Options
-	certs   *certWatcher
-	metrics *metrics
+	opts     Options
+	certs    *certWatcher
+	metrics  *metrics
+	inflight *inflight
 
 	mux *http.ServeMux
 
@@ -86,48 +99,73 @@ func NewServer(opts Options) (*Server, error) {
 	if opts.Name == "" {
 		opts.Name = "ctrlkit"
 	}
+	opts.Limits = opts.Limits.withDefaults()
 	m, err := newMetrics(opts.Telemetry)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{opts: opts, metrics: m, mux: http.NewServeMux(), conv: map[schema.GroupKind]*conversion{},
-		counts: map[string]*counts{}}
+		counts:   map[string]*counts{},
+		inflight: &inflight{maxCount: opts.Limits.MaxInFlight, maxBytes: opts.Limits.MaxBytesInFlight}}
 	s.mux.HandleFunc("/", s.notFound)
 	s.certs = newCertWatcher(opts.CertDir, opts.CertName, opts.KeyName, opts.Log(), m)
 	return s, nil
 }
 
-// TLSConfig is the server's TLS configuration: TLS 1.2 at least, the
-// certificate from CertDir, read again at a handshake after it changed.
+// TLSConfig is the server's TLS configuration: TLS 1.2 at least, with
+// Go's default suites for it less the CBC ones (SHA-1 MACs, and padding
+// oracles in the past): ECDHE key exchange with AES-GCM or ChaCha20-Poly1305
+// only; the certificate from CertDir, read again at a handshake after it
+// changed.
 func (s *Server) TLSConfig() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.get, NextProtos: []string{"h2", "http/1.1"}}
+	return &tls.Config{MinVersion: tls.VersionTLS12, CipherSuites: slices.Clone(cipherSuites),
+		GetCertificate: s.certs.get, NextProtos: []string{"h2", "http/1.1"}}
+}
+
+// cipherSuites are the TLS 1.2 suites the server accepts (TLS 1.3's are
+// not configurable, and all are AEAD).
+var cipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }
 
 // Options returns the server's options, defaults filled in.
 func (s *Server) Options() Options { return s.opts }
 
-// Ready returns nil once the certificate in CertDir loads, else why not.
+// Ready returns nil while the server has a certificate to serve, else why
+// not: none has loaded from CertDir (the directory or a file is not
+// trusted, or does not parse), or the one served has expired. When a new
+// certificate fails to load, the last good one is served and Ready stays
+// nil: the replicas of a webhook share the certificate, so failing
+// readiness would take every one of them out of its Service at once while
+// they still answer; Stats (the debug page), the log and
+// ctrlkit_webhook_certificate_errors_total tell why instead.
 func (s *Server) Ready() error {
 	if s.opts.CertDir == "" {
 		return ErrNoCertDir
 	}
-	_, err := s.certs.get(nil)
-	return err
+	if _, err := s.certs.get(nil); err != nil {
+		return err
+	}
+	return s.certs.expired(time.Now())
 }
 
 // ServeHTTP serves a registered path, and 404 naming the registered ones
 // for any other.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Serve serves HTTPS on ln until ctx ends, then shuts down, giving
-// requests in flight up to five seconds. The manager serves its Server
-// itself; Serve is for a Server used alone.
+// Serve serves HTTPS on ln, within the Limits (HTTPServer), until ctx
+// ends, then shuts down, giving requests in flight up to five seconds. It
+// fails at once, closing ln, when the server is not Ready. The manager
+// serves its Server itself, with the same HTTPServer; Serve is for a
+// Server used alone.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	if s.opts.CertDir == "" {
+	if err := s.Ready(); err != nil {
 		ln.Close()
-		return ErrNoCertDir
+		return err
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, TLSConfig: s.TLSConfig()}
+	srv := s.HTTPServer()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(tls.NewListener(ln, srv.TLSConfig)) }()
 	select {
@@ -158,8 +196,8 @@ func (s *Server) Paths() []string {
 }
 
 // register records hk (nil for the conversion path) and serves h at
-// path, refusing a path registered already.
-func (s *Server) register(path string, hk *hook, h http.Handler) error {
+// path, within the server's limits, refusing a path registered already.
+func (s *Server) register(path string, hk *hook, h reviewFunc) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if hk != nil {
@@ -178,7 +216,7 @@ func (s *Server) register(path string, hk *hook, h http.Handler) error {
 		}
 	}
 	s.counts[path] = c
-	s.mux.Handle(path, s.instrument(path, c, h)) // a ServeMux may gain paths while it serves
+	s.mux.Handle(path, s.instrument(path, c, s.limit(h))) // a ServeMux may gain paths while it serves
 	return nil
 }
 

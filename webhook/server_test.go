@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/ctrlkit/ctrlkit/telemetry"
 	"github.com/ctrlkit/ctrlkit/webhook"
 	"github.com/ctrlkit/ctrlkit/webhook/internal/testapi"
 	v1 "github.com/ctrlkit/ctrlkit/webhook/internal/testapi/v1"
@@ -29,11 +31,18 @@ const (
 // served in process (no TLS: the handlers are what these tests look at).
 func newServer(t *testing.T, def webhook.Defaulter[*v2.Gadget]) *webhook.Server {
 	t.Helper()
+	return newServerWith(t, def, webhook.Options{})
+}
+
+// newServerWith is newServer with opts (its Scheme and CertDir are set).
+func newServerWith(t *testing.T, def webhook.Defaulter[*v2.Gadget], opts webhook.Options) *webhook.Server {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := testapi.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	s, err := webhook.NewServer(webhook.Options{Scheme: scheme, CertDir: t.TempDir()})
+	opts.Scheme, opts.CertDir = scheme, t.TempDir()
+	s, err := webhook.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +90,8 @@ func TestServer_badInputIsA4xxNamingWhatIsWrong(t *testing.T) {
 		says                          string
 	}{
 		{"malformed JSON", validatePath, "application/json", `{"request":`, 400, "malformed AdmissionReview"},
-		{"no request", validatePath, "application/json", `{}`, 400, "has no request"},
+		{"no request", validatePath, "application/json", `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, 400,
+			"has no request"},
 		{"not JSON", validatePath, "text/plain", review(gadgetKind, `{}`), 415, `want application/json`},
 		{"a wrong kind", validatePath, "application/json",
 			review(metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, `{}`), 400, "this path serves gadgets.webhook.ctrlkit.test/v2, Kind=Gadget, the request is for /v1, Kind=Pod"},
@@ -107,17 +117,26 @@ func TestServer_badInputIsA4xxNamingWhatIsWrong(t *testing.T) {
 	}
 }
 
+// The panic's value may hold what the handler was looking at: it goes to
+// the log, with the stack, and the client learns only that it failed.
 func TestServer_aPanickingHandlerAnswers500AndTheServerGoesOn(t *testing.T) {
 	panicky := func(_ context.Context, g *v2.Gadget) error {
 		if g.Name == "boom" {
-			panic("the defaulter broke")
+			panic("the defaulter broke on secret s3cr3t")
 		}
 		return defaultGadget(context.Background(), g)
 	}
-	s := newServer(t, panicky)
+	var log strings.Builder
+	s := newServerWith(t, panicky, webhook.Options{Telemetry: telemetry.Telemetry{Logger: slog.New(slog.NewTextHandler(&log, nil))}})
 	code, body := post(t, s, mutatePath, "application/json", review(gadgetKind, `{"metadata":{"name":"boom"}}`))
-	if code != http.StatusInternalServerError || !strings.Contains(body, "panicked: the defaulter broke") {
-		t.Fatalf("answered %d %q, want 500 with the panic", code, body)
+	if code != http.StatusInternalServerError || !strings.Contains(body, "the handler of "+mutatePath+" failed") {
+		t.Fatalf("answered %d %q, want 500 saying the handler failed", code, body)
+	}
+	if strings.Contains(body, "s3cr3t") || strings.Contains(body, "broke") {
+		t.Errorf("the answer %q holds the panic's message", body)
+	}
+	if !strings.Contains(log.String(), "the defaulter broke on secret s3cr3t") || !strings.Contains(log.String(), "server_test.go") {
+		t.Errorf("the log lacks the panic or its stack:\n%s", log.String())
 	}
 	code, body = post(t, s, mutatePath, "application/json", review(gadgetKind, `{"metadata":{"name":"fine"}}`))
 	if code != http.StatusOK || !strings.Contains(body, `"allowed":true`) {

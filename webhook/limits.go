@@ -1,0 +1,209 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// Limits bound what a client of the webhook listener can hold: how long a
+// connection or a request stays open, and how many reviews and bytes of
+// their bodies are being answered at once. Both the manager's listener and
+// Serve use them (HTTPServer). The zero value means the defaults.
+type Limits struct {
+	// ReadHeaderTimeout bounds the TLS handshake and the reading of a
+	// request's headers. Default: 10s.
+	ReadHeaderTimeout time.Duration
+	// BodyTimeout bounds the reading of a review's body, from when its
+	// headers have been read; a body still incomplete then is answered
+	// 408. The API server sends a body it holds in memory. Default: 10s.
+	BodyTimeout time.Duration
+	// RequestTimeout bounds a whole request: the server stops reading and
+	// writing the connection's request then, and the handler's context
+	// ends with ErrRequestTimeout. Default: 30s, the longest an API server
+	// waits for a webhook (its TimeoutSeconds is at most 30).
+	RequestTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that has carried no
+	// request for that long. Default: 90s.
+	IdleTimeout time.Duration
+	// MaxInFlight bounds the reviews being answered at once; one more is
+	// answered 429 with Retry-After (the API server's client retries it).
+	// Default: 64.
+	MaxInFlight int
+	// MaxBytesInFlight bounds the bodies of the reviews being answered at
+	// once: a review counts its Content-Length (the largest review,
+	// 7 MiB, when it has none) until its answer is written, and one that
+	// does not fit is answered 429 with Retry-After. A review larger than
+	// the bound counts as the bound: one alone is always served. The
+	// reviews' heap stays at about 4 times the bound (decoding, a
+	// defaulter's patch, garbage not yet collected): 30 concurrent 6 MiB
+	// reviews to a defaulter peaked at 64 MiB with the default, 858 MiB
+	// without a bound. Default: 16 MiB (two of the largest reviews).
+	MaxBytesInFlight int64
+}
+
+// ErrRequestTimeout is the cause of a handler's context that ended because
+// the request took Limits.RequestTimeout.
+var ErrRequestTimeout = errors.New("webhook: the request took longer than Limits.RequestTimeout")
+
+// maxHeaderBytes bounds a request's headers (431 beyond): the API server
+// sends a handful.
+const maxHeaderBytes = 64 << 10
+
+// maxBody bounds a review: the API server's largest object (3 MiB in etcd)
+// twice (old and new), with room for the envelope.
+const maxBody = 7 << 20
+
+func (l Limits) withDefaults() Limits {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&l.ReadHeaderTimeout, 10*time.Second)
+	def(&l.BodyTimeout, 10*time.Second)
+	def(&l.RequestTimeout, 30*time.Second)
+	def(&l.IdleTimeout, 90*time.Second)
+	if l.MaxInFlight <= 0 {
+		l.MaxInFlight = 64
+	}
+	if l.MaxBytesInFlight <= 0 {
+		l.MaxBytesInFlight = 16 << 20
+	}
+	return l
+}
+
+// HTTPServer returns a new http.Server that serves s within its Limits,
+// with its TLSConfig; serve it on tls.NewListener(ln, srv.TLSConfig). Serve
+// uses it, and so does the manager: both listeners have the same limits.
+// The server's own errors (a failed TLS handshake) go to the Logger at
+// WARN.
+func (s *Server) HTTPServer() *http.Server {
+	l := s.opts.Limits
+	return &http.Server{Handler: s, TLSConfig: s.TLSConfig(),
+		ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.RequestTimeout, WriteTimeout: l.RequestTimeout,
+		IdleTimeout: l.IdleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(s.opts.Log().Handler(), slog.LevelWarn)}
+}
+
+// reviewFunc answers one review whose body has been read.
+type reviewFunc func(w http.ResponseWriter, r *http.Request, body []byte)
+
+// limit admits a review within the server's limits and reads its body: a
+// POST of JSON, at most maxBody bytes, within BodyTimeout; the handler's
+// context ends after RequestTimeout. Beyond MaxInFlight or
+// MaxBytesInFlight the answer is 429 with Retry-After.
+func (s *Server) limit(h reviewFunc) http.Handler {
+	l := s.opts.Limits
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkPost(r); err != nil {
+			writeBad(w, err)
+			return
+		}
+		size := r.ContentLength
+		if size > maxBody {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("webhook: the review has %d bytes, more than %d", size, maxBody))
+			return
+		}
+		if size < 0 {
+			size = maxBody
+		}
+		release, ok := s.inflight.acquire(size)
+		if !ok {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, fmt.Sprintf("webhook: too many reviews in flight (at most %d, "+
+				"of %d bytes together); retry", l.MaxInFlight, l.MaxBytesInFlight))
+			return
+		}
+		defer release()
+		ctx, cancel := context.WithTimeoutCause(r.Context(), l.RequestTimeout, ErrRequestTimeout)
+		defer cancel()
+		body, err := readBody(w, r, time.Now().Add(l.BodyTimeout))
+		if err != nil {
+			writeBad(w, err)
+			return
+		}
+		h(w, r.WithContext(ctx), body)
+	})
+}
+
+// checkPost refuses a request that is not a POST of JSON.
+func checkPost(r *http.Request) error {
+	if r.Method != http.MethodPost {
+		return &badRequest{http.StatusMethodNotAllowed, "webhook: " + r.Method + " is not allowed; the API server POSTs a review"}
+	}
+	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || ct != "application/json" {
+		return &badRequest{http.StatusUnsupportedMediaType,
+			fmt.Sprintf("webhook: content type %q, want application/json", r.Header.Get("Content-Type"))}
+	}
+	return nil
+}
+
+// readBody reads r's body by the deadline, at most maxBody bytes, then
+// lifts the connection's read deadline: on HTTP/1.1 the server reads on
+// after the body (to see the client go away), and a deadline passing then
+// would end the handler's context before RequestTimeout, with another
+// cause. A body that could not be read closes the connection after the
+// answer, at once: the server does not wait for the rest of it.
+func readBody(w http.ResponseWriter, r *http.Request, deadline time.Time) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(deadline) // fails only on a test recorder, which has no connection
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		_ = rc.SetReadDeadline(time.Now()) // what is left of the body is not read
+	} else {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, &badRequest{http.StatusRequestEntityTooLarge, fmt.Sprintf("webhook: the review has more than %d bytes", maxBody)}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, &badRequest{http.StatusRequestTimeout, "webhook: the review's body did not arrive within Limits.BodyTimeout"}
+	case err != nil:
+		return nil, &badRequest{http.StatusBadRequest, "webhook: reading the request: " + err.Error()}
+	}
+	return body, nil
+}
+
+// inflight counts the reviews being answered and the bytes of their
+// bodies, and refuses one that would take either over its bound.
+type inflight struct {
+	maxCount int
+	maxBytes int64
+
+	mu    sync.Mutex // guards count and bytes
+	count int        // Invariant: 0 <= count <= maxCount.
+	bytes int64      // Invariant: 0 <= bytes <= maxBytes; 0 when count is.
+}
+
+// acquire admits a review of size bytes, if it fits, and returns the
+// function that gives its share back. A size over the bound counts as the
+// bound, so a review alone always fits.
+func (f *inflight) acquire(size int64) (release func(), ok bool) {
+	size = min(size, f.maxBytes)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.count >= f.maxCount || f.bytes+size > f.maxBytes {
+		return nil, false
+	}
+	f.count++
+	f.bytes += size
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			f.count--
+			f.bytes -= size
+			f.mu.Unlock()
+		})
+	}, true
+}
