@@ -142,6 +142,16 @@ func newFixture(t *testing.T) *fixture {
 		return dyn.Resource(schema.GroupVersionResource{Group: v2.SchemeGroupVersion.Group, Version: version,
 			Resource: "gadgets"}).Namespace(f.ns)
 	}
+	// Run first (cleanups run last in, first out): the gadgets go while this
+	// server still converts them. Left behind, every later LIST of gadgets
+	// (InstallCRDs' check, another test's) would need the conversion webhook
+	// of a server that is gone: the embedded API server runs no namespace
+	// controller to delete them with the namespace.
+	t.Cleanup(func() {
+		if err := f.gadgets("v2").DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Errorf("deleting the test's gadgets: %v", err)
+		}
+	})
 	return f
 }
 

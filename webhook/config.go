@@ -3,14 +3,19 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,7 +91,19 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 	none := admissionregistrationv1.SideEffectClassNone
 	var vwc *admissionregistrationv1.ValidatingWebhookConfiguration
 	var mwc *admissionregistrationv1.MutatingWebhookConfiguration
+	// A kind with a webhook of one type in several versions gets
+	// matchPolicy Exact, so that each version's handler reviews its own
+	// version's requests only; one version alone keeps the default,
+	// Equivalent: it reviews the requests of every version, converted.
+	versions := map[hookKind]int{}
 	for _, h := range hooks {
+		versions[hookKind{h.gvk.GroupKind(), h.mutating}]++
+	}
+	for _, h := range hooks {
+		match := admissionregistrationv1.Equivalent
+		if versions[hookKind{h.gvk.GroupKind(), h.mutating}] > 1 {
+			match = admissionregistrationv1.Exact
+		}
 		gvr, err := resourceOf(h.gvk, mapper)
 		if err != nil {
 			return nil, nil, err
@@ -106,13 +123,15 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 			group = "core"
 		}
 		verb, _, _ := strings.Cut(strings.TrimPrefix(h.path, "/"), "-")
-		name := verb + "." + gvr.Resource + "." + group
+		// The version is in the name: one kind served in two versions has
+		// a webhook for each, and names must differ within a configuration.
+		name := verb + "." + gvr.Version + "." + gvr.Resource + "." + group
 		if h.mutating {
 			if mwc == nil {
 				mwc = &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name + "-mutating"}}
 			}
 			mwc.Webhooks = append(mwc.Webhooks, admissionregistrationv1.MutatingWebhook{Name: name, ClientConfig: client,
-				Rules: rules, FailurePolicy: &policy, SideEffects: &none, TimeoutSeconds: &timeout,
+				Rules: rules, FailurePolicy: &policy, MatchPolicy: &match, SideEffects: &none, TimeoutSeconds: &timeout,
 				AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: cc.NamespaceSelector})
 			continue
 		}
@@ -120,10 +139,16 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 			vwc = &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name + "-validating"}}
 		}
 		vwc.Webhooks = append(vwc.Webhooks, admissionregistrationv1.ValidatingWebhook{Name: name, ClientConfig: client,
-			Rules: rules, FailurePolicy: &policy, SideEffects: &none, TimeoutSeconds: &timeout,
+			Rules: rules, FailurePolicy: &policy, MatchPolicy: &match, SideEffects: &none, TimeoutSeconds: &timeout,
 			AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: cc.NamespaceSelector})
 	}
 	return vwc, mwc, nil
+}
+
+// hookKind is a kind's webhooks of one type, validating or mutating.
+type hookKind struct {
+	gk       schema.GroupKind
+	mutating bool
 }
 
 // Manifests returns Configurations as YAML documents, with their kind and
@@ -188,8 +213,13 @@ func resourceOf(gvk schema.GroupVersionKind, mapper meta.RESTMapper) (schema.Gro
 
 // Install writes the webhook configurations (creating or replacing them)
 // and points the CRD of each kind with a registered conversion at
-// ConvertPath, so the API server calls the server from now on. Resources
-// are named by the server's discovery. It needs the permission to write
+// ConvertPath, and returns once the API server calls the admission
+// webhooks: its admission plugin picks configurations up from an
+// informer, so Install adds to each a canary webhook matching only a
+// ConfigMap with a label of its own, and creates that ConfigMap in
+// dry-run (in the default namespace: nothing is stored) until the API
+// server's answer names the canary, within a minute. Resources are named
+// by the server's discovery. It needs the permission to write
 // webhook configurations and CRDs: a set-up step for tests, demos and
 // development clusters; in production, apply the same configurations from
 // manifests (Configurations) with a certificate manager filling caBundle.
@@ -204,16 +234,109 @@ func (s *Server) Install(ctx context.Context, cfg *rest.Config, cc ClientConfig)
 		return err
 	}
 	if vwc != nil {
-		if err := upsert(ctx, kube.AdmissionregistrationV1().ValidatingWebhookConfigurations(), vwc); err != nil {
+		if err := upsert(ctx, kube.AdmissionregistrationV1().ValidatingWebhookConfigurations(), withCanary(vwc, cc)); err != nil {
 			return err
 		}
 	}
 	if mwc != nil {
-		if err := upsert(ctx, kube.AdmissionregistrationV1().MutatingWebhookConfigurations(), mwc); err != nil {
+		if err := upsert(ctx, kube.AdmissionregistrationV1().MutatingWebhookConfigurations(), withCanary(mwc, cc)); err != nil {
 			return err
 		}
 	}
-	return s.installConversions(ctx, cfg, hc, cc, mapper)
+	if err := s.installConversions(ctx, cfg, hc, cc, mapper); err != nil {
+		return err
+	}
+	for _, c := range []metav1.Object{vwc, mwc} {
+		if !reflect.ValueOf(c).IsNil() {
+			if err := waitForCanary(ctx, kube, c.GetName()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// The canary: Install adds to each configuration it writes a webhook that
+// matches only a ConfigMap labelled canaryLabel=<a hash of its name>,
+// and creates such a ConfigMap in dry-run until the API server refuses it
+// naming the canary. The API server's admission plugin picks configurations
+// up from an informer, so a configuration just written is not called yet;
+// once its canary is, the rest of the same configuration is too.
+const (
+	canaryLabel     = "webhook.ctrlkit.io/canary"
+	canaryPath      = "/ctrlkit-canary" // not served: the call fails, which names the canary all the same
+	canaryNamespace = "default"
+	canaryWait      = time.Minute
+)
+
+// canaryName is the canary webhook's name in the configuration called config.
+func canaryName(config string) string { return "canary." + config + ".webhook.ctrlkit.io" }
+
+// canaryValue is the canary label's value for config: a hash, since a
+// label value has at most 63 characters and a name up to 253.
+func canaryValue(config string) string {
+	sum := sha256.Sum256([]byte(config))
+	return hex.EncodeToString(sum[:16])
+}
+
+// canaryRules are the canary's rules: creates of ConfigMaps.
+func canaryRules() []admissionregistrationv1.RuleWithOperations {
+	return []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}
+}
+
+// withCanary returns c with the canary webhook added (a copy: the one
+// Configurations returns is unchanged).
+func withCanary[C *admissionregistrationv1.ValidatingWebhookConfiguration | *admissionregistrationv1.MutatingWebhookConfiguration](c C, cc ClientConfig) C {
+	client, _ := cc.webhookClientConfig(canaryPath) // cc was checked by Configurations
+	fail, none, timeout := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone, int32(5)
+	switch c := any(c).(type) {
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		out := c.DeepCopy()
+		out.Webhooks = append(out.Webhooks, admissionregistrationv1.ValidatingWebhook{Name: canaryName(c.Name), ClientConfig: client,
+			Rules: canaryRules(), FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"},
+			ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{canaryLabel: canaryValue(c.Name)}}})
+		return any(out).(C)
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		out := c.DeepCopy()
+		out.Webhooks = append(out.Webhooks, admissionregistrationv1.MutatingWebhook{Name: canaryName(c.Name), ClientConfig: client,
+			Rules: canaryRules(), FailurePolicy: &fail, SideEffects: &none, TimeoutSeconds: &timeout, AdmissionReviewVersions: []string{"v1"},
+			ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{canaryLabel: canaryValue(c.Name)}}})
+		return any(out).(C)
+	}
+	return c
+}
+
+// waitForCanary creates the canary ConfigMap of config in dry-run (nothing
+// is stored) until the API server's answer names the canary webhook: the
+// configuration is then in force. It gives up after canaryWait.
+func waitForCanary(ctx context.Context, kube kubernetes.Interface, config string) error {
+	ctx, cancel := context.WithTimeout(ctx, canaryWait)
+	defer cancel()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "ctrlkit-webhook-canary-", Labels: map[string]string{canaryLabel: canaryValue(config)}}}
+	name := canaryName(config)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := errors.New("the canary was admitted without a call")
+	for {
+		_, err := kube.CoreV1().ConfigMaps(canaryNamespace).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case err != nil && strings.Contains(err.Error(), name):
+			return nil
+		case apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "admission webhook"):
+			// RBAC, not admission: the canary cannot tell.
+			return fmt.Errorf("webhook: checking that the API server calls %s takes a dry-run create of a ConfigMap in %s: %w",
+				config, canaryNamespace, err)
+		case err != nil:
+			last = err // another webhook's answer, a server busy: try again
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("webhook: the API server did not call the webhooks of %s within %s (it picks configurations "+
+				"up from an informer); last answer to the canary: %v: %w", config, canaryWait, last, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
 }
 
 // Uninstall deletes the webhook configurations Install wrote (those of

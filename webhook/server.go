@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -46,8 +48,11 @@ type Options struct {
 	// CertName and KeyName are the file names in CertDir. Default:
 	// "tls.crt" and "tls.key".
 	CertName, KeyName string
-	// Name names the webhook configurations Install writes (and prefixes
-	// each webhook's name in them). Default: "ctrlkit".
+	// Name names the webhook configurations Install writes
+	// (NAME-validating, NAME-mutating). Default: the program's name (its
+	// file name, lower case, other characters than letters and digits
+	// made dashes), so that two operators in one cluster do not replace
+	// each other's; "ctrlkit" when that leaves nothing.
 	Name string
 	// Limits bound the listener's connections and requests (see Limits for
 	// each default).
@@ -97,7 +102,7 @@ func NewServer(opts Options) (*Server, error) {
 		opts.KeyName = "tls.key"
 	}
 	if opts.Name == "" {
-		opts.Name = "ctrlkit"
+		opts.Name = programName(os.Args[0])
 	}
 	opts.Limits = opts.Limits.withDefaults()
 	m, err := newMetrics(opts.Telemetry)
@@ -240,4 +245,31 @@ func (s *Server) kindOf(obj runtime.Object) (schema.GroupVersionKind, error) {
 // mutating webhook.
 func admissionPath(verb string, gvk schema.GroupVersionKind) string {
 	return "/" + verb + "-" + strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
+}
+
+// programName makes a configuration name of the program's path: its file
+// name, lower case, each run of characters other than letters and digits a
+// dash, at most 40 characters; "ctrlkit" when nothing is left.
+func programName(path string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(filepath.Base(path)) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r)
+			dash = false
+			continue
+		}
+		dash = true
+	}
+	name := b.String()
+	if len(name) > 40 {
+		name = strings.TrimRight(name[:40], "-")
+	}
+	if name == "" || name == "." {
+		return "ctrlkit"
+	}
+	return name
 }

@@ -1,0 +1,118 @@
+package webhook_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/webhook"
+	"github.com/ctrlkit/ctrlkit/webhook/internal/testapi"
+	v1 "github.com/ctrlkit/ctrlkit/webhook/internal/testapi/v1"
+	v2 "github.com/ctrlkit/ctrlkit/webhook/internal/testapi/v2"
+)
+
+// Install returns once the API server calls the webhooks it installed (the
+// server picks configurations up from an informer, so a configuration just
+// written is not in force yet): a create right after it is reviewed, every
+// time. Validators of one kind in two versions get a webhook each, which
+// reviews its own version's requests only.
+func TestInstall_returnsOnceTheAPIServerCallsTheWebhooksOfBothVersions(t *testing.T) {
+	srv := env.Get(t)
+	leakcheck.Check(t)
+	ns, cfg := srv.Namespace(t), srv.Config()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gadgets := dyn.Resource(schema.GroupVersionResource{Group: v2.SchemeGroupVersion.Group, Version: "v2", Resource: "gadgets"}).Namespace(ns)
+	if err := apiserver.InstallCRDs(t.Context(), cfg, testapi.CRDs); err != nil {
+		t.Fatal(err)
+	}
+	certDir := t.TempDir()
+	ca, err := webhook.SelfSigned(certDir, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := testapi.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	refuse := func(version string) error { return fmt.Errorf("refused by the %s validator", version) }
+	for round := range 5 {
+		name := fmt.Sprintf("install-%d-%s", round, ns)
+		s, err := webhook.NewServer(webhook.Options{Scheme: scheme, CertDir: certDir, Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range []error{
+			webhook.AddValidator(s, webhook.Validator[*v1.Gadget]{
+				Create: func(context.Context, *v1.Gadget) (webhook.Warnings, error) { return nil, refuse("v1") }}),
+			webhook.AddValidator(s, webhook.Validator[*v2.Gadget]{
+				Create: func(context.Context, *v2.Gadget) (webhook.Warnings, error) { return nil, refuse("v2") }}),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		vwc, _, err := s.Configurations(webhook.ClientConfig{URL: "https://127.0.0.1:1"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, w := range vwc.Webhooks {
+			names = append(names, w.Name)
+			if w.MatchPolicy == nil || *w.MatchPolicy != admissionregistrationv1.Exact {
+				t.Errorf("webhook %s: matchPolicy %v, want Exact: each version's validator reviews its own version", w.Name, w.MatchPolicy)
+			}
+		}
+		if want := []string{"validate.v1.gadgets." + v2.SchemeGroupVersion.Group, "validate.v2.gadgets." + v2.SchemeGroupVersion.Group}; !slices.Equal(names, want) {
+			t.Fatalf("webhook names %v, want %v", names, want)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		served := make(chan error, 1)
+		go func() { served <- s.Serve(ctx, ln) }()
+		cc := webhook.ClientConfig{URL: "https://" + ln.Addr().String(), CABundle: ca,
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}
+		err = s.Install(t.Context(), cfg, cc)
+		if err == nil {
+			// v2 is the stored version: a v1 create would also need the
+			// conversion webhook, which this server does not serve.
+			_, cerr := gadgets.Create(t.Context(), gadget("v2", fmt.Sprintf("g-%d", round), 1, "nginx"),
+				metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if !apierrors.IsForbidden(cerr) || !strings.Contains(cerr.Error(), "refused by the v2 validator") {
+				t.Errorf("round %d: a create right after Install = %v, want it refused by the webhook", round, cerr)
+			}
+		}
+		if uerr := s.Uninstall(context.Background(), cfg); uerr != nil {
+			t.Error(uerr)
+		}
+		cancel()
+		<-served
+		if err != nil {
+			t.Fatalf("round %d: Install: %v", round, err)
+		}
+	}
+}
