@@ -14,13 +14,18 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
 // Main is a controller program's main function. It adds --kubeconfig,
-// --http-addr, --cache-dir, --webhook-cert-dir and --webhook-manifests to the command
-// line's flags and parses them (define your own flags before, and do not
-// call flag.Parse), connects to the cluster as
+// --http-addr, --health-addr, --webhook-addr, --webhook-cert-dir,
+// --cache-dir, --leader-elect, --leader-elect-namespace and
+// --webhook-manifests to the command line's flags, each defaulting to what
+// opts sets, and parses them into opts (define your own flags before, and
+// do not call flag.Parse): so one program runs without leader election on
+// a laptop (--leader-elect=false) and with it in its Deployment. It
+// connects to the cluster as
 // kubectl does (--kubeconfig, else $KUBECONFIG, ~/.kube/config, or the
 // in-cluster service account), makes a manager with opts, calls setup to
 // add the controllers, and runs it until SIGINT or SIGTERM, then returns
@@ -46,23 +51,69 @@ func Main(opts Options, setup func(*Manager) error) {
 	}
 }
 
-func runMain(ctx context.Context, fs *flag.FlagSet, args []string, opts Options, setup func(*Manager) error) error {
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+// mainFlags are Main's flags: the parsed command line's settings.
+type mainFlags struct {
+	kubeconfig, manifests string
+	leaderElect           bool
+}
+
+// addMainFlags adds Main's flags to fs, each defaulting to opts' value and
+// writing into opts when parsed; finish applies what cannot be written
+// directly (--leader-elect) once fs is parsed.
+func addMainFlags(fs *flag.FlagSet, opts *Options) (flags *mainFlags, finish func()) {
+	f := &mainFlags{leaderElect: opts.LeaderElection.Name != ""}
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&opts.HTTPAddr, "http-addr", opts.HTTPAddr,
 		`where /metrics, /healthz, /readyz and /debug/ctrlkit are served ("0": nowhere; default 127.0.0.1:8080)`)
+	fs.StringVar(&opts.HealthAddr, "health-addr", opts.HealthAddr,
+		"serve /healthz and /readyz on this address of their own (default: on --http-addr)")
+	fs.StringVar(&opts.Webhook.Addr, "webhook-addr", opts.Webhook.Addr,
+		`where the webhooks are served over HTTPS, once one is registered (default ":9443", every interface)`)
 	fs.StringVar(&opts.Webhook.CertDir, "webhook-cert-dir", opts.Webhook.CertDir,
 		"directory of the webhook server's tls.crt and tls.key (needed once a webhook is registered)")
 	fs.StringVar(&opts.CacheDir, "cache-dir", opts.CacheDir,
 		"directory where the informers keep snapshots of their caches, to start warm after a restart, e.g. an emptyDir volume's mount point "+
 			"(when other users can write it, the snapshots go into a private folder ctrlkit-<uid> made inside; default: none)")
-	manifests := fs.String("webhook-manifests", "", "print the webhook configurations for the Service NAMESPACE/NAME and exit")
+	fs.BoolVar(&f.leaderElect, "leader-elect", f.leaderElect,
+		"run the controllers only on the replica holding a Lease (named by the program's Options, else after the program)")
+	fs.StringVar(&opts.LeaderElection.Namespace, "leader-elect-namespace", opts.LeaderElection.Namespace,
+		"namespace of the leader-election Lease (default: the Pod's, else \"default\")")
+	fs.StringVar(&f.manifests, "webhook-manifests", "", "print the webhook configurations for the Service NAMESPACE/NAME and exit")
+	return f, func() {
+		switch {
+		case !f.leaderElect:
+			opts.LeaderElection = election.Options{}
+		case opts.LeaderElection.Name == "":
+			opts.LeaderElection.Name = programName()
+		}
+	}
+}
+
+// programName is the program's file name, for a Lease's name.
+func programName() string {
+	name := strings.ToLower(filepath.Base(os.Args[0]))
+	name = strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			return r
+		}
+		return '-'
+	}, name)
+	if name = strings.Trim(name, "-"); name == "" {
+		return "ctrlkit"
+	}
+	return name
+}
+
+func runMain(ctx context.Context, fs *flag.FlagSet, args []string, opts Options, setup func(*Manager) error) error {
+	flags, finish := addMainFlags(fs, &opts)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *manifests != "" {
-		return printManifests(*manifests, opts, setup)
+	finish()
+	if flags.manifests != "" {
+		return printManifests(flags.manifests, opts, setup)
 	}
-	cfg, err := LoadConfig(*kubeconfig)
+	cfg, err := LoadConfig(flags.kubeconfig)
 	if err != nil {
 		return err
 	}
