@@ -76,6 +76,27 @@ func New[T Object](d listwatch.Discovery, scheme *runtime.Scheme) *Client[T] {
 	return c
 }
 
+// NewForConfig returns a client of T for the API server of cfg, with the
+// types of scheme (nil: Kubernetes' own types only), for programs that
+// have no manager: a command-line tool, a test, a job. It makes no
+// request; it fails only when cfg cannot be used. Each call opens
+// connections of its own: make one client per type and keep it (a
+// manager's, manager.Client, shares the manager's instead).
+func NewForConfig[T Object](cfg *rest.Config, scheme *runtime.Scheme) (*Client[T], error) {
+	if scheme == nil {
+		scheme = clientgoscheme.Scheme
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	d, err := listwatch.NewDiscovery(cfg, hc, scheme)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return New[T](d, scheme), nil
+}
+
 // kindOf returns T's group, version and kind from scheme.
 func kindOf[T Object](scheme *runtime.Scheme) (schema.GroupVersionKind, error) {
 	var zero T

@@ -2,9 +2,11 @@
 // built-in (ConfigMap, Deployment) or custom (a CustomResourceDefinition's
 // Go type), with no generated clientset:
 //
-//	foos := client.New[*v1.Foo](discovery, scheme)
+//	foos, err := client.NewForConfig[*v1.Foo](restConfig, scheme)
 //	foo, err := foos.Get(ctx, object.ObjectName{Namespace: "ns", Name: "a"})
 //
+// (client.New builds one over a listwatch.Discovery, sharing its
+// connections and RESTMapper.)
 // It is not a pipeline stage: reconcilers write through it (reads usually
 // come from an informer's cache). The manager hands one out with
 // manager.Client, sharing its HTTP connections, its RESTMapper and its

@@ -13,10 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/client"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -199,5 +202,37 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		case <-tick.C:
 		}
+	}
+}
+
+// NewForConfig is the one call from a rest.Config to a working client, for
+// programs without a manager; a config it cannot use is an error at once.
+func TestNewForConfig_isAClientFromARestConfig(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	// client-go caches transports by configuration: this is the one the
+	// client's connections use, closed when the test ends.
+	hc, err := rest.HTTPClientFor(srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
+	cms, err := client.NewForConfig[*corev1.ConfigMap](srv.Config(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "one", Namespace: ns}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cms.Get(t.Context(), object.NameOf(created))
+	if err != nil || got.UID != created.UID {
+		t.Fatalf("Get after Create = %v, %v", got, err)
+	}
+	bad := srv.Config()
+	bad.TLSClientConfig.CAData, bad.TLSClientConfig.CAFile = nil, "/nonexistent/ca.crt"
+	if _, err := client.NewForConfig[*corev1.ConfigMap](bad, nil); err == nil {
+		t.Error("NewForConfig with an unreadable CA file succeeded")
 	}
 }
