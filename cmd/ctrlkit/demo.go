@@ -84,6 +84,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	var cacheDir string // removed once every goroutine below ended: the informers write snapshots there as they stop
+	defer func() {
+		if cacheDir != "" {
+			os.RemoveAll(cacheDir)
+		}
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait() // runs after cancel: every goroutine below ends with ctx
@@ -109,11 +115,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		defer hooks.close()
-		cacheDir, err := os.MkdirTemp("", "ctrlkit-demo-cache-")
-		if err != nil {
+		if cacheDir, err = os.MkdirTemp("", "ctrlkit-demo-cache-"); err != nil {
 			return err
 		}
-		defer os.RemoveAll(cacheDir)
 		d.restart = &restart{cfg: cfg, cacheDir: cacheDir, logs: stderr, ctrlErr: ctrlErr, wg: &wg}
 		if m, err = d.startController(ctx, &hookOpts); err != nil {
 			return err

@@ -29,6 +29,13 @@ func TestDemo_convergesAndSaysSo(t *testing.T) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
 	}
+	// A new user's first run ends clean: nothing failed, the snapshots
+	// written at the end included.
+	for line := range strings.Lines(errOut.String()) {
+		if strings.Contains(line, "level=ERROR") {
+			t.Errorf("the demo logged an error: %s", line)
+		}
+	}
 }
 
 func TestRunFoo_namesAMissingCRD(t *testing.T) {
