@@ -15,12 +15,13 @@ test: apiserver
 		(cd $$m && $(GO) test -race -shuffle=on ./...); \
 	done
 
-## bench: ctrlkit and client-go side by side in one process: micro-benchmarks, then the scenarios (tables of ratios)
+## bench: ctrlkit and client-go side by side in one process: micro-benchmarks, then the scenarios (tables of ratios), the webhooks, and the mirror operator on ctrlkit and on controller-runtime as processes (operatorbench, about 30 minutes)
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.out
 	cd bench && $(GO) run ./cmd/benchtable < bench.out
 	cd bench && $(GO) run ./cmd/scenarios -rounds 3 -json scenarios.json
 	cd bench && $(GO) run ./cmd/webhookbench
+	cd bench && $(GO) run ./cmd/operatorbench -rounds 3 | tee operatorbench.md
 
 ## fuzz: every Fuzz function of the root module for FUZZTIME each (default 60s), from its committed seed corpus
 FUZZTIME ?= 60s
