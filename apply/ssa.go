@@ -3,9 +3,12 @@ package apply
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,20 +35,44 @@ type Applier[T any, C runtime.ApplyConfiguration] interface {
 // The cache must keep the field manager's entry of metadata.managedFields,
 // which informers strip by default: list opts.FieldManager in the
 // informers' KeepManagedFieldsOf (manager.Options.Informers). Without it
-// Apply writes every time, as a plain apply does. A stale cache costs at
+// Apply writes every time, as a plain apply does, and says so once per
+// type and field manager on the default logger (log/slog). A stale cache
+// costs at
 // most a write that changes nothing, or a skipped write made up by the
 // reconcile that the watch event of the newer object queues.
 func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applier[T, C], cache Getter[T], cfg C,
 	opts metav1.ApplyOptions) (T, Result, error) {
 	if cache != nil && len(opts.DryRun) == 0 {
 		if name, ok := appliedName(cfg); ok {
-			if cur, ok := cache.Get(name); ok && Holds(cur, cfg, opts.FieldManager) {
-				return cur, Unchanged, nil
+			if cur, ok := cache.Get(name); ok {
+				if Holds(cur, cfg, opts.FieldManager) {
+					return cur, Unchanged, nil
+				}
+				if len(cur.GetManagedFields()) == 0 {
+					warnNoManagedFields(cur, opts.FieldManager)
+				}
 			}
 		}
 	}
 	obj, err := c.Apply(ctx, cfg, opts)
 	return obj, Applied, err
+}
+
+// warned holds the (Go type, field manager) pairs warnNoManagedFields has
+// warned about.
+var warned sync.Map
+
+// warnNoManagedFields says once per type and field manager, on the default
+// logger, that the cache keeps no managed fields, so Apply cannot tell an
+// apply that would change nothing and sends every one.
+func warnNoManagedFields(cur metav1.Object, fieldManager string) {
+	key := fmt.Sprintf("%T %s", cur, fieldManager)
+	if _, seen := warned.LoadOrStore(key, true); seen {
+		return
+	}
+	slog.Warn("apply: the cache keeps no managedFields, so every apply is sent; list the field manager in "+
+		"informer.FactoryOptions.KeepManagedFieldsOf (manager.Options.Informers) to skip applies that change nothing",
+		"type", fmt.Sprintf("%T", cur), "fieldManager", fieldManager)
 }
 
 // appliedName is the name and namespace cfg gives its object.

@@ -1,7 +1,10 @@
 package apply_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -151,5 +154,22 @@ func TestApply_sendsNothingWhenTheCacheHoldsTheConfiguration(t *testing.T) {
 	got, res, err = apply.Apply(ctx, c, cached, cfg("2"), opts)
 	if err != nil || res != apply.Applied || c.applies != 2 || string(got.Data["k"]) != "2" {
 		t.Fatalf("Apply of a change = %v, %v after %d applies", res, err, c.applies)
+	}
+
+	// A cache that strips managed fields cannot tell: every apply is sent,
+	// and the default logger hears why, once.
+	var logged bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	stripped := got.DeepCopy()
+	stripped.ManagedFields = nil
+	cached[object.NameOf(got)] = stripped
+	for range 2 {
+		if _, res, err := apply.Apply(ctx, c, cached, cfg("2"), opts); err != nil || res != apply.Applied {
+			t.Fatalf("Apply over a cache without managed fields = %v, %v; want applied", res, err)
+		}
+	}
+	if c.applies != 4 || strings.Count(logged.String(), "KeepManagedFieldsOf") != 1 {
+		t.Errorf("%d applies, log %q; want 4 and one warning naming KeepManagedFieldsOf", c.applies, logged.String())
 	}
 }
