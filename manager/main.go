@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ctrlkit/ctrlkit/election"
+	"github.com/ctrlkit/ctrlkit/internal/program"
 	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
@@ -84,24 +85,9 @@ func addMainFlags(fs *flag.FlagSet, opts *Options) (flags *mainFlags, finish fun
 		case !f.leaderElect:
 			opts.LeaderElection = election.Options{}
 		case opts.LeaderElection.Name == "":
-			opts.LeaderElection.Name = programName()
+			opts.LeaderElection.Name = program.Name()
 		}
 	}
-}
-
-// programName is the program's file name, for a Lease's name.
-func programName() string {
-	name := strings.ToLower(filepath.Base(os.Args[0]))
-	name = strings.Map(func(r rune) rune {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
-			return r
-		}
-		return '-'
-	}, name)
-	if name = strings.Trim(name, "-"); name == "" {
-		return "ctrlkit"
-	}
-	return name
 }
 
 func runMain(ctx context.Context, fs *flag.FlagSet, args []string, opts Options, setup func(*Manager) error) error {

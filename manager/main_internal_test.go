@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ctrlkit/ctrlkit/election"
+	"github.com/ctrlkit/ctrlkit/internal/program"
 )
 
 // Main's flags reach Options, each defaulting to what the program set:
@@ -25,7 +26,7 @@ func TestMainFlags_reachOptions(t *testing.T) {
 		{name: "leader election off", opts: Options{LeaderElection: election.Options{Name: "op", Namespace: "ns"}},
 			args: []string{"--leader-elect=false"}, want: func(Options) bool { return true }},
 		{name: "leader election on, named after the program", args: []string{"--leader-elect", "--leader-elect-namespace", "ops"},
-			want: func(Options) bool { return true }, wantLE: election.Options{Name: programName(), Namespace: "ops"}},
+			want: func(Options) bool { return true }, wantLE: election.Options{Name: program.Name(), Namespace: "ops"}},
 		{name: "addresses", args: []string{"--http-addr", "0", "--health-addr", ":8081", "--webhook-addr", "127.0.0.1:9443",
 			"--webhook-cert-dir", "/certs", "--cache-dir", "/cache"},
 			want: func(o Options) bool {

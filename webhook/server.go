@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/ctrlkit/ctrlkit/internal/program"
 	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
@@ -102,7 +101,7 @@ func NewServer(opts Options) (*Server, error) {
 		opts.KeyName = "tls.key"
 	}
 	if opts.Name == "" {
-		opts.Name = programName(os.Args[0])
+		opts.Name = program.Name()
 	}
 	opts.Limits = opts.Limits.withDefaults()
 	m, err := newMetrics(opts.Telemetry)
@@ -245,31 +244,4 @@ func (s *Server) kindOf(obj runtime.Object) (schema.GroupVersionKind, error) {
 // mutating webhook.
 func admissionPath(verb string, gvk schema.GroupVersionKind) string {
 	return "/" + verb + "-" + strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
-}
-
-// programName makes a configuration name of the program's path: its file
-// name, lower case, each run of characters other than letters and digits a
-// dash, at most 40 characters; "ctrlkit" when nothing is left.
-func programName(path string) string {
-	var b strings.Builder
-	dash := false
-	for _, r := range strings.ToLower(filepath.Base(path)) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			if dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			b.WriteRune(r)
-			dash = false
-			continue
-		}
-		dash = true
-	}
-	name := b.String()
-	if len(name) > 40 {
-		name = strings.TrimRight(name[:40], "-")
-	}
-	if name == "" || name == "." {
-		return "ctrlkit"
-	}
-	return name
 }
