@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/ctrlkit/ctrlkit/internal/safefile"
 )
 
 // The data directory holds the admin token (system:masters) and private
@@ -37,7 +39,7 @@ func prepareDataDir(dir string) (string, error) {
 		return "", fmt.Errorf("apiserver: data dir: %w", err)
 	}
 	uid := os.Getuid()
-	switch owner, perm := ownerOf(fi), fi.Mode().Perm(); {
+	switch owner, perm := safefile.Owner(fi), fi.Mode().Perm(); {
 	case !fi.IsDir():
 		return "", fmt.Errorf("apiserver: data dir %s is not a directory", real)
 	case owner != uid:
@@ -48,21 +50,10 @@ func prepareDataDir(dir string) (string, error) {
 		return "", fmt.Errorf("apiserver: data dir %s is writable by other users (mode %04o): they could plant or "+
 			"swap its files; run \"chmod 700 %s\", or use a fresh directory", real, perm, real)
 	}
-	for p := filepath.Dir(real); ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return "", fmt.Errorf("apiserver: data dir: %w", err)
-		}
-		owner, mode := ownerOf(fi), fi.Mode()
-		if (owner != uid && owner != 0) || (mode.Perm()&0o022 != 0 && mode&fs.ModeSticky == 0) {
-			return "", fmt.Errorf("apiserver: data dir %s is inside %s (owner uid %d, mode %04o), where another user "+
-				"could rename or replace it; use a directory under one that only you (or root) can write, such as your home",
-				real, p, owner, mode.Perm())
-		}
-		if filepath.Dir(p) == p {
-			return real, nil
-		}
+	if err := safeAncestors(real); err != nil {
+		return "", fmt.Errorf("apiserver: data dir %s: %w", real, err)
 	}
+	return real, nil
 }
 
 // openLog opens (or creates, mode 0600) the server log for appending. It
@@ -74,9 +65,9 @@ func openLog(path string) (*os.File, error) {
 		return nil, fmt.Errorf("apiserver: server log (a symbolic link is refused; use a fresh data dir): %w", err)
 	}
 	fi, err := f.Stat()
-	if err == nil && (!fi.Mode().IsRegular() || ownerOf(fi) != os.Getuid()) {
+	if err == nil && (!fi.Mode().IsRegular() || safefile.Owner(fi) != os.Getuid()) {
 		err = fmt.Errorf("apiserver: server log %s is not a file of yours (owner uid %d, mode %s); use a fresh data dir",
-			path, ownerOf(fi), fi.Mode())
+			path, safefile.Owner(fi), fi.Mode())
 	}
 	if err == nil && fi.Mode().Perm()&0o077 != 0 {
 		err = f.Chmod(0o600)
@@ -113,7 +104,7 @@ func trustedSources(src string) error {
 		if err != nil {
 			return fmt.Errorf("testenv sources: %w", err)
 		}
-		switch owner, mode := ownerOf(fi), fi.Mode(); {
+		switch owner, mode := safefile.Owner(fi), fi.Mode(); {
 		case mode&fs.ModeSymlink != 0:
 			return fmt.Errorf("testenv sources: %s is a symbolic link; ctrlkit builds only a plain copy of testenv", p)
 		case owner != uid && owner != 0:
@@ -147,7 +138,7 @@ func privateCacheDir(dir string) error {
 		return fmt.Errorf("apiserver: cache dir: %w", err)
 	}
 	uid := os.Getuid()
-	switch owner, perm := ownerOf(fi), fi.Mode().Perm(); {
+	switch owner, perm := safefile.Owner(fi), fi.Mode().Perm(); {
 	case owner != uid && owner != 0:
 		return fmt.Errorf("apiserver: cache dir %s is owned by uid %d, not by you (uid %d) or root: another user could "+
 			"have planted the binaries it holds, which are run; set $%s to a folder of your own", real, owner, uid, EnvCacheDir)
@@ -171,7 +162,7 @@ func safeAncestors(p string) error {
 		if err != nil {
 			return err
 		}
-		owner, mode := ownerOf(fi), fi.Mode()
+		owner, mode := safefile.Owner(fi), fi.Mode()
 		if (owner != uid && owner != 0) || (mode.Perm()&0o022 != 0 && mode&fs.ModeSticky == 0) {
 			return fmt.Errorf("it is inside %s (owner uid %d, mode %04o), where another user could rename or replace it; "+
 				"use a folder under one that only you (or root) can write, such as your home", d, owner, mode.Perm())
@@ -180,11 +171,4 @@ func safeAncestors(p string) error {
 			return nil
 		}
 	}
-}
-
-func ownerOf(fi fs.FileInfo) int {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return int(st.Uid)
-	}
-	return -1
 }

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/safefile"
 )
 
 // Files ctrlkit-apiserver keeps in its data dir (testenv/internal/datadir).
@@ -198,7 +199,7 @@ func TestServer_everyFileItWritesIsPrivate(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if owner := ownerOf(fi); owner != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
+			if owner := safefile.Owner(fi); owner != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
 				t.Errorf("%s: %s has owner uid %d and mode %s; want ours and no group or other permissions", when, p, owner, fi.Mode())
 			}
 			seen = append(seen, d.Name())
@@ -329,8 +330,8 @@ func TestStart_neverUsesFilesPlantedInTheDataDir(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ownerOf(fi) != os.Getuid() || fi.Mode().Perm() != 0o600 {
-			t.Errorf("%s: owner uid %d, mode %s; want ours and -rw-------", name, ownerOf(fi), fi.Mode())
+		if safefile.Owner(fi) != os.Getuid() || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: owner uid %d, mode %s; want ours and -rw-------", name, safefile.Owner(fi), fi.Mode())
 		}
 	}
 	if b, _ := os.ReadFile(filepath.Join(first, tokenFile)); strings.Contains(string(b), planted) {

@@ -8,7 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/ctrlkit/ctrlkit/internal/safefile"
 )
 
 // A snapshot is served as the cache, so nobody but this process's user may
@@ -45,7 +46,7 @@ func privateDir(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	switch owner, mode := ownerOf(sfi), sfi.Mode(); {
+	switch owner, mode := safefile.Owner(sfi), sfi.Mode(); {
 	case mode&fs.ModeSymlink != 0:
 		return "", untrusted("folder %s, where the snapshots go since %s is writable by other users, is a symbolic link, which "+
 			"another user could have made to lead them elsewhere; remove it (a private folder is made in its place at the next "+
@@ -53,7 +54,7 @@ func privateDir(dir string) (string, error) {
 	case !mode.IsDir():
 		return "", untrusted("folder %s, where the snapshots go since %s is writable by other users, is not a directory (%s); "+
 			"remove it (a private folder is made in its place at the next start), or use a directory only you can write",
-			sub, dir, fileType(mode))
+			sub, dir, safefile.Type(mode))
 	case owner != uid:
 		return "", untrusted("folder %s, where the snapshots go since %s is writable by other users, is owned by uid %d, not by "+
 			"you (uid %d): another user made it first and could have planted snapshots in it; remove it (a private folder is "+
@@ -111,7 +112,7 @@ func statDir(dir string) (fs.FileInfo, error) {
 // that no other user can write it.
 func private(dir string, fi fs.FileInfo) error {
 	uid := os.Geteuid()
-	switch owner, perm := ownerOf(fi), fi.Mode().Perm(); {
+	switch owner, perm := safefile.Owner(fi), fi.Mode().Perm(); {
 	case owner != uid:
 		return untrusted("directory %s is owned by uid %d, not by you (uid %d): another user could have planted "+
 			"its snapshots or key; use a fresh directory (one that does not exist yet, or that you created)", dir, owner, uid)
@@ -129,25 +130,17 @@ func private(dir string, fi fs.FileInfo) error {
 // matching fs.ErrNotExist; any other refusal matches ErrUntrusted. The
 // errors name the file, never its content.
 func openPrivate(path string) (*os.File, fs.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, err
-		}
-		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			return nil, nil, untrusted("%s is a symbolic link: only a regular file of yours is read; remove the link", path)
-		}
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
+	f, fi, err := safefile.OpenRegular(path)
+	switch {
+	case errors.Is(err, safefile.ErrLink):
+		return nil, nil, untrusted("%s is a symbolic link: only a regular file of yours is read; remove the link", path)
+	case errors.Is(err, safefile.ErrNotRegular):
+		return nil, nil, untrusted("%v: only a regular file of yours is read; remove it", err)
+	case err != nil:
 		return nil, nil, err
 	}
 	uid := os.Geteuid()
-	switch owner, mode := ownerOf(fi), fi.Mode(); {
-	case !mode.IsRegular():
-		err = untrusted("%s is not a regular file (%s): only a regular file of yours is read; remove it", path, fileType(mode))
+	switch owner, mode := safefile.Owner(fi), fi.Mode(); {
 	case owner != uid:
 		err = untrusted("%s is owned by uid %d, not by you (uid %d); remove it", path, owner, uid)
 	case mode.Perm()&0o022 != 0:
@@ -158,26 +151,4 @@ func openPrivate(path string) (*os.File, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	return f, fi, nil
-}
-
-// fileType names the type of a file that is not a regular one.
-func fileType(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "mode " + m.String()
-}
-
-func ownerOf(fi fs.FileInfo) int {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return int(st.Uid)
-	}
-	return -1
 }

@@ -8,7 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"github.com/ctrlkit/ctrlkit/internal/safefile"
 )
 
 // The certificate directory holds the serving key: whoever can change what
@@ -93,7 +94,7 @@ func (d certDir) resolve() (string, error) {
 		if d.trusted(p, fi) != nil {
 			return "", fmt.Errorf("certificate directory %s is inside %s (owner uid %d, mode %s), where another "+
 				"user could rename or replace it; use a directory under ones that only you (or root) can write",
-				real, p, ownerOf(fi), fi.Mode())
+				real, p, safefile.Owner(fi), fi.Mode())
 		}
 		if filepath.Dir(p) == p {
 			return real, nil
@@ -104,7 +105,7 @@ func (d certDir) resolve() (string, error) {
 // trusted returns why the entry at path, described by fi (not following a
 // link), could have been made or changed by another user, or nil.
 func (d certDir) trusted(path string, fi fs.FileInfo) error {
-	uid, owner, mode := d.uid, ownerOf(fi), fi.Mode()
+	uid, owner, mode := d.uid, safefile.Owner(fi), fi.Mode()
 	switch {
 	case owner != uid && owner != 0:
 		return fmt.Errorf("%s is owned by uid %d, neither you (uid %d) nor root: that user could replace "+
@@ -128,20 +129,13 @@ func (d certDir) read(dir, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// O_NONBLOCK: opening a FIFO does not wait for a writer; nothing is read
-	// from anything but a regular file, where the flag does nothing.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	// Neither a FIFO (it would hang the handshake) nor a device (/dev/zero
+	// would fill memory) is waited on or read.
+	f, fi, err := safefile.OpenRegular(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("refusing to read it: %w", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (mode %s); refusing to read it", path, fi.Mode())
-	}
 	if err := d.trusted(path, fi); err != nil {
 		return nil, err
 	}
@@ -211,11 +205,4 @@ func (d certDir) resolveIn(dir, name string) (string, error) {
 		todo = append(strings.Split(target, "/"), todo...)
 	}
 	return cur, nil
-}
-
-func ownerOf(fi fs.FileInfo) int {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return int(st.Uid)
-	}
-	return -1
 }
