@@ -62,12 +62,16 @@ func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applie
 // warned about.
 var warned sync.Map
 
+type warnKey struct {
+	typ          reflect.Type
+	fieldManager string
+}
+
 // warnNoManagedFields says once per type and field manager, on the default
 // logger, that the cache keeps no managed fields, so Apply cannot tell an
 // apply that would change nothing and sends every one.
 func warnNoManagedFields(cur metav1.Object, fieldManager string) {
-	key := fmt.Sprintf("%T %s", cur, fieldManager)
-	if _, seen := warned.LoadOrStore(key, true); seen {
+	if _, seen := warned.LoadOrStore(warnKey{reflect.TypeOf(cur), fieldManager}, true); seen {
 		return
 	}
 	slog.Warn("apply: the cache keeps no managedFields, so every apply is sent; list the field manager in "+

@@ -200,6 +200,9 @@ func transformFor[T object.Object](opts Options[T], table *intern.Table, body bo
 // managedFieldsOf returns the entries of fields written by the managers in
 // keep, in place, or nil when there are none.
 func managedFieldsOf(fields []metav1.ManagedFieldsEntry, keep []string) []metav1.ManagedFieldsEntry {
+	if len(keep) == 0 || len(fields) == 0 {
+		return nil // the default: strip them all, with no work per object
+	}
 	fields = slices.DeleteFunc(fields, func(e metav1.ManagedFieldsEntry) bool { return !slices.Contains(keep, e.Manager) })
 	if len(fields) == 0 {
 		return nil
