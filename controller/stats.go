@@ -170,6 +170,30 @@ func (t *tracker[K]) note(key K, r Reason) {
 	t.why[key] = w
 }
 
+// noteBatch records reasons[i] for keys[i], under one lock; a reason
+// without a time is dated now.
+func (t *tracker[K]) noteBatch(keys []K, reasons []Reason, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.why == nil {
+		t.why = make(map[K]why, len(keys))
+	}
+	for i, key := range keys {
+		r := reasons[i]
+		if r.At.IsZero() {
+			r.At = now
+		}
+		p := t.pack(r)
+		w, ok := t.why[key]
+		if !ok {
+			w.first = p
+		}
+		w.last = p
+		w.adds++
+		t.why[key] = w
+	}
+}
+
 // started moves key, with its reasons if it has any, to the running set.
 func (t *tracker[K]) started(key K) {
 	t.mu.Lock()
@@ -235,6 +259,25 @@ func (c *Controller[K]) AddBecause(key K, r Reason) {
 	}
 	c.track.note(key, r)
 	c.queue.Add(key)
+}
+
+// AddBatchBecause queues keys, in order, at priority, as AddBatch does,
+// and remembers why each was added: reasons[i] for keys[i] (a reason
+// without a time is dated once for the batch). It takes each of the
+// tracker's and the queue's locks once for the batch, and allocates
+// nothing but for keys new to the tracker's map. It panics if the two
+// slices differ in length. keys and reasons are the caller's: they are
+// read during the call only. Safe for concurrent use; never blocks (a
+// manager's sources call it on their informers' goroutines).
+func (c *Controller[K]) AddBatchBecause(keys []K, reasons []Reason, priority int) {
+	if len(keys) != len(reasons) {
+		panic(fmt.Sprintf("controller: AddBatchBecause with %d keys and %d reasons", len(keys), len(reasons)))
+	}
+	if len(keys) == 0 {
+		return
+	}
+	c.track.noteBatch(keys, reasons, c.track.now())
+	c.queue.AddBatch(keys, priority)
 }
 
 // requeue adds key after d (now when d <= 0), remembering why and that it

@@ -9,56 +9,72 @@ import (
 
 // EnqueueObject returns a Handler that adds the typed name of every changed
 // object to q, so a reconciler gets an object.ObjectName and never splits a
-// string. A tombstone is named by its key when it has one (the entry that
-// was deleted), otherwise by its object. If q is a PriorityAdder, the
-// initial list and resyncs are queued at workqueue.LowPriority (as by every helper of
-// this file).
+// string (see Names). If q is a PriorityAdder, the initial list and
+// resyncs are queued at workqueue.LowPriority (as by every helper of this
+// file); into a NonBlockingAdder it is an Enqueuer, which passes the
+// informer's hint of a list's size to q when q is a Reserver.
 func EnqueueObject[T object.Object](q Adder[object.ObjectName]) Handler[T] {
-	return &enqueueMapped[T]{q: newAdder(q), byKey: true,
-		fn: func(obj T) []object.ObjectName { return []object.ObjectName{object.NameOf(obj)} }}
+	return enqueue(q, Names[T](), true)
+}
+
+// Names is EnqueueObject's KeyFunc: the name of the changed object (an
+// update's new one: both states have the same name). A tombstone is named
+// by its entry's name when it has a valid one (the entry that was
+// deleted), otherwise by its object; one with neither queues nothing.
+func Names[T object.Object]() KeyFunc[T, object.ObjectName] {
+	return func(dst []object.ObjectName, e *Event[T]) []object.ObjectName {
+		var n object.ObjectName
+		switch {
+		case e.Type != DeleteEvent:
+			n = object.NameOf(e.Obj)
+		case e.Deleted.Name.Validate() == nil:
+			n = e.Deleted.Name
+		case e.Deleted.HasObj:
+			n = object.NameOf(e.Deleted.Obj)
+		}
+		if n.Validate() != nil {
+			return dst
+		}
+		return append(dst, n)
+	}
 }
 
 // EnqueueMapped returns a Handler that adds, for every changed object, the
-// names fn maps it to: "which objects of my kind care about this one". An
-// update maps both the old and the new object, so a reference that moved
-// queues both ends; a delete maps the last known object (a tombstone without
-// one maps nothing). fn runs on the handler's goroutine and must not block.
+// names fn maps it to (see Mapped): "which objects of my kind care about
+// this one". fn must not block: into a NonBlockingAdder the Handler is an
+// Enqueuer, and fn runs on the informer's goroutine.
 func EnqueueMapped[T object.Object](q Adder[object.ObjectName], fn func(obj T) []object.ObjectName) Handler[T] {
-	return &enqueueMapped[T]{q: newAdder(q), fn: fn}
+	return Enqueue(q, Mapped(fn))
 }
 
-type enqueueMapped[T object.Object] struct {
-	q     adder[object.ObjectName]
-	fn    func(T) []object.ObjectName
-	byKey bool // a tombstone's key names the object to queue (EnqueueObject)
-}
-
-func (e *enqueueMapped[T]) OnAdd(obj T, isInInitialList bool) { e.add(obj, isInInitialList) }
-
-func (e *enqueueMapped[T]) OnUpdate(old, new T) {
-	if isResync(old, new) { // one object: map it once
-		e.add(new, true)
-		return
-	}
-	e.add(old, false)
-	e.add(new, false)
-}
-
-func (e *enqueueMapped[T]) OnDelete(d object.Deleted[T]) {
-	if e.byKey && d.Name.Validate() == nil {
-		e.q.add(d.Name, false)
-		return
-	}
-	if d.HasObj {
-		e.add(d.Obj, false)
-	}
-}
-
-func (e *enqueueMapped[T]) add(obj T, background bool) {
-	for _, n := range e.fn(obj) {
-		if n.Validate() == nil {
-			e.q.add(n, background)
+// Mapped is EnqueueMapped's KeyFunc: the valid names fn maps the changed
+// object to. An update maps both the old and the new object (once on a
+// resync), so a reference that moved queues both ends; a delete maps the
+// last known object (a tombstone without one maps nothing).
+func Mapped[T object.Object](fn func(obj T) []object.ObjectName) KeyFunc[T, object.ObjectName] {
+	add := func(dst []object.ObjectName, obj T) []object.ObjectName {
+		for _, n := range fn(obj) {
+			if n.Validate() == nil {
+				dst = append(dst, n)
+			}
 		}
+		return dst
+	}
+	return func(dst []object.ObjectName, e *Event[T]) []object.ObjectName {
+		switch e.Type {
+		case AddEvent:
+			return add(dst, e.Obj)
+		case UpdateEvent:
+			if any(e.Old) != any(e.Obj) {
+				dst = add(dst, e.Old)
+			}
+			return add(dst, e.Obj)
+		case DeleteEvent:
+			if e.Deleted.HasObj {
+				return add(dst, e.Deleted.Obj)
+			}
+		}
+		return dst
 	}
 }
 
@@ -69,24 +85,52 @@ type Owned interface {
 }
 
 // EnqueueOwner returns a Handler that adds the name of the object of kind
-// owner that controls each changed object (its owner reference with
-// controller: true), so a change made to an owned object by someone else
-// is put right by its owner's reconciler. The owner is looked up in the
-// owned object's namespace (owners of namespaced objects live beside them;
-// a cluster-scoped owned object has a cluster-scoped owner). An ownership
-// change queues both owners; objects without a controller of that kind are
-// ignored.
+// owner that controls each changed object (see Owners), so a change made
+// to an owned object by someone else is put right by its owner's
+// reconciler.
 func EnqueueOwner[T Owned](q Adder[object.ObjectName], owner schema.GroupKind) Handler[T] {
-	return EnqueueMapped(q, func(obj T) []object.ObjectName {
-		if n, ok := ControllerOf(obj, owner); ok {
-			return []object.ObjectName{n}
+	return Enqueue(q, Owners[T](owner))
+}
+
+// Owners is EnqueueOwner's KeyFunc: the name of the object of kind owner
+// that controls the changed object (its owner reference with controller:
+// true), looked up in the owned object's namespace (owners of namespaced
+// objects live beside them; a cluster-scoped owned object has a
+// cluster-scoped owner). An update whose controller changed queues both
+// owners; objects without a controller of that kind queue nothing. It
+// allocates nothing.
+func Owners[T Owned](owner schema.GroupKind) KeyFunc[T, object.ObjectName] {
+	add := func(dst []object.ObjectName, obj T) []object.ObjectName {
+		if n, ok := ControllerOf(obj, owner); ok && n.Validate() == nil {
+			return append(dst, n)
 		}
-		return nil
-	})
+		return dst
+	}
+	return func(dst []object.ObjectName, e *Event[T]) []object.ObjectName {
+		switch e.Type {
+		case AddEvent:
+			return add(dst, e.Obj)
+		case UpdateEvent:
+			if any(e.Old) == any(e.Obj) {
+				return add(dst, e.Obj)
+			}
+			n0 := len(dst)
+			dst = add(dst, e.Old)
+			if n, ok := ControllerOf(e.Obj, owner); ok && n.Validate() == nil && (len(dst) == n0 || dst[n0] != n) {
+				dst = append(dst, n)
+			}
+			return dst
+		case DeleteEvent:
+			if e.Deleted.HasObj {
+				return add(dst, e.Deleted.Obj)
+			}
+		}
+		return dst
+	}
 }
 
 // ControllerOf returns the name of the object of kind owner that controls
-// obj, if any (see EnqueueOwner for the namespace rule).
+// obj, if any (see Owners for the namespace rule).
 func ControllerOf(obj Owned, owner schema.GroupKind) (object.ObjectName, bool) {
 	for _, ref := range obj.GetOwnerReferences() {
 		if ref.Controller == nil || !*ref.Controller || ref.Kind != owner.Kind {

@@ -27,8 +27,8 @@ func TestEnqueueObject_queuesTypedNamesAndTombstonesByKey(t *testing.T) {
 	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "old"}, Obj: cm("ns", "renamed", "3", nil), HasObj: true})
 	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Obj: cm("ns", "b", "4", nil), HasObj: true})
 	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Name: "cluster-scoped"}})
-	h.OnDelete(object.Deleted[*corev1.ConfigMap]{}) // nothing to name
-	want := "[ns/a ns/a ns/a ns/old ns/b cluster-scoped]"
+	h.OnDelete(object.Deleted[*corev1.ConfigMap]{})  // nothing to name
+	want := "[ns/a ns/a ns/old ns/b cluster-scoped]" // an update queues its name once
 	if fmt.Sprint(got) != want {
 		t.Errorf("queued %v, want %s", got, want)
 	}
@@ -91,7 +91,7 @@ func TestEnqueueHelpers_queueTheInitialListAndResyncsAtLowPriority(t *testing.T)
 	h.OnUpdate(cm("ns", "resynced", "3", nil), cm("ns", "resynced", "3", nil)) // resync: low
 	h.OnUpdate(cm("ns", "changed", "3", nil), cm("ns", "changed", "4", nil))   // a real change
 	h.OnDelete(object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "gone"}})
-	want := "[ns/listed@-100 ns/new ns/resynced@-100 ns/changed ns/changed ns/gone]"
+	want := "[ns/listed@-100 ns/new ns/resynced@-100 ns/changed ns/gone]"
 	if fmt.Sprint(got) != want {
 		t.Errorf("queued %v, want %s", got, want)
 	}
@@ -115,31 +115,53 @@ func (a keyAdder) AddWithPriority(k string, prio int) {
 	*a.keys = append(*a.keys, fmt.Sprintf("%s@%d", k, prio))
 }
 
-// reservingAdder is a keyAdder that is also a Reserver.
+// reservingAdder is a keyAdder that is also a Reserver and never blocks.
 type reservingAdder struct {
 	keyAdder
 	reserved *[]int
 }
 
 func (a reservingAdder) Reserve(n int) { *a.reserved = append(*a.reserved, n) }
+func (a reservingAdder) NeverBlocks()  {}
+
+// plainReserver is a keyAdder that is a Reserver but may block.
+type plainReserver struct {
+	keyAdder
+	reserved *[]int
+}
+
+func (a plainReserver) Reserve(n int) { *a.reserved = append(*a.reserved, n) }
 
 func TestEnqueueKey_passesTheInformersHintToAQueueThatTakesIt(t *testing.T) {
 	var keys []string
 	var reserved []int
-	h, ok := handler.EnqueueKey[*corev1.ConfigMap](reservingAdder{keyAdder{&keys}, &reserved}, nil).(handler.KeyExpecter)
+	h, ok := handler.EnqueueKey[*corev1.ConfigMap](reservingAdder{keyAdder{&keys}, &reserved}, nil).(handler.Enqueuer[*corev1.ConfigMap])
 	if !ok {
-		t.Fatal("EnqueueKey's handler is not a KeyExpecter")
+		t.Fatal("EnqueueKey's handler into a NonBlockingAdder is not an Enqueuer")
 	}
 	h.ExpectKeys(1000)
 	if fmt.Sprint(reserved) != "[1000]" || len(keys) != 0 {
 		t.Errorf("ExpectKeys(1000): reserved %v, queued %v; want [1000] and nothing queued", reserved, keys)
 	}
-	// A queue that is no Reserver is left alone.
-	handler.EnqueueKey[*corev1.ConfigMap](keyAdder{&keys}, nil).(handler.KeyExpecter).ExpectKeys(1000)
-	if len(keys) != 0 {
-		t.Errorf("ExpectKeys on a plain queue queued %v", keys)
+	// Into a queue that may block, the handler is no Enqueuer: the
+	// informer never hands it the hint.
+	if _, ok := handler.EnqueueKey[*corev1.ConfigMap](plainReserver{keyAdder{&keys}, &reserved}, nil).(handler.Enqueuer[*corev1.ConfigMap]); ok {
+		t.Error("EnqueueKey's handler into a queue that may block is an Enqueuer")
+	}
+	// Mapped keys are not one per object: no hint passed on.
+	m := handler.EnqueueMapped[*corev1.ConfigMap](reservingObjects{&reserved}, func(*corev1.ConfigMap) []object.ObjectName { return nil })
+	m.(handler.Enqueuer[*corev1.ConfigMap]).ExpectKeys(7)
+	if fmt.Sprint(reserved) != "[1000]" {
+		t.Errorf("EnqueueMapped passed the hint on: reserved %v, want [1000]", reserved)
 	}
 	// Queues and controllers take the hint.
 	var _ handler.Reserver = (*workqueue.Queue[string])(nil)
 	var _ handler.Reserver = (*controller.Controller[string])(nil)
 }
+
+// reservingObjects is a Reserver of object names that never blocks.
+type reservingObjects struct{ reserved *[]int }
+
+func (a reservingObjects) Add(object.ObjectName) {}
+func (a reservingObjects) Reserve(n int)         { *a.reserved = append(*a.reserved, n) }
+func (a reservingObjects) NeverBlocks()          {}

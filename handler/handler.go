@@ -51,60 +51,6 @@ func (f Funcs[T]) OnDelete(d object.Deleted[T]) {
 	}
 }
 
-// KeyHandler is implemented by handlers that need only the key of each
-// changed object ("namespace/name" or "name"), such as EnqueueKey's. An
-// informer, which has computed the key already, calls OnKey instead of
-// OnAdd, OnUpdate and OnDelete: once for all the changes of a key it
-// delivers together, with nothing allocated. background is true when
-// every one of those changes is background work: an object of the initial
-// list (OnAdd with isInInitialList) or a resync (OnUpdate of an object to
-// itself).
-type KeyHandler interface {
-	OnKey(key string, background bool)
-}
-
-// InlineKeyHandler is a KeyHandler whose OnKey only adds to a queue that
-// never waits: when Inline reports true, an informer calls OnKey on its own
-// goroutine, in order, as it applies each batch of changes (at the batch's
-// end), instead of handing the key to a goroutine of the handler's (one
-// hand-off, two allocations and a goroutine wake-up less per event). OnKey
-// then runs while the informer holds its lock: it must not block, nor call the informer or its
-// Registration (that would deadlock). A panic in OnKey is recovered and
-// counted as any handler's. EnqueueKey's handler is one when its queue is a
-// NonBlockingAdder.
-type InlineKeyHandler interface {
-	KeyHandler
-	Inline() bool
-}
-
-// BatchKeyHandler is an InlineKeyHandler that also takes the keys of many
-// changes at once: an informer applying a batch of events calls OnKeys
-// with the keys it would have given OnKey one by one, in the same order,
-// in runs of equal background (see KeyHandler). keys is the informer's:
-// read it during the call only. If OnKeys panics, the informer recovers
-// and calls OnKey for each of keys, so an idempotent handler (a queue)
-// loses none of them. EnqueueKey's handler is one.
-type BatchKeyHandler interface {
-	InlineKeyHandler
-	OnKeys(keys []string, background bool)
-}
-
-// KeyExpecter is a Handler that can be told how many keys are about to
-// come: an informer calls ExpectKeys(n) before applying a list into its
-// empty store when it knows the list's size (a hint: more or fewer may
-// come). It knows it from a snapshot's header (a warm start) and from a
-// paginated LIST's remaining count, which the API server gives only
-// without selectors; a watch-list stream (the reflector's default where
-// the server has it) gives none. EnqueueKey's handler is one, and passes
-// the hint on to a queue that is a Reserver; so is the manager's handler of
-// a controller's primary objects when no filter drops any. ExpectKeys is
-// called on the informer's reflector or snapshot goroutine, maybe while
-// the handler's other methods run on its own: it must be safe for that,
-// and must not block.
-type KeyExpecter interface {
-	ExpectKeys(n int)
-}
-
 // Reserver is an Adder that can make room for about n new keys at once,
 // instead of growing as they come: workqueue.Queue and
 // controller.Controller. Reserve must not block either.
@@ -186,73 +132,30 @@ func (a adder[K]) add(k K, background bool) {
 	a.q.Add(k)
 }
 
-// isResync reports whether an update is a resync: the same, known, resource
-// version on both sides.
-func isResync[T object.Object](old, new T) bool {
-	rv := new.GetResourceVersion()
-	return rv != "" && rv == old.GetResourceVersion()
-}
-
 // EnqueueKey returns a Handler that adds the key of every changed object,
 // "namespace/name" (or "name"), to q: the usual first half of a controller.
 // If q is a PriorityAdder, the initial list and resyncs are queued at
-// workqueue.LowPriority.
+// workqueue.LowPriority. Into a NonBlockingAdder it is an Enqueuer, which
+// passes the informer's hint of a list's size to q when q is a Reserver.
 // A tombstone is keyed by object.DeletionHandlingMetaNamespaceKeyFunc. An
 // object without a valid key is logged to logger (nil: discard) and
 // ignored; the reflector never delivers one, so this is a safety net.
 func EnqueueKey[T object.Object](q Adder[string], logger *slog.Logger) Handler[T] {
+	return enqueue(q, Keys[T](logger), true)
+}
+
+// Keys is EnqueueKey's KeyFunc: each event's key. An event without a
+// valid key is logged to logger (nil: discard) and queues nothing.
+func Keys[T object.Object](logger *slog.Logger) KeyFunc[T, string] {
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &enqueueKey[T]{q: newAdder(q), log: logger}
-}
-
-type enqueueKey[T object.Object] struct {
-	q   adder[string]
-	log *slog.Logger
-}
-
-// OnKey adds key: the informer's way in, the key computed once; background
-// work goes in at workqueue.LowPriority as in OnAdd and OnUpdate.
-func (e *enqueueKey[T]) OnKey(key string, background bool) { e.q.add(key, background) }
-
-// OnKeys adds keys in order, in one batch when the queue takes batches
-// (handler.BatchAdder).
-func (e *enqueueKey[T]) OnKeys(keys []string, background bool) { e.q.addBatch(keys, background) }
-
-// ExpectKeys makes room in the queue for n keys, if it is a Reserver.
-func (e *enqueueKey[T]) ExpectKeys(n int) {
-	if r, ok := e.q.q.(Reserver); ok {
-		r.Reserve(n)
+	return func(dst []string, e *Event[T]) []string {
+		key, err := e.KeyOf()
+		if err != nil {
+			logger.Error("handler: cannot enqueue an object without a valid key", "err", err)
+			return dst
+		}
+		return append(dst, key)
 	}
-}
-
-// Inline reports whether the queue never blocks, so the informer may call
-// OnKey on its own goroutine.
-func (e *enqueueKey[T]) Inline() bool {
-	_, ok := e.q.q.(NonBlockingAdder)
-	return ok
-}
-
-func (e *enqueueKey[T]) OnAdd(obj T, isInInitialList bool) {
-	key, err := object.MetaNamespaceKeyFunc(obj)
-	e.add(key, err, isInInitialList)
-}
-
-func (e *enqueueKey[T]) OnUpdate(old, new T) {
-	key, err := object.MetaNamespaceKeyFunc(new)
-	e.add(key, err, isResync(old, new))
-}
-
-func (e *enqueueKey[T]) OnDelete(d object.Deleted[T]) {
-	key, err := object.DeletionHandlingMetaNamespaceKeyFunc(d)
-	e.add(key, err, false)
-}
-
-func (e *enqueueKey[T]) add(key string, err error, background bool) {
-	if err != nil {
-		e.log.Error("handler: cannot enqueue an object without a valid key", "err", err)
-		return
-	}
-	e.q.add(key, background)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
@@ -24,31 +25,28 @@ type plainAdder struct{ keys []string }
 
 func (p *plainAdder) Add(k string) { p.keys = append(p.keys, k) }
 
-func TestEnqueueKey_isInlineOnlyIntoANonBlockingAdder(t *testing.T) {
+func TestEnqueueKey_isAnEnqueuerOnlyIntoANonBlockingAdder(t *testing.T) {
 	q, err := workqueue.New[string](workqueue.Options[string]{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.ShutDown()
 	for _, c := range []struct {
-		name   string
-		q      handler.Adder[string]
-		inline bool
+		name     string
+		q        handler.Adder[string]
+		enqueuer bool
 	}{
 		{"workqueue.Queue", q, true},
 		{"an Adder of the user's", &plainAdder{}, false},
 	} {
-		h, ok := handler.EnqueueKey[*corev1.ConfigMap](c.q, nil).(handler.InlineKeyHandler)
-		if !ok {
-			t.Fatalf("%s: EnqueueKey's handler is not an InlineKeyHandler", c.name)
-		}
-		if h.Inline() != c.inline {
-			t.Errorf("%s: Inline() = %v, want %v", c.name, h.Inline(), c.inline)
+		_, ok := handler.EnqueueKey[*corev1.ConfigMap](c.q, nil).(handler.Enqueuer[*corev1.ConfigMap])
+		if ok != c.enqueuer {
+			t.Errorf("%s: EnqueueKey's handler is an Enqueuer: %v, want %v", c.name, ok, c.enqueuer)
 		}
 	}
 }
 
-// batchAdder records AddBatch and AddWithPriority calls.
+// batchAdder records AddBatch and AddWithPriority calls; it never blocks.
 type batchAdder struct{ calls []string }
 
 func (b *batchAdder) Add(k string) { b.calls = append(b.calls, "add "+k) }
@@ -58,13 +56,21 @@ func (b *batchAdder) AddWithPriority(k string, p int) {
 func (b *batchAdder) AddBatch(keys []string, p int) {
 	b.calls = append(b.calls, fmt.Sprintf("batch %q at %d", keys, p))
 }
+func (b *batchAdder) NeverBlocks() {}
 
 var (
 	_ handler.BatchAdder[string] = (*workqueue.Queue[string])(nil)
 	_ handler.BatchAdder[string] = (*controller.Controller[string])(nil)
 )
 
-func TestEnqueueKey_OnKeysAddsABatchAtLowPriorityForBackgroundWork(t *testing.T) {
+func TestEnqueueKey_EnqueueAddsRunsOfEqualBackgroundInBatches(t *testing.T) {
+	add := func(name string, initial bool) handler.Event[*corev1.ConfigMap] {
+		return handler.Event[*corev1.ConfigMap]{Type: handler.AddEvent, Key: "ns/" + name, Obj: cm("ns", name, "1", nil), Initial: initial}
+	}
+	resync := cm("ns", "d", "2", nil)
+	events := []handler.Event[*corev1.ConfigMap]{add("a", false), add("b", false), add("c", true),
+		{Type: handler.UpdateEvent, Key: "ns/d", Old: resync, Obj: resync},
+		{Type: handler.DeleteEvent, Key: "ns/e", Deleted: object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "e"}}}}
 	for _, c := range []struct {
 		name string
 		q    interface {
@@ -73,18 +79,44 @@ func TestEnqueueKey_OnKeysAddsABatchAtLowPriorityForBackgroundWork(t *testing.T)
 		}
 		want []string
 	}{
-		{"a BatchAdder", &recordingBatch{}, []string{`batch ["a" "b"] at 0`, fmt.Sprintf(`batch ["c"] at %d`, workqueue.LowPriority)}},
-		{"an Adder of the user's", &recordingPlain{}, []string{"add a", "add b", "add c"}},
+		{"a BatchAdder", &recordingBatch{}, []string{`batch ["ns/a" "ns/b"] at 0`,
+			fmt.Sprintf(`batch ["ns/c" "ns/d"] at %d`, workqueue.LowPriority), `batch ["ns/e"] at 0`}},
+		{"an Adder of the user's that never blocks", &recordingPlain{}, []string{"add ns/a", "add ns/b", "add ns/c", "add ns/d", "add ns/e"}},
 	} {
-		h, ok := handler.EnqueueKey[*corev1.ConfigMap](c.q, nil).(handler.BatchKeyHandler)
+		h, ok := handler.EnqueueKey[*corev1.ConfigMap](c.q, nil).(handler.Enqueuer[*corev1.ConfigMap])
 		if !ok {
-			t.Fatalf("%s: EnqueueKey's handler is not a BatchKeyHandler", c.name)
+			t.Fatalf("%s: EnqueueKey's handler is not an Enqueuer", c.name)
 		}
-		h.OnKeys([]string{"a", "b"}, false)
-		h.OnKeys([]string{"c"}, true)
+		h.Enqueue(events)
 		if got := c.q.calls(); !slices.Equal(got, c.want) {
 			t.Errorf("%s: calls %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// countingBatch counts the keys AddBatch is given; it never blocks.
+type countingBatch struct{ n int }
+
+func (c *countingBatch) Add(string)                    { c.n++ }
+func (c *countingBatch) AddBatch(keys []string, _ int) { c.n += len(keys) }
+func (c *countingBatch) NeverBlocks()                  {}
+
+func TestEnqueueKey_EnqueueAllocatesNothing(t *testing.T) {
+	q := &countingBatch{}
+	h := handler.EnqueueKey[*corev1.ConfigMap](q, nil).(handler.Enqueuer[*corev1.ConfigMap])
+	var events []handler.Event[*corev1.ConfigMap]
+	for n := range 64 {
+		name := fmt.Sprint("o", n)
+		events = append(events, handler.Event[*corev1.ConfigMap]{Type: handler.UpdateEvent, Key: "ns/" + name,
+			Old: cm("ns", name, "1", nil), Obj: cm("ns", name, "2", nil)})
+	}
+	batch := func() { h.Enqueue(events) }
+	batch() // the handler's buffer grows once
+	if a := testing.AllocsPerRun(100, batch); a > 0 {
+		t.Errorf("%v allocations per batch of 64 events through Enqueue, want 0", a)
+	}
+	if q.n != 102*len(events) {
+		t.Errorf("%d keys added, want %d", q.n, 102*len(events))
 	}
 }
 
@@ -92,7 +124,10 @@ type recordingBatch struct{ batchAdder }
 
 func (r *recordingBatch) calls() []string { return r.batchAdder.calls }
 
+// recordingPlain is a plainAdder that declares it never blocks.
 type recordingPlain struct{ plainAdder }
+
+func (r *recordingPlain) NeverBlocks() {}
 
 func (r *recordingPlain) calls() []string {
 	var out []string

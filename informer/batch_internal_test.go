@@ -16,31 +16,44 @@ import (
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
-// batchRecorder is a handler.BatchKeyHandler that records every call, one
-// line per OnKeys call ("bg=true 3 ns/a..ns/c") and per OnKey call
-// ("key ns/a bg=false"); OnKeys panics when its keys hold panicOn.
+// batchRecorder is a handler.Enqueuer that records every Enqueue call,
+// one line per call ("bg=true 3 ns/a..ns/c"; bg=mixed when some of the
+// events are background work and some not), and panics after recording
+// a call whose events hold the key panicOn.
 type batchRecorder struct {
-	handler.Funcs[*corev1.ConfigMap] // never called: OnKey and OnKeys replace them
+	handler.Funcs[*corev1.ConfigMap] // never called: Enqueue replaces them
 	calls                            []string
 	panicOn                          string
 	// synced, if set, reports whether the informer has announced its
-	// sync; keys given after that are counted in afterSync.
+	// sync; events given after that are counted in afterSync.
 	synced    func() bool
 	afterSync int
 }
 
-func (r *batchRecorder) Inline() bool { return true }
+func (r *batchRecorder) ExpectKeys(int) {}
 
-func (r *batchRecorder) OnKey(key string, background bool) {
-	r.calls = append(r.calls, fmt.Sprintf("key %s bg=%v", key, background))
-}
-
-func (r *batchRecorder) OnKeys(keys []string, background bool) {
+func (r *batchRecorder) Enqueue(events []handler.Event[*corev1.ConfigMap]) {
 	if r.synced != nil && r.synced() {
-		r.afterSync += len(keys)
+		r.afterSync += len(events)
 	}
-	r.calls = append(r.calls, fmt.Sprintf("bg=%v %d %s..%s", background, len(keys), keys[0], keys[len(keys)-1]))
-	if slices.Contains(keys, r.panicOn) {
+	bg, fg, hit := 0, 0, false
+	for k := range events {
+		if events[k].Background() {
+			bg++
+		} else {
+			fg++
+		}
+		hit = hit || events[k].Key == r.panicOn
+	}
+	kind := "mixed"
+	switch {
+	case fg == 0:
+		kind = "true"
+	case bg == 0:
+		kind = "false"
+	}
+	r.calls = append(r.calls, fmt.Sprintf("bg=%s %d %s..%s", kind, len(events), events[0].Key, events[len(events)-1].Key))
+	if hit {
 		panic("batch handler failed")
 	}
 }
@@ -60,7 +73,7 @@ func keyItem(name, rv string, typ deltafifo.DeltaType) deltafifo.Item[*corev1.Co
 		Deltas: []deltafifo.Delta[*corev1.ConfigMap]{{Type: typ, Object: namedCM(name, rv)}}}
 }
 
-func TestInformer_aBatchKeyHandlerIsGivenEachBatchsKeysInOneCall(t *testing.T) {
+func TestInformer_anEnqueuerIsGivenEachBatchsEventsInOneCall(t *testing.T) {
 	inf, err := New[*corev1.ConfigMap](cmLW{}, Options[*corev1.ConfigMap]{})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +140,7 @@ func TestInformer_aBatchKeyHandlerIsGivenEachBatchsKeysInOneCall(t *testing.T) {
 	}
 }
 
-func TestInformer_aBatchKeyHandlerThatPanicsIsGivenTheKeysOneByOne(t *testing.T) {
+func TestInformer_anEnqueuerThatPanicsIsGivenTheEventsOneByOne(t *testing.T) {
 	inf, err := New[*corev1.ConfigMap](cmLW{}, Options[*corev1.ConfigMap]{})
 	if err != nil {
 		t.Fatal(err)
@@ -141,12 +154,12 @@ func TestInformer_aBatchKeyHandlerThatPanicsIsGivenTheKeysOneByOne(t *testing.T)
 		Begin: true, End: true, ResourceVersion: "1", Seq: 1}}})
 	inf.process([]deltafifo.Item[*corev1.ConfigMap]{
 		keyItem("a", "2", deltafifo.Added), keyItem("b", "3", deltafifo.Added), keyItem("c", "4", deltafifo.Added)})
-	want := []string{"bg=false 3 ns/a..ns/c", "key ns/a bg=false", "key ns/b bg=false", "key ns/c bg=false"}
+	want := []string{"bg=false 3 ns/a..ns/c", "bg=false 1 ns/a..ns/a", "bg=false 1 ns/b..ns/b", "bg=false 1 ns/c..ns/c"}
 	if !slices.Equal(rec.calls, want) {
-		t.Errorf("calls %q, want %q (the batch, then each key again after its panic)", rec.calls, want)
+		t.Errorf("calls %q, want %q (the batch, then each event again after its panic)", rec.calls, want)
 	}
-	if n := inf.listeners[0].panics.Load(); n != 1 {
-		t.Errorf("%d panics counted, want 1", n)
+	if n := inf.listeners[0].panics.Load(); n != 2 {
+		t.Errorf("%d panics counted, want 2 (the batch's, then b's alone)", n)
 	}
 	if !reg.HasSynced() {
 		t.Error("the handler's registration is not synced after the initial list")
@@ -209,8 +222,8 @@ func TestInformer_anEventThroughTheFIFOAllocatesOnlyItsKey(t *testing.T) {
 	}
 }
 
-// expectingRecorder is a batchRecorder that also hears ExpectKeys
-// (handler.KeyExpecter), and panics there if told to.
+// expectingRecorder is a batchRecorder that records what ExpectKeys
+// hears, and panics there if told to.
 type expectingRecorder struct {
 	batchRecorder
 	expected []int
@@ -224,12 +237,21 @@ func (r *expectingRecorder) ExpectKeys(n int) {
 	}
 }
 
-func TestInformer_keyExpectersHearTheSizeOfAListIntoAnEmptyStore(t *testing.T) {
+// mirrorOf is a plain Handler with an ExpectKeys method: not an
+// Enqueuer, so never given the hint.
+type mirrorOf struct {
+	handler.Funcs[*corev1.ConfigMap]
+	expected []int
+}
+
+func (m *mirrorOf) ExpectKeys(n int) { m.expected = append(m.expected, n) }
+
+func TestInformer_enqueuersHearTheSizeOfAListIntoAnEmptyStore(t *testing.T) {
 	inf, err := New[*corev1.ConfigMap](cmLW{}, Options[*corev1.ConfigMap]{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sized, failing, plain := &expectingRecorder{}, &expectingRecorder{panics: true}, &batchRecorder{}
+	sized, failing, plain := &expectingRecorder{}, &expectingRecorder{panics: true}, &mirrorOf{}
 	for name, h := range map[string]handler.Handler[*corev1.ConfigMap]{"sized": sized, "failing": failing, "plain": plain} {
 		if _, err := inf.AddEventHandler(h, HandlerOptions{Name: name}); err != nil {
 			t.Fatal(err)
@@ -254,10 +276,13 @@ func TestInformer_keyExpectersHearTheSizeOfAListIntoAnEmptyStore(t *testing.T) {
 	}
 	inf.process([]deltafifo.Item[*corev1.ConfigMap]{{Relist: &deltafifo.RelistPart[*corev1.ConfigMap]{
 		Begin: true, Items: items, End: true, ResourceVersion: "1", Seq: 1}}})
-	for name, r := range map[string]*batchRecorder{"sized": &sized.batchRecorder, "failing": &failing.batchRecorder, "plain": plain} {
+	for name, r := range map[string]*batchRecorder{"sized": &sized.batchRecorder, "failing": &failing.batchRecorder} {
 		if len(r.calls) != 2 {
 			t.Errorf("%s: calls %q after the initial list, want its 600 keys in two", name, r.calls)
 		}
+	}
+	if len(plain.expected) != 0 {
+		t.Errorf("a handler that is not an Enqueuer was told to expect %v keys", plain.expected)
 	}
 
 	// A relist into a store that holds objects brings few new keys: no hint.

@@ -5,35 +5,9 @@ import (
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
-// kind is what a notification tells a handler.
-type kind int
-
-const (
-	addKind kind = iota + 1
-	updateKind
-	deleteKind
-)
-
-// notification is one call to make on a handler.
-type notification[T object.Object] struct {
-	kind    kind
-	old     T // updateKind: the state the handler saw
-	obj     T // addKind, updateKind: the new state
-	initial bool
-	del     object.Deleted[T] // deleteKind
-}
-
-// deliver makes the call n describes.
-func (n notification[T]) deliver(h handler.Handler[T]) {
-	switch n.kind {
-	case addKind:
-		h.OnAdd(n.obj, n.initial)
-	case updateKind:
-		h.OnUpdate(n.old, n.obj)
-	case deleteKind:
-		h.OnDelete(n.del)
-	}
-}
+// notification is one call to make on a handler, with its key: the
+// handler package's Event, which an Enqueuer is given as it is.
+type notification[T object.Object] = handler.Event[T]
 
 // merge adds n to the notifications pending for one key of one handler and
 // coalesces them, so a handler's backlog holds at most two per key: an
@@ -49,17 +23,17 @@ func (n notification[T]) deliver(h handler.Handler[T]) {
 //   - delete then add: both, in order (a re-creation).
 func merge[T object.Object](p []notification[T], n notification[T]) []notification[T] {
 	last := len(p) - 1
-	if n.kind != deleteKind {
-		if last < 0 || p[last].kind == deleteKind {
+	if n.Type != handler.DeleteEvent {
+		if last < 0 || p[last].Type == handler.DeleteEvent {
 			return append(p, n)
 		}
-		p[last].obj = n.obj // an add stays an add; an update keeps its old
+		p[last].Obj = n.Obj // an add stays an add; an update keeps its old
 		return p
 	}
-	if last >= 0 && p[last].kind == addKind {
+	if last >= 0 && p[last].Type == handler.AddEvent {
 		return p[:last]
 	}
-	if last >= 0 && p[last].kind == updateKind {
+	if last >= 0 && p[last].Type == handler.UpdateEvent {
 		p, last = p[:last], last-1
 	}
 	if last >= 0 { // a delete is already pending
@@ -72,7 +46,7 @@ func merge[T object.Object](p []notification[T], n notification[T]) []notificati
 func countInitial[T object.Object](p []notification[T]) int {
 	n := 0
 	for _, x := range p {
-		if x.kind == addKind && x.initial {
+		if x.Type == handler.AddEvent && x.Initial {
 			n++
 		}
 	}

@@ -24,24 +24,24 @@ func parse(s string) notification[*corev1.ConfigMap] {
 	w := strings.Fields(s)
 	switch w[0] {
 	case "add", "add*":
-		return notification[*corev1.ConfigMap]{kind: addKind, obj: cm(w[1]), initial: w[0] == "add*"}
+		return notification[*corev1.ConfigMap]{Type: handler.AddEvent, Obj: cm(w[1]), Initial: w[0] == "add*"}
 	case "update":
-		return notification[*corev1.ConfigMap]{kind: updateKind, old: cm(w[1]), obj: cm(w[2])}
+		return notification[*corev1.ConfigMap]{Type: handler.UpdateEvent, Old: cm(w[1]), Obj: cm(w[2])}
 	}
-	return notification[*corev1.ConfigMap]{kind: deleteKind, del: object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "a"}, Obj: cm(w[1]), HasObj: true}}
+	return notification[*corev1.ConfigMap]{Type: handler.DeleteEvent, Deleted: object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "a"}, Obj: cm(w[1]), HasObj: true}}
 }
 
-func (n notification[T]) String() string {
-	switch n.kind {
-	case addKind:
-		if n.initial {
-			return "add* " + n.obj.GetResourceVersion()
+func show[T object.Object](n notification[T]) string {
+	switch n.Type {
+	case handler.AddEvent:
+		if n.Initial {
+			return "add* " + n.Obj.GetResourceVersion()
 		}
-		return "add " + n.obj.GetResourceVersion()
-	case updateKind:
-		return fmt.Sprintf("update %s %s", n.old.GetResourceVersion(), n.obj.GetResourceVersion())
+		return "add " + n.Obj.GetResourceVersion()
+	case handler.UpdateEvent:
+		return fmt.Sprintf("update %s %s", n.Old.GetResourceVersion(), n.Obj.GetResourceVersion())
 	}
-	return "delete " + n.del.Obj.GetResourceVersion()
+	return "delete " + n.Deleted.Obj.GetResourceVersion()
 }
 
 func TestMerge_coalescesPerKey(t *testing.T) {
@@ -69,7 +69,7 @@ func TestMerge_coalescesPerKey(t *testing.T) {
 			}
 			var got []string
 			for _, n := range p {
-				got = append(got, n.String())
+				got = append(got, show(n))
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("merged to %q, want %q", got, tc.want)

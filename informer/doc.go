@@ -27,13 +27,13 @@
 //     the oldest old to the newest, add then delete is nothing, update then
 //     delete is the delete), so it is bounded by the number of distinct keys
 //     and a slow handler delays only itself. The lag is exported as metrics.
-//     The exception is an inline key handler (handler.InlineKeyHandler, such
-//     as EnqueueKey's into a workqueue.Queue): it is called on the informer's
-//     goroutine, under its lock, as each batch of changes is applied, and
-//     must neither block nor call the informer or its Registration. One
-//     that is a handler.BatchKeyHandler (EnqueueKey's) is given each batch's
-//     keys in one OnKeys call, so that its queue is locked and its workers
-//     woken once per batch rather than per event.
+//     The exception is a handler.Enqueuer (EnqueueKey's and the other
+//     helpers' into a queue that never blocks, a manager's sources): it is
+//     given the events of each batch in one Enqueue call, on the
+//     informer's goroutine, under its lock, as the batch is applied, and
+//     must neither block nor call the informer or its Registration; so its
+//     queue is locked and its workers woken once per batch rather than
+//     per event, with no hand-off and no allocation per event.
 //   - The processing goroutine pops up to 64 keys from the FIFO at once
 //     (deltafifo.FIFO.PopBatch) and applies them under one lock; a relist
 //     part or a bookmark is applied on its own, as it comes.

@@ -282,7 +282,7 @@ func (i *SharedIndexInformer[T]) AddEventHandler(h handler.Handler[T], opts Hand
 	if i.synced {
 		now := time.Now()
 		for _, obj := range i.idx.List() {
-			l.enqueue(object.NameOf(obj).String(), notification[T]{kind: addKind, obj: obj, initial: true}, now)
+			l.enqueue(object.NameOf(obj).String(), notification[T]{Type: handler.AddEvent, Obj: obj, Initial: true}, now)
 		}
 		l.armed = true
 	}
@@ -315,7 +315,7 @@ func (i *SharedIndexInformer[T]) resyncListener(l *listener[T]) {
 	defer i.flushHeldLocked()
 	now := time.Now()
 	for _, obj := range i.idx.List() {
-		l.enqueue(object.NameOf(obj).String(), notification[T]{kind: updateKind, old: obj, obj: obj}, now)
+		l.enqueue(object.NameOf(obj).String(), notification[T]{Type: handler.UpdateEvent, Old: obj, Obj: obj}, now)
 	}
 }
 

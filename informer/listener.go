@@ -43,17 +43,12 @@ type listener[T object.Object] struct {
 	armed       bool // the handler has been given the whole cache
 	removed     bool
 
-	// inline, if set, is h when it may be called on the informer's
-	// goroutine (handler.InlineKeyHandler): it is given its keys at the end
-	// of the informer's batch, so nothing is ever pending for it.
-	inline handler.KeyHandler
-	// batch is inline as a BatchKeyHandler, if it is one. held and heldBg
-	// keep the keys inline is yet to be given and whether each is
-	// background work, until the informer's flushHeldLocked; the
-	// informer's lock guards them.
-	batch  handler.BatchKeyHandler
-	held   []string
-	heldBg []bool
+	// sink, if set, is h as a handler.Enqueuer: it is handed the events of
+	// each of the informer's batches at the batch's end, on the informer's
+	// goroutine, so nothing is ever pending for it. held keeps them until
+	// the informer's flushHeldLocked; the informer's lock guards it.
+	sink handler.Enqueuer[T]
+	held []notification[T]
 
 	wake chan struct{} // buffer 1: "pending may have grown"
 	stop chan struct{} // closed by Remove
@@ -65,30 +60,27 @@ func newListener[T object.Object](i *SharedIndexInformer[T], name string, h hand
 		pending: map[string]*pendingKey[T]{},
 		wake:    make(chan struct{}, 1), stop: make(chan struct{}),
 	}
-	if ih, ok := h.(handler.InlineKeyHandler); ok && ih.Inline() {
-		l.inline = ih
-		l.batch, _ = ih.(handler.BatchKeyHandler)
-	}
+	l.sink, _ = h.(handler.Enqueuer[T])
 	return l
 }
 
-// maxHeld bounds the keys held for an inline handler during a batch (a
+// maxHeld bounds the events held for an Enqueuer during a batch (a
 // relist part, a late handler's replay of the cache): they are given to it
 // whenever that many are held.
 const maxHeld = 512
 
-// enqueue merges n into the key's pending notifications, or holds the key
-// for an inline handler, which gets it with the batch's other keys at the
-// batch's end (flushInline, from the informer's flushHeldLocked). It is
-// called with the informer's lock held (so an inline handler hears of keys
-// in the informer's order), never blocks for long and runs no user code
-// but an inline handler's OnKey or OnKeys.
+// enqueue merges n into the key's pending notifications, or holds it for
+// an Enqueuer, which gets it with the batch's other events at the batch's
+// end (flushHeld, from the informer's flushHeldLocked). It is called with
+// the informer's lock held (so an Enqueuer hears of events in the
+// informer's order), never blocks for long and runs no user code but an
+// Enqueuer's.
 func (l *listener[T]) enqueue(key string, n notification[T], now time.Time) {
-	if l.inline != nil {
-		l.held = append(l.held, key)
-		l.heldBg = append(l.heldBg, isBackground(n))
+	if l.sink != nil {
+		n.Key = key
+		l.held = append(l.held, n)
 		if len(l.held) >= maxHeld {
-			l.flushInline()
+			l.flushHeld()
 		}
 		return
 	}
@@ -110,39 +102,23 @@ func (l *listener[T]) enqueue(key string, n notification[T], now time.Time) {
 	}
 }
 
-// flushInline gives an inline handler the keys held for it during a
-// batch, in order, in runs of equal background: through OnKeys when it is
-// a BatchKeyHandler, else (or again, key by key, after OnKeys panicked)
-// through OnKey. Called with the informer's lock held.
-func (l *listener[T]) flushInline() {
-	keys, bg := l.held, l.heldBg
-	for len(keys) > 0 {
-		n := 1
-		for n < len(keys) && bg[n] == bg[0] {
-			n++
-		}
-		l.giveKeys(keys[:n], bg[0])
-		keys, bg = keys[n:], bg[n:]
-	}
-	clear(l.held)
-	l.held, l.heldBg = l.held[:0], l.heldBg[:0]
-}
-
-// giveKeys hands keys, all background or none, to the inline handler.
-func (l *listener[T]) giveKeys(keys []string, background bool) {
-	if l.batch != nil {
-		given := false
-		l.guarded(0, func() {
-			l.batch.OnKeys(keys, background)
-			given = true
-		})
-		if given {
-			return
+// flushHeld hands an Enqueuer the events held for it during a batch, in
+// one Enqueue call; if that panics, again one event at a time (when there
+// were several), so a panic loses only the events it was raised on.
+// Called with the informer's lock held.
+func (l *listener[T]) flushHeld() {
+	given := false
+	l.guarded(0, func() {
+		l.sink.Enqueue(l.held)
+		given = true
+	})
+	if !given && len(l.held) > 1 {
+		for k := range l.held {
+			l.guarded(0, func() { l.sink.Enqueue(l.held[k : k+1]) })
 		}
 	}
-	for _, k := range keys {
-		l.guarded(0, func() { l.inline.OnKey(k, background) })
-	}
+	clear(l.held) // hold no object the cache has let go of
+	l.held = l.held[:0]
 }
 
 // arm records that every initial-list notification has been queued.
@@ -175,13 +151,8 @@ func (l *listener[T]) run(stopping <-chan struct{}) {
 		defer t.Stop()
 		tick = t.C
 	}
-	keyed, _ := l.h.(handler.KeyHandler)
 	for {
-		if key, ns, ok := l.next(); ok {
-			if keyed != nil {
-				l.callKeyed(keyed, key, ns)
-				continue
-			}
+		if _, ns, ok := l.next(); ok {
 			for _, n := range ns {
 				l.call(n)
 			}
@@ -202,20 +173,10 @@ func (l *listener[T]) run(stopping <-chan struct{}) {
 // call delivers n.
 func (l *listener[T]) call(n notification[T]) {
 	initial := 0
-	if n.initial {
+	if n.Initial {
 		initial = 1
 	}
-	l.guarded(initial, func() { n.deliver(l.h) })
-}
-
-// callKeyed tells a handler that wants only keys about key, once for all
-// of its notifications.
-func (l *listener[T]) callKeyed(h handler.KeyHandler, key string, ns []notification[T]) {
-	l.guarded(countInitial(ns), func() {
-		if len(ns) > 0 {
-			h.OnKey(key, background(ns))
-		}
-	})
+	l.guarded(initial, func() { n.Deliver(l.h) })
 }
 
 // guarded runs fn, which calls the handler, recovering and counting a panic
@@ -237,24 +198,6 @@ func (l *listener[T]) guarded(initial int, fn func()) {
 		}
 	}()
 	fn()
-}
-
-// background reports whether every one of ns is background work: an
-// initial-list add or a resync (an update of an object to itself).
-func background[T object.Object](ns []notification[T]) bool {
-	for _, n := range ns {
-		if !isBackground(n) {
-			return false
-		}
-	}
-	return true
-}
-
-// isBackground reports whether n is background work.
-func isBackground[T object.Object](n notification[T]) bool {
-	initial := n.kind == addKind && n.initial
-	resync := n.kind == updateKind && any(n.old) == any(n.obj)
-	return initial || resync
 }
 
 // hasSynced reports that the handler has returned from every initial-list
@@ -292,6 +235,6 @@ func (r *Registration) HasSynced() bool { return r.synced() }
 
 // Remove stops notifying the handler. It does not wait for a call in
 // progress to return (it may be called from the handler itself, unless the
-// handler is inline: see handler.InlineKeyHandler); the
+// handler is a handler.Enqueuer); the
 // informer's Run waits for it. Calling it again does nothing.
 func (r *Registration) Remove() { r.remove() }

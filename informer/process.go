@@ -127,7 +127,7 @@ func (i *SharedIndexInformer[T]) applyKeys(batch []deltafifo.Item[T]) {
 func (i *SharedIndexInformer[T]) flushHeldLocked() {
 	for _, l := range i.listeners {
 		if len(l.held) > 0 {
-			l.flushInline()
+			l.flushHeld()
 		}
 	}
 }
@@ -153,9 +153,9 @@ func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool, no
 	i.det.stored(key, obj)
 	switch {
 	case !existed:
-		i.dispatchLocked(key, notification[T]{kind: addKind, obj: obj, initial: relist && !i.synced}, now)
+		i.dispatchLocked(key, notification[T]{Type: handler.AddEvent, Obj: obj, Initial: relist && !i.synced}, now)
 	case !relist || i.distrust || changed(old, obj):
-		i.dispatchLocked(key, notification[T]{kind: updateKind, old: old, obj: obj}, now)
+		i.dispatchLocked(key, notification[T]{Type: handler.UpdateEvent, Old: old, Obj: obj}, now)
 	}
 }
 
@@ -164,8 +164,8 @@ func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool, no
 func (i *SharedIndexInformer[T]) removeLocked(key string, obj T, finalStateUnknown bool, now time.Time) {
 	if _, existed := i.idx.Remove(key, obj.GetResourceVersion()); existed {
 		i.det.removed(key)
-		i.dispatchLocked(key, notification[T]{kind: deleteKind,
-			del: tombstone(key, obj, finalStateUnknown)}, now)
+		i.dispatchLocked(key, notification[T]{Type: handler.DeleteEvent,
+			Deleted: tombstone(key, obj, finalStateUnknown)}, now)
 	}
 }
 
@@ -211,8 +211,8 @@ func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 	if !p.Abandoned {
 		for _, gone := range i.idx.EndRelist(p.ResourceVersion) {
 			i.det.removed(gone.Key)
-			i.dispatchLocked(gone.Key, notification[T]{kind: deleteKind,
-				del: tombstone(gone.Key, gone.Object, true)}, now)
+			i.dispatchLocked(gone.Key, notification[T]{Type: handler.DeleteEvent,
+				Deleted: tombstone(gone.Key, gone.Object, true)}, now)
 		}
 		i.snap.relistEnds(i.refl.Resume())
 		i.markSyncedLocked()
@@ -295,9 +295,9 @@ func (i *SharedIndexInformer[T]) swapLocked(h *heldRelist[T], rv string) {
 		c := change{key: key, obj: obj}
 		switch old, existed := i.idx.GetByKey(key); {
 		case !existed:
-			c.n = notification[T]{kind: addKind, obj: obj, initial: !i.synced}
+			c.n = notification[T]{Type: handler.AddEvent, Obj: obj, Initial: !i.synced}
 		case changed(old, obj):
-			c.n = notification[T]{kind: updateKind, old: old, obj: obj}
+			c.n = notification[T]{Type: handler.UpdateEvent, Old: old, Obj: obj}
 		}
 		changes = append(changes, c)
 	}
@@ -305,7 +305,7 @@ func (i *SharedIndexInformer[T]) swapLocked(h *heldRelist[T], rv string) {
 	for _, key := range i.idx.ListKeys() {
 		if _, ok := written[key]; !ok {
 			old, _ := i.idx.GetByKey(key)
-			changes = append(changes, change{key: key, n: notification[T]{kind: deleteKind, del: tombstone(key, old, true)}})
+			changes = append(changes, change{key: key, n: notification[T]{Type: handler.DeleteEvent, Deleted: tombstone(key, old, true)}})
 		}
 	}
 	if err := i.idx.Replace(items, rv); err != nil {
@@ -319,7 +319,7 @@ func (i *SharedIndexInformer[T]) swapLocked(h *heldRelist[T], rv string) {
 		} else {
 			i.det.removed(c.key)
 		}
-		if c.n.kind != 0 {
+		if c.n.Type != 0 {
 			i.dispatchLocked(c.key, c.n, now)
 		}
 	}
@@ -364,7 +364,7 @@ func (s *transformSink[T]) RelistSize(n int) { s.size(n) }
 // store makes room for them, unless relists are atomic (those are swapped
 // in whole, into a store built for them, so a reserved map would only be
 // waste), and so do the queues of the handlers that take the hint
-// (handler.KeyExpecter, as EnqueueKey's), each of the n objects being
+// (handler.Enqueuer, as EnqueueKey's), each of the n objects being
 // a new key for them. A handler's panic is recovered and counted as in any
 // of its calls.
 func (i *SharedIndexInformer[T]) reserve(n int) {
@@ -372,7 +372,7 @@ func (i *SharedIndexInformer[T]) reserve(n int) {
 	var expecters []*listener[T]
 	if i.idx.Len() == 0 {
 		for _, l := range i.listeners {
-			if _, ok := l.h.(handler.KeyExpecter); ok {
+			if l.sink != nil {
 				expecters = append(expecters, l)
 			}
 		}
@@ -382,7 +382,7 @@ func (i *SharedIndexInformer[T]) reserve(n int) {
 		i.idx.Reserve(n)
 	}
 	for _, l := range expecters {
-		l.guarded(0, func() { l.h.(handler.KeyExpecter).ExpectKeys(n) })
+		l.guarded(0, func() { l.sink.ExpectKeys(n) })
 	}
 }
 

@@ -88,17 +88,22 @@ func TestInformer_appliesAListPageByPageWhileItIsStillArriving(t *testing.T) {
 	}
 }
 
-// keyRecorder is a handler.KeyHandler that records what it is told.
+// keyRecorder is a handler.Enqueuer that records the key of each event
+// it is given and whether it is background work.
 type keyRecorder struct {
-	handler.Funcs[*corev1.ConfigMap] // never called: OnKey replaces them
+	handler.Funcs[*corev1.ConfigMap] // never called: Enqueue replaces them
 	mu                               sync.Mutex
 	got                              []string
 }
 
-func (k *keyRecorder) OnKey(key string, background bool) {
+func (k *keyRecorder) ExpectKeys(int) {}
+
+func (k *keyRecorder) Enqueue(events []handler.Event[*corev1.ConfigMap]) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.got = append(k.got, fmt.Sprintf("%s background=%v", key, background))
+	for i := range events {
+		k.got = append(k.got, fmt.Sprintf("%s background=%v", events[i].Key, events[i].Background()))
+	}
 }
 
 func (k *keyRecorder) calls() []string {
@@ -107,12 +112,12 @@ func (k *keyRecorder) calls() []string {
 	return slices.Clone(k.got)
 }
 
-func TestInformer_aKeyHandlerGetsTheKeyAndWhetherTheChangeIsBackgroundWork(t *testing.T) {
+func TestInformer_anEnqueuerGetsTheKeyAndWhetherTheChangeIsBackgroundWork(t *testing.T) {
 	leakcheck.Check(t)
 	srv := newFakeServer("a")
 	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{})
 	k := &keyRecorder{Funcs: handler.Funcs[*corev1.ConfigMap]{
-		AddFunc: func(*corev1.ConfigMap, bool) { t.Error("OnAdd called on a KeyHandler") }}}
+		AddFunc: func(*corev1.ConfigMap, bool) { t.Error("OnAdd called on an Enqueuer") }}}
 	reg, err := inf.AddEventHandler(k, informer.HandlerOptions{Name: "keys", ResyncPeriod: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -213,23 +218,23 @@ func TestInformer_relistOnRequestReturnsWhenATransformAbandonsTheRelist(t *testi
 	}
 }
 
-// inlineRecorder is a KeyHandler an informer calls on its own goroutine;
-// it panics on the key panicOn after recording it.
+// inlineRecorder is a keyRecorder that panics, after recording them, on
+// events of the key panicOn.
 type inlineRecorder struct {
 	keyRecorder
 	panicOn string
 }
 
-func (r *inlineRecorder) Inline() bool { return true }
-
-func (r *inlineRecorder) OnKey(key string, background bool) {
-	r.keyRecorder.OnKey(key, background)
-	if key == r.panicOn {
-		panic("inline handler failed")
+func (r *inlineRecorder) Enqueue(events []handler.Event[*corev1.ConfigMap]) {
+	r.keyRecorder.Enqueue(events)
+	for i := range events {
+		if events[i].Key == r.panicOn {
+			panic("inline handler failed")
+		}
 	}
 }
 
-func TestInformer_anInlineKeyHandlerHearsEveryKeyInOrderAndItsPanicsAreCounted(t *testing.T) {
+func TestInformer_anEnqueuerHearsEveryKeyInOrderAndItsPanicsAreCounted(t *testing.T) {
 	leakcheck.Check(t)
 	srv := newFakeServer("a")
 	reg := prometheus.NewRegistry()

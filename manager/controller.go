@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +16,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/telemetry"
+	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
 // Controller is the controller type the manager builds: keys are typed
@@ -83,39 +85,44 @@ type source[T Object] struct {
 	filters []func(T) bool
 	primary bool
 	watches bool // a Watches source
-	toNames func(q handler.Adder[object.ObjectName], primary schema.GroupVersionKind) handler.Handler[T]
+	// names returns how an event names primary objects, given the
+	// primary kind.
+	names func(primary schema.GroupVersionKind) handler.KeyFunc[T, object.ObjectName]
 }
 
 // For makes the objects of inf the controller's primary objects: each
-// change queues the object's own name. filters, if any, must all accept an
-// object for it to count (see handler.Filtering: an object that stops
-// passing is seen as deleted). A controller has exactly one For.
+// change queues the object's own name (handler.Names). filters, if any,
+// must all accept an object for it to count (see handler.Event.Filtered:
+// an object that stops passing is seen as deleted). A controller has
+// exactly one For.
+//
+// Every source's events take one path into the controller's queue (a
+// handler.Enqueuer): its informer hands them over a batch at a time, on
+// its own goroutine, and filters and map functions run there. They must
+// not block: read caches, never call the API server.
 func For[T Object](inf *informer.SharedIndexInformer[T], filters ...func(T) bool) Source {
 	return &source[T]{inf: inf, filters: filters, primary: true,
-		toNames: func(q handler.Adder[object.ObjectName], _ schema.GroupVersionKind) handler.Handler[T] {
-			return handler.EnqueueObject[T](q)
-		}}
+		names: func(schema.GroupVersionKind) handler.KeyFunc[T, object.ObjectName] { return handler.Names[T]() }}
 }
 
 // Owns makes changes to the objects of inf queue the primary object that
 // controls them (the owner reference with controller: true whose kind is
-// the For kind; see handler.EnqueueOwner), so an owned object changed or
+// the For kind; see handler.Owners), so an owned object changed or
 // deleted by someone else is put right.
 func Owns[T Object](inf *informer.SharedIndexInformer[T], filters ...func(T) bool) Source {
 	return &source[T]{inf: inf, filters: filters,
-		toNames: func(q handler.Adder[object.ObjectName], primary schema.GroupVersionKind) handler.Handler[T] {
-			return handler.EnqueueOwner[T](q, primary.GroupKind())
+		names: func(primary schema.GroupVersionKind) handler.KeyFunc[T, object.ObjectName] {
+			return handler.Owners[T](primary.GroupKind())
 		}}
 }
 
 // Watches makes changes to the objects of inf queue the names mapFn returns
-// (see handler.EnqueueMapped), e.g. every primary object that refers to a
-// changed ConfigMap.
+// (see handler.Mapped), e.g. every primary object that refers to a
+// changed ConfigMap. mapFn runs on the informer's goroutine: it must not
+// block.
 func Watches[T Object](inf *informer.SharedIndexInformer[T], mapFn func(T) []object.ObjectName, filters ...func(T) bool) Source {
 	return &source[T]{inf: inf, filters: filters, watches: true,
-		toNames: func(q handler.Adder[object.ObjectName], _ schema.GroupVersionKind) handler.Handler[T] {
-			return handler.EnqueueMapped(q, mapFn)
-		}}
+		names: func(schema.GroupVersionKind) handler.KeyFunc[T, object.ObjectName] { return handler.Mapped(mapFn) }}
 }
 
 func (s *source[T]) isFor() bool { return s.primary }
@@ -170,26 +177,31 @@ func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVers
 	if s.inf == nil {
 		return nil, errors.New("nil informer")
 	}
-	a := &reasonAdder{c: c, source: s.inf.Name()}
-	h := s.toNames(a, primary)
-	if p != nil && s.primary {
-		p.uidOf = s.uidOf
-		h = &forgetting[T]{next: h, p: p}
-	}
-	if len(s.filters) > 0 {
-		h = handler.Filtering[T]{Filter: s.accept, Handler: h}
-	}
-	h = &noting[T]{next: h, a: a}
+	k := s.keysInto(c, primary, p)
 	if ryw {
-		h = &observing[T]{next: h, m: m, inf: s.inf.Name()}
+		k.m = m
 	}
-	h = s.expectingKeys(h, c)
-	reg, err := s.inf.AddEventHandler(h, informer.HandlerOptions{Name: c.Name()})
+	reg, err := s.inf.AddEventHandler(k, informer.HandlerOptions{Name: c.Name()})
 	if err != nil {
 		return nil, err
 	}
 	c.WaitFor(s.inf.Name(), reg.HasSynced, s.inf.LastError)
 	return reg, nil
+}
+
+// keysInto returns the source's handler into c, without read-your-writes;
+// p is the controller's partition (nil without sharding).
+func (s *source[T]) keysInto(c *Controller, primary schema.GroupVersionKind, p *partition) *sourceKeys[T] {
+	k := &sourceKeys[T]{c: c, source: s.inf.Name(), names: s.names(primary),
+		expect: s.primary && len(s.filters) == 0}
+	if len(s.filters) > 0 {
+		k.accept = s.accept
+	}
+	if p != nil && s.primary {
+		p.uidOf = s.uidOf
+		k.part = p
+	}
+	return k
 }
 
 func (s *source[T]) accept(obj T) bool {
@@ -315,117 +327,143 @@ func primaryKind(m *Manager, sources []Source) (schema.GroupVersionKind, debug.C
 	return gvk, fors[0].cache(), err
 }
 
-// forgetting remembers, for the partition, the UIDs of deleted primary
-// objects whose keys may still be queued (the cache no longer has them).
-type forgetting[T Object] struct {
-	next handler.Handler[T]
-	p    *partition
-}
-
-func (f *forgetting[T]) OnAdd(obj T, initial bool) { f.next.OnAdd(obj, initial) }
-func (f *forgetting[T]) OnUpdate(old, new T)       { f.next.OnUpdate(old, new) }
-func (f *forgetting[T]) OnDelete(d object.Deleted[T]) {
-	if d.HasObj && d.Name.Validate() == nil {
-		f.p.deleted(d.Name, d.Obj.GetUID())
-	}
-	f.next.OnDelete(d)
-}
-
-// observing tells the manager's ledger about every event of its informer
-// before passing it on, so a key held for its writes is released as soon as
-// the cache shows them. It rides on the controller's own handler: no extra
-// listener per informer.
-type observing[T Object] struct {
-	next handler.Handler[T]
-	m    *Manager
-	inf  string // the informer's name, to find its resource
-}
-
-func (o *observing[T]) OnAdd(obj T, initial bool) {
-	o.observe(object.NameOf(obj))
-	o.next.OnAdd(obj, initial)
-}
-
-func (o *observing[T]) OnUpdate(old, new T) {
-	o.observe(object.NameOf(new))
-	o.next.OnUpdate(old, new)
-}
-
-func (o *observing[T]) OnDelete(d object.Deleted[T]) {
-	if d.Name.Validate() == nil {
-		o.observe(d.Name)
-	}
-	o.next.OnDelete(d)
-}
-
-func (o *observing[T]) observe(n object.ObjectName) {
-	if o.m.ledger.Pending() == 0 {
-		return
-	}
-	if gr, ok := o.m.resourceOf(o.inf); ok {
-		o.m.ledger.Observe(gr, n)
-	}
-}
-
-// reasonAdder queues a source's keys in its controller with the event being
-// delivered as the reason (see controller.KeyStats and /debug/ctrlkit).
-// event is set by noting; both are used by the one goroutine that delivers
-// the source's events, so event needs no lock.
-type reasonAdder struct {
+// sourceKeys is a source's handler: the one path of its informer's events
+// into the controller's queue (a handler.Enqueuer), in stages run for each
+// event of a batch, with no allocation per event:
+//
+//   - the read-your-writes ledger hears of every event (m set), so a key
+//     held for its writes is released as soon as the cache shows them;
+//   - the source's filters (accept set) turn the event into what a handler
+//     behind them sees (handler.Event.Filtered), or drop it;
+//   - a deleted primary object's UID is kept for the partition (part set),
+//     since its key may still be queued when the cache no longer has it;
+//   - names says which primary objects the event queues, each with the
+//     informer's event as its reason (see controller.KeyStats and
+//     /debug/ctrlkit), added in one batch per run of equal background
+//     (handler.Event.Background: low priority).
+type sourceKeys[T Object] struct {
 	c      *Controller
 	source string // the informer's name
-	event  string
+	names  handler.KeyFunc[T, object.ObjectName]
+	accept func(T) bool // nil: every object
+	m      *Manager     // with read-your-writes
+	part   *partition   // for a For source, with sharding
+	// expect passes the informer's hint of a list's size to the queue: a
+	// For source without filters, each object being one key.
+	expect bool
+
+	// mu guards the scratch space below, kept from batch to batch (one
+	// informer calls Enqueue from one goroutine at a time).
+	mu     sync.Mutex
+	keys   []object.ObjectName
+	why    []controller.Reason
+	passed handler.Event[T]
 }
 
-func (a *reasonAdder) Add(k object.ObjectName) {
-	a.c.AddBecause(k, controller.Reason{Event: a.event, Source: a.source})
-}
-
-// expecting is the handler of a controller's primary objects when no
-// filter drops any: each of them is a key of the controller's, so the size
-// of a list into an empty cache is how many keys are coming
-// (handler.KeyExpecter), and the controller's queue makes room for them at
-// once. It hides every optional interface of the handler it wraps but
-// KeyExpecter; none of the wrappers below it has one.
-type expecting[T Object] struct {
-	handler.Handler[T]
-	c *Controller
-}
-
-func (e expecting[T]) ExpectKeys(n int) { e.c.Reserve(n) }
-
-// expectingKeys returns h as an expecting handler when s is a For source
-// without filters, else h.
-func (s *source[T]) expectingKeys(h handler.Handler[T], c *Controller) handler.Handler[T] {
-	if s.primary && len(s.filters) == 0 {
-		return expecting[T]{Handler: h, c: c}
+// Enqueue queues the names of events' objects, in order.
+func (s *sourceKeys[T]) Enqueue(events []handler.Event[T]) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys, why, bg := s.keys[:0], s.why[:0], false
+	for i := range events {
+		e := &events[i]
+		if s.m != nil {
+			s.observe(e)
+		}
+		if s.accept != nil {
+			var ok bool
+			if s.passed, ok = e.Filtered(s.accept); !ok {
+				continue
+			}
+			e = &s.passed
+		}
+		if s.part != nil && e.Type == handler.DeleteEvent && e.Deleted.HasObj && e.Deleted.Name.Validate() == nil {
+			s.part.deleted(e.Deleted.Name, e.Deleted.Obj.GetUID())
+		}
+		if b := e.Background(); b != bg {
+			keys, why = s.flush(keys, why, bg)
+			bg = b
+		}
+		n := len(keys)
+		keys = s.names(keys, e)
+		r := controller.Reason{Event: eventName(&events[i]), Source: s.source}
+		for range keys[n:] {
+			why = append(why, r)
+		}
 	}
-	return h
+	s.keys, s.why = s.flush(keys, why, bg)
+	s.passed = handler.Event[T]{}
 }
 
-// noting records which event it passes on, for its reasonAdder.
-type noting[T Object] struct {
-	next handler.Handler[T]
-	a    *reasonAdder
-}
-
-func (n *noting[T]) OnAdd(obj T, initial bool) {
-	n.a.event = "add"
-	if initial {
-		n.a.event = "initial list"
+// flush adds keys to the controller, with their reasons, at low priority
+// if they are background work, and returns the emptied slices.
+func (s *sourceKeys[T]) flush(keys []object.ObjectName, why []controller.Reason, bg bool) ([]object.ObjectName, []controller.Reason) {
+	if len(keys) == 0 {
+		return keys, why
 	}
-	n.next.OnAdd(obj, initial)
-}
-
-func (n *noting[T]) OnUpdate(old, new T) {
-	n.a.event = "update"
-	if any(old) == any(new) {
-		n.a.event = "resync"
+	prio := 0
+	if bg {
+		prio = workqueue.LowPriority
 	}
-	n.next.OnUpdate(old, new)
+	s.c.AddBatchBecause(keys, why, prio)
+	clear(keys) // hold no name of a deleted object
+	return keys[:0], why[:0]
 }
 
-func (n *noting[T]) OnDelete(d object.Deleted[T]) {
-	n.a.event = "delete"
-	n.next.OnDelete(d)
+// eventName is the reason an event gives, as the informer delivered it.
+func eventName[T Object](e *handler.Event[T]) string {
+	switch e.Type {
+	case handler.AddEvent:
+		if e.Initial {
+			return "initial list"
+		}
+		return "add"
+	case handler.UpdateEvent:
+		if any(e.Old) == any(e.Obj) {
+			return "resync"
+		}
+		return "update"
+	}
+	return "delete"
+}
+
+// observe tells the manager's ledger about e's object.
+func (s *sourceKeys[T]) observe(e *handler.Event[T]) {
+	if s.m.ledger.Pending() == 0 {
+		return
+	}
+	var n object.ObjectName
+	switch {
+	case e.Type != handler.DeleteEvent:
+		n = object.NameOf(e.Obj)
+	case e.Deleted.Name.Validate() == nil:
+		n = e.Deleted.Name
+	default:
+		return
+	}
+	if gr, ok := s.m.resourceOf(s.source); ok {
+		s.m.ledger.Observe(gr, n)
+	}
+}
+
+// ExpectKeys makes room in the controller's queue for n keys, for a For
+// source without filters.
+func (s *sourceKeys[T]) ExpectKeys(n int) {
+	if s.expect {
+		s.c.Reserve(n)
+	}
+}
+
+// OnAdd, OnUpdate and OnDelete take one event down the same path; an
+// informer never calls them (it calls Enqueue).
+func (s *sourceKeys[T]) OnAdd(obj T, initial bool) {
+	s.Enqueue([]handler.Event[T]{{Type: handler.AddEvent, Obj: obj, Initial: initial}})
+}
+
+func (s *sourceKeys[T]) OnUpdate(old, new T) {
+	s.Enqueue([]handler.Event[T]{{Type: handler.UpdateEvent, Old: old, Obj: new}})
+}
+
+func (s *sourceKeys[T]) OnDelete(d object.Deleted[T]) {
+	s.Enqueue([]handler.Event[T]{{Type: handler.DeleteEvent, Deleted: d}})
 }

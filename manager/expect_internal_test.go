@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/handler"
@@ -34,6 +36,7 @@ func TestSource_onlyAnUnfilteredForTellsItsQueueHowManyKeysAreComing(t *testing.
 	}
 	accept := func(*corev1.ConfigMap) bool { return true }
 	mapped := func(*corev1.ConfigMap) []object.ObjectName { return nil }
+	gvk := corev1.SchemeGroupVersion.WithKind("ConfigMap")
 	for _, tc := range []struct {
 		name   string
 		src    Source
@@ -44,14 +47,71 @@ func TestSource_onlyAnUnfilteredForTellsItsQueueHowManyKeysAreComing(t *testing.
 		{"Owns", Owns(inf), false},
 		{"Watches", Watches(inf, mapped), false},
 	} {
-		var h handler.Handler[*corev1.ConfigMap] = handler.Funcs[*corev1.ConfigMap]{}
-		got := tc.src.(*source[*corev1.ConfigMap]).expectingKeys(h, c)
-		e, ok := got.(handler.KeyExpecter)
-		if ok != tc.expect {
-			t.Errorf("%s: a KeyExpecter is %v, want %v", tc.name, ok, tc.expect)
+		k := tc.src.(*source[*corev1.ConfigMap]).keysInto(c, gvk, nil)
+		if k.expect != tc.expect {
+			t.Errorf("%s: passes the hint on: %v, want %v", tc.name, k.expect, tc.expect)
 		}
-		if ok {
-			e.ExpectKeys(10_000) // reaches the controller's queue; must not block
+		k.ExpectKeys(10_000) // reaches the controller's queue, or nothing; must not block
+	}
+}
+
+func cmAt(name, rv string, labels map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv, Labels: labels,
+		UID: types.UID("uid-" + name)}}
+}
+
+// A source's one path: the filter turns crossings into adds and deletes
+// and drops the rest, each key carries the informer's event as its reason,
+// background work is queued behind the rest, and a For source under a
+// partition remembers the UIDs of deleted objects.
+func TestSource_EnqueueRunsEveryStageInOneBatch(t *testing.T) {
+	inf, err := informer.New[*corev1.ConfigMap](neverLW{}, informer.Options[*corev1.ConfigMap]{Name: "configmaps"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := controller.New[object.ObjectName](controller.ReconcileFunc[object.ObjectName](
+		func(context.Context, object.ObjectName) (controller.Result, error) { return controller.Result{}, nil }),
+		controller.Options[object.ObjectName]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Queue().ShutDown()
+	in := map[string]string{"in": "yes"}
+	accept := func(cm *corev1.ConfigMap) bool { return cm.Labels["in"] == "yes" }
+	p := &partition{}
+	k := For(inf, accept).(*source[*corev1.ConfigMap]).keysInto(c, corev1.SchemeGroupVersion.WithKind("ConfigMap"), p)
+	type ev = handler.Event[*corev1.ConfigMap]
+	same := cmAt("resynced", "1", in)
+	k.Enqueue([]ev{
+		{Type: handler.AddEvent, Key: "ns/listed", Obj: cmAt("listed", "1", in), Initial: true},
+		{Type: handler.UpdateEvent, Key: "ns/resynced", Old: same, Obj: same},
+		{Type: handler.UpdateEvent, Key: "ns/left", Old: cmAt("left", "1", in), Obj: cmAt("left", "2", nil)},
+		{Type: handler.UpdateEvent, Key: "ns/outside", Old: cmAt("outside", "1", nil), Obj: cmAt("outside", "2", nil)},
+		{Type: handler.UpdateEvent, Key: "ns/entered", Old: cmAt("entered", "1", nil), Obj: cmAt("entered", "2", in)},
+		{Type: handler.DeleteEvent, Key: "ns/gone", Deleted: object.Deleted[*corev1.ConfigMap]{
+			Name: object.ObjectName{Namespace: "ns", Name: "gone"}, Obj: cmAt("gone", "3", in), HasObj: true}},
+	})
+	for name, want := range map[string]struct {
+		event    string
+		position int
+	}{
+		"left": {"update", 0}, "entered": {"update", 1}, "gone": {"delete", 2},
+		"listed": {"initial list", 3}, "resynced": {"resync", 4},
+	} {
+		st := c.KeyStats(object.ObjectName{Namespace: "ns", Name: name})
+		if !st.Queue.Queued || st.Queue.Position != want.position || st.Last.Event != want.event ||
+			st.Last.Source != "configmaps" || st.Adds != 1 {
+			t.Errorf("%s: queued %v at %d, last reason %q of %q, %d adds; want queued at %d, %q of configmaps, 1 add",
+				name, st.Queue.Queued, st.Queue.Position, st.Last.Event, st.Last.Source, st.Adds, want.position, want.event)
 		}
+	}
+	if st := c.KeyStats(object.ObjectName{Namespace: "ns", Name: "outside"}); st.Queue.Queued || st.Adds != 0 {
+		t.Errorf("an update outside the filter was queued: %+v", st)
+	}
+	if g, ok := p.gone[object.ObjectName{Namespace: "ns", Name: "gone"}]; !ok || g.uid != "uid-gone" {
+		t.Errorf("the partition remembers %+v for the deleted object, want its UID", p.gone)
+	}
+	if g, ok := p.gone[object.ObjectName{Namespace: "ns", Name: "left"}]; !ok || g.uid != "uid-left" {
+		t.Errorf("the partition remembers %+v for the object that left the filter, want its UID", p.gone)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"runtime/metrics"
@@ -17,11 +19,14 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/rest"
 	cgworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
@@ -77,9 +82,9 @@ func Pipeline(cfg PipelineConfig) Scenario {
 			"managedFields after decoding (ctrlkit cuts them before). ",
 			cfg.Objects, cfg.Namespaces, cfg.PageSize, cfg.Events), ""
 	}
-	extra := []string{Floor}
+	extra := []string{Floor, CtrlkitManager}
 	if cfg.Wire {
-		extra = []string{ClientGoStrip}
+		extra = []string{ClientGoStrip, CtrlkitManager}
 	} else {
 		doc += "Rows \"vs floor\": no pipeline at all, one goroutine keeping every object in a map by key and handing it " +
 			"straight to the run's reader (no FIFO, queue, handler, index, cache read or stripping): what caching these " +
@@ -131,6 +136,7 @@ type pipelineInput struct {
 	plan       []plannedEvent
 	keys       []string // by key id; ids 0..Objects-1 are the listed objects
 	ids        map[string]int
+	names      map[object.ObjectName]int // ids by typed name, for the manager's reconciler
 	initial    []int64 // resource version of each listed key
 	final      []int64 // resource version of each key after the last event; -1 deleted
 	sentinel   int     // the key of the last event
@@ -145,12 +151,14 @@ type plannedEvent struct {
 
 func newPipelineInput(cfg PipelineConfig) *pipelineInput {
 	in := &pipelineInput{namespaces: cfg.Namespaces, listRV: cfg.Objects, plan: make([]plannedEvent, 0, cfg.Events),
-		ids: make(map[string]int, cfg.Objects+cfg.Events/50)}
+		ids: make(map[string]int, cfg.Objects+cfg.Events/50), names: make(map[object.ObjectName]int, cfg.Objects+cfg.Events/50)}
 	var live []int // ids of the keys that exist
 	addKey := func(rv int) int {
 		id := len(in.keys)
 		key := fmt.Sprintf("ns-%03d/cm-%07d", id%cfg.Namespaces, id) // configMap's namespace and name
 		in.keys, in.ids[key] = append(in.keys, key), id
+		n, _ := object.ParseObjectName(key)
+		in.names[n] = id
 		live, in.final = append(live, id), append(in.final, int64(rv))
 		return id
 	}
@@ -282,9 +290,20 @@ type pipelineRun struct {
 
 // observe is the workers' work: record the version of key's cached object.
 func (r *pipelineRun) observe(key string, obj *corev1.ConfigMap, cached bool) {
-	r.reads.Add(1)
 	id, ok := r.in.ids[key]
-	if !ok {
+	r.record(id, ok, obj, cached)
+}
+
+// observeName is observe for a worker given a typed name.
+func (r *pipelineRun) observeName(n object.ObjectName, obj *corev1.ConfigMap, cached bool) {
+	id, ok := r.in.names[n]
+	r.record(id, ok, obj, cached)
+}
+
+// record notes that a worker read key id (known: the input has it).
+func (r *pipelineRun) record(id int, known bool, obj *corev1.ConfigMap, cached bool) {
+	r.reads.Add(1)
+	if !known {
 		r.unknown.Add(1)
 		return
 	}
@@ -370,7 +389,7 @@ func runPipeline(ctx context.Context, cfg PipelineConfig, side string) (Result, 
 		endSync = cfg.phase("sync")
 	}
 	cpuStart, start := processCPU(), time.Now()
-	p, err := startPipeline(ctx, side, lws, r.observe, cfg.workers(), cfg.PageSize)
+	p, err := startPipeline(ctx, side, lws, r, cfg.workers(), cfg.PageSize)
 	if err != nil {
 		return nil, err
 	}
@@ -398,15 +417,25 @@ type pipelineLWs struct {
 	check    func(n, pageSize int) error
 }
 
-func startPipeline(ctx context.Context, side string, lws pipelineLWs, observe func(string, *corev1.ConfigMap, bool), workers, pageSize int) (pipeline, error) {
+func startPipeline(ctx context.Context, side string, lws pipelineLWs, r *pipelineRun, workers, pageSize int) (pipeline, error) {
 	switch side {
 	case Ctrlkit:
-		return startCtrlkitPipeline(ctx, lws.ctrlkit, observe, workers)
+		return startCtrlkitPipeline(ctx, lws.ctrlkit, r.observe, nil, workers)
+	case CtrlkitManager:
+		return startCtrlkitPipeline(ctx, lws.ctrlkit, nil, r.observeName, workers)
 	case Floor:
-		return startFloorPipeline(ctx, cache.ToListerWatcherWithContext(lws.clientGo), observe, pageSize), nil
+		return startFloorPipeline(ctx, cache.ToListerWatcherWithContext(lws.clientGo), r.observe, pageSize), nil
 	}
-	return startClientGoPipeline(ctx, lws.clientGo, observe, side == ClientGoStrip, workers)
+	return startClientGoPipeline(ctx, lws.clientGo, r.observe, side == ClientGoStrip, workers)
 }
+
+// CtrlkitManager is an extra side of S1 and S1w: the same informer as
+// ctrlkit's, feeding a controller built by manager.NewController with a
+// For source (the manager's key path: its source handler, reasons and
+// AddBatchBecause, the controller with the manager's options and
+// metrics), reconciling typed names. The manager itself is not run: it
+// would list through an API server this input has not got.
+const CtrlkitManager = "ctrlkit manager"
 
 // ClientGoStrip is an extra side of S1 on the wire: client-go's informer
 // with a transform that strips managedFields, as ctrlkit's does by default.
@@ -512,14 +541,17 @@ type ctrlkitPipeline struct {
 }
 
 func startCtrlkitPipeline(ctx context.Context, lw reflector.ListerWatcher[*corev1.ConfigMap],
-	observe func(string, *corev1.ConfigMap, bool), workers int) (*ctrlkitPipeline, error) {
+	observe func(string, *corev1.ConfigMap, bool), observeName func(object.ObjectName, *corev1.ConfigMap, bool), workers int) (*ctrlkitPipeline, error) {
 	inf, err := informer.New[*corev1.ConfigMap](lw,
-		informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}, DetectMutations: informer.DetectNever}})
+		informer.Options[*corev1.ConfigMap]{Name: "configmaps", FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}, DetectMutations: informer.DetectNever}})
 	if err != nil {
 		return nil, err
 	}
 	idx := inf.Reader()
 	keepNamespaceIndex(idx)
+	if observeName != nil {
+		return startManagerPipeline(ctx, inf, observeName, workers)
+	}
 	ctrl, err := controller.New[string](controller.ReconcileFunc[string](func(_ context.Context, key string) (controller.Result, error) {
 		obj, ok := idx.GetByKey(key)
 		observe(key, obj, ok)
@@ -533,6 +565,32 @@ func startCtrlkitPipeline(ctx context.Context, lw reflector.ListerWatcher[*corev
 		return nil, err
 	}
 	ctrl.WaitFor("configmaps", reg.HasSynced, nil)
+	ctx, cancel := context.WithCancel(ctx)
+	p := &ctrlkitPipeline{inf: inf, cancel: cancel}
+	p.wg.Go(func() { p.errs[0] = inf.Run(ctx) })
+	p.wg.Go(func() { p.errs[1] = ctrl.Run(ctx) })
+	return p, nil
+}
+
+// startManagerPipeline adds a controller of a manager that is never run
+// (manager.New makes no request) with For(inf), and runs inf and the
+// controller.
+func startManagerPipeline(ctx context.Context, inf *informer.SharedIndexInformer[*corev1.ConfigMap],
+	observe func(object.ObjectName, *corev1.ConfigMap, bool), workers int) (*ctrlkitPipeline, error) {
+	m, err := manager.New(&rest.Config{Host: "https://127.0.0.1:1"}, manager.Options{
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HTTPAddr: "0"})
+	if err != nil {
+		return nil, err
+	}
+	idx := inf.Reader()
+	ctrl, err := manager.NewController(m, "bench", controller.ReconcileFunc[object.ObjectName](func(_ context.Context, n object.ObjectName) (controller.Result, error) {
+		obj, ok := idx.Get(n)
+		observe(n, obj, ok)
+		return controller.Result{}, nil
+	}), manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: workers}}, manager.For(inf))
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	p := &ctrlkitPipeline{inf: inf, cancel: cancel}
 	p.wg.Go(func() { p.errs[0] = inf.Run(ctx) })

@@ -91,10 +91,10 @@ func TestServer_bothLibrariesSyncEveryObjectFromTheRealServer(t *testing.T) {
 
 func TestPipeline_bothLibrariesProcessEveryEventAndCacheTheSource(t *testing.T) {
 	s := Pipeline(PipelineConfig{Objects: 3000, Events: 20000, Namespaces: 10, PageSize: 500})
-	if !slices.Equal(s.Extra, []string{Floor}) {
-		t.Fatalf("extra sides %v, want the floor", s.Extra)
+	if !slices.Equal(s.Extra, []string{Floor, CtrlkitManager}) {
+		t.Fatalf("extra sides %v, want the floor and the manager", s.Extra)
 	}
-	for _, side := range []string{Ctrlkit, ClientGo, Floor} {
+	for _, side := range []string{Ctrlkit, ClientGo, Floor, CtrlkitManager} {
 		res, err := s.Run(t.Context(), side)
 		if err != nil {
 			t.Fatalf("%s: %v", side, err)
@@ -113,7 +113,7 @@ func TestPipeline_bothLibrariesProcessEveryEventAndCacheTheSource(t *testing.T) 
 
 func TestPipeline_wireBothLibrariesDecodeTheServersBytesAndCacheTheSource(t *testing.T) {
 	s := Pipeline(PipelineConfig{Objects: 3000, Events: 20000, Namespaces: 10, PageSize: 500, Wire: true})
-	for _, side := range []string{Ctrlkit, ClientGo, ClientGoStrip} {
+	for _, side := range []string{Ctrlkit, ClientGo, ClientGoStrip, CtrlkitManager} {
 		res, err := s.Run(t.Context(), side)
 		if err != nil {
 			t.Fatalf("%s: %v", side, err)
@@ -191,7 +191,7 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 	}
 	s := Pipeline(cfg)
-	for _, side := range []string{Ctrlkit, ClientGo, Floor} {
+	for _, side := range []string{Ctrlkit, ClientGo, Floor, CtrlkitManager} {
 		b.Run(side, func(b *testing.B) {
 			for b.Loop() {
 				res, err := s.Run(b.Context(), side)
