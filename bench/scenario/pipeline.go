@@ -18,8 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	cgworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/ctrlkit/ctrlkit/controller"
@@ -137,9 +137,9 @@ type pipelineInput struct {
 	keys       []string // by key id; ids 0..Objects-1 are the listed objects
 	ids        map[string]int
 	names      map[object.ObjectName]int // ids by typed name, for the manager's reconciler
-	initial    []int64 // resource version of each listed key
-	final      []int64 // resource version of each key after the last event; -1 deleted
-	sentinel   int     // the key of the last event
+	initial    []int64                   // resource version of each listed key
+	final      []int64                   // resource version of each key after the last event; -1 deleted
+	sentinel   int                       // the key of the last event
 }
 
 // plannedEvent is event k of the watch: its object is key id's ConfigMap
