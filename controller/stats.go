@@ -104,22 +104,62 @@ type tracker[K comparable] struct {
 	failing map[K]KeyError[K] // keys whose last reconcile failed
 	recent  [RecentErrors]KeyError[K]
 	next, n int
+	// labels are the texts of the reasons' events and sources, each kept
+	// once: a reason holds their indexes (see reason). label is the index
+	// of each; last the latest text looked up and its index.
+	labels []string
+	label  map[string]uint32
+	last   struct {
+		text  string
+		index uint32
+	}
 }
 
-// why are the reasons a key was added for. It is kept at 128 bytes or
-// less: a map holds such a value in place, a larger one behind a pointer
-// allocated at every insert (two Reasons are 160 bytes).
+// why are the reasons a key was added for: 56 bytes and no pointer, so a
+// map of every queued key's is small and the collector need not look
+// inside its values.
 type why struct {
 	first, last reason
 	adds        int
 }
 
-// reason is a Reason with its times as offsets from the tracker's epoch.
-// A time read back is Equal to the one noted (not ==: it comes back in the
-// epoch's location, with a monotonic reading).
+// reason is a Reason with its texts as indexes into the tracker's labels
+// and its times as offsets from the tracker's epoch. A time read back is
+// Equal to the one noted (not ==: it comes back in the epoch's location,
+// with a monotonic reading).
 type reason struct {
-	event, source string
+	event, source uint32
 	at, due       time.Duration // noTime for a zero time
+}
+
+// maxLabels bounds the distinct texts a tracker keeps for reasons (events
+// and sources): a reason whose text comes after that many reads as
+// otherLabel.
+const maxLabels = 4096
+
+// otherLabel is the text of a reason that came after maxLabels others.
+const otherLabel = "(other: too many distinct reasons to remember)"
+
+// labelOf returns the index of text in t.labels, adding it if there is
+// room. Called with t.mu held.
+func (t *tracker[K]) labelOf(text string) uint32 {
+	if text == t.last.text && t.labels != nil {
+		return t.last.index
+	}
+	if t.label == nil {
+		t.labels, t.label = []string{"", otherLabel}, map[string]uint32{"": 0, otherLabel: 1}
+	}
+	i, ok := t.label[text]
+	if !ok {
+		i = 1
+		if len(t.labels) < maxLabels {
+			i = uint32(len(t.labels))
+			t.labels = append(t.labels, text)
+			t.label[text] = i
+		}
+	}
+	t.last.text, t.last.index = text, i
+	return i
 }
 
 // noTime is the offset of a zero time.
@@ -132,12 +172,17 @@ const noTime = time.Duration(math.MinInt64)
 // dates are shown, not compared with other clocks.
 func (t *tracker[K]) now() time.Time { return t.epoch.Add(time.Since(t.epoch)) }
 
+// pack and unpack are called with t.mu held.
 func (t *tracker[K]) pack(r Reason) reason {
-	return reason{event: r.Event, source: r.Source, at: t.offset(r.At), due: t.offset(r.Due)}
+	return reason{event: t.labelOf(r.Event), source: t.labelOf(r.Source), at: t.offset(r.At), due: t.offset(r.Due)}
 }
 
 func (t *tracker[K]) unpack(r reason) Reason {
-	return Reason{Event: r.event, Source: r.source, At: t.time(r.at), Due: t.time(r.due)}
+	var event, source string
+	if t.labels != nil {
+		event, source = t.labels[r.event], t.labels[r.source]
+	}
+	return Reason{Event: event, Source: source, At: t.time(r.at), Due: t.time(r.due)}
 }
 
 func (t *tracker[K]) offset(at time.Time) time.Duration {
@@ -155,9 +200,9 @@ func (t *tracker[K]) time(d time.Duration) time.Time {
 }
 
 func (t *tracker[K]) note(key K, r Reason) {
-	p := t.pack(r)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	p := t.pack(r)
 	if t.why == nil {
 		t.why = map[K]why{}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -167,4 +168,51 @@ func TestTracker_aKeysReasonsFitInAMapSlot(t *testing.T) {
 	if n := unsafe.Sizeof(why{}); n > 128 {
 		t.Errorf("why is %d bytes, over the 128 a map holds in place", n)
 	}
+}
+
+// The reasons of every queued key are kept in a map: their values hold no
+// pointer (the collector skips them) and stay small; a flood of distinct
+// reason texts is bounded, the excess read as otherLabel.
+func TestTracker_reasonsHoldNoPointerAndTheirTextsAreBounded(t *testing.T) {
+	if n := unsafe.Sizeof(why{}); n > 64 {
+		t.Errorf("why is %d bytes, want at most 64", n)
+	}
+	if hasPointers(reflect.TypeFor[why]()) {
+		t.Error("why holds a pointer")
+	}
+	tr := &tracker[string]{epoch: time.Now()}
+	for i := range maxLabels + 10 {
+		tr.note(fmt.Sprint("k", i), Reason{Event: fmt.Sprint("event ", i), Source: "informer"})
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.labels) != maxLabels {
+		t.Errorf("%d texts kept, want %d", len(tr.labels), maxLabels)
+	}
+	if got := tr.unpack(tr.why["k5"].last); got.Event != "event 5" || got.Source != "informer" {
+		t.Errorf("an early reason reads %+v, want event 5 of informer", got)
+	}
+	if got := tr.unpack(tr.why[fmt.Sprint("k", maxLabels+5)].last); got.Event != otherLabel || got.Source != "informer" {
+		t.Errorf("a reason past the bound reads %+v, want %q of informer", got, otherLabel)
+	}
+}
+
+// hasPointers reports whether a value of t holds a pointer.
+func hasPointers(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if hasPointers(t.Field(i).Type) {
+				return true
+			}
+		}
+		return false
+	case reflect.Array:
+		return hasPointers(t.Elem())
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return false
+	}
+	return true
 }

@@ -22,6 +22,11 @@ type QueueConfig struct {
 	// queue can absorb, so latency measures the queue, not a backlog.
 	// Default: 100,000.
 	Rate int
+	// Busy runs as many busy neighbours as the process has processors
+	// (GOMAXPROCS) through both phases: goroutines of the same process
+	// that compute without pause, as other controllers' workers do, so
+	// producers and workers compete with them for processors.
+	Busy bool
 }
 
 // queue is what S3 needs of either library's work queue.
@@ -34,19 +39,31 @@ type queue interface {
 
 // Queue is S3: producers add random keys, workers Get and Done them.
 func Queue(cfg QueueConfig) Scenario {
+	name, busy := "S3 work queue", ""
+	if cfg.Busy {
+		name, busy = "S3 work queue, busy neighbours", fmt.Sprintf(" Busy neighbours: %d goroutines (GOMAXPROCS) of the same "+
+			"process compute without pause through both phases, competing with producers and workers for processors.",
+			runtime.GOMAXPROCS(0))
+	}
 	return Scenario{
-		Name: "S3 work queue",
+		Name: name,
 		Doc: fmt.Sprintf("Throughput: %d producers add %d random keys of %d as fast as they can; %d workers Get and Done "+
-			"each. Latency: the same at a paced %d adds/s (open loop, so a saturated queue's backlog does not count), from "+
+			"each; saturated_p50/p99 are the add-to-get latencies of that phase (a backlog included). Latency: the same at "+
+			"a paced %d adds/s (open loop, so a saturated queue's backlog does not count), from "+
 			"the first Add that queued a key to the Get that handed it out. ctrlkit workqueue.New vs client-go "+
-			"workqueue.NewTyped.", cfg.Producers, cfg.Adds, cfg.Keys, cfg.Workers, cfg.rate()),
+			"workqueue.NewTyped.", cfg.Producers, cfg.Adds, cfg.Keys, cfg.Workers, cfg.rate()) + busy,
 		Metrics: []Metric{
 			{Name: "adds_per_sec", Unit: "adds/s", Better: "higher"},
 			{Name: "p50_latency_us", Unit: "µs", Better: "lower"},
 			{Name: "p99_latency_us", Unit: "µs", Better: "lower"},
+			{Name: "saturated_p50_latency_us", Unit: "µs", Better: "lower"},
+			{Name: "saturated_p99_latency_us", Unit: "µs", Better: "lower"},
 			{Name: "allocs_per_add", Unit: "allocs", Better: "lower"},
 		},
 		Run: func(ctx context.Context, side string) (Result, error) {
+			if cfg.Busy {
+				defer neighbours(runtime.GOMAXPROCS(0))()
+			}
 			q, err := newQueue(side)
 			if err != nil {
 				return nil, err
@@ -55,6 +72,7 @@ func Queue(cfg QueueConfig) Scenario {
 			if err != nil {
 				return nil, err
 			}
+			res["saturated_p50_latency_us"], res["saturated_p99_latency_us"] = res["p50_latency_us"], res["p99_latency_us"]
 			if q, err = newQueue(side); err != nil {
 				return nil, err
 			}
@@ -65,6 +83,33 @@ func Queue(cfg QueueConfig) Scenario {
 			res["p50_latency_us"], res["p99_latency_us"] = paced["p50_latency_us"], paced["p99_latency_us"]
 			return res, nil
 		},
+	}
+}
+
+// neighbours starts n goroutines that compute until the returned function
+// stops them (and waits for them).
+func neighbours(n int) (stop func()) {
+	var (
+		done atomic.Bool
+		wg   sync.WaitGroup
+		sink atomic.Uint64
+	)
+	for i := range n {
+		wg.Go(func() {
+			x := uint64(i + 1)
+			for !done.Load() {
+				for range 1000 { // a little work between looks at done
+					x ^= x << 13
+					x ^= x >> 7
+					x ^= x << 17
+				}
+			}
+			sink.Add(x)
+		})
+	}
+	return func() {
+		done.Store(true)
+		wg.Wait()
 	}
 }
 

@@ -64,7 +64,8 @@ func run() error {
 		scenarios = append(scenarios, scenario.Memory(scenario.MemoryConfig{Objects: *s2Pods, Namespaces: 100}))
 	}
 	if picked["S3"] {
-		scenarios = append(scenarios, scenario.Queue(scenario.QueueConfig{Keys: *keys, Adds: *adds, Producers: 2, Workers: 2}))
+		scenarios = append(scenarios, scenario.Queue(scenario.QueueConfig{Keys: *keys, Adds: *adds, Producers: 2, Workers: 2}),
+			scenario.Queue(scenario.QueueConfig{Keys: *keys, Adds: *adds, Producers: 2, Workers: 2, Busy: true}))
 	}
 	if picked["S4"] {
 		scenarios = append(scenarios, scenario.Relist(scenario.RelistConfig{Objects: *s4Objects, Namespaces: 100}),
