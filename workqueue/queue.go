@@ -178,6 +178,9 @@ type Queue[K comparable] struct {
 		Put(any)
 	}
 	yield func()
+	// calm is when, counted from born, Gets may yield again after a slow
+	// yield (see yieldSlow).
+	calm atomic.Int64
 }
 
 // yieldClock is when, counted from a queue's born, a Get last yielded.
@@ -301,6 +304,10 @@ func (q *Queue[K]) addChunk(keys []K, flows []string, prio int32) bool {
 // processed faster share one, whose cost would otherwise exceed their own.
 // While workers keep up, Get does not yield: a yield then only lets a
 // feeder add its burst before the keys already queued are handed out.
+// Nor does it yield for a while after a yield that kept its processor
+// away for long (see yieldSlow): the goroutines it yielded to do not give
+// processors back soon (busy neighbours, producers that never wait), so
+// yielding only queues the worker behind them.
 func (q *Queue[K]) Get() (k K, shutdown bool) {
 	q.yieldIfSaturated()
 	q.mu.Lock()
@@ -339,6 +346,15 @@ const (
 	// early at times (a goroutine that moved to another processor, a clock
 	// the pool dropped in a collection and made anew).
 	yieldEvery = 10 * time.Microsecond
+	// yieldSlow is how long a yield may keep its Get away from the
+	// processor and still pay: feeders run a short while and wait again.
+	// A slower yield was spent behind goroutines that keep processors
+	// until the runtime preempts them, and Gets then do not yield for
+	// yieldCalm times as long after it (at most maxCalm): each yield would
+	// cost the worker as much, for keys that are late anyway.
+	yieldSlow = 100 * time.Microsecond
+	yieldCalm = 100
+	maxCalm   = time.Second
 )
 
 // saturated reports whether, at now (counted from born), no Get is waiting
@@ -357,7 +373,7 @@ func (q *Queue[K]) saturated(now time.Duration) bool {
 // processors of this process, not the queue's time.
 func (q *Queue[K]) yieldIfSaturated() {
 	now := time.Since(q.born)
-	if !q.saturated(now) {
+	if !q.saturated(now) || now < time.Duration(q.calm.Load()) {
 		return
 	}
 	c := q.yielded.Get().(*yieldClock)
@@ -366,8 +382,13 @@ func (q *Queue[K]) yieldIfSaturated() {
 		c.at = now
 	}
 	q.yielded.Put(c)
-	if due {
-		q.yield()
+	if !due {
+		return
+	}
+	q.yield()
+	end := time.Since(q.born)
+	if took := end - now; took > yieldSlow {
+		q.calm.Store(int64(end + min(took*yieldCalm, maxCalm)))
 	}
 }
 

@@ -148,3 +148,49 @@ func (p *twoClocks) Get() any {
 	return c
 }
 func (p *twoClocks) Put(any) {}
+
+// A yield that kept the processor away for longer than yieldSlow makes
+// Gets stop yielding for yieldCalm times as long after it (at most
+// maxCalm): the
+// goroutines yielded to did not give it back soon, and every yield would
+// cost the worker as much.
+func TestQueue_GetStopsYieldingForAWhileAfterASlowYield(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newTestQueue(t, Options[string]{})
+		var yields atomic.Int32
+		slow := time.Duration(0)
+		q.yield = func() {
+			yields.Add(1)
+			time.Sleep(slow) // what the processor spent on others
+		}
+		q.yielded = &oneClock{}
+		get := func(wantYields int32, when string) {
+			t.Helper()
+			q.Add("k")
+			k, _ := q.Get()
+			q.Done(k)
+			if got := yields.Load(); got != wantYields {
+				t.Fatalf("%s: %d yields in all, want %d", when, got, wantYields)
+			}
+		}
+		time.Sleep(yieldAfter + time.Nanosecond) // saturated
+		slow = yieldSlow
+		get(1, "a yield of exactly yieldSlow")
+		time.Sleep(yieldEvery)
+		slow = 2 * yieldSlow
+		get(2, "a yield slower than yieldSlow")
+		slow = 0
+		time.Sleep(yieldCalm*2*yieldSlow - time.Nanosecond)
+		get(2, "a nanosecond before the calm ends")
+		time.Sleep(time.Nanosecond)
+		get(3, "the calm over")
+		time.Sleep(yieldEvery)
+		slow = time.Hour // neighbours that never give the processor back
+		get(4, "a yield of an hour")
+		slow = 0
+		time.Sleep(maxCalm - time.Nanosecond)
+		get(4, "within maxCalm of the hour's end")
+		time.Sleep(time.Nanosecond)
+		get(5, "maxCalm after the hour-long yield ended")
+	})
+}
