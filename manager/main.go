@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -21,8 +22,9 @@ import (
 
 // Main is a controller program's main function. It adds --kubeconfig,
 // --http-addr, --health-addr, --webhook-addr, --webhook-cert-dir,
-// --cache-dir, --leader-elect, --leader-elect-namespace and
-// --webhook-manifests to the command line's flags, each defaulting to what
+// --cache-dir, --leader-elect, --leader-elect-namespace, --manifests (with
+// --image, --name, --namespace) and --webhook-manifests to the command
+// line's flags, each defaulting to what
 // opts sets, and parses them into opts (define your own flags before, and
 // do not call flag.Parse): so one program runs without leader election on
 // a laptop (--leader-elect=false) and with it in its Deployment. It
@@ -36,6 +38,10 @@ import (
 // With LeaderElection.Name set and no Namespace, the Lease lives in the
 // namespace the Pod runs in (read from its service account), else in
 // "default".
+//
+// --manifests prints every manifest the program needs to run in a cluster
+// (see Manager.Manifests) and exits without connecting to one: --image
+// names its container image, --name and --namespace where it runs.
 //
 // --webhook-manifests=NAMESPACE/SERVICE prints the webhook configurations
 // of the webhooks setup registers, pointing at that Service (port 443),
@@ -56,6 +62,8 @@ func Main(opts Options, setup func(*Manager) error) {
 type mainFlags struct {
 	kubeconfig, manifests string
 	leaderElect           bool
+	all                   bool // --manifests
+	deploy                ManifestOptions
 }
 
 // addMainFlags adds Main's flags to fs, each defaulting to opts' value and
@@ -80,6 +88,10 @@ func addMainFlags(fs *flag.FlagSet, opts *Options) (flags *mainFlags, finish fun
 	fs.StringVar(&opts.LeaderElection.Namespace, "leader-elect-namespace", opts.LeaderElection.Namespace,
 		"namespace of the leader-election Lease (default: the Pod's, else \"default\")")
 	fs.StringVar(&f.manifests, "webhook-manifests", "", "print the webhook configurations for the Service NAMESPACE/NAME and exit")
+	fs.BoolVar(&f.all, "manifests", false, "print every manifest the program needs to run in a cluster (with --image, --name, --namespace) and exit")
+	fs.StringVar(&f.deploy.Image, "image", "", "with --manifests: the program's container image")
+	fs.StringVar(&f.deploy.Name, "name", "", "with --manifests: the name of its ServiceAccount, roles, Deployment and Service (default: the program's name)")
+	fs.StringVar(&f.deploy.Namespace, "namespace", "", "with --manifests: their namespace (default: NAME-system)")
 	return f, func() {
 		switch {
 		case !f.leaderElect:
@@ -96,8 +108,8 @@ func runMain(ctx context.Context, fs *flag.FlagSet, args []string, opts Options,
 		return err
 	}
 	finish()
-	if flags.manifests != "" {
-		return printManifests(flags.manifests, opts, setup)
+	if flags.manifests != "" || flags.all {
+		return printManifests(flags, opts, setup)
 	}
 	cfg, err := LoadConfig(flags.kubeconfig)
 	if err != nil {
@@ -139,12 +151,16 @@ func podNamespace() string {
 	return "default"
 }
 
-// printManifests prints the webhook configurations of what setup
-// registers, for the Service svc (NAMESPACE/NAME).
-func printManifests(svc string, opts Options, setup func(*Manager) error) error {
-	ns, name, ok := strings.Cut(svc, "/")
-	if !ok || ns == "" || name == "" {
-		return fmt.Errorf("--webhook-manifests=%q: want NAMESPACE/NAME of the webhook's Service", svc)
+// printManifests prints, for --manifests, every manifest of what setup
+// registers (Manager.Manifests), or, for --webhook-manifests, its webhook
+// configurations for the Service NAMESPACE/NAME.
+func printManifests(f *mainFlags, opts Options, setup func(*Manager) error) error {
+	ns, name, ok := strings.Cut(f.manifests, "/")
+	if !f.all && (!ok || ns == "" || name == "") {
+		return fmt.Errorf("--webhook-manifests=%q: want NAMESPACE/NAME of the webhook's Service", f.manifests)
+	}
+	if f.all && f.deploy.Image == "" {
+		return errors.New("--manifests needs --image, the program's container image")
 	}
 	opts.HTTPAddr = "0"
 	m, err := New(&rest.Config{Host: "https://cluster.invalid"}, opts) // makes no request
@@ -154,8 +170,13 @@ func printManifests(svc string, opts Options, setup func(*Manager) error) error 
 	if err := setup(m); err != nil {
 		return err
 	}
-	out, err := m.Webhooks().Manifests(webhook.ClientConfig{
-		Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: name}}, nil)
+	var out []byte
+	if f.all {
+		out, err = m.Manifests(f.deploy)
+	} else {
+		out, err = m.Webhooks().Manifests(webhook.ClientConfig{
+			Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: name}}, nil)
+	}
 	if err != nil {
 		return err
 	}

@@ -10,14 +10,27 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
+	"github.com/ctrlkit/ctrlkit/apply"
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
@@ -29,6 +42,11 @@ const envMain = "CTRLKIT_TEST_MAIN"
 func mainProcess() {
 	flag.CommandLine = flag.NewFlagSet(os.Args[0], flag.ExitOnError) // the testing flags are not this program's
 	greeting := flag.String("greeting", "running", "what to print once running")
+	if os.Getenv(envMain) == "mirror" {
+		manager.Main(manager.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Permissions: mirrorPermissions,
+			Informers: informer.FactoryOptions{KeepManagedFieldsOf: []string{"mirror"}}}, setupMirror)
+		return
+	}
 	manager.Main(manager.Options{Logger: slog.New(slog.DiscardHandler)}, func(m *manager.Manager) error {
 		switch os.Getenv(envMain) {
 		case "fail-setup":
@@ -116,6 +134,214 @@ func TestManagerMain_printsTheWebhookManifestsWithoutACluster(t *testing.T) {
 		"- secrets", "- configmaps", "failurePolicy: Fail", "sideEffects: None"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("printed manifests lack %q:\n%s", want, out)
+		}
+	}
+}
+
+// mirrorPermissions are what the "mirror" program writes: Secrets, by
+// server-side apply.
+var mirrorPermissions = []manager.Permission{{Verb: "create", Resource: "secrets"}, {Verb: "patch", Resource: "secrets"}}
+
+// setupMirror adds the "mirror" program's controller: a Secret beside
+// every ConfigMap labelled manifest-test=true, owned by it.
+func setupMirror(m *manager.Manager) error {
+	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{LabelSelector: "manifest-test=true"})
+	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{LabelSelector: "manifest-test-mirror=true"})
+	kube := m.Kube()
+	_, err := manager.NewController(m, "mirror", controller.ReconcileFunc[object.ObjectName](
+		func(ctx context.Context, n object.ObjectName) (controller.Result, error) {
+			cm, ok := cms.Reader().Get(n)
+			if !ok {
+				return controller.Result{}, nil
+			}
+			s := corev1ac.Secret(cm.Name, cm.Namespace).WithLabels(map[string]string{"manifest-test-mirror": "true"}).
+				WithStringData(cm.Data).WithOwnerReferences(apply.ControllerReference(cm, corev1.SchemeGroupVersion.WithKind("ConfigMap")))
+			_, _, err := apply.Apply(ctx, kube.CoreV1().Secrets(cm.Namespace), secrets.Reader(), s,
+				metav1.ApplyOptions{FieldManager: "mirror", Force: true})
+			return controller.Result{}, err
+		}), manager.ControllerOptions{}, manager.For(cms), manager.Owns(secrets))
+	return err
+}
+
+// The done-when of a program shipped from its own manifests: they are
+// printed without a cluster, applied as they are (server-side apply,
+// every document accepted), and the program, run with the Deployment's
+// arguments as the generated ServiceAccount (a token from the
+// TokenRequest API, nothing else), converges; with one rule taken out of
+// the generated ClusterRole it names the missing permission.
+func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
+	srv := env.Get(t)
+	admin := kubernetes.NewForConfigOrDie(srv.Config())
+	name := fmt.Sprintf("manifest-test-%d", time.Now().UnixNano()%1_000_000)
+	ns := name + "-system"
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "--manifests", "--image", "example.com/mirror:v1",
+		"--name", name, "--namespace", ns)
+	cmd.Env = append(os.Environ(), envMain+"=mirror")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("--manifests: %v (stderr: %s)", err, stderr.String())
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		_ = admin.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
+	})
+
+	var kinds []string
+	var deploy struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct{ Args []string }
+				}
+			}
+		}
+	}
+	for _, doc := range strings.Split(string(out), "---\n") {
+		var m struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		kinds = append(kinds, m.Kind)
+		if m.Kind == "Deployment" {
+			if err := yaml.Unmarshal([]byte(doc), &deploy); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if want := "Namespace ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding Deployment"; strings.Join(kinds, " ") != want {
+		t.Fatalf("kinds %q, want %q:\n%s", kinds, want, out)
+	}
+	for _, want := range []string{"runAsNonRoot: true", "readOnlyRootFilesystem: true", "allowPrivilegeEscalation: false",
+		"type: RuntimeDefault", "path: /readyz", "path: /healthz", "image: example.com/mirror:v1", "- --leader-elect"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the manifests lack %q", want)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "manifests.yaml")
+	if err := os.WriteFile(file, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.CommandContext(t.Context(), "kubectl", "--kubeconfig", srv.Kubeconfig(), "apply", "--server-side",
+		"--field-manager", "manifest-test", "-f", file).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply --server-side: %v\n%s\nmanifests:\n%s", err, b, out)
+	}
+
+	// The program as its Pod runs it: the ServiceAccount's token, the
+	// Deployment's arguments (the addresses and cache folder made local).
+	tok, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := srv.Config()
+	ca := cfg.CAData
+	if len(ca) == 0 {
+		if ca, err = os.ReadFile(cfg.CAFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeconfig := tokenKubeconfig(t, cfg.Host, ca, tok.Status.Token)
+	if len(deploy.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("the Deployment has %d containers, want 1", len(deploy.Spec.Template.Spec.Containers))
+	}
+	args := append(deploy.Spec.Template.Spec.Containers[0].Args, "--kubeconfig", kubeconfig,
+		"--health-addr", "127.0.0.1:0", "--http-addr", "0", "--cache-dir", t.TempDir())
+	run := func(t *testing.T) (logs func() string, stop func()) {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+		cmd.Env = append(os.Environ(), envMain+"=mirror")
+		var stderr syncBuffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return stderr.String, func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}
+	}
+
+	logs, stop := run(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "source", Namespace: ns,
+		Labels: map[string]string{"manifest-test": "true"}}, Data: map[string]string{"k": "v"}}
+	if _, err := admin.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, time.Minute, "the Secret written by the program as its ServiceAccount", func() bool {
+		s, err := admin.CoreV1().Secrets(ns).Get(t.Context(), "source", metav1.GetOptions{})
+		return err == nil && string(s.Data["k"]) == "v"
+	}, logs)
+	if l := logs(); strings.Contains(l, "missing RBAC permission") || strings.Contains(l, "forbidden") || strings.Contains(l, "writing no snapshot") {
+		t.Errorf("the program lacked a permission with the generated RBAC:\n%s", l)
+	}
+	stop()
+
+	// One rule out: the program names the permission it lacks.
+	role, err := admin.RbacV1().ClusterRoles().Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []rbacv1.PolicyRule
+	for _, r := range role.Rules {
+		if len(r.Resources) == 1 && r.Resources[0] == "secrets" {
+			r.Verbs = slicesWithout(r.Verbs, "patch")
+		}
+		kept = append(kept, r)
+	}
+	role.Rules = kept
+	if _, err := admin.RbacV1().ClusterRoles().Update(t.Context(), role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	logs, stop = run(t)
+	defer stop()
+	waitUntil(t, time.Minute, "the program naming the permission taken out", func() bool {
+		return strings.Contains(logs(), "permission=\"patch secrets in every namespace\"")
+	}, logs)
+}
+
+// tokenKubeconfig writes a kubeconfig that authenticates with token only.
+func tokenKubeconfig(t *testing.T, host string, ca []byte, token string) string {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: ca}
+	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
+	cfg.CurrentContext = "c"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// slicesWithout returns s without v.
+func slicesWithout(s []string, v string) []string {
+	var out []string
+	for _, x := range s {
+		if x != v {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// waitUntil polls cond every 50ms (it looks at another process) until it
+// holds, or fails after d with what logs returns.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool, logs func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after %s; the program's log:\n%s", what, d, logs())
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-tick.C:
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -137,6 +138,10 @@ type Options struct {
 	// CacheSyncTimeout is each controller's default wait before it logs
 	// the caches that have not synced; see controller.Options. Default: 2m.
 	CacheSyncTimeout time.Duration
+	// CRDs are the CustomResourceDefinitions of the program's own types
+	// (controller-gen's output, embedded), for Manifests, which sets the
+	// conversion webhook of every kind the program converts. Default: none.
+	CRDs fs.FS
 	// Permissions are the API verbs the controllers need beyond listing
 	// and watching their informers' resources (which are checked anyway),
 	// e.g. create on deployments.apps. Run checks them at start with one

@@ -145,6 +145,18 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 	return vwc, mwc, nil
 }
 
+// Registered reports whether the server has anything to serve (a webhook
+// or a conversion), and the kinds it converts, sorted.
+func (s *Server) Registered() (serves bool, converted []schema.GroupKind) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for gk := range s.conv {
+		converted = append(converted, gk)
+	}
+	slices.SortFunc(converted, func(a, b schema.GroupKind) int { return strings.Compare(a.String(), b.String()) })
+	return len(s.hooks) > 0 || len(converted) > 0, converted
+}
+
 // hookKind is a kind's webhooks of one type, validating or mutating.
 type hookKind struct {
 	gk       schema.GroupKind

@@ -1,0 +1,329 @@
+package manager
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/ctrlkit/ctrlkit/internal/program"
+	"github.com/ctrlkit/ctrlkit/webhook"
+)
+
+// ManifestOptions say as what and where a program runs in a cluster, for
+// Manifests. The zero value means the defaults, but for Image.
+type ManifestOptions struct {
+	// Name names the ServiceAccount, the roles and bindings, the
+	// Deployment, the Service and the webhook certificate. Default: the
+	// program's name.
+	Name string
+	// Namespace is where they live; the first manifest makes it. Default:
+	// Name + "-system".
+	Namespace string
+	// Image is the program's container image. Required.
+	Image string
+	// Args are more arguments for the program, after those Manifests
+	// sets (a later flag wins).
+	Args []string
+}
+
+// Paths and ports of the manifests' Deployment.
+const (
+	manifestCacheDir = "/var/cache/ctrlkit"
+	manifestCertDir  = "/var/run/ctrlkit/webhook-certs"
+	manifestHealth   = 8081
+	manifestWebhook  = 9443
+)
+
+// Manifests returns, as YAML documents, everything the program needs to
+// run in a cluster, from what it registered on m (call it after the
+// controllers and webhooks are set up; it makes no request):
+//
+//   - the Namespace;
+//   - the CustomResourceDefinitions of Options.CRDs, each with its
+//     conversion webhook set when the program converts its kind;
+//   - a ServiceAccount, and the ClusterRole it is bound to: get, list and
+//     watch on every informer's resource, and Options.Permissions (a
+//     namespaced informer or permission goes into a Role of its namespace
+//     instead), create and patch on events, get on the kube-system
+//     namespace (whose UID ties the caches' snapshots to the cluster);
+//   - the leader-election Role and binding: get, create and update on
+//     Leases, in Namespace;
+//   - a Deployment: one replica with --leader-elect, probes on /healthz and
+//     /readyz (--health-addr :8081), snapshots of the caches in an emptyDir
+//     (--cache-dir) so a restarted container starts warm, non-root (UID
+//     65532), read-only root filesystem, no privilege escalation, no
+//     capability, seccomp RuntimeDefault, CPU and memory requests;
+//   - with webhooks or conversions: a Service (port 443 to the webhook
+//     server's 9443), the webhook configurations, and the serving
+//     certificate from cert-manager (a self-signed Issuer and a
+//     Certificate whose Secret the Deployment mounts; cert-manager injects
+//     the CA into the configurations and CRDs it annotates).
+//
+// Resources are named by the lower-case plural of their kinds (as the
+// webhook configurations are). The metrics stay on loopback
+// (--http-addr's default). The output is meant to be kept in git and
+// patched with kustomize.
+func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
+	if o.Image == "" {
+		return nil, errors.New("manager: manifests need the program's image")
+	}
+	o.Name = cmp.Or(o.Name, program.Name())
+	o.Namespace = cmp.Or(o.Namespace, o.Name+"-system")
+	labels := map[string]string{"app.kubernetes.io/name": o.Name}
+	meta := func(name, ns string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}
+	}
+	var docs []any
+	add := func(apiVersion, kind string, obj any) { docs = append(docs, typed{apiVersion, kind, obj}) }
+
+	add("v1", "Namespace", &corev1.Namespace{ObjectMeta: meta(o.Namespace, "")})
+	serving, converted := m.webhooks.Registered()
+	certName := o.Name + "-webhook-cert"
+	injectCA := map[string]string{"cert-manager.io/inject-ca-from": o.Namespace + "/" + certName}
+	svc := &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.Name}
+	crds, err := m.crdManifests(converted, svc, injectCA)
+	if err != nil {
+		return nil, err
+	}
+	for _, crd := range crds {
+		add("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd)
+	}
+	add("v1", "ServiceAccount", &corev1.ServiceAccount{ObjectMeta: meta(o.Name, o.Namespace)})
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: o.Name, Namespace: o.Namespace}}
+	cluster, namespaced := m.rbacRules()
+	add("rbac.authorization.k8s.io/v1", "ClusterRole", &rbacv1.ClusterRole{ObjectMeta: meta(o.Name, ""), Rules: cluster})
+	add("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &rbacv1.ClusterRoleBinding{ObjectMeta: meta(o.Name, ""),
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: o.Name}, Subjects: subject})
+	namespaced[o.Namespace] = append(namespaced[o.Namespace], rbacv1.PolicyRule{
+		APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}})
+	for _, ns := range slices.Sorted(maps.Keys(namespaced)) {
+		name := o.Name
+		if ns == o.Namespace {
+			name = o.Name + "-leader-election"
+		}
+		add("rbac.authorization.k8s.io/v1", "Role", &rbacv1.Role{ObjectMeta: meta(name, ns), Rules: namespaced[ns]})
+		add("rbac.authorization.k8s.io/v1", "RoleBinding", &rbacv1.RoleBinding{ObjectMeta: meta(name, ns),
+			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name}, Subjects: subject})
+	}
+	add("apps/v1", "Deployment", deployment(o, meta(o.Name, o.Namespace), labels, serving, certName))
+	if serving {
+		add("v1", "Service", &corev1.Service{ObjectMeta: meta(o.Name, o.Namespace), Spec: corev1.ServiceSpec{
+			Selector: labels, Ports: []corev1.ServicePort{{Name: "webhook", Port: 443, TargetPort: intstr.FromString("webhook")}}}})
+		add("cert-manager.io/v1", "Issuer", map[string]any{"metadata": meta(o.Name+"-selfsigned", o.Namespace),
+			"spec": map[string]any{"selfSigned": map[string]any{}}})
+		host := o.Name + "." + o.Namespace + ".svc"
+		add("cert-manager.io/v1", "Certificate", map[string]any{"metadata": meta(certName, o.Namespace),
+			"spec": map[string]any{"secretName": certName, "dnsNames": []string{host, host + ".cluster.local"},
+				"issuerRef": map[string]any{"kind": "Issuer", "name": o.Name + "-selfsigned"}}})
+		vwc, mwc, err := m.webhooks.Configurations(webhook.ClientConfig{Service: svc}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("manager: manifests: %w", err)
+		}
+		if mwc != nil {
+			mwc.Annotations, mwc.Labels = injectCA, labels
+			add("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", mwc)
+		}
+		if vwc != nil {
+			vwc.Annotations, vwc.Labels = injectCA, labels
+			add("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", vwc)
+		}
+	}
+	var out bytes.Buffer
+	for i, d := range docs {
+		b, err := yaml.Marshal(d)
+		if err != nil {
+			return nil, fmt.Errorf("manager: manifests: %w", err)
+		}
+		if i > 0 {
+			out.WriteString("---\n")
+		}
+		out.Write(b)
+	}
+	return out.Bytes(), nil
+}
+
+// typed is a manifest with its API version and kind first.
+type typed struct {
+	apiVersion, kind string
+	obj              any
+}
+
+// MarshalJSON writes apiVersion and kind, then the object's own fields.
+func (t typed) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(t.obj)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
+	}
+	delete(fields, "status")
+	if md, ok := fields["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	fields["apiVersion"], fields["kind"] = t.apiVersion, t.kind
+	return json.Marshal(fields) // keys sorted: apiVersion, kind, metadata, then the rest
+}
+
+// mustQuantity parses a quantity written in this file.
+func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
+
+// rbacRules returns the rules the program's informers and
+// Options.Permissions need: cluster-wide ones, and by namespace those
+// limited to one.
+func (m *Manager) rbacRules() (cluster []rbacv1.PolicyRule, namespaced map[string][]rbacv1.PolicyRule) {
+	type target struct{ ns, group, resource string }
+	verbs := map[target]map[string]bool{}
+	grant := func(t target, vs ...string) {
+		if verbs[t] == nil {
+			verbs[t] = map[string]bool{}
+		}
+		for _, v := range vs {
+			verbs[t][v] = true
+		}
+	}
+	m.mu.Lock()
+	for _, e := range m.informers {
+		gvr, _ := meta.UnsafeGuessKindToResource(e.gvk)
+		grant(target{e.scope.Namespace, gvr.Group, gvr.Resource}, "get", "list", "watch")
+	}
+	m.mu.Unlock()
+	for _, p := range m.opts.Permissions {
+		r := p.Resource
+		if p.Subresource != "" {
+			r += "/" + p.Subresource
+		}
+		grant(target{p.Namespace, p.Group, r}, p.Verb)
+	}
+	grant(target{"", "", "events"}, "create", "patch")
+	grant(target{"", "events.k8s.io", "events"}, "create", "patch")
+	namespaced = map[string][]rbacv1.PolicyRule{}
+	keys := slices.SortedFunc(maps.Keys(verbs), func(a, b target) int {
+		return strings.Compare(a.ns+"\x00"+a.group+"\x00"+a.resource, b.ns+"\x00"+b.group+"\x00"+b.resource)
+	})
+	for _, t := range keys {
+		rule := rbacv1.PolicyRule{APIGroups: []string{t.group}, Resources: []string{t.resource},
+			Verbs: slices.Sorted(maps.Keys(verbs[t]))}
+		if t.ns == "" {
+			cluster = append(cluster, rule)
+		} else {
+			namespaced[t.ns] = append(namespaced[t.ns], rule)
+		}
+	}
+	// The caches' snapshots (--cache-dir) are tied to the cluster by the
+	// UID of its kube-system namespace: reading that one namespace only.
+	cluster = append(cluster, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"},
+		ResourceNames: []string{"kube-system"}, Verbs: []string{"get"}})
+	return cluster, namespaced
+}
+
+// crdManifests returns the CRDs of Options.CRDs, each converted kind's
+// with its conversion webhook at svc and the CA injection annotation.
+func (m *Manager) crdManifests(converted []schema.GroupKind, svc *admissionregistrationv1.ServiceReference,
+	injectCA map[string]string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	if m.opts.CRDs == nil {
+		return nil, nil
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	err := fs.WalkDir(m.opts.CRDs, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || (path.Ext(p) != ".yaml" && path.Ext(p) != ".yml") {
+			return err
+		}
+		b, err := fs.ReadFile(m.opts.CRDs, p)
+		if err != nil {
+			return err
+		}
+		for _, doc := range bytes.Split(b, []byte("\n---")) {
+			if len(bytes.TrimSpace(doc)) == 0 {
+				continue
+			}
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := yaml.UnmarshalStrict(doc, crd); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			if crd.Kind != "CustomResourceDefinition" {
+				return fmt.Errorf("%s: a %s, want CustomResourceDefinitions only", p, crd.Kind)
+			}
+			gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+			if slices.Contains(converted, gk) {
+				path := webhook.ConvertPath
+				port := int32(443)
+				crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
+					Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},
+						ClientConfig: &apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{
+							Namespace: svc.Namespace, Name: svc.Name, Path: &path, Port: &port}}}}
+				if crd.Annotations == nil {
+					crd.Annotations = map[string]string{}
+				}
+				maps.Copy(crd.Annotations, injectCA)
+			}
+			crds = append(crds, crd)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("manager: manifests: the CRDs: %w", err)
+	}
+	return crds, nil
+}
+
+// deployment is the program's Deployment (see Manifests).
+func deployment(o ManifestOptions, om metav1.ObjectMeta, labels map[string]string, serving bool, certName string) *appsv1.Deployment {
+	one, no, yes, uid, grace := int32(1), false, true, int64(65532), int64(45)
+	args := []string{"--leader-elect", "--leader-elect-namespace=" + o.Namespace,
+		fmt.Sprintf("--health-addr=:%d", manifestHealth), "--cache-dir=" + manifestCacheDir}
+	ports := []corev1.ContainerPort{{Name: "health", ContainerPort: manifestHealth}}
+	mounts := []corev1.VolumeMount{{Name: "cache", MountPath: manifestCacheDir}}
+	volumes := []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	if serving {
+		args = append(args, fmt.Sprintf("--webhook-addr=:%d", manifestWebhook), "--webhook-cert-dir="+manifestCertDir)
+		ports = append(ports, corev1.ContainerPort{Name: "webhook", ContainerPort: manifestWebhook})
+		mounts = append(mounts, corev1.VolumeMount{Name: "webhook-certs", MountPath: manifestCertDir, ReadOnly: true})
+		volumes = append(volumes, corev1.Volume{Name: "webhook-certs",
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: certName}}})
+	}
+	probe := func(path string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path,
+			Port: intstr.FromString("health")}}, PeriodSeconds: 10}
+	}
+	return &appsv1.Deployment{ObjectMeta: om, Spec: appsv1.DeploymentSpec{
+		Replicas: &one,
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			ServiceAccountName:            o.Name,
+			TerminationGracePeriodSeconds: &grace, // above the controllers' 30s shutdown bound
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "manager", Image: o.Image, Args: append(args, o.Args...), Ports: ports,
+				LivenessProbe: probe("/healthz"), ReadinessProbe: probe("/readyz"),
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: mustQuantity("10m"), corev1.ResourceMemory: mustQuantity("64Mi")}},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+				VolumeMounts: mounts,
+			}},
+			Volumes: volumes,
+		}},
+	}}
+}

@@ -1,0 +1,97 @@
+package manager
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/ctrlkit/ctrlkit/webhook"
+)
+
+const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  names: {kind: Widget, listKind: WidgetList, plural: widgets, singular: widget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object}}
+`
+
+// A program with webhooks gets the Service, the cert-manager Issuer and
+// Certificate, its configurations annotated for the CA, and the Secret
+// mounted where --webhook-cert-dir says; a CRD of a kind it converts gets
+// its conversion webhook; informers and permissions make the roles.
+func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
+	m, err := New(&rest.Config{Host: "https://cluster.invalid"}, Options{HTTPAddr: "0", Logger: slog.New(slog.DiscardHandler),
+		CRDs:        fstest.MapFS{"crd/example.com_widgets.yaml": {Data: []byte(widgetCRD)}, "crd/README.md": {Data: []byte("not a CRD")}},
+		Permissions: []Permission{{Verb: "patch", Resource: "secrets"}, {Verb: "update", Group: "apps", Resource: "deployments", Subresource: "status", Namespace: "web"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	Informer[*corev1.ConfigMap](m, Scope{})
+	Informer[*corev1.Secret](m, Scope{Namespace: "web"})
+	if err := webhook.AddValidator(m.Webhooks(), webhook.Validator[*corev1.ConfigMap]{
+		Create: func(context.Context, *corev1.ConfigMap) (webhook.Warnings, error) { return nil, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Manifests(ManifestOptions{Name: "op", Image: "example.com/op:v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, doc := range strings.Split(string(out), "---\n") {
+		var d struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &d); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, d.Kind)
+	}
+	want := "Namespace CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding Role RoleBinding " +
+		"Deployment Service Issuer Certificate ValidatingWebhookConfiguration"
+	if strings.Join(kinds, " ") != want {
+		t.Errorf("kinds:\n%s\nwant:\n%s", strings.Join(kinds, " "), want)
+	}
+	for _, s := range []string{
+		"namespace: op-system", "cert-manager.io/inject-ca-from: op-system/op-webhook-cert", "secretName: op-webhook-cert",
+		"- op.op-system.svc", "- --webhook-cert-dir=/var/run/ctrlkit/webhook-certs", "- --webhook-addr=:9443",
+		"name: op-leader-election", "- leases", "- configmaps", "- deployments/status", "namespace: web",
+		"image: example.com/op:v1",
+	} {
+		if !strings.Contains(string(out), s) {
+			t.Errorf("the manifests lack %q", s)
+		}
+	}
+	if strings.Contains(string(out), "creationTimestamp") || strings.Contains(string(out), "status:") {
+		t.Errorf("the manifests carry server-set fields:\n%s", out)
+	}
+
+	// Conversion: the kind's CRD points at the Service's /convert.
+	crds, err := m.crdManifests([]schema.GroupKind{{Group: "example.com", Kind: "Widget"}},
+		&admissionregistrationv1.ServiceReference{Namespace: "op-system", Name: "op"}, map[string]string{"k": "v"})
+	if err != nil || len(crds) != 1 {
+		t.Fatalf("%d CRDs, %v; want 1", len(crds), err)
+	}
+	c := crds[0].Spec.Conversion
+	if c == nil || c.Webhook == nil || c.Webhook.ClientConfig.Service.Name != "op" || *c.Webhook.ClientConfig.Service.Path != "/convert" ||
+		crds[0].Annotations["k"] != "v" {
+		t.Errorf("conversion %+v, annotations %v", c, crds[0].Annotations)
+	}
+
+	if _, err := m.Manifests(ManifestOptions{}); err == nil {
+		t.Error("manifests without an image: no error")
+	}
+}
