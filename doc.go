@@ -23,6 +23,8 @@
 //   - ledger: read-your-writes, the writes made for each key and the gate that waits for them
 //   - debug: the live /debug/ctrlkit page and its JSON, composed from each stage's Stats snapshot
 //   - webhook: admission (typed validators and defaulters) and conversion webhooks over HTTPS, certificates reloaded
+//   - ociimage: a controller program's container image without a Docker daemon (a static
+//     binary, non-root, no base), as a tarball or pushed; ctrlkit image
 //   - listwatch: step 1, the ListerWatcher interface and adapters over client-go's clients
 //   - shard: a replica's share of a resource as hash ranges, filtered by the API server (sharded list and watch);
 //     ring membership and the handoff protocol (a pure machine and its Lease driver)

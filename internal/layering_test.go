@@ -171,8 +171,9 @@ var allowed = map[string][]string{
 	"debug":    {"object", "informer", "controller", "webhook"},
 	"webhook":  {"object", "internal/program", "internal/safefile"},
 	"perturb":  nil,
-	"manager": {"object", "reflector", "listwatch", "informer", "handler", "controller", "client", "apply", "debug",
+	"manager": {"object", "reflector", "listwatch", "informer", "handler", "workqueue", "controller", "client", "apply", "debug",
 		"election", "ledger", "shard", "lease", "webhook", "internal/run", "internal/program"},
+	"ociimage": nil,
 
 	"webhook/internal/testapi":    {"webhook/internal/testapi/v1", "webhook/internal/testapi/v2"},
 	"webhook/internal/testapi/v1": {"webhook/internal/testapi/v2"},
@@ -197,7 +198,7 @@ var allowed = map[string][]string{
 	"examples/mirror":           {"object", "store", "controller", "manager", "apply"},
 	"examples/podlogger":        {"object", "store", "controller", "manager"},
 	"examples/podcensus":        {"object", "store", "controller", "manager"},
-	"cmd/ctrlkit": {"object", "controller", "debug", "election", "lease", "shard", "listwatch", "client", "manager", "apiserver", "webhook",
+	"cmd/ctrlkit": {"object", "controller", "debug", "election", "lease", "shard", "listwatch", "client", "manager", "apiserver", "webhook", "ociimage",
 		"examples/foo", "examples/foo/api/v1alpha1", "examples/foo/config", "examples/podlogger"},
 }
 

@@ -8,6 +8,7 @@
 //	ctrlkit run podlogger [flags]    print every Pod change of a cluster (the seed documents' example)
 //	ctrlkit apiserver build [flags]  build the API server binary if this machine has none; print its path
 //	ctrlkit apiserver run [flags]    run the API server until interrupted; print a kubeconfig for kubectl
+//	ctrlkit image [flags]            build a controller program's container image without Docker
 //
 // Help exits 0, a wrong command or flag exits 2, a failure exits 1.
 package main
@@ -26,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -38,6 +40,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/lease"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/ociimage"
 	"github.com/ctrlkit/ctrlkit/shard"
 )
 
@@ -54,6 +57,7 @@ func init() {
 		{"run podlogger", "print every Pod change of a cluster (the seed documents' example)", runPodLogger},
 		{"apiserver build", "build the API server binary if this machine has none; print its path", runAPIServerBuild},
 		{"apiserver run", "run the embedded API server until interrupted; print a kubeconfig for kubectl", runAPIServer},
+		{"image", "build a controller program's container image without Docker: a tarball, or pushed", runImage},
 	}
 }
 
@@ -368,4 +372,50 @@ func runAPIServer(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintln(stderr, "ctrlkit: stopping the API server")
 	return srv.Stop()
+}
+
+// runImage builds a program's image (package ociimage) and writes it as a
+// tarball or pushes it.
+func runImage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("image", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	pkg := fs.String("package", ".", "the main package to build, as go build takes it, from the current directory")
+	platform := fs.String("platform", "linux/amd64", "the image's OS/ARCH")
+	binName := fs.String("name", "", "the binary's name in the image, /NAME (default: the package's last path element)")
+	tag := fs.String("tag", "", "with --out: the image's name:tag in the tarball (default: NAME:latest)")
+	out := fs.String("out", "", "write the image to this tarball (docker load, podman load, crane push take it)")
+	push := fs.String("push", "", "push the image to this reference (registry/repository:tag), with ~/.docker/config.json's credentials")
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	if (*out == "") == (*push == "") {
+		fmt.Fprintf(stderr, "ctrlkit image: want exactly one of --out and --push\n\n")
+		commandUsage(stderr, fs)
+		return errUsage
+	}
+	p, err := v1.ParsePlatform(*platform)
+	if err != nil {
+		return err
+	}
+	o := ociimage.Options{Package: *pkg, Platform: *p, Name: *binName}
+	img, err := ociimage.Build(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *push != "" {
+		if err := ociimage.Push(ctx, img, *push); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, *push)
+		return nil
+	}
+	ref := *tag
+	if ref == "" {
+		ref = o.NameOrDefault() + ":latest"
+	}
+	if err := ociimage.WriteTarball(img, ref, *out); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, *out)
+	return nil
 }

@@ -1,0 +1,211 @@
+// Package ociimage builds a controller program's container image without a
+// Docker daemon: it compiles the program with the local Go toolchain into
+// a static binary and writes an OCI image around it with
+// go-containerregistry, as ko does. The image has no base: one layer holds
+// the binary, an /etc/passwd and /etc/group naming the non-root user
+// 65532, and an empty /tmp; its config runs the binary as that user. No
+// shell, no package manager, nothing to patch but the program.
+//
+// The image is written as a tarball that docker load, podman load and
+// crane push take, or pushed to a registry (with the credentials of
+// ~/.docker/config.json, as docker and crane use them).
+package ociimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// NonRoot is the user and group the image runs as (distroless' nonroot).
+const NonRoot = 65532
+
+// Options say what to build. The zero value builds the package in the
+// current directory for linux/amd64.
+type Options struct {
+	// Package is the main package to build, as go build takes it
+	// ("./cmd/op", an import path). Default: ".".
+	Package string
+	// Dir is the directory go build runs in (the module's). Default: the
+	// current directory.
+	Dir string
+	// Platform is the image's OS and architecture. Default: linux/amd64.
+	Platform v1.Platform
+	// Name is the binary's name in the image (/Name) and in its
+	// entrypoint. Default: the package's last path element.
+	Name string
+	// Env is added to the go build's environment (GOFLAGS=..., say).
+	// CGO_ENABLED=0, GOOS and GOARCH are set by Build.
+	Env []string
+}
+
+// epoch dates the layer's files and the image, so that one binary makes
+// one image, byte for byte.
+var epoch = time.Unix(0, 0).UTC()
+
+// Build compiles the program (go build -trimpath, CGO_ENABLED=0: a static
+// binary that needs no C library) and returns its image: the binary at
+// /Name, owned by root and executable by all, with the non-root user's
+// files; its config's entrypoint is /Name, its user NonRoot:NonRoot, its
+// working directory /. It fails with go build's output when the build
+// fails.
+func Build(ctx context.Context, o Options) (v1.Image, error) {
+	o = o.withDefaults()
+	tmp, err := os.MkdirTemp("", "ctrlkit-image-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, o.Name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, o.Package)
+	cmd.Dir = o.Dir
+	cmd.Env = append(append(os.Environ(), o.Env...), "CGO_ENABLED=0", "GOOS="+o.Platform.OS, "GOARCH="+o.Platform.Architecture)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ociimage: go build %s: %w\n%s", o.Package, err, out)
+	}
+	binary, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	return Image(binary, o)
+}
+
+// Image returns the image of an already built static binary (see Build).
+func Image(binary []byte, o Options) (v1.Image, error) {
+	o = o.withDefaults()
+	layerTar, err := layer(binary, o.Name)
+	if err != nil {
+		return nil, err
+	}
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ociimage: %w", err)
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	if img, err = mutate.Append(img, mutate.Addendum{Layer: l, MediaType: types.OCILayer,
+		History: v1.History{CreatedBy: "ctrlkit image: " + o.Package, Created: v1.Time{Time: epoch}}}); err != nil {
+		return nil, fmt.Errorf("ociimage: %w", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("ociimage: %w", err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Variant = o.Platform.OS, o.Platform.Architecture, o.Platform.Variant
+	cf.Created = v1.Time{Time: epoch}
+	cf.Config.Entrypoint = []string{"/" + o.Name}
+	cf.Config.User = fmt.Sprintf("%d:%d", NonRoot, NonRoot)
+	cf.Config.WorkingDir = "/"
+	cf.Config.Env = []string{"PATH=/"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return nil, fmt.Errorf("ociimage: %w", err)
+	}
+	return img, nil
+}
+
+// NameOrDefault returns Name, or its default (see Name).
+func (o Options) NameOrDefault() string { return o.withDefaults().Name }
+
+func (o Options) withDefaults() Options {
+	if o.Package == "" {
+		o.Package = "."
+	}
+	if o.Platform.OS == "" {
+		o.Platform.OS = "linux"
+	}
+	if o.Platform.Architecture == "" {
+		o.Platform.Architecture = "amd64"
+	}
+	if o.Name == "" {
+		o.Name = path.Base(strings.TrimSuffix(filepath.ToSlash(o.Package), "/"))
+		if o.Name == "." || o.Name == "/" || o.Name == "" {
+			abs, err := filepath.Abs(o.Dir)
+			if err == nil {
+				o.Name = filepath.Base(abs)
+			}
+		}
+	}
+	return o
+}
+
+// layer is the image's one layer: the binary and the non-root user's
+// files, root-owned, dated at epoch.
+func layer(binary []byte, binName string) ([]byte, error) {
+	if strings.Contains(binName, "/") || binName == "" || binName == "." || binName == ".." {
+		return nil, fmt.Errorf("ociimage: binary name %q: want a plain file name", binName)
+	}
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	dir := func(name string, mode int64) error {
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: mode, ModTime: epoch, Format: tar.FormatPAX})
+	}
+	file := func(name string, mode int64, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)),
+			ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRoot, NonRoot)
+	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", NonRoot)
+	err := errors.Join(
+		dir("etc/", 0o755),
+		file("etc/passwd", 0o644, []byte(passwd)),
+		file("etc/group", 0o644, []byte(group)),
+		dir("tmp/", 0o1777),
+		file(binName, 0o755, binary),
+		tw.Close(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("ociimage: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// WriteTarball writes img to file as a tarball tagged ref ("name:tag"),
+// for docker load, podman load or crane push.
+func WriteTarball(img v1.Image, ref, file string) error {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return fmt.Errorf("ociimage: %w", err)
+	}
+	if err := tarball.WriteToFile(file, tag, img); err != nil {
+		return fmt.Errorf("ociimage: %w", err)
+	}
+	return nil
+}
+
+// Push pushes img to the registry as ref, with the credentials docker and
+// crane would use (~/.docker/config.json, credential helpers).
+func Push(ctx context.Context, img v1.Image, ref string) error {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return fmt.Errorf("ociimage: %w", err)
+	}
+	if err := remote.Write(r, img, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+		return fmt.Errorf("ociimage: push %s: %w", ref, err)
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package ociimage_test
+
+import (
+	"archive/tar"
+	"debug/elf"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/ctrlkit/ctrlkit/ociimage"
+)
+
+// The image of a controller program, built without a Docker daemon: its
+// config runs the binary as the non-root user, its one layer holds a
+// static binary and the user's files, the tarball loads back, and the
+// binary inside it runs.
+func TestBuild_writesAnImageWhoseStaticBinaryRunsAsNonRoot(t *testing.T) {
+	img, err := ociimage.Build(t.Context(), ociimage.Options{Package: "./examples/mirror", Dir: "..",
+		Platform: platform()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "mirror.tar")
+	if err := ociimage.WriteTarball(img, "example.com/mirror:v1", file); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag("example.com/mirror:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := tarball.ImageFromPath(file, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := loaded.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.Config.User != "65532:65532" || strings.Join(cf.Config.Entrypoint, " ") != "/mirror" || cf.OS != "linux" ||
+		cf.Architecture != runtime.GOARCH {
+		t.Errorf("config: user %q, entrypoint %q, platform %s/%s; want 65532:65532, /mirror, linux/%s",
+			cf.Config.User, cf.Config.Entrypoint, cf.OS, cf.Architecture, runtime.GOARCH)
+	}
+	layers, err := loaded.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("%d layers, %v; want 1", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	files := map[string]*tar.Header{}
+	bin := filepath.Join(t.TempDir(), "mirror")
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[h.Name] = h
+		if h.Name == "mirror" {
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(bin, data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if h.Name == "etc/passwd" {
+			data, _ := io.ReadAll(tr)
+			if !strings.Contains(string(data), "nonroot:x:65532:65532:") {
+				t.Errorf("/etc/passwd lacks the non-root user:\n%s", data)
+			}
+		}
+	}
+	for nm, mode := range map[string]int64{"mirror": 0o755, "etc/passwd": 0o644, "etc/group": 0o644, "tmp/": 0o1777} {
+		if h, ok := files[nm]; !ok || h.Mode != mode || h.Uid != 0 {
+			t.Errorf("layer entry %s: %+v, want mode %o owned by root", nm, h, mode)
+		}
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("the binary asks for a dynamic loader: not static")
+		}
+	}
+	f.Close()
+	// It runs: with no cluster to reach it says so and exits 1.
+	cmd := exec.CommandContext(t.Context(), bin)
+	cmd.Env = []string{"KUBECONFIG=" + filepath.Join(t.TempDir(), "none")}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.HasPrefix(string(out), "mirror:") {
+		t.Errorf("running the image's binary: %v, output %q; want exit status 1 and mirror's message", err, out)
+	}
+}
+
+// platform is this machine's, so that the image's binary runs here.
+func platform() (p v1.Platform) {
+	p.OS, p.Architecture = "linux", runtime.GOARCH
+	return p
+}
