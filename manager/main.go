@@ -21,7 +21,7 @@ import (
 )
 
 // Main is a controller program's main function. It adds --kubeconfig,
-// --http-addr, --health-addr, --webhook-addr, --webhook-cert-dir,
+// --http-addr, --metrics-addr, --health-addr, --webhook-addr, --webhook-cert-dir,
 // --cache-dir, --leader-elect, --leader-elect-namespace, --manifests (with
 // --image, --name, --namespace) and --webhook-manifests to the command
 // line's flags, each defaulting to what
@@ -74,6 +74,8 @@ func addMainFlags(fs *flag.FlagSet, opts *Options) (flags *mainFlags, finish fun
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&opts.HTTPAddr, "http-addr", opts.HTTPAddr,
 		`where /metrics, /healthz, /readyz and /debug/ctrlkit are served ("0": nowhere; default 127.0.0.1:8080)`)
+	fs.StringVar(&opts.MetricsAddr, "metrics-addr", opts.MetricsAddr,
+		"serve /metrics over HTTPS here to tokens allowed get on /metrics (TokenReview, SubjectAccessReview), e.g. :8443 in a cluster (default: off)")
 	fs.StringVar(&opts.HealthAddr, "health-addr", opts.HealthAddr,
 		"serve /healthz and /readyz on this address of their own (default: on --http-addr)")
 	fs.StringVar(&opts.Webhook.Addr, "webhook-addr", opts.Webhook.Addr,

@@ -3,11 +3,14 @@ package manager_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -212,7 +215,7 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 			}
 		}
 	}
-	if want := "Namespace ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding Deployment"; strings.Join(kinds, " ") != want {
+	if want := "Namespace ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Deployment Service"; strings.Join(kinds, " ") != want {
 		t.Fatalf("kinds %q, want %q:\n%s", kinds, want, out)
 	}
 	for _, want := range []string{"runAsNonRoot: true", "readOnlyRootFilesystem: true", "allowPrivilegeEscalation: false",
@@ -248,8 +251,9 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 	if len(deploy.Spec.Template.Spec.Containers) != 1 {
 		t.Fatalf("the Deployment has %d containers, want 1", len(deploy.Spec.Template.Spec.Containers))
 	}
+	metricsAddr := freeAddr(t)
 	args := append(deploy.Spec.Template.Spec.Containers[0].Args, "--kubeconfig", kubeconfig,
-		"--health-addr", "127.0.0.1:0", "--http-addr", "0", "--cache-dir", t.TempDir())
+		"--health-addr", "127.0.0.1:0", "--http-addr", "0", "--cache-dir", t.TempDir(), "--metrics-addr", metricsAddr)
 	run := func(t *testing.T) (logs func() string, stop func()) {
 		cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
 		cmd.Env = append(os.Environ(), envMain+"=mirror")
@@ -276,6 +280,41 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 	}, logs)
 	if l := logs(); strings.Contains(l, "missing RBAC permission") || strings.Contains(l, "forbidden") || strings.Contains(l, "writing no snapshot") {
 		t.Errorf("the program lacked a permission with the generated RBAC:\n%s", l)
+	}
+
+	// Its metrics, over HTTPS: 401 without a token, 403 for a
+	// ServiceAccount not bound to NAME-metrics-reader, 200 for one that is.
+	for _, sa := range []string{"nobody", "scraper"} {
+		if _, err := admin.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{
+			ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(t.Context(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-scraper"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name + "-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "scraper", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), name+"-scraper", metav1.DeleteOptions{})
+	})
+	tokenOf := func(sa string) string {
+		tok, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok.Status.Token
+	}
+	for _, tc := range []struct {
+		who, token string
+		want       int
+	}{{"no token", "", 401}, {"a token the API server never issued", "made-up", 401},
+		{"nobody", tokenOf("nobody"), 403}, {"scraper", tokenOf("scraper"), 200}} {
+		code, body := getMetrics(t, metricsAddr, tc.token)
+		if code != tc.want || (code == 200 && !strings.Contains(body, "controller_runtime_reconcile_total")) {
+			t.Errorf("/metrics for %s: %d, want %d (body %.200q)", tc.who, code, tc.want, body)
+		}
 	}
 	stop()
 
@@ -342,6 +381,48 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool, log
 		case <-t.Context().Done():
 			t.Fatal(t.Context().Err())
 		case <-tick.C:
+		}
+	}
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// getMetrics GETs https://addr/metrics with token (none if ""), retrying
+// while the listener is not up yet.
+func getMetrics(t *testing.T, addr, token string) (int, string) {
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // a self-signed certificate: the token is the check
+	defer c.CloseIdleConnections()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+addr+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := c.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode, string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /metrics: %v", err)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -72,6 +73,15 @@ type Options struct {
 	// served (and /debug/pprof/ with EnablePprof). "0" serves nothing. Default:
 	// "127.0.0.1:8080", loopback only; ":8080" listens on every interface.
 	HTTPAddr string
+	// MetricsAddr, when set, serves /metrics over HTTPS on a listener of
+	// its own, to clients whose bearer token the API server accepts
+	// (TokenReview) for a user allowed get on the non-resource URL
+	// /metrics (SubjectAccessReview): a Pod's metrics secured as
+	// kubebuilder's scaffold secures them; answers are remembered a minute
+	// per token. Its certificate is made at start, self-signed. Manifests
+	// sets it to ":8443" and writes the NAME-metrics-reader ClusterRole.
+	// Default: "", off (HTTPAddr still serves /metrics, in plain HTTP).
+	MetricsAddr string
 	// HealthAddr, when set, serves /healthz and /readyz on a listener of
 	// their own, e.g. to expose probes but not metrics. Default: "", the
 	// probes are served on HTTPAddr.
@@ -272,6 +282,7 @@ type Manager struct {
 	listening   chan struct{} // closed when Run has bound its listener or failed
 	addr        string
 	webhookAddr string
+	metricsAddr string
 
 	clients     map[reflect.Type]any                     // T → *client.Client[T], made by Client; guarded by mu
 	projections map[reflect.Type]schema.GroupVersionKind // projection type → its full type's kind; guarded by mu
@@ -450,6 +461,11 @@ func (m *Manager) Elector() *election.Elector { return m.elector }
 // off), once Run has bound it; it blocks until then, or until Run failed
 // to start or ctx ends.
 func (m *Manager) Addr(ctx context.Context) string { return m.bound(ctx, &m.addr) }
+
+// MetricsAddr returns the address of the secured metrics listener
+// (Options.MetricsAddr) once Run bound it, "" without one; it waits for
+// Run to bind its listeners, or ctx to end.
+func (m *Manager) MetricsAddr(ctx context.Context) string { return m.bound(ctx, &m.metricsAddr) }
 
 // bound returns *addr, guarded by mu, once Run has bound its listeners
 // (or failed to), or ctx ended.
@@ -691,6 +707,25 @@ func (m *Manager) listen() ([]server, error) {
 		if err := bind(m.opts.HealthAddr, "HealthAddr", m.probes(http.NewServeMux())); err != nil {
 			return nil, err
 		}
+	}
+	if m.opts.MetricsAddr != "" {
+		tlsCfg, err := selfSignedTLS()
+		if err == nil {
+			mux := http.NewServeMux()
+			mux.Handle("/metrics", newMetricsAuth(m.kube, promhttp.HandlerFor(m.opts.Registry, promhttp.HandlerOpts{Registry: m.opts.Registry})))
+			err = bind(m.opts.MetricsAddr, "MetricsAddr", mux)
+		}
+		if err != nil {
+			for _, s := range out {
+				s.ln.Close()
+			}
+			return nil, err
+		}
+		last := &out[len(out)-1]
+		m.mu.Lock()
+		m.metricsAddr = last.ln.Addr().String()
+		m.mu.Unlock()
+		last.ln = tls.NewListener(last.ln, tlsCfg)
 	}
 	if len(m.webhooks.Paths()) > 0 {
 		srv, err := m.bindWebhooks()

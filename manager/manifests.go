@@ -50,6 +50,7 @@ const (
 	manifestCacheDir = "/var/cache/ctrlkit"
 	manifestCertDir  = "/var/run/ctrlkit/webhook-certs"
 	manifestHealth   = 8081
+	manifestMetrics  = 8443
 	manifestWebhook  = 9443
 )
 
@@ -67,19 +68,24 @@ const (
 //     namespace (whose UID ties the caches' snapshots to the cluster);
 //   - the leader-election Role and binding: get, create and update on
 //     Leases, in Namespace;
+//   - a ClusterRole NAME-metrics-reader (get on /metrics): bind it to
+//     whatever scrapes the metrics;
 //   - a Deployment: one replica with --leader-elect, probes on /healthz and
-//     /readyz (--health-addr :8081), snapshots of the caches in an emptyDir
+//     /readyz (--health-addr :8081), metrics over HTTPS to tokens the API
+//     server vouches for (--metrics-addr :8443, with the TokenReview and
+//     SubjectAccessReview create it needs), snapshots of the caches in an emptyDir
 //     (--cache-dir) so a restarted container starts warm, non-root (UID
 //     65532), read-only root filesystem, no privilege escalation, no
 //     capability, seccomp RuntimeDefault, CPU and memory requests;
-//   - with webhooks or conversions: a Service (port 443 to the webhook
-//     server's 9443), the webhook configurations, and the serving
+//   - a Service: metrics on 8443 and, with webhooks or conversions, port
+//     443 to the webhook server's 9443;
+//   - with webhooks or conversions: the webhook configurations, and the serving
 //     certificate from cert-manager (a self-signed Issuer and a
 //     Certificate whose Secret the Deployment mounts; cert-manager injects
 //     the CA into the configurations and CRDs it annotates).
 //
 // Resources are named by the lower-case plural of their kinds (as the
-// webhook configurations are). The metrics stay on loopback
+// webhook configurations are). The debug page stays on loopback
 // (--http-addr's default). The output is meant to be kept in git and
 // patched with kustomize.
 func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
@@ -113,6 +119,8 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 	add("rbac.authorization.k8s.io/v1", "ClusterRole", &rbacv1.ClusterRole{ObjectMeta: meta(o.Name, ""), Rules: cluster})
 	add("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &rbacv1.ClusterRoleBinding{ObjectMeta: meta(o.Name, ""),
 		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: o.Name}, Subjects: subject})
+	add("rbac.authorization.k8s.io/v1", "ClusterRole", &rbacv1.ClusterRole{ObjectMeta: meta(o.Name+"-metrics-reader", ""),
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}})
 	namespaced[o.Namespace] = append(namespaced[o.Namespace], rbacv1.PolicyRule{
 		APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}})
 	for _, ns := range slices.Sorted(maps.Keys(namespaced)) {
@@ -125,9 +133,13 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name}, Subjects: subject})
 	}
 	add("apps/v1", "Deployment", deployment(o, meta(o.Name, o.Namespace), labels, serving, certName))
+	ports := []corev1.ServicePort{{Name: "metrics", Port: manifestMetrics, TargetPort: intstr.FromString("metrics")}}
 	if serving {
-		add("v1", "Service", &corev1.Service{ObjectMeta: meta(o.Name, o.Namespace), Spec: corev1.ServiceSpec{
-			Selector: labels, Ports: []corev1.ServicePort{{Name: "webhook", Port: 443, TargetPort: intstr.FromString("webhook")}}}})
+		ports = append(ports, corev1.ServicePort{Name: "webhook", Port: 443, TargetPort: intstr.FromString("webhook")})
+	}
+	add("v1", "Service", &corev1.Service{ObjectMeta: meta(o.Name, o.Namespace), Spec: corev1.ServiceSpec{
+		Selector: labels, Ports: ports}})
+	if serving {
 		add("cert-manager.io/v1", "Issuer", map[string]any{"metadata": meta(o.Name+"-selfsigned", o.Namespace),
 			"spec": map[string]any{"selfSigned": map[string]any{}}})
 		host := o.Name + "." + o.Namespace + ".svc"
@@ -216,6 +228,8 @@ func (m *Manager) rbacRules() (cluster []rbacv1.PolicyRule, namespaced map[strin
 		grant(target{p.Namespace, p.Group, r}, p.Verb)
 	}
 	grant(target{"", "", "events"}, "create", "patch")
+	grant(target{"", "authentication.k8s.io", "tokenreviews"}, "create")        // the secured metrics' reviews
+	grant(target{"", "authorization.k8s.io", "subjectaccessreviews"}, "create") // (Options.MetricsAddr)
 	grant(target{"", "events.k8s.io", "events"}, "create", "patch")
 	namespaced = map[string][]rbacv1.PolicyRule{}
 	keys := slices.SortedFunc(maps.Keys(verbs), func(a, b target) int {
@@ -291,8 +305,9 @@ func (m *Manager) crdManifests(converted []schema.GroupKind, svc *admissionregis
 func deployment(o ManifestOptions, om metav1.ObjectMeta, labels map[string]string, serving bool, certName string) *appsv1.Deployment {
 	one, no, yes, uid, grace := int32(1), false, true, int64(65532), int64(45)
 	args := []string{"--leader-elect", "--leader-elect-namespace=" + o.Namespace,
-		fmt.Sprintf("--health-addr=:%d", manifestHealth), "--cache-dir=" + manifestCacheDir}
-	ports := []corev1.ContainerPort{{Name: "health", ContainerPort: manifestHealth}}
+		fmt.Sprintf("--health-addr=:%d", manifestHealth), fmt.Sprintf("--metrics-addr=:%d", manifestMetrics),
+		"--cache-dir=" + manifestCacheDir}
+	ports := []corev1.ContainerPort{{Name: "health", ContainerPort: manifestHealth}, {Name: "metrics", ContainerPort: manifestMetrics}}
 	mounts := []corev1.VolumeMount{{Name: "cache", MountPath: manifestCacheDir}}
 	volumes := []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	if serving {

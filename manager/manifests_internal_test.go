@@ -60,7 +60,7 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 		}
 		kinds = append(kinds, d.Kind)
 	}
-	want := "Namespace CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding Role RoleBinding " +
+	want := "Namespace CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Role RoleBinding " +
 		"Deployment Service Issuer Certificate ValidatingWebhookConfiguration"
 	if strings.Join(kinds, " ") != want {
 		t.Errorf("kinds:\n%s\nwant:\n%s", strings.Join(kinds, " "), want)
@@ -69,7 +69,8 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 		"namespace: op-system", "cert-manager.io/inject-ca-from: op-system/op-webhook-cert", "secretName: op-webhook-cert",
 		"- op.op-system.svc", "- --webhook-cert-dir=/var/run/ctrlkit/webhook-certs", "- --webhook-addr=:9443",
 		"name: op-leader-election", "- leases", "- configmaps", "- deployments/status", "namespace: web",
-		"image: example.com/op:v1",
+		"image: example.com/op:v1", "name: op-metrics-reader", "- /metrics", "- --metrics-addr=:8443", "- tokenreviews",
+		"- subjectaccessreviews",
 	} {
 		if !strings.Contains(string(out), s) {
 			t.Errorf("the manifests lack %q", s)

@@ -1,0 +1,176 @@
+package manager
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ctrlkit/ctrlkit/internal/program"
+)
+
+// The secured metrics listener (Options.MetricsAddr) serves /metrics over
+// HTTPS to clients the API server vouches for, as kubebuilder's scaffold
+// does: the bearer token is checked with a TokenReview, and the user it
+// names must be allowed get on the non-resource URL /metrics (a
+// SubjectAccessReview), which a ClusterRole like
+//
+//	rules: [{nonResourceURLs: ["/metrics"], verbs: ["get"]}]
+//
+// grants (Manifests writes one, NAME-metrics-reader). No token answers
+// 401, a token the API server does not know 401, a user without that
+// permission 403. Answers are remembered per token (a hash of it) for a
+// while, so a scrape every few seconds costs no request to the API server;
+// refusals for less long, and at most authCacheSize tokens, so a flood of
+// made-up tokens costs the API server one review each at most once per
+// authDenyTTL, and this process bounded memory.
+const (
+	authAllowTTL  = time.Minute
+	authDenyTTL   = 10 * time.Second
+	authCacheSize = 1024
+)
+
+// metricsAuth guards a handler with TokenReview and SubjectAccessReview.
+type metricsAuth struct {
+	kube kubernetes.Interface
+	next http.Handler
+	now  func() time.Time
+
+	mu    sync.Mutex
+	cache map[[32]byte]authAnswer
+}
+
+// authAnswer is a remembered review: the status to answer (0: allowed)
+// and why, until expires.
+type authAnswer struct {
+	status  int
+	why     string
+	expires time.Time
+}
+
+func newMetricsAuth(kube kubernetes.Interface, next http.Handler) *metricsAuth {
+	return &metricsAuth{kube: kube, next: next, now: time.Now, cache: map[[32]byte]authAnswer{}}
+}
+
+func (a *metricsAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || strings.TrimSpace(token) == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+		http.Error(w, "Unauthorized: a bearer token is needed", http.StatusUnauthorized)
+		return
+	}
+	ans := a.review(r, strings.TrimSpace(token))
+	if ans.status != 0 {
+		if ans.status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+		}
+		http.Error(w, ans.why, ans.status)
+		return
+	}
+	a.next.ServeHTTP(w, r)
+}
+
+// review returns the remembered answer for token, or asks the API server.
+func (a *metricsAuth) review(r *http.Request, token string) authAnswer {
+	key := sha256.Sum256([]byte(token))
+	now := a.now()
+	a.mu.Lock()
+	ans, ok := a.cache[key]
+	a.mu.Unlock()
+	if ok && now.Before(ans.expires) {
+		return ans
+	}
+	ans = a.ask(r, token)
+	ttl := authAllowTTL
+	if ans.status != 0 {
+		ttl = authDenyTTL
+	}
+	ans.expires = now.Add(ttl)
+	if ans.status == http.StatusInternalServerError { // the API server did not answer: ask again next time
+		return ans
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.cache) >= authCacheSize {
+		for k, v := range a.cache {
+			if !now.Before(v.expires) {
+				delete(a.cache, k)
+			}
+		}
+		if len(a.cache) >= authCacheSize {
+			clear(a.cache)
+		}
+	}
+	a.cache[key] = ans
+	return ans
+}
+
+// ask makes the two reviews.
+func (a *metricsAuth) ask(r *http.Request, token string) authAnswer {
+	ctx := r.Context()
+	tr, err := a.kube.AuthenticationV1().TokenReviews().Create(ctx,
+		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		return authAnswer{status: http.StatusInternalServerError, why: "cannot review the token: " + shorten(err)}
+	}
+	if !tr.Status.Authenticated {
+		return authAnswer{status: http.StatusUnauthorized, why: "Unauthorized: the API server does not accept this token"}
+	}
+	u := tr.Status.User
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, v := range u.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	sar, err := a.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{User: u.Username, Groups: u.Groups, UID: u.UID, Extra: extra,
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: r.URL.Path, Verb: "get"}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		return authAnswer{status: http.StatusInternalServerError, why: "cannot review the access: " + shorten(err)}
+	}
+	if !sar.Status.Allowed {
+		return authAnswer{status: http.StatusForbidden,
+			why: fmt.Sprintf("Forbidden: %s may not get %s", u.Username, r.URL.Path)}
+	}
+	return authAnswer{}
+}
+
+// selfSignedTLS returns a TLS configuration with a certificate made now,
+// signed by its own key, for the secured metrics listener: scrapers
+// verify who they talk to by the token exchange, not the certificate
+// (Prometheus' insecureSkipVerify, as kubebuilder's ServiceMonitor),
+// unless the manifests are patched to mount one.
+func selfSignedTLS() (*tls.Config, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: program.Name() + "-metrics"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, DNSNames: []string{program.Name()}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12,
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, nil
+}
