@@ -17,11 +17,13 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/internal/program"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
 // Main is a controller program's main function. It adds --kubeconfig,
 // --http-addr, --metrics-addr, --health-addr, --webhook-addr, --webhook-cert-dir,
+// --webhook-cert-secret, --webhook-cert-hosts,
 // --cache-dir, --leader-elect, --leader-elect-namespace, --manifests (with
 // --image, --name, --namespace) and --webhook-manifests to the command
 // line's flags, each defaulting to what
@@ -81,7 +83,21 @@ func addMainFlags(fs *flag.FlagSet, opts *Options) (flags *mainFlags, finish fun
 	fs.StringVar(&opts.Webhook.Addr, "webhook-addr", opts.Webhook.Addr,
 		`where the webhooks are served over HTTPS, once one is registered (default ":9443", every interface)`)
 	fs.StringVar(&opts.Webhook.CertDir, "webhook-cert-dir", opts.Webhook.CertDir,
-		"directory of the webhook server's tls.crt and tls.key (needed once a webhook is registered)")
+		"directory of the webhook server's tls.crt and tls.key (needed once a webhook is registered, unless --webhook-cert-secret)")
+	fs.Func("webhook-cert-secret", "keep the webhook certificates in this Secret, NAMESPACE/NAME, made and renewed by the manager, "+
+		"which writes their authority into the webhook configurations (instead of --webhook-cert-dir)", func(v string) error {
+		n, err := object.ParseObjectName(v)
+		if err != nil || n.Namespace == "" {
+			return fmt.Errorf("want NAMESPACE/NAME, got %q", v)
+		}
+		opts.WebhookCerts.Secret = n
+		return nil
+	})
+	fs.Func("webhook-cert-hosts", "with --webhook-cert-secret: the serving certificate's names, comma-separated (the Service's DNS names)",
+		func(v string) error {
+			opts.WebhookCerts.Hosts = strings.Split(v, ",")
+			return nil
+		})
 	fs.StringVar(&opts.CacheDir, "cache-dir", opts.CacheDir,
 		"directory where the informers keep snapshots of their caches, to start warm after a restart, e.g. an emptyDir volume's mount point "+
 			"(when other users can write it, the snapshots go into a private folder ctrlkit-<uid> made inside; default: none)")
@@ -94,6 +110,7 @@ func addMainFlags(fs *flag.FlagSet, opts *Options) (flags *mainFlags, finish fun
 	fs.StringVar(&f.deploy.Image, "image", "", "with --manifests: the program's container image")
 	fs.StringVar(&f.deploy.Name, "name", "", "with --manifests: the name of its ServiceAccount, roles, Deployment and Service (default: the program's name)")
 	fs.StringVar(&f.deploy.Namespace, "namespace", "", "with --manifests: their namespace (default: NAME-system)")
+	fs.BoolVar(&f.deploy.CertManager, "cert-manager", false, "with --manifests: cert-manager issues the webhook certificate (default: the manager keeps it in a Secret)")
 	return f, func() {
 		switch {
 		case !f.leaderElect:

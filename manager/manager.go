@@ -33,6 +33,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/internal/run"
 	"github.com/ctrlkit/ctrlkit/ledger"
 	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/shard"
 	"github.com/ctrlkit/ctrlkit/telemetry"
 	"github.com/ctrlkit/ctrlkit/webhook"
@@ -148,6 +149,12 @@ type Options struct {
 	// CacheSyncTimeout is each controller's default wait before it logs
 	// the caches that have not synced; see controller.Options. Default: 2m.
 	CacheSyncTimeout time.Duration
+	// WebhookCerts, when its Secret is set, keeps the webhook server's
+	// certificate authority and serving certificate in that Secret and
+	// writes the authority into the webhook configurations and conversion
+	// CRDs, without cert-manager (see WebhookCerts). Default: off, the
+	// server reads Webhook.CertDir.
+	WebhookCerts WebhookCerts
 	// CRDs are the CustomResourceDefinitions of the program's own types
 	// (controller-gen's output, embedded), for Manifests, which sets the
 	// conversion webhook of every kind the program converts. Default: none.
@@ -337,6 +344,13 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	m.recorder = &recorders{m: m}
 	m.api = newAPIProbe(m.probeAPIServer, opts.UnreachableBound)
 	opts.Webhook.Scheme = scheme
+	var certs *webhookCerts
+	if opts.WebhookCerts.Secret != (object.ObjectName{}) {
+		if certs, err = newWebhookCerts(opts.WebhookCerts); err != nil {
+			return nil, err
+		}
+		opts.Webhook.Certificate = certs.certificate
+	}
 	if m.webhooks, err = webhook.NewServer(opts.Webhook); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
@@ -351,6 +365,11 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	if opts.LeaderElection.Name != "" {
 		if m.elector, err = election.New(cfg, opts.LeaderElection); err != nil {
+			return nil, fmt.Errorf("manager: %w", err)
+		}
+	}
+	if certs != nil {
+		if err := certs.watch(m); err != nil {
 			return nil, fmt.Errorf("manager: %w", err)
 		}
 	}
@@ -746,7 +765,9 @@ func (m *Manager) listen() ([]server, error) {
 // two objects of the API server's largest size, and the webhook server
 // bounds the reviews and bytes in flight itself.
 func (m *Manager) bindWebhooks() (server, error) {
-	if err := m.webhooks.Ready(); err != nil {
+	// A certificate kept in a Secret (WebhookCerts) comes once the manager
+	// runs: /readyz waits for it instead.
+	if err := m.webhooks.Ready(); err != nil && m.opts.WebhookCerts.Secret == (object.ObjectName{}) {
 		return server{}, fmt.Errorf("manager: webhooks %v are registered: %w", m.webhooks.Paths(), err)
 	}
 	ln, err := net.Listen("tcp", m.webhooks.Options().Addr)

@@ -43,6 +43,11 @@ type ManifestOptions struct {
 	// Args are more arguments for the program, after those Manifests
 	// sets (a later flag wins).
 	Args []string
+	// CertManager has cert-manager issue the webhook server's certificate
+	// (a self-signed Issuer and a Certificate whose Secret the Deployment
+	// mounts; cert-manager injects the authority into the configurations
+	// and CRDs it annotates) instead of the manager (WebhookCerts).
+	CertManager bool
 }
 
 // Paths and ports of the manifests' Deployment.
@@ -79,10 +84,14 @@ const (
 //     capability, seccomp RuntimeDefault, CPU and memory requests;
 //   - a Service: metrics on 8443 and, with webhooks or conversions, port
 //     443 to the webhook server's 9443;
-//   - with webhooks or conversions: the webhook configurations, and the serving
-//     certificate from cert-manager (a self-signed Issuer and a
-//     Certificate whose Secret the Deployment mounts; cert-manager injects
-//     the CA into the configurations and CRDs it annotates).
+//   - with webhooks or conversions: the webhook configurations, and the
+//     serving certificate kept by the manager in the Secret
+//     NAME-webhook-cert (--webhook-cert-secret; WebhookCerts), with the
+//     Role to keep it and the right to write the authority into those
+//     configurations and CRDs; or, with CertManager, from cert-manager (a
+//     self-signed Issuer and a Certificate whose Secret the Deployment
+//     mounts; cert-manager injects the authority into the configurations
+//     and CRDs it annotates).
 //
 // Resources are named by the lower-case plural of their kinds (as the
 // webhook configurations are). The debug page stays on loopback
@@ -104,7 +113,10 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 	add("v1", "Namespace", &corev1.Namespace{ObjectMeta: meta(o.Namespace, "")})
 	serving, converted := m.webhooks.Registered()
 	certName := o.Name + "-webhook-cert"
-	injectCA := map[string]string{"cert-manager.io/inject-ca-from": o.Namespace + "/" + certName}
+	var injectCA map[string]string
+	if o.CertManager {
+		injectCA = map[string]string{"cert-manager.io/inject-ca-from": o.Namespace + "/" + certName}
+	}
 	svc := &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.Name}
 	crds, err := m.crdManifests(converted, svc, injectCA)
 	if err != nil {
@@ -116,6 +128,24 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 	add("v1", "ServiceAccount", &corev1.ServiceAccount{ObjectMeta: meta(o.Name, o.Namespace)})
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: o.Name, Namespace: o.Namespace}}
 	cluster, namespaced := m.rbacRules()
+	if serving && !o.CertManager { // the manager keeps the certificates (WebhookCerts)
+		namespaced[o.Namespace] = append(namespaced[o.Namespace], rbacv1.PolicyRule{APIGroups: []string{""},
+			Resources: []string{"secrets"}, Verbs: []string{"create", "get", "list", "update", "watch"}})
+		hooks := []string{m.webhooks.Options().Name + "-validating", m.webhooks.Options().Name + "-mutating"}
+		cluster = append(cluster, rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"},
+			Resources:     []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
+			ResourceNames: hooks, Verbs: []string{"get", "update"}})
+		var crdNames []string
+		for _, crd := range crds {
+			if crd.Spec.Conversion != nil && crd.Spec.Conversion.Webhook != nil {
+				crdNames = append(crdNames, crd.Name)
+			}
+		}
+		if len(crdNames) > 0 {
+			cluster = append(cluster, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"},
+				Resources: []string{"customresourcedefinitions"}, ResourceNames: crdNames, Verbs: []string{"get", "patch"}})
+		}
+	}
 	add("rbac.authorization.k8s.io/v1", "ClusterRole", &rbacv1.ClusterRole{ObjectMeta: meta(o.Name, ""), Rules: cluster})
 	add("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &rbacv1.ClusterRoleBinding{ObjectMeta: meta(o.Name, ""),
 		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: o.Name}, Subjects: subject})
@@ -139,19 +169,21 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 	}
 	add("v1", "Service", &corev1.Service{ObjectMeta: meta(o.Name, o.Namespace), Spec: corev1.ServiceSpec{
 		Selector: labels, Ports: ports}})
-	if serving {
+	if serving && o.CertManager {
 		add("cert-manager.io/v1", "Issuer", map[string]any{"metadata": meta(o.Name+"-selfsigned", o.Namespace),
 			"spec": map[string]any{"selfSigned": map[string]any{}}})
 		host := o.Name + "." + o.Namespace + ".svc"
 		add("cert-manager.io/v1", "Certificate", map[string]any{"metadata": meta(certName, o.Namespace),
 			"spec": map[string]any{"secretName": certName, "dnsNames": []string{host, host + ".cluster.local"},
 				"issuerRef": map[string]any{"kind": "Issuer", "name": o.Name + "-selfsigned"}}})
+	}
+	if serving {
 		vwc, mwc, err := m.webhooks.Configurations(webhook.ClientConfig{Service: svc}, nil)
 		if err != nil {
 			return nil, fmt.Errorf("manager: manifests: %w", err)
 		}
 		if mwc != nil {
-			mwc.Annotations, mwc.Labels = injectCA, labels
+			mwc.Annotations, mwc.Labels = injectCA, labels // nil without cert-manager
 			add("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", mwc)
 		}
 		if vwc != nil {
@@ -286,7 +318,7 @@ func (m *Manager) crdManifests(converted []schema.GroupKind, svc *admissionregis
 					Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},
 						ClientConfig: &apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{
 							Namespace: svc.Namespace, Name: svc.Name, Path: &path, Port: &port}}}}
-				if crd.Annotations == nil {
+				if len(injectCA) > 0 && crd.Annotations == nil {
 					crd.Annotations = map[string]string{}
 				}
 				maps.Copy(crd.Annotations, injectCA)
@@ -310,12 +342,19 @@ func deployment(o ManifestOptions, om metav1.ObjectMeta, labels map[string]strin
 	ports := []corev1.ContainerPort{{Name: "health", ContainerPort: manifestHealth}, {Name: "metrics", ContainerPort: manifestMetrics}}
 	mounts := []corev1.VolumeMount{{Name: "cache", MountPath: manifestCacheDir}}
 	volumes := []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-	if serving {
+	switch {
+	case serving && o.CertManager:
 		args = append(args, fmt.Sprintf("--webhook-addr=:%d", manifestWebhook), "--webhook-cert-dir="+manifestCertDir)
-		ports = append(ports, corev1.ContainerPort{Name: "webhook", ContainerPort: manifestWebhook})
 		mounts = append(mounts, corev1.VolumeMount{Name: "webhook-certs", MountPath: manifestCertDir, ReadOnly: true})
 		volumes = append(volumes, corev1.Volume{Name: "webhook-certs",
 			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: certName}}})
+	case serving:
+		host := o.Name + "." + o.Namespace + ".svc"
+		args = append(args, fmt.Sprintf("--webhook-addr=:%d", manifestWebhook), "--webhook-cert-secret="+o.Namespace+"/"+certName,
+			"--webhook-cert-hosts="+host+","+host+".cluster.local")
+	}
+	if serving {
+		ports = append(ports, corev1.ContainerPort{Name: "webhook", ContainerPort: manifestWebhook})
 	}
 	probe := func(path string) *corev1.Probe {
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path,

@@ -61,13 +61,17 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 		kinds = append(kinds, d.Kind)
 	}
 	want := "Namespace CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Role RoleBinding " +
-		"Deployment Service Issuer Certificate ValidatingWebhookConfiguration"
+		"Deployment Service ValidatingWebhookConfiguration"
 	if strings.Join(kinds, " ") != want {
 		t.Errorf("kinds:\n%s\nwant:\n%s", strings.Join(kinds, " "), want)
 	}
+	if strings.Contains(string(out), "cert-manager") || strings.Contains(string(out), "webhook-cert-dir") {
+		t.Errorf("the manager keeps the certificates, yet the manifests name cert-manager or a certificate folder:\n%s", out)
+	}
 	for _, s := range []string{
-		"namespace: op-system", "cert-manager.io/inject-ca-from: op-system/op-webhook-cert", "secretName: op-webhook-cert",
-		"- op.op-system.svc", "- --webhook-cert-dir=/var/run/ctrlkit/webhook-certs", "- --webhook-addr=:9443",
+		"namespace: op-system", "- --webhook-cert-secret=op-system/op-webhook-cert",
+		"- --webhook-cert-hosts=op.op-system.svc,op.op-system.svc.cluster.local", "- --webhook-addr=:9443",
+		"- validatingwebhookconfigurations", "- secrets",
 		"name: op-leader-election", "- leases", "- configmaps", "- deployments/status", "namespace: web",
 		"image: example.com/op:v1", "name: op-metrics-reader", "- /metrics", "- --metrics-addr=:8443", "- tokenreviews",
 		"- subjectaccessreviews",
@@ -90,6 +94,22 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 	if c == nil || c.Webhook == nil || c.Webhook.ClientConfig.Service.Name != "op" || *c.Webhook.ClientConfig.Service.Path != "/convert" ||
 		crds[0].Annotations["k"] != "v" {
 		t.Errorf("conversion %+v, annotations %v", c, crds[0].Annotations)
+	}
+
+	// With cert-manager instead: its Issuer and Certificate, the Secret
+	// mounted, the configurations annotated for the authority.
+	out, err = m.Manifests(ManifestOptions{Name: "op", Image: "example.com/op:v1", CertManager: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"kind: Issuer", "kind: Certificate", "cert-manager.io/inject-ca-from: op-system/op-webhook-cert",
+		"secretName: op-webhook-cert", "- op.op-system.svc", "- --webhook-cert-dir=/var/run/ctrlkit/webhook-certs"} {
+		if !strings.Contains(string(out), s) {
+			t.Errorf("the cert-manager manifests lack %q", s)
+		}
+	}
+	if strings.Contains(string(out), "webhook-cert-secret") {
+		t.Error("the cert-manager manifests also have the manager keep the certificates")
 	}
 
 	if _, err := m.Manifests(ManifestOptions{}); err == nil {

@@ -39,6 +39,9 @@ type certWatcher struct {
 	loadedAt time.Time
 	err      error // of the last read, when no pair has loaded since
 	lastErr  error // of the last read, nil once one succeeded since
+	// src, if set, gives the certificate instead of the directory
+	// (Options.Certificate).
+	src func() (*tls.Certificate, error)
 }
 
 // fileID tells one version of a file from another.
@@ -53,8 +56,11 @@ func newCertWatcher(dir, cert, key string, log *slog.Logger, m *metrics) *certWa
 }
 
 // get returns the current certificate, reading the files again when they
-// changed since the last read.
+// changed since the last read, or asking src when set.
 func (c *certWatcher) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if c.src != nil {
+		return c.fromSource()
+	}
 	ids, statErr := statPair(c.certFile, c.keyFile)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -84,6 +90,34 @@ func (c *certWatcher) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			"notAfter", leaf.NotAfter)
 	}
 	return c.result()
+}
+
+// fromSource returns src's certificate, noting a new one as a load.
+func (c *certWatcher) fromSource() (*tls.Certificate, error) {
+	cert, err := c.src()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.lastErr = fmt.Errorf("webhook: serving certificate: %w", err)
+		if c.cert == nil {
+			c.err = c.lastErr
+		}
+		return c.result()
+	}
+	if cert != c.cert {
+		if cert.Leaf == nil && len(cert.Certificate) > 0 {
+			if leaf, err := x509.ParseCertificate(cert.Certificate[0]); err == nil {
+				cert.Leaf = leaf
+			}
+		}
+		c.cert, c.err, c.lastErr, c.loadedAt = cert, nil, nil, time.Now()
+		c.metrics.certLoaded(nil)
+		if cert.Leaf != nil {
+			c.log.Info("webhook: serving certificate loaded", "subject", cert.Leaf.Subject.String(), "dns", cert.Leaf.DNSNames,
+				"notAfter", cert.Leaf.NotAfter)
+		}
+	}
+	return c.cert, nil
 }
 
 // expired returns an error when the certificate served has expired by now.

@@ -44,6 +44,11 @@ type Options struct {
 	// (a Secret volume's ..data links are); each file must be a regular
 	// file of at most 1 MiB.
 	CertDir string
+	// Certificate, when set, gives the serving certificate at each
+	// handshake instead of CertDir: a manager that keeps its certificates
+	// in a Secret (manager.Options.WebhookCerts) sets it. It must be safe
+	// for concurrent use and fast (a handshake waits on it).
+	Certificate func() (*tls.Certificate, error)
 	// CertName and KeyName are the file names in CertDir. Default:
 	// "tls.crt" and "tls.key".
 	CertName, KeyName string
@@ -113,6 +118,7 @@ func NewServer(opts Options) (*Server, error) {
 		inflight: &inflight{maxCount: opts.Limits.MaxInFlight, maxBytes: opts.Limits.MaxBytesInFlight}}
 	s.mux.HandleFunc("/", s.notFound)
 	s.certs = newCertWatcher(opts.CertDir, opts.CertName, opts.KeyName, opts.Log(), m)
+	s.certs.src = opts.Certificate
 	return s, nil
 }
 
@@ -146,7 +152,7 @@ func (s *Server) Options() Options { return s.opts }
 // they still answer; Stats (the debug page), the log and
 // ctrlkit_webhook_certificate_errors_total tell why instead.
 func (s *Server) Ready() error {
-	if s.opts.CertDir == "" {
+	if s.opts.CertDir == "" && s.opts.Certificate == nil {
 		return ErrNoCertDir
 	}
 	if _, err := s.certs.get(nil); err != nil {

@@ -1,0 +1,486 @@
+package manager
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"maps"
+	"math/big"
+	"net"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// WebhookCerts makes the manager keep its webhook server's certificates in
+// a Secret, without cert-manager: a certificate authority and a serving
+// certificate it signs for Hosts. Every replica serves the Secret's current
+// certificate (read again when the Secret changes, without a restart); any
+// replica makes the Secret when it is missing and renews what is about to
+// expire (the API server's optimistic concurrency makes one of them win),
+// and writes the authority into the caBundle of the server's webhook
+// configurations (NAME-validating, NAME-mutating) and of the CRDs of the
+// kinds it converts, whenever they lack it.
+//
+// The serving certificate lasts 90 days and is renewed with 30 left, by
+// the same authority: the bundle does not change, no request is refused.
+// The authority lasts 10 years and is renewed with a third left: the new
+// one joins the bundle at once, beside the old one, and signs serving
+// certificates only CASettle later, once the API server has had time to
+// read the new bundle; the old one leaves the bundle when it expires.
+type WebhookCerts struct {
+	// Secret is where the certificates are kept (a kubernetes.io/tls
+	// Secret: tls.crt and tls.key the serving pair, ca.crt the bundle,
+	// ca.key the authority's key). Zero: off, the server reads
+	// Options.Webhook.CertDir.
+	Secret object.ObjectName
+	// Hosts are the serving certificate's names: the webhook Service's DNS
+	// names (SERVICE.NAMESPACE.svc), or an IP address.
+	Hosts []string
+	// CASettle is how long a new authority is in the bundle before it
+	// signs the serving certificate. Default: one minute.
+	CASettle time.Duration
+}
+
+// Lifetimes of the certificates WebhookCerts makes.
+const (
+	servingValidity = 90 * 24 * time.Hour
+	servingRenew    = 30 * 24 * time.Hour
+	caValidity      = 10 * 365 * 24 * time.Hour
+	caRenew         = caValidity / 3
+	certsResync     = time.Minute
+	caRotatedAt     = "ctrlkit.dev/ca-rotated-at"
+)
+
+// webhookCerts is WebhookCerts at work.
+type webhookCerts struct {
+	m       *Manager
+	opts    WebhookCerts
+	get     func(object.ObjectName) (*corev1.Secret, bool) // the Secret's informer's cache
+	synced  func() bool
+	current atomic.Pointer[tls.Certificate]
+	changed chan struct{} // buffer 1: the Secret changed
+	now     func() time.Time
+}
+
+// newWebhookCerts checks o; watch starts watching the Secret once the
+// manager is made. Called by New.
+func newWebhookCerts(o WebhookCerts) (*webhookCerts, error) {
+	if o.Secret.Namespace == "" || o.Secret.Name == "" {
+		return nil, fmt.Errorf("manager: WebhookCerts.Secret %q: want a namespace and a name", o.Secret)
+	}
+	if len(o.Hosts) == 0 {
+		return nil, errors.New("manager: WebhookCerts needs Hosts, the serving certificate's names")
+	}
+	if o.CASettle <= 0 {
+		o.CASettle = time.Minute
+	}
+	return &webhookCerts{opts: o, changed: make(chan struct{}, 1), now: time.Now}, nil
+}
+
+// watch makes the Secret's informer and the runnable that keeps it.
+func (c *webhookCerts) watch(m *Manager) error {
+	c.m = m
+	inf := Informer[*corev1.Secret](m, Scope{Namespace: c.opts.Secret.Namespace, FieldSelector: "metadata.name=" + c.opts.Secret.Name})
+	poke := func() {
+		select {
+		case c.changed <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := inf.AddEventHandler(handler.Funcs[*corev1.Secret]{
+		AddFunc:    func(*corev1.Secret, bool) { poke() },
+		UpdateFunc: func(_, _ *corev1.Secret) { poke() },
+		DeleteFunc: func(object.Deleted[*corev1.Secret]) { poke() },
+	}, informer.HandlerOptions{Name: "webhook-certificates"}); err != nil {
+		return err
+	}
+	c.get, c.synced = inf.Reader().Get, inf.HasSynced
+	m.runnables = append(m.runnables, everyReplica(c.run))
+	return nil
+}
+
+// everyReplica is a runnable that runs on every replica, leader or not.
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Run(ctx context.Context) error { return f(ctx) }
+func (everyReplica) NeedLeaderElection() bool        { return false }
+
+// certificate is the webhook server's Options.Certificate.
+func (c *webhookCerts) certificate() (*tls.Certificate, error) {
+	if cert := c.current.Load(); cert != nil {
+		return cert, nil
+	}
+	return nil, fmt.Errorf("no certificate in Secret %s yet", c.opts.Secret)
+}
+
+// run keeps the Secret, the certificate served and the bundles right until
+// ctx ends, from the Secret's informer's sync on: whenever the Secret
+// changes, every certsResync (a configuration applied again without its
+// bundle, a renewal due), 5s after a failed pass, and when a new
+// authority has settled.
+func (c *webhookCerts) run(ctx context.Context) error {
+	poll := time.NewTicker(50 * time.Millisecond)
+	for !c.synced() {
+		select {
+		case <-ctx.Done():
+			poll.Stop()
+			return nil
+		case <-poll.C:
+		}
+	}
+	poll.Stop()
+	for {
+		wait, err := c.sync(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.m.opts.Logger.Error("manager: webhook certificates", "secret", c.opts.Secret.String(), "err", shorten(err))
+			wait = 5 * time.Second
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-c.changed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// sync makes one pass: read the Secret, renew what is due, serve its
+// serving pair, write the bundle where it is missing. It returns how long
+// to wait before the next pass, unless the Secret changes.
+func (c *webhookCerts) sync(ctx context.Context) (time.Duration, error) {
+	secret, ok := c.get(c.opts.Secret)
+	var data map[string][]byte
+	var annotations map[string]string
+	if ok {
+		data, annotations = secret.Data, secret.Annotations
+	} else {
+		secret = nil
+	}
+	next, nextAnn, wait, changed, err := c.renew(data, annotations)
+	if err != nil {
+		return 0, err
+	}
+	if changed { // the informer's event brings the next pass
+		return certsResync, c.write(ctx, secret, next, nextAnn)
+	}
+	pair, err := tls.X509KeyPair(data["tls.crt"], data["tls.key"])
+	if err != nil {
+		return 0, fmt.Errorf("the serving pair: %w", err)
+	}
+	if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+		return 0, err
+	}
+	if cur := c.current.Load(); cur == nil || !bytes.Equal(cur.Certificate[0], pair.Certificate[0]) {
+		c.current.Store(&pair)
+		c.m.opts.Logger.Info("manager: serving the webhook certificate of the Secret", "secret", c.opts.Secret.String(),
+			"notAfter", pair.Leaf.NotAfter)
+	}
+	return wait, c.inject(ctx, data["ca.crt"])
+}
+
+// renew returns the Secret's data and annotations as they should be now,
+// how long until a pass is due (a new authority settling), and whether
+// they differ from data.
+func (c *webhookCerts) renew(data map[string][]byte, ann map[string]string) (map[string][]byte, map[string]string, time.Duration, bool, error) {
+	now := c.now()
+	out, outAnn := maps.Clone(data), maps.Clone(ann)
+	if out == nil {
+		out = map[string][]byte{}
+	}
+	if outAnn == nil {
+		outAnn = map[string]string{}
+	}
+	changed := false
+	ca, caKey, caOK := parseCA(data["ca.crt"], data["ca.key"])
+	switch {
+	case !caOK || now.After(ca.NotAfter.Add(-caRenew)):
+		old := parseBundle(data["ca.crt"])
+		var err error
+		if ca, caKey, err = newCA(now); err != nil {
+			return nil, nil, 0, false, err
+		}
+		bundle := pemCert(ca.Raw)
+		for _, o := range old { // the old authorities stay while valid: what they signed is still served
+			if now.Before(o.NotAfter) {
+				bundle = append(bundle, pemCert(o.Raw)...)
+			}
+		}
+		out["ca.crt"], out["ca.key"], changed = bundle, pemKey(caKey), true
+		rotated := now
+		if len(old) == 0 { // nothing trusted an older one: sign at once
+			rotated = now.Add(-c.opts.CASettle)
+		}
+		outAnn[caRotatedAt] = rotated.UTC().Format(time.RFC3339Nano)
+	default:
+		if bundle := pruneBundle(data["ca.crt"], ca, now); !bytes.Equal(bundle, data["ca.crt"]) {
+			out["ca.crt"], changed = bundle, true
+		}
+	}
+	rotated, _ := time.Parse(time.RFC3339Nano, outAnn[caRotatedAt])
+	settleAt := rotated.Add(c.opts.CASettle)
+	settled := !now.Before(settleAt)
+	leaf, leafOK := parseServing(data["tls.crt"], data["tls.key"])
+	current := leafOK && leaf.CheckSignatureFrom(ca) == nil
+	due := !leafOK || now.After(leaf.NotAfter.Add(-servingRenew)) || !sameHosts(leaf, c.opts.Hosts) || (!current && settled)
+	if due && !settled && leafOK && now.Before(leaf.NotAfter) && !current {
+		due = false // the old authority's certificate serves until the API server has read the new bundle
+	}
+	if due {
+		certPEM, keyPEM, err := newServing(ca, caKey, c.opts.Hosts, now)
+		if err != nil {
+			return nil, nil, 0, false, err
+		}
+		out["tls.crt"], out["tls.key"], changed = certPEM, keyPEM, true
+	}
+	wait := certsResync
+	if !settled && !current {
+		wait = min(wait, settleAt.Sub(now))
+	}
+	return out, outAnn, wait, changed, nil
+}
+
+// write creates or updates the Secret; a conflict is left to the next
+// pass (another replica wrote first).
+func (c *webhookCerts) write(ctx context.Context, old *corev1.Secret, data map[string][]byte, ann map[string]string) error {
+	secrets := c.m.kube.CoreV1().Secrets(c.opts.Secret.Namespace)
+	var err error
+	if old == nil {
+		_, err = secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: c.opts.Secret.Name,
+			Namespace: c.opts.Secret.Namespace, Annotations: ann}, Type: corev1.SecretTypeTLS, Data: data}, metav1.CreateOptions{})
+	} else {
+		s := old.DeepCopy()
+		s.Data, s.Annotations = data, ann
+		_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
+	}
+	if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err == nil {
+		c.m.opts.Logger.Info("manager: webhook certificates written", "secret", c.opts.Secret.String())
+	}
+	return err
+}
+
+// inject writes bundle into the caBundle of the server's webhook
+// configurations and of the CRDs of the kinds it converts, where it
+// differs. A missing object is skipped (not applied yet).
+func (c *webhookCerts) inject(ctx context.Context, bundle []byte) error {
+	name := c.m.webhooks.Options().Name
+	adm := c.m.kube.AdmissionregistrationV1()
+	var errs []error
+	if v, err := adm.ValidatingWebhookConfigurations().Get(ctx, name+"-validating", metav1.GetOptions{}); err == nil {
+		stale := false
+		for i := range v.Webhooks {
+			if !bytes.Equal(v.Webhooks[i].ClientConfig.CABundle, bundle) {
+				v.Webhooks[i].ClientConfig.CABundle, stale = bundle, true
+			}
+		}
+		if stale {
+			_, err = adm.ValidatingWebhookConfigurations().Update(ctx, v, metav1.UpdateOptions{})
+			errs = append(errs, err)
+		}
+	} else if !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	if mw, err := adm.MutatingWebhookConfigurations().Get(ctx, name+"-mutating", metav1.GetOptions{}); err == nil {
+		stale := false
+		for i := range mw.Webhooks {
+			if !bytes.Equal(mw.Webhooks[i].ClientConfig.CABundle, bundle) {
+				mw.Webhooks[i].ClientConfig.CABundle, stale = bundle, true
+			}
+		}
+		if stale {
+			_, err = adm.MutatingWebhookConfigurations().Update(ctx, mw, metav1.UpdateOptions{})
+			errs = append(errs, err)
+		}
+	} else if !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	_, converted := c.m.webhooks.Registered()
+	rc := c.m.kube.Discovery().RESTClient()
+	for _, gk := range converted {
+		gvr, _ := meta.UnsafeGuessKindToResource(gk.WithVersion(""))
+		path := "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + gvr.Resource + "." + gk.Group
+		raw, err := rc.Get().AbsPath(path).DoRaw(ctx)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var crd struct {
+			Spec struct {
+				Conversion *struct {
+					Webhook *struct {
+						ClientConfig *struct {
+							CABundle []byte `json:"caBundle"`
+						} `json:"clientConfig"`
+					} `json:"webhook"`
+				} `json:"conversion"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(raw, &crd); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cv := crd.Spec.Conversion
+		if cv == nil || cv.Webhook == nil || cv.Webhook.ClientConfig == nil || bytes.Equal(cv.Webhook.ClientConfig.CABundle, bundle) {
+			continue // no conversion webhook set (the manifests set it), or the bundle is there
+		}
+		patch := fmt.Appendf(nil, `{"spec":{"conversion":{"webhook":{"clientConfig":{"caBundle":%q}}}}}`,
+			base64.StdEncoding.EncodeToString(bundle))
+		errs = append(errs, rc.Patch(types.MergePatchType).AbsPath(path).Body(patch).Do(ctx).Error())
+	}
+	return errors.Join(errs...)
+}
+
+// parseCA returns the first certificate of bundle and the key, if they
+// are a valid authority and its key.
+func parseCA(bundle, keyPEM []byte) (*x509.Certificate, *ecdsa.PrivateKey, bool) {
+	certs := parseBundle(bundle)
+	if len(certs) == 0 || !certs[0].IsCA {
+		return nil, nil, false
+	}
+	b, _ := pem.Decode(keyPEM)
+	if b == nil {
+		return nil, nil, false
+	}
+	key, err := x509.ParseECPrivateKey(b.Bytes)
+	if err != nil || !key.PublicKey.Equal(certs[0].PublicKey) {
+		return nil, nil, false
+	}
+	return certs[0], key, true
+}
+
+// parseBundle returns the certificates of a PEM bundle.
+func parseBundle(bundle []byte) []*x509.Certificate {
+	var out []*x509.Certificate
+	for {
+		var b *pem.Block
+		b, bundle = pem.Decode(bundle)
+		if b == nil {
+			return out
+		}
+		if c, err := x509.ParseCertificate(b.Bytes); err == nil {
+			out = append(out, c)
+		}
+	}
+}
+
+// pruneBundle returns bundle without the authorities other than ca that
+// expired by now.
+func pruneBundle(bundle []byte, ca *x509.Certificate, now time.Time) []byte {
+	out := pemCert(ca.Raw)
+	for _, c := range parseBundle(bundle)[1:] {
+		if now.Before(c.NotAfter) {
+			out = append(out, pemCert(c.Raw)...)
+		}
+	}
+	return out
+}
+
+// parseServing returns the serving certificate, if the pair is valid.
+func parseServing(certPEM, keyPEM []byte) (*x509.Certificate, bool) {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, false
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	return leaf, err == nil
+}
+
+// sameHosts reports whether leaf names exactly hosts.
+func sameHosts(leaf *x509.Certificate, hosts []string) bool {
+	var names []string
+	names = append(names, leaf.DNSNames...)
+	for _, ip := range leaf.IPAddresses {
+		names = append(names, ip.String())
+	}
+	want := slices.Clone(hosts)
+	slices.Sort(names)
+	slices.Sort(want)
+	return slices.Equal(names, want)
+}
+
+func newCA(now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: serialNumber(), Subject: pkix.Name{CommonName: "ctrlkit webhook CA " + now.UTC().Format(time.RFC3339)},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(caValidity), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	ca, err := x509.ParseCertificate(der)
+	return ca, key, err
+}
+
+func newServing(ca *x509.Certificate, caKey *ecdsa.PrivateKey, hosts []string, now time.Time) ([]byte, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: serialNumber(), Subject: pkix.Name{CommonName: hosts[0]},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(servingValidity), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pemCert(der), pemKey(key), nil
+}
+
+func serialNumber() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if err != nil {
+		panic(err) // crypto/rand does not fail
+	}
+	return n
+}
+
+func pemCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func pemKey(k *ecdsa.PrivateKey) []byte {
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		panic(err) // a key made here always marshals
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+}
