@@ -169,10 +169,10 @@ var allowed = map[string][]string{
 	"client":   {"object", "listwatch"},
 	"apply":    {"object"},
 	"debug":    {"object", "informer", "controller", "webhook"},
-	"webhook":  {"object", "internal/program", "internal/safefile"},
+	"webhook":  {"object", "internal/program", "internal/safefile", "internal/certs"},
 	"perturb":  nil,
 	"manager": {"object", "reflector", "listwatch", "informer", "handler", "workqueue", "controller", "client", "apply", "debug",
-		"election", "ledger", "shard", "lease", "webhook", "internal/run", "internal/program"},
+		"election", "ledger", "shard", "lease", "webhook", "internal/run", "internal/program", "internal/certs"},
 	"ociimage": nil,
 
 	"webhook/internal/testapi":    {"webhook/internal/testapi/v1", "webhook/internal/testapi/v2"},
@@ -190,6 +190,7 @@ var allowed = map[string][]string{
 	"internal/run":       nil,
 	"internal/program":   nil,
 	"internal/safefile":  nil,
+	"internal/certs":     nil,
 
 	"examples/foo":              {"object", "store", "controller", "client", "manager", "webhook", "examples/foo/api/v1alpha1", "examples/foo/config"},
 	"examples/foo/api/v1alpha1": nil,

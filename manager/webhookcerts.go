@@ -4,19 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"maps"
-	"math/big"
-	"net"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -29,6 +24,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/certs"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -218,18 +214,18 @@ func (c *webhookCerts) renew(data map[string][]byte, ann map[string]string) (map
 	ca, caKey, caOK := parseCA(data["ca.crt"], data["ca.key"])
 	switch {
 	case !caOK || now.After(ca.NotAfter.Add(-caRenew)):
-		old := parseBundle(data["ca.crt"])
+		old := certs.Bundle(data["ca.crt"])
 		var err error
-		if ca, caKey, err = newCA(now); err != nil {
+		if ca, caKey, err = certs.NewCA("ctrlkit webhook CA "+now.UTC().Format(time.RFC3339), now, caValidity); err != nil {
 			return nil, nil, 0, false, err
 		}
-		bundle := pemCert(ca.Raw)
+		bundle := certs.CertPEM(ca.Raw)
 		for _, o := range old { // the old authorities stay while valid: what they signed is still served
 			if now.Before(o.NotAfter) {
-				bundle = append(bundle, pemCert(o.Raw)...)
+				bundle = append(bundle, certs.CertPEM(o.Raw)...)
 			}
 		}
-		out["ca.crt"], out["ca.key"], changed = bundle, pemKey(caKey), true
+		out["ca.crt"], out["ca.key"], changed = bundle, certs.KeyPEM(caKey), true
 		rotated := now
 		if len(old) == 0 { // nothing trusted an older one: sign at once
 			rotated = now.Add(-c.opts.CASettle)
@@ -250,7 +246,7 @@ func (c *webhookCerts) renew(data map[string][]byte, ann map[string]string) (map
 		due = false // the old authority's certificate serves until the API server has read the new bundle
 	}
 	if due {
-		certPEM, keyPEM, err := newServing(ca, caKey, c.opts.Hosts, now)
+		certPEM, keyPEM, err := certs.Serving(ca, caKey, c.opts.Hosts, now, servingValidity)
 		if err != nil {
 			return nil, nil, 0, false, err
 		}
@@ -362,8 +358,8 @@ func (c *webhookCerts) inject(ctx context.Context, bundle []byte) error {
 // parseCA returns the first certificate of bundle and the key, if they
 // are a valid authority and its key.
 func parseCA(bundle, keyPEM []byte) (*x509.Certificate, *ecdsa.PrivateKey, bool) {
-	certs := parseBundle(bundle)
-	if len(certs) == 0 || !certs[0].IsCA {
+	cas := certs.Bundle(bundle)
+	if len(cas) == 0 || !cas[0].IsCA {
 		return nil, nil, false
 	}
 	b, _ := pem.Decode(keyPEM)
@@ -371,34 +367,19 @@ func parseCA(bundle, keyPEM []byte) (*x509.Certificate, *ecdsa.PrivateKey, bool)
 		return nil, nil, false
 	}
 	key, err := x509.ParseECPrivateKey(b.Bytes)
-	if err != nil || !key.PublicKey.Equal(certs[0].PublicKey) {
+	if err != nil || !key.PublicKey.Equal(cas[0].PublicKey) {
 		return nil, nil, false
 	}
-	return certs[0], key, true
-}
-
-// parseBundle returns the certificates of a PEM bundle.
-func parseBundle(bundle []byte) []*x509.Certificate {
-	var out []*x509.Certificate
-	for {
-		var b *pem.Block
-		b, bundle = pem.Decode(bundle)
-		if b == nil {
-			return out
-		}
-		if c, err := x509.ParseCertificate(b.Bytes); err == nil {
-			out = append(out, c)
-		}
-	}
+	return cas[0], key, true
 }
 
 // pruneBundle returns bundle without the authorities other than ca that
 // expired by now.
 func pruneBundle(bundle []byte, ca *x509.Certificate, now time.Time) []byte {
-	out := pemCert(ca.Raw)
-	for _, c := range parseBundle(bundle)[1:] {
+	out := certs.CertPEM(ca.Raw)
+	for _, c := range certs.Bundle(bundle)[1:] {
 		if now.Before(c.NotAfter) {
-			out = append(out, pemCert(c.Raw)...)
+			out = append(out, certs.CertPEM(c.Raw)...)
 		}
 	}
 	return out
@@ -425,62 +406,4 @@ func sameHosts(leaf *x509.Certificate, hosts []string) bool {
 	slices.Sort(names)
 	slices.Sort(want)
 	return slices.Equal(names, want)
-}
-
-func newCA(now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{SerialNumber: serialNumber(), Subject: pkix.Name{CommonName: "ctrlkit webhook CA " + now.UTC().Format(time.RFC3339)},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(caValidity), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	ca, err := x509.ParseCertificate(der)
-	return ca, key, err
-}
-
-func newServing(ca *x509.Certificate, caKey *ecdsa.PrivateKey, hosts []string, now time.Time) ([]byte, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{SerialNumber: serialNumber(), Subject: pkix.Name{CommonName: hosts[0]},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(servingValidity), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pemCert(der), pemKey(key), nil
-}
-
-func serialNumber() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	if err != nil {
-		panic(err) // crypto/rand does not fail
-	}
-	return n
-}
-
-func pemCert(der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-func pemKey(k *ecdsa.PrivateKey) []byte {
-	der, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		panic(err) // a key made here always marshals
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
 }

@@ -2,15 +2,10 @@ package manager_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -23,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/ctrlkit/ctrlkit/internal/certs"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/webhook"
@@ -145,8 +141,8 @@ func TestWebhookCerts_madeServedInjectedAndRotatedWithoutARefusal(t *testing.T) 
 		if err != nil {
 			return err
 		}
-		cas := certsOf(s.Data["ca.crt"])
-		if len(cas) != 2 || string(pemOf(cas[1].Raw)) != string(bundle) {
+		cas := certs.Bundle(s.Data["ca.crt"])
+		if len(cas) != 2 || string(certs.CertPEM(cas[1].Raw)) != string(bundle) {
 			return fmt.Errorf("%d authorities in the bundle, want the new one and the old one", len(cas))
 		}
 		v, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(t.Context(), vwc.Name, metav1.GetOptions{})
@@ -176,44 +172,16 @@ func served(t *testing.T, addr string) *x509.Certificate {
 // signedBy returns a serving pair for 127.0.0.1 signed by the authority,
 // valid for d.
 func signedBy(t *testing.T, caPEM, caKeyPEM []byte, d time.Duration) ([]byte, []byte) {
-	ca := certsOf(caPEM)[0]
 	b, _ := pem.Decode(caKeyPEM)
 	caKey, err := x509.ParseECPrivateKey(b.Bytes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := certs.Serving(certs.Bundle(caPEM)[0], caKey, []string{"127.0.0.1"}, time.Now(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(d), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pemOf(der), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
-func pemOf(der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}) }
-
-// certsOf returns the certificates of a PEM bundle.
-func certsOf(bundle []byte) []*x509.Certificate {
-	var out []*x509.Certificate
-	for {
-		var b *pem.Block
-		if b, bundle = pem.Decode(bundle); b == nil {
-			return out
-		}
-		if c, err := x509.ParseCertificate(b.Bytes); err == nil {
-			out = append(out, c)
-		}
-	}
+	return certPEM, keyPEM
 }
 
 // eventuallyErr polls cond every 100ms until it returns nil, or fails

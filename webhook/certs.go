@@ -1,22 +1,17 @@
 package webhook
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ctrlkit/ctrlkit/internal/certs"
 )
 
 // certWatcher serves the certificate in a directory, read again at the
@@ -167,56 +162,22 @@ func SelfSigned(dir string, hosts ...string) (caPEM []byte, err error) {
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("webhook: SelfSigned needs at least one host")
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
 	now := time.Now()
-	ca := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: "ctrlkit webhook CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	ca, caKey, err := certs.NewCA("ctrlkit webhook CA", now, 365*24*time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := certs.Serving(ca, caKey, hosts, now, 365*24*time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	leaf := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: hosts[0]},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(1, 0, 0),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			leaf.IPAddresses = append(leaf.IPAddresses, ip)
-		} else {
-			leaf.DNSNames = append(leaf.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	if err != nil {
+	if err := writeAtomic(filepath.Join(dir, "tls.key"), keyPEM); err != nil {
 		return nil, err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
+	if err := writeAtomic(filepath.Join(dir, "tls.crt"), certPEM); err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})); err != nil {
-		return nil, err
-	}
-	if err := writeAtomic(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})); err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
-}
-
-// serial returns a random 128-bit certificate serial number.
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
-	if err != nil {
-		panic(err) // crypto/rand does not fail on Linux
-	}
-	return n
+	return certs.CertPEM(ca.Raw), nil
 }
 
 // writeAtomic writes data to path through a temporary file and a rename,
