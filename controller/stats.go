@@ -202,6 +202,25 @@ func (t *tracker[K]) time(d time.Duration) time.Time {
 func (t *tracker[K]) note(key K, r Reason) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.noteLocked(key, r)
+}
+
+// noteBatch records reasons[i] for keys[i], under one lock; a reason
+// without a time is dated now.
+func (t *tracker[K]) noteBatch(keys []K, reasons []Reason, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, key := range keys {
+		r := reasons[i]
+		if r.At.IsZero() {
+			r.At = now
+		}
+		t.noteLocked(key, r)
+	}
+}
+
+// noteLocked records that key was added for r. Called with t.mu held.
+func (t *tracker[K]) noteLocked(key K, r Reason) {
 	p := t.pack(r)
 	if t.why == nil {
 		t.why = map[K]why{}
@@ -213,30 +232,6 @@ func (t *tracker[K]) note(key K, r Reason) {
 	w.last = p
 	w.adds++
 	t.why[key] = w
-}
-
-// noteBatch records reasons[i] for keys[i], under one lock; a reason
-// without a time is dated now.
-func (t *tracker[K]) noteBatch(keys []K, reasons []Reason, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.why == nil {
-		t.why = make(map[K]why, len(keys))
-	}
-	for i, key := range keys {
-		r := reasons[i]
-		if r.At.IsZero() {
-			r.At = now
-		}
-		p := t.pack(r)
-		w, ok := t.why[key]
-		if !ok {
-			w.first = p
-		}
-		w.last = p
-		w.adds++
-		t.why[key] = w
-	}
 }
 
 // started moves key, with its reasons if it has any, to the running set.
