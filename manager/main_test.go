@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -47,7 +48,8 @@ func mainProcess() {
 	greeting := flag.String("greeting", "running", "what to print once running")
 	if os.Getenv(envMain) == "mirror" {
 		manager.Main(manager.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Permissions: mirrorPermissions,
-			Informers: informer.FactoryOptions{KeepManagedFieldsOf: []string{"mirror"}}}, setupMirror)
+			Informers: informer.FactoryOptions{KeepManagedFieldsOf: []string{"mirror"}},
+			Webhook:   webhook.Options{Name: os.Getenv(envWebhookName)}}, setupMirror)
 		return
 	}
 	manager.Main(manager.Options{Logger: slog.New(slog.DiscardHandler)}, func(m *manager.Manager) error {
@@ -141,17 +143,37 @@ func TestManagerMain_printsTheWebhookManifestsWithoutACluster(t *testing.T) {
 	}
 }
 
+// envWebhookName names the "mirror" program's webhook configurations.
+const envWebhookName = "CTRLKIT_TEST_WEBHOOK_NAME"
+
 // mirrorPermissions are what the "mirror" program writes: Secrets, by
 // server-side apply.
 var mirrorPermissions = []manager.Permission{{Verb: "create", Resource: "secrets"}, {Verb: "patch", Resource: "secrets"}}
 
 // setupMirror adds the "mirror" program's controller: a Secret beside
-// every ConfigMap labelled manifest-test=true, owned by it.
+// every ConfigMap labelled manifest-test=true, owned by it; and its
+// webhooks: ConfigMaps with a "forbidden" key are refused, others get a
+// "defaulted" label.
 func setupMirror(m *manager.Manager) error {
+	err := errors.Join(
+		webhook.AddValidator(m.Webhooks(), webhook.Validator[*corev1.ConfigMap]{
+			Create: func(_ context.Context, cm *corev1.ConfigMap) (webhook.Warnings, error) {
+				if _, ok := cm.Data["forbidden"]; ok {
+					return nil, field.Forbidden(field.NewPath("data").Key("forbidden"), "refused by the mirror's webhook")
+				}
+				return nil, nil
+			}}),
+		webhook.AddDefaulter(m.Webhooks(), func(_ context.Context, cm *corev1.ConfigMap) error {
+			metav1.SetMetaDataLabel(&cm.ObjectMeta, "defaulted", "by-the-mirror")
+			return nil
+		}))
+	if err != nil {
+		return err
+	}
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{LabelSelector: "manifest-test=true"})
 	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{LabelSelector: "manifest-test-mirror=true"})
 	kube := m.Kube()
-	_, err := manager.NewController(m, "mirror", controller.ReconcileFunc[object.ObjectName](
+	_, err = manager.NewController(m, "mirror", controller.ReconcileFunc[object.ObjectName](
 		func(ctx context.Context, n object.ObjectName) (controller.Result, error) {
 			cm, ok := cms.Reader().Get(n)
 			if !ok {
@@ -179,7 +201,7 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 	ns := name + "-system"
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "--manifests", "--image", "example.com/mirror:v1",
 		"--name", name, "--namespace", ns)
-	cmd.Env = append(os.Environ(), envMain+"=mirror")
+	cmd.Env = append(os.Environ(), envMain+"=mirror", envWebhookName+"="+name)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -188,6 +210,8 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
+		_ = admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, name+"-validating", metav1.DeleteOptions{})
+		_ = admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, name+"-mutating", metav1.DeleteOptions{})
 		_ = admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 		_ = admin.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
 		_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
@@ -215,9 +239,15 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 			}
 		}
 	}
-	if want := "Namespace ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Deployment Service"; strings.Join(kinds, " ") != want {
+	if want := "Namespace ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Deployment Service " +
+		"MutatingWebhookConfiguration ValidatingWebhookConfiguration"; strings.Join(kinds, " ") != want {
 		t.Fatalf("kinds %q, want %q:\n%s", kinds, want, out)
 	}
+	// This API server cannot reach a Service: the webhook configurations
+	// are pointed at the program's listener by URL instead, and kept to
+	// the test's namespace (the server is shared). All else is as printed.
+	webhookAddr := freeAddr(t)
+	out = webhooksByURL(t, out, "https://"+webhookAddr, ns)
 	for _, want := range []string{"runAsNonRoot: true", "readOnlyRootFilesystem: true", "allowPrivilegeEscalation: false",
 		"type: RuntimeDefault", "path: /readyz", "path: /healthz", "image: example.com/mirror:v1", "- --leader-elect"} {
 		if !strings.Contains(string(out), want) {
@@ -253,10 +283,11 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 	}
 	metricsAddr := freeAddr(t)
 	args := append(deploy.Spec.Template.Spec.Containers[0].Args, "--kubeconfig", kubeconfig,
-		"--health-addr", "127.0.0.1:0", "--http-addr", "0", "--cache-dir", t.TempDir(), "--metrics-addr", metricsAddr)
+		"--health-addr", "127.0.0.1:0", "--http-addr", "0", "--cache-dir", t.TempDir(), "--metrics-addr", metricsAddr,
+		"--webhook-addr", webhookAddr, "--webhook-cert-hosts", "127.0.0.1")
 	run := func(t *testing.T) (logs func() string, stop func()) {
 		cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
-		cmd.Env = append(os.Environ(), envMain+"=mirror")
+		cmd.Env = append(os.Environ(), envMain+"=mirror", envWebhookName+"="+name)
 		var stderr syncBuffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
@@ -269,6 +300,19 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 	}
 
 	logs, stop := run(t)
+	// Its webhooks, called by the API server once the program made its
+	// certificate Secret and wrote the authority into the configurations:
+	// a refusal naming the field, a default.
+	waitUntil(t, time.Minute, "the webhook's refusal", func() bool {
+		_, err := admin.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "refused"},
+			Data: map[string]string{"forbidden": "x"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "data[forbidden]: Forbidden: refused by the mirror's webhook")
+	}, logs)
+	plain, err := admin.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "plain"}},
+		metav1.CreateOptions{})
+	if err != nil || plain.Labels["defaulted"] != "by-the-mirror" {
+		t.Fatalf("a plain ConfigMap: %v, labels %v; want the webhook's default", err, plain.Labels)
+	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "source", Namespace: ns,
 		Labels: map[string]string{"manifest-test": "true"}}, Data: map[string]string{"k": "v"}}
 	if _, err := admin.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
@@ -425,4 +469,33 @@ func getMetrics(t *testing.T, addr, token string) (int, string) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// webhooksByURL returns the manifests with the webhook configurations'
+// clientConfig turned from the Service to base + its path, and their
+// namespaceSelector limited to ns.
+func webhooksByURL(t *testing.T, manifests []byte, base, ns string) []byte {
+	var docs []string
+	for _, doc := range strings.Split(string(manifests), "---\n") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatal(err)
+		}
+		if kind := m["kind"]; kind == "ValidatingWebhookConfiguration" || kind == "MutatingWebhookConfiguration" {
+			for _, w := range m["webhooks"].([]any) {
+				hook := w.(map[string]any)
+				cc := hook["clientConfig"].(map[string]any)
+				path := cc["service"].(map[string]any)["path"].(string)
+				hook["clientConfig"] = map[string]any{"url": base + path}
+				hook["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}}
+			}
+			b, err := yaml.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc = string(b)
+		}
+		docs = append(docs, doc)
+	}
+	return []byte(strings.Join(docs, "---\n"))
 }
