@@ -175,9 +175,9 @@ var allowed = map[string][]string{
 		"election", "ledger", "shard", "lease", "webhook", "internal/run", "internal/program", "internal/certs"},
 	"ociimage": nil,
 
-	"webhook/internal/testapi":    {"webhook/internal/testapi/v1", "webhook/internal/testapi/v2"},
-	"webhook/internal/testapi/v1": {"webhook/internal/testapi/v2"},
-	"webhook/internal/testapi/v2": nil,
+	"internal/testapi":    {"internal/testapi/v1", "internal/testapi/v2"},
+	"internal/testapi/v1": {"internal/testapi/v2"},
+	"internal/testapi/v2": nil,
 
 	"apiserver":          {"internal/safefile"},
 	"internal":           nil,

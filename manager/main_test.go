@@ -23,8 +23,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -33,6 +37,9 @@ import (
 	"github.com/ctrlkit/ctrlkit/apply"
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/internal/testapi"
+	gadgetv1 "github.com/ctrlkit/ctrlkit/internal/testapi/v1"
+	gadgetv2 "github.com/ctrlkit/ctrlkit/internal/testapi/v2"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/webhook"
@@ -48,8 +55,9 @@ func mainProcess() {
 	greeting := flag.String("greeting", "running", "what to print once running")
 	if os.Getenv(envMain) == "mirror" {
 		manager.Main(manager.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Permissions: mirrorPermissions,
-			Informers: informer.FactoryOptions{KeepManagedFieldsOf: []string{"mirror"}},
-			Webhook:   webhook.Options{Name: os.Getenv(envWebhookName)}}, setupMirror)
+			Informers:   informer.FactoryOptions{KeepManagedFieldsOf: []string{"mirror"}},
+			Webhook:     webhook.Options{Name: os.Getenv(envWebhookName)},
+			AddToScheme: []func(*runtime.Scheme) error{testapi.AddToScheme}, CRDs: testapi.CRDs}, setupMirror)
 		return
 	}
 	manager.Main(manager.Options{Logger: slog.New(slog.DiscardHandler)}, func(m *manager.Manager) error {
@@ -153,9 +161,25 @@ var mirrorPermissions = []manager.Permission{{Verb: "create", Resource: "secrets
 // setupMirror adds the "mirror" program's controller: a Secret beside
 // every ConfigMap labelled manifest-test=true, owned by it; and its
 // webhooks: ConfigMaps with a "forbidden" key are refused, others get a
-// "defaulted" label.
+// "defaulted" label; Gadgets convert between v1 and v2 (the hub), and each
+// version refuses an image of its own.
 func setupMirror(m *manager.Manager) error {
 	err := errors.Join(
+		webhook.AddConversion[*gadgetv2.Gadget](m.Webhooks(), &gadgetv1.Gadget{}),
+		webhook.AddValidator(m.Webhooks(), webhook.Validator[*gadgetv1.Gadget]{
+			Create: func(_ context.Context, g *gadgetv1.Gadget) (webhook.Warnings, error) {
+				if g.Spec.Image == "bad:v1" {
+					return nil, field.Invalid(field.NewPath("spec", "image"), g.Spec.Image, "refused by v1's webhook")
+				}
+				return nil, nil
+			}}),
+		webhook.AddValidator(m.Webhooks(), webhook.Validator[*gadgetv2.Gadget]{
+			Create: func(_ context.Context, g *gadgetv2.Gadget) (webhook.Warnings, error) {
+				if g.Spec.Container.Image == "bad:v2" {
+					return nil, field.Invalid(field.NewPath("spec", "container", "image"), g.Spec.Container.Image, "refused by v2's webhook")
+				}
+				return nil, nil
+			}}),
 		webhook.AddValidator(m.Webhooks(), webhook.Validator[*corev1.ConfigMap]{
 			Create: func(_ context.Context, cm *corev1.ConfigMap) (webhook.Warnings, error) {
 				if _, ok := cm.Data["forbidden"]; ok {
@@ -213,6 +237,8 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 		_ = admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, name+"-validating", metav1.DeleteOptions{})
 		_ = admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, name+"-mutating", metav1.DeleteOptions{})
 		_ = admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		_ = exec.Command("kubectl", "--kubeconfig", srv.Kubeconfig(), "delete", "crd", "gadgets.gadgets.webhook.ctrlkit.test",
+			"--wait=false").Run()
 		_ = admin.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
 		_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
 	})
@@ -239,7 +265,7 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 			}
 		}
 	}
-	if want := "Namespace ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Deployment Service " +
+	if want := "Namespace CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Deployment Service " +
 		"MutatingWebhookConfiguration ValidatingWebhookConfiguration"; strings.Join(kinds, " ") != want {
 		t.Fatalf("kinds %q, want %q:\n%s", kinds, want, out)
 	}
@@ -313,6 +339,35 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 	if err != nil || plain.Labels["defaulted"] != "by-the-mirror" {
 		t.Fatalf("a plain ConfigMap: %v, labels %v; want the webhook's default", err, plain.Labels)
 	}
+	// Gadgets in two versions: a v1 create converted by the program to the
+	// stored v2 and read back in both; each version's own webhook.
+	gadgets := dynamic.NewForConfigOrDie(srv.Config())
+	gvr := func(v string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: "gadgets.webhook.ctrlkit.test", Version: v, Resource: "gadgets"}
+	}
+	gadget := func(v, name string, spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "gadgets.webhook.ctrlkit.test/" + v,
+			"kind": "Gadget", "metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec}}
+	}
+	waitUntil(t, time.Minute, "a v1 Gadget stored through the program's conversion", func() bool {
+		_, err := gadgets.Resource(gvr("v1")).Namespace(ns).Create(t.Context(),
+			gadget("v1", "g", map[string]any{"image": "nginx:1.27", "replicas": int64(2)}), metav1.CreateOptions{})
+		return err == nil
+	}, logs)
+	if g, err := gadgets.Resource(gvr("v2")).Namespace(ns).Get(t.Context(), "g", metav1.GetOptions{}); err != nil ||
+		fmt.Sprint(g.Object["spec"]) != "map[container:map[image:nginx:1.27] replicas:2]" {
+		t.Errorf("the v1 Gadget read as v2: %v, %v", err, g)
+	}
+	if _, err := gadgets.Resource(gvr("v1")).Namespace(ns).Create(t.Context(), gadget("v1", "bad1",
+		map[string]any{"image": "bad:v1"}), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.image: Invalid value") {
+		t.Errorf("a bad v1 Gadget: %v, want v1's webhook refusing spec.image", err)
+	}
+	if _, err := gadgets.Resource(gvr("v2")).Namespace(ns).Create(t.Context(), gadget("v2", "bad2",
+		map[string]any{"container": map[string]any{"image": "bad:v2"}}), metav1.CreateOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "spec.container.image: Invalid value") {
+		t.Errorf("a bad v2 Gadget: %v, want v2's webhook refusing spec.container.image", err)
+	}
+
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "source", Namespace: ns,
 		Labels: map[string]string{"manifest-test": "true"}}, Data: map[string]string{"k": "v"}}
 	if _, err := admin.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
@@ -471,9 +526,9 @@ func getMetrics(t *testing.T, addr, token string) (int, string) {
 	}
 }
 
-// webhooksByURL returns the manifests with the webhook configurations'
-// clientConfig turned from the Service to base + its path, and their
-// namespaceSelector limited to ns.
+// webhooksByURL returns the manifests with the webhook configurations' and
+// the CRDs' conversion clientConfig turned from the Service to base + its
+// path, and the configurations' namespaceSelector limited to ns.
 func webhooksByURL(t *testing.T, manifests []byte, base, ns string) []byte {
 	var docs []string
 	for _, doc := range strings.Split(string(manifests), "---\n") {
@@ -488,6 +543,19 @@ func webhooksByURL(t *testing.T, manifests []byte, base, ns string) []byte {
 				path := cc["service"].(map[string]any)["path"].(string)
 				hook["clientConfig"] = map[string]any{"url": base + path}
 				hook["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}}
+			}
+			b, err := yaml.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc = string(b)
+		}
+		if m["kind"] == "CustomResourceDefinition" {
+			spec := m["spec"].(map[string]any)
+			if conv, ok := spec["conversion"].(map[string]any); ok {
+				cc := conv["webhook"].(map[string]any)["clientConfig"].(map[string]any)
+				path := cc["service"].(map[string]any)["path"].(string)
+				conv["webhook"].(map[string]any)["clientConfig"] = map[string]any{"url": base + path}
 			}
 			b, err := yaml.Marshal(m)
 			if err != nil {

@@ -321,7 +321,7 @@ func (c *webhookCerts) inject(ctx context.Context, bundle []byte) error {
 	for _, gk := range converted {
 		gvr, _ := meta.UnsafeGuessKindToResource(gk.WithVersion(""))
 		path := "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + gvr.Resource + "." + gk.Group
-		raw, err := rc.Get().AbsPath(path).DoRaw(ctx)
+		raw, err := rc.Get().AbsPath(path).SetHeader("Accept", "application/json").DoRaw(ctx) // not the client's protobuf
 		if apierrors.IsNotFound(err) {
 			continue
 		}

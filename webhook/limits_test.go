@@ -19,8 +19,8 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/webhook"
-	"github.com/ctrlkit/ctrlkit/webhook/internal/testapi"
-	v2 "github.com/ctrlkit/ctrlkit/webhook/internal/testapi/v2"
+	"github.com/ctrlkit/ctrlkit/internal/testapi"
+	v2 "github.com/ctrlkit/ctrlkit/internal/testapi/v2"
 )
 
 // clientDeadline bounds every read of the raw-connection tests: a limit of

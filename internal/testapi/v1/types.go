@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	v2 "github.com/ctrlkit/ctrlkit/webhook/internal/testapi/v2"
+	v2 "github.com/ctrlkit/ctrlkit/internal/testapi/v2"
 )
 
 // SchemeGroupVersion is this version's group and version.
