@@ -109,7 +109,7 @@ type tracker[K comparable] struct {
 	// of each; last the latest text looked up and its index.
 	labels []string
 	label  map[string]uint32
-	last   struct {
+	last   [2]struct { // the two latest texts looked up: an event's and a source's
 		text  string
 		index uint32
 	}
@@ -143,8 +143,10 @@ const otherLabel = "(other: too many distinct reasons to remember)"
 // labelOf returns the index of text in t.labels, adding it if there is
 // room. Called with t.mu held.
 func (t *tracker[K]) labelOf(text string) uint32 {
-	if text == t.last.text && t.labels != nil {
-		return t.last.index
+	for _, l := range t.last {
+		if text == l.text && t.labels != nil {
+			return l.index
+		}
 	}
 	if t.label == nil {
 		t.labels, t.label = []string{"", otherLabel}, map[string]uint32{"": 0, otherLabel: 1}
@@ -158,7 +160,8 @@ func (t *tracker[K]) labelOf(text string) uint32 {
 			t.label[text] = i
 		}
 	}
-	t.last.text, t.last.index = text, i
+	t.last[1] = t.last[0]
+	t.last[0].text, t.last[0].index = text, i
 	return i
 }
 
