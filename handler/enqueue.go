@@ -41,8 +41,9 @@ func Names[T object.Object]() KeyFunc[T, object.ObjectName] {
 
 // EnqueueMapped returns a Handler that adds, for every changed object, the
 // names fn maps it to (see Mapped): "which objects of my kind care about
-// this one". fn must not block: into a NonBlockingAdder the Handler is an
-// Enqueuer, and fn runs on the informer's goroutine.
+// this one". fn runs as a KeyFunc does (see there): into a NonBlockingAdder
+// the Handler is an Enqueuer, and fn runs on the informer's goroutine under
+// its lock; it must not block nor call an informer's methods.
 func EnqueueMapped[T object.Object](q Adder[object.ObjectName], fn func(obj T) []object.ObjectName) Handler[T] {
 	return Enqueue(q, Mapped(fn))
 }

@@ -118,7 +118,9 @@ func (e Event[T]) Filtered(accept func(T) bool) (Event[T], bool) {
 // its Registration (that would deadlock); events is the informer's: read
 // it during the call only. If Enqueue panics, the informer recovers,
 // counts the panic and hands the batch over again one event at a time, so
-// a panic loses only the event it was raised on.
+// a panic loses only the event it was raised on; events added before the
+// panic are then given again (a queue's add is idempotent: an Enqueuer
+// that counts must allow for it).
 //
 // ExpectKeys(n) says about n keys are about to come (a hint: more or
 // fewer may). The informer calls it before it applies a list into its
@@ -140,8 +142,11 @@ type Enqueuer[T object.Object] interface {
 
 // KeyFunc appends to dst the keys of type K that e queues, and returns
 // dst: Keys, Names, Owners and Mapped build them. It runs where its
-// handler runs (for an Enqueuer, on the informer's goroutine): it must
-// not block.
+// handler runs: for an Enqueuer, on the informer's goroutine while it
+// holds its lock, so it must not block, nor call any informer's or
+// Registration's methods (HasSynced included: an informer's lock is not
+// re-entrant, and two informers' functions calling each other deadlock);
+// reading caches through their Reader is fine.
 type KeyFunc[T object.Object, K comparable] func(dst []K, e *Event[T]) []K
 
 // Enqueue returns a Handler that adds to q the keys keys gives for every

@@ -98,8 +98,10 @@ type source[T Object] struct {
 //
 // Every source's events take one path into the controller's queue (a
 // handler.Enqueuer): its informer hands them over a batch at a time, on
-// its own goroutine, and filters and map functions run there. They must
-// not block: read caches, never call the API server.
+// its own goroutine, under its lock, and filters and map functions run
+// there. They must not block, nor call any informer's or Registration's
+// methods (HasSynced included): read caches through their Readers, never
+// call the API server.
 func For[T Object](inf *informer.SharedIndexInformer[T], filters ...func(T) bool) Source {
 	return &source[T]{inf: inf, filters: filters, primary: true,
 		names: func(schema.GroupVersionKind) handler.KeyFunc[T, object.ObjectName] { return handler.Names[T]() }}
@@ -358,6 +360,9 @@ type sourceKeys[T Object] struct {
 	keys   []object.ObjectName
 	why    []controller.Reason
 	passed handler.Event[T]
+	// resource is the informer's resource, for the ledger, once known.
+	resource schema.GroupResource
+	known    bool
 }
 
 // Enqueue queues the names of events' objects, in order.
@@ -441,9 +446,12 @@ func (s *sourceKeys[T]) observe(e *handler.Event[T]) {
 	default:
 		return
 	}
-	if gr, ok := s.m.resourceOf(s.source); ok {
-		s.m.ledger.Observe(gr, n)
+	if !s.known {
+		if s.resource, s.known = s.m.resourceOf(s.source); !s.known {
+			return // not mapped yet: the informer has not listed
+		}
 	}
+	s.m.ledger.Observe(s.resource, n)
 }
 
 // ExpectKeys makes room in the controller's queue for n keys, for a For

@@ -25,7 +25,8 @@ import (
 // --http-addr, --metrics-addr, --health-addr, --webhook-addr, --webhook-cert-dir,
 // --webhook-cert-secret, --webhook-cert-hosts,
 // --cache-dir, --leader-elect, --leader-elect-namespace, --manifests (with
-// --image, --name, --namespace) and --webhook-manifests to the command
+// --manifests-image, --manifests-name, --manifests-namespace and
+// --manifests-cert-manager) and --webhook-manifests to the command
 // line's flags, each defaulting to what
 // opts sets, and parses them into opts (define your own flags before, and
 // do not call flag.Parse): so one program runs without leader election on
@@ -42,8 +43,10 @@ import (
 // "default".
 //
 // --manifests prints every manifest the program needs to run in a cluster
-// (see Manager.Manifests) and exits without connecting to one: --image
-// names its container image, --name and --namespace where it runs.
+// (see Manager.Manifests) and exits without connecting to one:
+// --manifests-image names its container image, --manifests-name and
+// --manifests-namespace where it runs (the prefix keeps the program's own
+// --name or --namespace free).
 //
 // --webhook-manifests=NAMESPACE/SERVICE prints the webhook configurations
 // of the webhooks setup registers, pointing at that Service (port 443),
@@ -106,11 +109,11 @@ func addMainFlags(fs *flag.FlagSet, opts *Options) (flags *mainFlags, finish fun
 	fs.StringVar(&opts.LeaderElection.Namespace, "leader-elect-namespace", opts.LeaderElection.Namespace,
 		"namespace of the leader-election Lease (default: the Pod's, else \"default\")")
 	fs.StringVar(&f.manifests, "webhook-manifests", "", "print the webhook configurations for the Service NAMESPACE/NAME and exit")
-	fs.BoolVar(&f.all, "manifests", false, "print every manifest the program needs to run in a cluster (with --image, --name, --namespace) and exit")
-	fs.StringVar(&f.deploy.Image, "image", "", "with --manifests: the program's container image")
-	fs.StringVar(&f.deploy.Name, "name", "", "with --manifests: the name of its ServiceAccount, roles, Deployment and Service (default: the program's name)")
-	fs.StringVar(&f.deploy.Namespace, "namespace", "", "with --manifests: their namespace (default: NAME-system)")
-	fs.BoolVar(&f.deploy.CertManager, "cert-manager", false, "with --manifests: cert-manager issues the webhook certificate (default: the manager keeps it in a Secret)")
+	fs.BoolVar(&f.all, "manifests", false, "print every manifest the program needs to run in a cluster (see --manifests-image) and exit")
+	fs.StringVar(&f.deploy.Image, "manifests-image", "", "with --manifests: the program's container image")
+	fs.StringVar(&f.deploy.Name, "manifests-name", "", "with --manifests: the name of its ServiceAccount, roles, Deployment and Service (default: the program's name)")
+	fs.StringVar(&f.deploy.Namespace, "manifests-namespace", "", "with --manifests: their namespace (default: NAME-system)")
+	fs.BoolVar(&f.deploy.CertManager, "manifests-cert-manager", false, "with --manifests: cert-manager issues the webhook certificate (default: the manager keeps it in a Secret)")
 	return f, func() {
 		switch {
 		case !f.leaderElect:
@@ -179,7 +182,7 @@ func printManifests(f *mainFlags, opts Options, setup func(*Manager) error) erro
 		return fmt.Errorf("--webhook-manifests=%q: want NAMESPACE/NAME of the webhook's Service", f.manifests)
 	}
 	if f.all && f.deploy.Image == "" {
-		return errors.New("--manifests needs --image, the program's container image")
+		return errors.New("--manifests needs --manifests-image, the program's container image")
 	}
 	opts.HTTPAddr = "0"
 	m, err := New(&rest.Config{Host: "https://cluster.invalid"}, opts) // makes no request

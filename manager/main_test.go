@@ -223,8 +223,8 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(srv.Config())
 	name := fmt.Sprintf("manifest-test-%d", time.Now().UnixNano()%1_000_000)
 	ns := name + "-system"
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "--manifests", "--image", "example.com/mirror:v1",
-		"--name", name, "--namespace", ns)
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "--manifests", "--manifests-image", "example.com/mirror:v1",
+		"--manifests-name", name, "--manifests-namespace", ns)
 	cmd.Env = append(os.Environ(), envMain+"=mirror", envWebhookName+"="+name)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -731,7 +731,7 @@ func (m *Manager) listen() ([]server, error) {
 		tlsCfg, err := selfSignedTLS()
 		if err == nil {
 			mux := http.NewServeMux()
-			mux.Handle("/metrics", newMetricsAuth(m.kube, promhttp.HandlerFor(m.opts.Registry, promhttp.HandlerOpts{Registry: m.opts.Registry})))
+			mux.Handle("/metrics", newMetricsAuth(m.kube, promhttp.HandlerFor(m.opts.Registry, promhttp.HandlerOpts{Registry: m.opts.Registry}), m.opts.Logger))
 			err = bind(m.opts.MetricsAddr, "MetricsAddr", mux)
 		}
 		if err != nil {

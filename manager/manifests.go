@@ -127,10 +127,12 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 	}
 	add("v1", "ServiceAccount", &corev1.ServiceAccount{ObjectMeta: meta(o.Name, o.Namespace)})
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: o.Name, Namespace: o.Namespace}}
-	cluster, namespaced := m.rbacRules()
+	cluster, namespaced := m.rbacRules(m.plurals())
 	if serving && !o.CertManager { // the manager keeps the certificates (WebhookCerts)
-		namespaced[o.Namespace] = append(namespaced[o.Namespace], rbacv1.PolicyRule{APIGroups: []string{""},
-			Resources: []string{"secrets"}, Verbs: []string{"create", "get", "list", "update", "watch"}})
+		namespaced[o.Namespace] = append(namespaced[o.Namespace], // its own Secret only: create cannot name one
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{certName},
+				Verbs: []string{"get", "list", "update", "watch"}})
 		hooks := []string{m.webhooks.Options().Name + "-validating", m.webhooks.Options().Name + "-mutating"}
 		cluster = append(cluster, rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"},
 			Resources:     []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
@@ -178,7 +180,7 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 				"issuerRef": map[string]any{"kind": "Issuer", "name": o.Name + "-selfsigned"}}})
 	}
 	if serving {
-		vwc, mwc, err := m.webhooks.Configurations(webhook.ClientConfig{Service: svc}, nil)
+		vwc, mwc, err := m.webhooks.Configurations(webhook.ClientConfig{Service: svc}, m.plurals())
 		if err != nil {
 			return nil, fmt.Errorf("manager: manifests: %w", err)
 		}
@@ -235,7 +237,7 @@ func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
 // rbacRules returns the rules the program's informers and
 // Options.Permissions need: cluster-wide ones, and by namespace those
 // limited to one.
-func (m *Manager) rbacRules() (cluster []rbacv1.PolicyRule, namespaced map[string][]rbacv1.PolicyRule) {
+func (m *Manager) rbacRules(p plurals) (cluster []rbacv1.PolicyRule, namespaced map[string][]rbacv1.PolicyRule) {
 	type target struct{ ns, group, resource string }
 	verbs := map[target]map[string]bool{}
 	grant := func(t target, vs ...string) {
@@ -248,7 +250,7 @@ func (m *Manager) rbacRules() (cluster []rbacv1.PolicyRule, namespaced map[strin
 	}
 	m.mu.Lock()
 	for _, e := range m.informers {
-		gvr, _ := meta.UnsafeGuessKindToResource(e.gvk)
+		gvr := p.resource(e.gvk)
 		grant(target{e.scope.Namespace, gvr.Group, gvr.Resource}, "get", "list", "watch")
 	}
 	m.mu.Unlock()
@@ -380,4 +382,60 @@ func deployment(o ManifestOptions, om metav1.ObjectMeta, labels map[string]strin
 			Volumes: volumes,
 		}},
 	}}
+}
+
+// plurals names each kind's resource: a CRD's of Options.CRDs by its
+// spec.names.plural, any other kind by the usual guess (the lower-case
+// plural). A kind such as Mesh, whose CRD says meshes, is not guessed.
+type plurals map[schema.GroupKind]string
+
+// plurals returns the plurals of Options.CRDs' kinds; CRDs that do not
+// parse are left to Manifests to report.
+func (m *Manager) plurals() plurals {
+	out := plurals{}
+	crds, _ := m.crdManifests(nil, nil, nil)
+	for _, crd := range crds {
+		out[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = crd.Spec.Names.Plural
+	}
+	return out
+}
+
+// resource returns gvk's resource.
+func (p plurals) resource(gvk schema.GroupVersionKind) schema.GroupVersionResource {
+	if plural, ok := p[gvk.GroupKind()]; ok {
+		return gvk.GroupVersion().WithResource(plural)
+	}
+	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
+	return gvr
+}
+
+// RESTMapping makes plurals a meta.RESTMapper for the webhook
+// configurations (the only method they call).
+func (p plurals) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	v := ""
+	if len(versions) > 0 {
+		v = versions[0]
+	}
+	gvk := gk.WithVersion(v)
+	return &meta.RESTMapping{Resource: p.resource(gvk), GroupVersionKind: gvk}, nil
+}
+
+func (p plurals) KindFor(schema.GroupVersionResource) (schema.GroupVersionKind, error) {
+	return schema.GroupVersionKind{}, errors.New("manager: plurals map kinds to resources only")
+}
+func (p plurals) KindsFor(schema.GroupVersionResource) ([]schema.GroupVersionKind, error) {
+	return nil, errors.New("manager: plurals map kinds to resources only")
+}
+func (p plurals) ResourceFor(schema.GroupVersionResource) (schema.GroupVersionResource, error) {
+	return schema.GroupVersionResource{}, errors.New("manager: plurals map kinds to resources only")
+}
+func (p plurals) ResourcesFor(schema.GroupVersionResource) ([]schema.GroupVersionResource, error) {
+	return nil, errors.New("manager: plurals map kinds to resources only")
+}
+func (p plurals) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
+	m, err := p.RESTMapping(gk, versions...)
+	return []*meta.RESTMapping{m}, err
+}
+func (p plurals) ResourceSingularizer(resource string) (string, error) {
+	return "", errors.New("manager: plurals map kinds to resources only")
 }

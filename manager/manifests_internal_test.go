@@ -37,7 +37,8 @@ spec:
 // its conversion webhook; informers and permissions make the roles.
 func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 	m, err := New(&rest.Config{Host: "https://cluster.invalid"}, Options{HTTPAddr: "0", Logger: slog.New(slog.DiscardHandler),
-		CRDs:        fstest.MapFS{"crd/example.com_widgets.yaml": {Data: []byte(widgetCRD)}, "crd/README.md": {Data: []byte("not a CRD")}},
+		CRDs: fstest.MapFS{"crd/example.com_widgets.yaml": {Data: []byte(widgetCRD)}, "crd/README.md": {Data: []byte("not a CRD")},
+			"crd/example.com_meshes.yaml": {Data: []byte(strings.NewReplacer("widgets", "meshes", "Widget", "Mesh", "widget", "mesh").Replace(widgetCRD))}},
 		Permissions: []Permission{{Verb: "patch", Resource: "secrets"}, {Verb: "update", Group: "apps", Resource: "deployments", Subresource: "status", Namespace: "web"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 		}
 		kinds = append(kinds, d.Kind)
 	}
-	want := "Namespace CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Role RoleBinding " +
+	want := "Namespace CustomResourceDefinition CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Role RoleBinding " +
 		"Deployment Service ValidatingWebhookConfiguration"
 	if strings.Join(kinds, " ") != want {
 		t.Errorf("kinds:\n%s\nwant:\n%s", strings.Join(kinds, " "), want)
@@ -84,16 +85,21 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 		t.Errorf("the manifests carry server-set fields:\n%s", out)
 	}
 
+	// A CRD's plural is its own, not a guess: Mesh's is meshes.
+	if r := m.plurals().resource(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Mesh"}); r.Resource != "meshes" {
+		t.Errorf("Mesh's resource %q, want the CRD's plural, meshes", r.Resource)
+	}
+
 	// Conversion: the kind's CRD points at the Service's /convert.
 	crds, err := m.crdManifests([]schema.GroupKind{{Group: "example.com", Kind: "Widget"}},
 		&admissionregistrationv1.ServiceReference{Namespace: "op-system", Name: "op"}, map[string]string{"k": "v"})
-	if err != nil || len(crds) != 1 {
-		t.Fatalf("%d CRDs, %v; want 1", len(crds), err)
+	if err != nil || len(crds) != 2 {
+		t.Fatalf("%d CRDs, %v; want 2", len(crds), err)
 	}
-	c := crds[0].Spec.Conversion
+	c := crds[1].Spec.Conversion
 	if c == nil || c.Webhook == nil || c.Webhook.ClientConfig.Service.Name != "op" || *c.Webhook.ClientConfig.Service.Path != "/convert" ||
-		crds[0].Annotations["k"] != "v" {
-		t.Errorf("conversion %+v, annotations %v", c, crds[0].Annotations)
+		crds[1].Annotations["k"] != "v" || crds[0].Spec.Conversion != nil {
+		t.Errorf("conversion %+v, annotations %v; the other CRD's conversion %+v", c, crds[1].Annotations, crds[0].Spec.Conversion)
 	}
 
 	// With cert-manager instead: its Issuer and Certificate, the Secret

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ type metricsAuth struct {
 	kube kubernetes.Interface
 	next http.Handler
 	now  func() time.Time
+	log  *slog.Logger
 
 	mu    sync.Mutex
 	cache map[[32]byte]authAnswer
@@ -57,8 +59,8 @@ type authAnswer struct {
 	expires time.Time
 }
 
-func newMetricsAuth(kube kubernetes.Interface, next http.Handler) *metricsAuth {
-	return &metricsAuth{kube: kube, next: next, now: time.Now, cache: map[[32]byte]authAnswer{}}
+func newMetricsAuth(kube kubernetes.Interface, next http.Handler, log *slog.Logger) *metricsAuth {
+	return &metricsAuth{kube: kube, next: next, now: time.Now, log: log, cache: map[[32]byte]authAnswer{}}
 }
 
 func (a *metricsAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -69,6 +71,11 @@ func (a *metricsAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ans := a.review(r, strings.TrimSpace(token))
+	if ans.status == http.StatusInternalServerError {
+		a.log.Error("manager: metrics: cannot review a scrape's token", "err", ans.why)
+		http.Error(w, "the API server could not review the token", ans.status) // its error stays in the log
+		return
+	}
 	if ans.status != 0 {
 		if ans.status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
@@ -81,7 +88,7 @@ func (a *metricsAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // review returns the remembered answer for token, or asks the API server.
 func (a *metricsAuth) review(r *http.Request, token string) authAnswer {
-	key := sha256.Sum256([]byte(token))
+	key := sha256.Sum256([]byte(r.URL.Path + "\x00" + token)) // an answer is for one path
 	now := a.now()
 	a.mu.Lock()
 	ans, ok := a.cache[key]

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -33,7 +34,8 @@ func TestMetricsAuth_remembersReviewsForAWhileAndBoundsTheirNumber(t *testing.T)
 		return true, sar, nil
 	})
 	now := time.Unix(1000, 0)
-	a := newMetricsAuth(kube, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "metrics") }))
+	a := newMetricsAuth(kube, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "metrics") }),
+		slog.New(slog.DiscardHandler))
 	a.now = func() time.Time { return now }
 	get := func(token string) int {
 		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)

@@ -4,27 +4,32 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/certs"
+	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -42,8 +47,12 @@ import (
 // the same authority: the bundle does not change, no request is refused.
 // The authority lasts 10 years and is renewed with a third left: the new
 // one joins the bundle at once, beside the old one, and signs serving
-// certificates only CASettle later, once the API server has had time to
-// read the new bundle; the old one leaves the bundle when it expires.
+// certificates only once a pass found the new bundle in every
+// configuration and CRD the manager keeps, and CASettle passed (time for
+// the API server to read it); the old one leaves the bundle when it
+// expires. The configurations are checked at every pass: when the Secret
+// changes and every minute (one applied again without its bundle is
+// refused for up to that long).
 type WebhookCerts struct {
 	// Secret is where the certificates are kept (a kubernetes.io/tls
 	// Secret: tls.crt and tls.key the serving pair, ca.crt the bundle,
@@ -66,6 +75,10 @@ const (
 	caRenew         = caValidity / 3
 	certsResync     = time.Minute
 	caRotatedAt     = "ctrlkit.dev/ca-rotated-at"
+	// bundleWritten is the hash of the bundle a pass found in every
+	// configuration and CRD it keeps: a new authority signs only once the
+	// API server has been given it.
+	bundleWritten = "ctrlkit.dev/bundle-written"
 )
 
 // webhookCerts is WebhookCerts at work.
@@ -85,6 +98,7 @@ func newWebhookCerts(o WebhookCerts) (*webhookCerts, error) {
 	if o.Secret.Namespace == "" || o.Secret.Name == "" {
 		return nil, fmt.Errorf("manager: WebhookCerts.Secret %q: want a namespace and a name", o.Secret)
 	}
+	o.Hosts = normalHosts(o.Hosts)
 	if len(o.Hosts) == 0 {
 		return nil, errors.New("manager: WebhookCerts needs Hosts, the serving certificate's names")
 	}
@@ -94,10 +108,24 @@ func newWebhookCerts(o WebhookCerts) (*webhookCerts, error) {
 	return &webhookCerts{opts: o, changed: make(chan struct{}, 1), now: time.Now}, nil
 }
 
-// watch makes the Secret's informer and the runnable that keeps it.
+// watch makes the Secret's informer and the runnable that keeps it. The
+// informer is the manager's but not its factory's: the factory writes
+// snapshots of its caches to disk (Options.CacheDir), and this one holds
+// the authority's private key.
 func (c *webhookCerts) watch(m *Manager) error {
 	c.m = m
-	inf := Informer[*corev1.Secret](m, Scope{Namespace: c.opts.Secret.Namespace, FieldSelector: "metadata.name=" + c.opts.Secret.Name})
+	secrets := m.kube.CoreV1().Secrets(c.opts.Secret.Namespace)
+	lw := listwatch.New[*corev1.Secret](
+		func(ctx context.Context, o metav1.ListOptions) (*corev1.SecretList, error) {
+			return secrets.List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return secrets.Watch(ctx, o) },
+		listwatch.Options{FieldSelector: "metadata.name=" + c.opts.Secret.Name})
+	inf, err := informer.New(lw, informer.Options[*corev1.Secret]{Name: "webhook certificate Secret " + c.opts.Secret.String(),
+		FactoryOptions: informer.FactoryOptions{DetectMutations: informer.DetectNever}})
+	if err != nil {
+		return err
+	}
 	poke := func() {
 		select {
 		case c.changed <- struct{}{}:
@@ -112,7 +140,15 @@ func (c *webhookCerts) watch(m *Manager) error {
 		return err
 	}
 	c.get, c.synced = inf.Reader().Get, inf.HasSynced
-	m.runnables = append(m.runnables, everyReplica(c.run))
+	m.runnables = append(m.runnables, everyReplica(func(ctx context.Context) error {
+		done := make(chan error, 1)
+		go func() { done <- inf.Run(ctx) }()
+		err := c.run(ctx)
+		if ierr := <-done; err == nil {
+			err = ierr
+		}
+		return err
+	}))
 	return nil
 }
 
@@ -195,7 +231,24 @@ func (c *webhookCerts) sync(ctx context.Context) (time.Duration, error) {
 		c.m.opts.Logger.Info("manager: serving the webhook certificate of the Secret", "secret", c.opts.Secret.String(),
 			"notAfter", pair.Leaf.NotAfter)
 	}
-	return wait, c.inject(ctx, data["ca.crt"])
+	if err := c.inject(ctx, data["ca.crt"]); err != nil {
+		return wait, err
+	}
+	if h := bundleHash(data["ca.crt"]); annotations[bundleWritten] != h { // the next pass may let a new authority sign
+		ann := maps.Clone(annotations)
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[bundleWritten] = h
+		return wait, c.write(ctx, secret, data, ann)
+	}
+	return wait, nil
+}
+
+// bundleHash identifies a bundle in the Secret's annotations.
+func bundleHash(bundle []byte) string {
+	sum := sha256.Sum256(bundle)
+	return hex.EncodeToString(sum[:8])
 }
 
 // renew returns the Secret's data and annotations as they should be now,
@@ -238,7 +291,9 @@ func (c *webhookCerts) renew(data map[string][]byte, ann map[string]string) (map
 	}
 	rotated, _ := time.Parse(time.RFC3339Nano, outAnn[caRotatedAt])
 	settleAt := rotated.Add(c.opts.CASettle)
-	settled := !now.Before(settleAt)
+	// A new authority signs once CASettle passed and a pass found the
+	// bundle holding it in every configuration and CRD.
+	settled := !now.Before(settleAt) && outAnn[bundleWritten] == bundleHash(out["ca.crt"])
 	leaf, leafOK := parseServing(data["tls.crt"], data["tls.key"])
 	current := leafOK && leaf.CheckSignatureFrom(ca) == nil
 	due := !leafOK || now.After(leaf.NotAfter.Add(-servingRenew)) || !sameHosts(leaf, c.opts.Hosts) || (!current && settled)
@@ -253,7 +308,7 @@ func (c *webhookCerts) renew(data map[string][]byte, ann map[string]string) (map
 		out["tls.crt"], out["tls.key"], changed = certPEM, keyPEM, true
 	}
 	wait := certsResync
-	if !settled && !current {
+	if !settled && !current && now.Before(settleAt) {
 		wait = min(wait, settleAt.Sub(now))
 	}
 	return out, outAnn, wait, changed, nil
@@ -318,8 +373,9 @@ func (c *webhookCerts) inject(ctx context.Context, bundle []byte) error {
 	}
 	_, converted := c.m.webhooks.Registered()
 	rc := c.m.kube.Discovery().RESTClient()
+	plurals := c.m.plurals()
 	for _, gk := range converted {
-		gvr, _ := meta.UnsafeGuessKindToResource(gk.WithVersion(""))
+		gvr := plurals.resource(gk.WithVersion(""))
 		path := "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + gvr.Resource + "." + gk.Group
 		raw, err := rc.Get().AbsPath(path).SetHeader("Accept", "application/json").DoRaw(ctx) // not the client's protobuf
 		if apierrors.IsNotFound(err) {
@@ -395,7 +451,25 @@ func parseServing(certPEM, keyPEM []byte) (*x509.Certificate, bool) {
 	return leaf, err == nil
 }
 
-// sameHosts reports whether leaf names exactly hosts.
+// normalHosts returns hosts trimmed, without empty names or repeats, IP
+// addresses written as a certificate reads them back (FD00::10 is
+// fd00::10), in their first order: the form sameHosts compares, so that a
+// certificate made for them is not found wanting at every pass.
+func normalHosts(hosts []string) []string {
+	var out []string
+	for _, h := range hosts {
+		h = strings.TrimSpace(h)
+		if ip := net.ParseIP(h); ip != nil {
+			h = ip.String()
+		}
+		if h != "" && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// sameHosts reports whether leaf names exactly hosts (normalHosts).
 func sameHosts(leaf *x509.Certificate, hosts []string) bool {
 	var names []string
 	names = append(names, leaf.DNSNames...)

@@ -4,7 +4,12 @@
 // go-containerregistry, as ko does. The image has no base: one layer holds
 // the binary, an /etc/passwd and /etc/group naming the non-root user
 // 65532, and an empty /tmp; its config runs the binary as that user. No
-// shell, no package manager, nothing to patch but the program.
+// shell, no package manager, nothing to patch but the program; and no
+// certificate authorities and no time zones: a controller that talks to
+// the API server needs neither (the Pod's service account brings the
+// cluster's CA), one that calls other TLS services or loads time zones
+// must embed them (golang.org/x/crypto/x509roots/fallback, -tags
+// timetzdata).
 //
 // The image is written as a tarball that docker load, podman load and
 // crane push take, or pushed to a registry (with the credentials of
@@ -52,8 +57,11 @@ type Options struct {
 	// Name is the binary's name in the image (/Name) and in its
 	// entrypoint. Default: the package's last path element.
 	Name string
-	// Env is added to the go build's environment (GOFLAGS=..., say).
-	// CGO_ENABLED=0, GOOS and GOARCH are set by Build.
+	// Env is added to the go build's environment (GOFLAGS=-tags=...,
+	// say). CGO_ENABLED=0, GOOS, GOARCH (and GOARM for arm/vN) are set by
+	// Build, and -trimpath and -ldflags="-s -w" on its command line, which
+	// override GOFLAGS' own -ldflags: stamp a version with a variable set
+	// in code, not with -X.
 	Env []string
 }
 
@@ -78,6 +86,9 @@ func Build(ctx context.Context, o Options) (v1.Image, error) {
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, o.Package)
 	cmd.Dir = o.Dir
 	cmd.Env = append(append(os.Environ(), o.Env...), "CGO_ENABLED=0", "GOOS="+o.Platform.OS, "GOARCH="+o.Platform.Architecture)
+	if o.Platform.Architecture == "arm" && strings.HasPrefix(o.Platform.Variant, "v") { // arm/v6 needs GOARM=6, not Go's default 7
+		cmd.Env = append(cmd.Env, "GOARM="+strings.TrimPrefix(o.Platform.Variant, "v"))
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("ociimage: go build %s: %w\n%s", o.Package, err, out)
 	}

@@ -388,7 +388,18 @@ func (q *Queue[K]) yieldIfSaturated() {
 	q.yield()
 	end := time.Since(q.born)
 	if took := end - now; took > yieldSlow {
-		q.calm.Store(int64(end + min(took*yieldCalm, maxCalm)))
+		q.calmUntil(end + min(took*yieldCalm, maxCalm))
+	}
+}
+
+// calmUntil moves calm to until if that is later: a shorter calm set by
+// another worker's yield does not cut this one.
+func (q *Queue[K]) calmUntil(until time.Duration) {
+	for {
+		c := q.calm.Load()
+		if c >= int64(until) || q.calm.CompareAndSwap(c, int64(until)) {
+			return
+		}
 	}
 }
 

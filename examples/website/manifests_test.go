@@ -26,7 +26,7 @@ func TestWebsite_manifestsAreAcceptedByTheAPIServer(t *testing.T) {
 		b, _ := io.ReadAll(r)
 		read <- b
 	}()
-	os.Args = []string{"website", "--manifests", "--image", "registry.example.com/website:v1"}
+	os.Args = []string{"website", "--manifests", "--manifests-image", "registry.example.com/website:v1"}
 	flag.CommandLine = flag.NewFlagSet("website", flag.ContinueOnError)
 	os.Stdout = w
 	main()
