@@ -6,7 +6,8 @@
 // where OnDelete receives an object.Deleted tombstone (the key, the last
 // known object if any, and whether the final state is unknown). Output:
 // whatever the handler does, usually adding keys to a queue through the
-// tiny Adder interface, so this package does not import the work queue.
+// tiny Adder interface (of the work queue it uses only the LowPriority
+// constant).
 //
 // One path takes keys into a queue: Enqueue with a KeyFunc (Keys, Names,
 // Owners, Mapped), behind EnqueueKey, EnqueueObject, EnqueueOwner and
