@@ -5,6 +5,8 @@ import (
 	"debug/elf"
 	"errors"
 	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +15,9 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/ctrlkit/ctrlkit/ociimage"
@@ -116,4 +120,31 @@ func TestBuild_writesAnImageWhoseStaticBinaryRunsAsNonRoot(t *testing.T) {
 func platform() (p v1.Platform) {
 	p.OS, p.Architecture = "linux", runtime.GOARCH
 	return p
+}
+
+// Push writes the image to a registry (an in-process one, on loopback),
+// whence it reads back byte for byte.
+func TestPush_writesTheImageToARegistry(t *testing.T) {
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer reg.Close()
+	img, err := ociimage.Image([]byte("#!/not/a/real/binary\n"), ociimage.Options{Name: "op"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := strings.TrimPrefix(reg.URL, "http://") + "/team/op:v1"
+	if err := ociimage.Push(t.Context(), img, ref); err != nil {
+		t.Fatal(err)
+	}
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := remote.Image(r, remote.WithContext(t.Context()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := img.Digest()
+	if d, err := got.Digest(); err != nil || d != want {
+		t.Errorf("the registry holds %v (%v), want %v", d, err, want)
+	}
 }
