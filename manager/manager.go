@@ -343,16 +343,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	m.recorder = &recorders{m: m}
 	m.api = newAPIProbe(m.probeAPIServer, opts.UnreachableBound)
-	opts.Webhook.Scheme = scheme
-	var certs *webhookCerts
-	if opts.WebhookCerts.Secret != (object.ObjectName{}) {
-		if certs, err = newWebhookCerts(opts.WebhookCerts); err != nil {
-			return nil, err
-		}
-		opts.Webhook.Certificate = certs.certificate
-	}
-	if m.webhooks, err = webhook.NewServer(opts.Webhook); err != nil {
-		return nil, fmt.Errorf("manager: %w", err)
+	certs, err := m.newWebhookServer(scheme)
+	if err != nil {
+		return nil, err
 	}
 	if m.received, err = newReceived(opts.Registry); err != nil {
 		return nil, err
@@ -374,6 +367,26 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	return m, nil
+}
+
+// newWebhookServer makes m's webhook server, and the keeper of its
+// certificates with WebhookCerts (watching once m is made).
+func (m *Manager) newWebhookServer(scheme *runtime.Scheme) (*webhookCerts, error) {
+	wo := m.opts.Webhook
+	wo.Scheme = scheme
+	var certs *webhookCerts
+	if m.opts.WebhookCerts.Secret != (object.ObjectName{}) {
+		var err error
+		if certs, err = newWebhookCerts(m.opts.WebhookCerts); err != nil {
+			return nil, err
+		}
+		wo.Certificate = certs.certificate
+	}
+	var err error
+	if m.webhooks, err = webhook.NewServer(wo); err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	return certs, nil
 }
 
 // snapshotOptions are opts.Informers with snapshots in opts.CacheDir, when

@@ -103,99 +103,60 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 	}
 	o.Name = cmp.Or(o.Name, program.Name())
 	o.Namespace = cmp.Or(o.Namespace, o.Name+"-system")
-	labels := map[string]string{"app.kubernetes.io/name": o.Name}
-	meta := func(name, ns string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}
-	}
-	var docs []any
-	add := func(apiVersion, kind string, obj any) { docs = append(docs, typed{apiVersion, kind, obj}) }
-
-	add("v1", "Namespace", &corev1.Namespace{ObjectMeta: meta(o.Namespace, "")})
-	serving, converted := m.webhooks.Registered()
-	certName := o.Name + "-webhook-cert"
-	var injectCA map[string]string
+	d := &manifestDocs{o: o, labels: map[string]string{"app.kubernetes.io/name": o.Name}, certName: o.Name + "-webhook-cert",
+		svc: &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.Name}}
 	if o.CertManager {
-		injectCA = map[string]string{"cert-manager.io/inject-ca-from": o.Namespace + "/" + certName}
+		d.injectCA = map[string]string{"cert-manager.io/inject-ca-from": o.Namespace + "/" + d.certName}
 	}
-	svc := &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.Name}
-	crds, err := m.crdManifests(converted, svc, injectCA)
+	d.add("v1", "Namespace", &corev1.Namespace{ObjectMeta: d.meta(o.Namespace, "")})
+	serving, converted := m.webhooks.Registered()
+	crds, err := m.crdManifests(converted, d.svc, d.injectCA)
 	if err != nil {
 		return nil, err
 	}
 	for _, crd := range crds {
-		add("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd)
+		d.add("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd)
 	}
-	add("v1", "ServiceAccount", &corev1.ServiceAccount{ObjectMeta: meta(o.Name, o.Namespace)})
-	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: o.Name, Namespace: o.Namespace}}
-	cluster, namespaced := m.rbacRules(m.plurals())
-	if serving && !o.CertManager { // the manager keeps the certificates (WebhookCerts)
-		namespaced[o.Namespace] = append(namespaced[o.Namespace], // its own Secret only: create cannot name one
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{certName},
-				Verbs: []string{"get", "list", "update", "watch"}})
-		hooks := []string{m.webhooks.Options().Name + "-validating", m.webhooks.Options().Name + "-mutating"}
-		cluster = append(cluster, rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"},
-			Resources:     []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
-			ResourceNames: hooks, Verbs: []string{"get", "update"}})
-		var crdNames []string
-		for _, crd := range crds {
-			if crd.Spec.Conversion != nil && crd.Spec.Conversion.Webhook != nil {
-				crdNames = append(crdNames, crd.Name)
-			}
-		}
-		if len(crdNames) > 0 {
-			cluster = append(cluster, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"},
-				Resources: []string{"customresourcedefinitions"}, ResourceNames: crdNames, Verbs: []string{"get", "patch"}})
-		}
-	}
-	add("rbac.authorization.k8s.io/v1", "ClusterRole", &rbacv1.ClusterRole{ObjectMeta: meta(o.Name, ""), Rules: cluster})
-	add("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &rbacv1.ClusterRoleBinding{ObjectMeta: meta(o.Name, ""),
-		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: o.Name}, Subjects: subject})
-	add("rbac.authorization.k8s.io/v1", "ClusterRole", &rbacv1.ClusterRole{ObjectMeta: meta(o.Name+"-metrics-reader", ""),
-		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}})
-	namespaced[o.Namespace] = append(namespaced[o.Namespace], rbacv1.PolicyRule{
-		APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}})
-	for _, ns := range slices.Sorted(maps.Keys(namespaced)) {
-		name := o.Name
-		if ns == o.Namespace {
-			name = o.Name + "-leader-election"
-		}
-		add("rbac.authorization.k8s.io/v1", "Role", &rbacv1.Role{ObjectMeta: meta(name, ns), Rules: namespaced[ns]})
-		add("rbac.authorization.k8s.io/v1", "RoleBinding", &rbacv1.RoleBinding{ObjectMeta: meta(name, ns),
-			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name}, Subjects: subject})
-	}
-	add("apps/v1", "Deployment", deployment(o, meta(o.Name, o.Namespace), labels, serving, certName))
+	d.add("v1", "ServiceAccount", &corev1.ServiceAccount{ObjectMeta: d.meta(o.Name, o.Namespace)})
+	m.rbacManifests(d, crds, serving)
+	d.add("apps/v1", "Deployment", deployment(o, d.meta(o.Name, o.Namespace), d.labels, serving, d.certName))
 	ports := []corev1.ServicePort{{Name: "metrics", Port: manifestMetrics, TargetPort: intstr.FromString("metrics")}}
 	if serving {
 		ports = append(ports, corev1.ServicePort{Name: "webhook", Port: 443, TargetPort: intstr.FromString("webhook")})
 	}
-	add("v1", "Service", &corev1.Service{ObjectMeta: meta(o.Name, o.Namespace), Spec: corev1.ServiceSpec{
-		Selector: labels, Ports: ports}})
-	if serving && o.CertManager {
-		add("cert-manager.io/v1", "Issuer", map[string]any{"metadata": meta(o.Name+"-selfsigned", o.Namespace),
-			"spec": map[string]any{"selfSigned": map[string]any{}}})
-		host := o.Name + "." + o.Namespace + ".svc"
-		add("cert-manager.io/v1", "Certificate", map[string]any{"metadata": meta(certName, o.Namespace),
-			"spec": map[string]any{"secretName": certName, "dnsNames": []string{host, host + ".cluster.local"},
-				"issuerRef": map[string]any{"kind": "Issuer", "name": o.Name + "-selfsigned"}}})
-	}
+	d.add("v1", "Service", &corev1.Service{ObjectMeta: d.meta(o.Name, o.Namespace), Spec: corev1.ServiceSpec{
+		Selector: d.labels, Ports: ports}})
 	if serving {
-		vwc, mwc, err := m.webhooks.Configurations(webhook.ClientConfig{Service: svc}, m.plurals())
-		if err != nil {
-			return nil, fmt.Errorf("manager: manifests: %w", err)
-		}
-		if mwc != nil {
-			mwc.Annotations, mwc.Labels = injectCA, labels // nil without cert-manager
-			add("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", mwc)
-		}
-		if vwc != nil {
-			vwc.Annotations, vwc.Labels = injectCA, labels
-			add("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", vwc)
+		if err := m.webhookManifests(d); err != nil {
+			return nil, err
 		}
 	}
+	return d.yaml()
+}
+
+// manifestDocs are the manifests being written, and what they share.
+type manifestDocs struct {
+	o        ManifestOptions
+	labels   map[string]string
+	certName string                                    // the webhook certificate's Secret
+	injectCA map[string]string                         // cert-manager's annotation, with CertManager
+	svc      *admissionregistrationv1.ServiceReference // the program's Service
+	docs     []any
+}
+
+func (d *manifestDocs) add(apiVersion, kind string, obj any) {
+	d.docs = append(d.docs, typed{apiVersion, kind, obj})
+}
+
+func (d *manifestDocs) meta(name, ns string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: d.labels}
+}
+
+// yaml returns the documents, separated by "---".
+func (d *manifestDocs) yaml() ([]byte, error) {
 	var out bytes.Buffer
-	for i, d := range docs {
-		b, err := yaml.Marshal(d)
+	for i, doc := range d.docs {
+		b, err := yaml.Marshal(doc)
 		if err != nil {
 			return nil, fmt.Errorf("manager: manifests: %w", err)
 		}
@@ -205,6 +166,85 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 		out.Write(b)
 	}
 	return out.Bytes(), nil
+}
+
+// rbacManifests adds the ServiceAccount's roles and bindings (see
+// Manifests).
+func (m *Manager) rbacManifests(d *manifestDocs, crds []*apiextensionsv1.CustomResourceDefinition, serving bool) {
+	o := d.o
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: o.Name, Namespace: o.Namespace}}
+	cluster, namespaced := m.rbacRules(m.plurals())
+	if serving && !o.CertManager { // the manager keeps the certificates (WebhookCerts)
+		namespaced[o.Namespace] = append(namespaced[o.Namespace], // its own Secret only: create cannot name one
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{d.certName},
+				Verbs: []string{"get", "list", "update", "watch"}})
+		cluster = append(cluster, m.injectionRules(crds)...)
+	}
+	d.add("rbac.authorization.k8s.io/v1", "ClusterRole", &rbacv1.ClusterRole{ObjectMeta: d.meta(o.Name, ""), Rules: cluster})
+	d.add("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &rbacv1.ClusterRoleBinding{ObjectMeta: d.meta(o.Name, ""),
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: o.Name}, Subjects: subject})
+	d.add("rbac.authorization.k8s.io/v1", "ClusterRole", &rbacv1.ClusterRole{ObjectMeta: d.meta(o.Name+"-metrics-reader", ""),
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}})
+	namespaced[o.Namespace] = append(namespaced[o.Namespace], rbacv1.PolicyRule{
+		APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}})
+	for _, ns := range slices.Sorted(maps.Keys(namespaced)) {
+		name := o.Name
+		if ns == o.Namespace {
+			name = o.Name + "-leader-election"
+		}
+		d.add("rbac.authorization.k8s.io/v1", "Role", &rbacv1.Role{ObjectMeta: d.meta(name, ns), Rules: namespaced[ns]})
+		d.add("rbac.authorization.k8s.io/v1", "RoleBinding", &rbacv1.RoleBinding{ObjectMeta: d.meta(name, ns),
+			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name}, Subjects: subject})
+	}
+}
+
+// injectionRules are the rights WebhookCerts needs to write the authority
+// into the server's webhook configurations and the converted kinds' CRDs,
+// by name.
+func (m *Manager) injectionRules(crds []*apiextensionsv1.CustomResourceDefinition) []rbacv1.PolicyRule {
+	hooks := []string{m.webhooks.Options().Name + "-validating", m.webhooks.Options().Name + "-mutating"}
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{"admissionregistration.k8s.io"},
+		Resources:     []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
+		ResourceNames: hooks, Verbs: []string{"get", "update"}}}
+	var crdNames []string
+	for _, crd := range crds {
+		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Webhook != nil {
+			crdNames = append(crdNames, crd.Name)
+		}
+	}
+	if len(crdNames) > 0 {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"},
+			Resources: []string{"customresourcedefinitions"}, ResourceNames: crdNames, Verbs: []string{"get", "patch"}})
+	}
+	return rules
+}
+
+// webhookManifests adds the webhook configurations, and cert-manager's
+// Issuer and Certificate with CertManager.
+func (m *Manager) webhookManifests(d *manifestDocs) error {
+	o := d.o
+	if o.CertManager {
+		d.add("cert-manager.io/v1", "Issuer", map[string]any{"metadata": d.meta(o.Name+"-selfsigned", o.Namespace),
+			"spec": map[string]any{"selfSigned": map[string]any{}}})
+		host := o.Name + "." + o.Namespace + ".svc"
+		d.add("cert-manager.io/v1", "Certificate", map[string]any{"metadata": d.meta(d.certName, o.Namespace),
+			"spec": map[string]any{"secretName": d.certName, "dnsNames": []string{host, host + ".cluster.local"},
+				"issuerRef": map[string]any{"kind": "Issuer", "name": o.Name + "-selfsigned"}}})
+	}
+	vwc, mwc, err := m.webhooks.Configurations(webhook.ClientConfig{Service: d.svc}, m.plurals())
+	if err != nil {
+		return fmt.Errorf("manager: manifests: %w", err)
+	}
+	if mwc != nil {
+		mwc.Annotations, mwc.Labels = d.injectCA, d.labels // nil without cert-manager
+		d.add("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", mwc)
+	}
+	if vwc != nil {
+		vwc.Annotations, vwc.Labels = d.injectCA, d.labels
+		d.add("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", vwc)
+	}
+	return nil
 }
 
 // typed is a manifest with its API version and kind first.

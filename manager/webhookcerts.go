@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -342,35 +343,60 @@ func (c *webhookCerts) write(ctx context.Context, old *corev1.Secret, data map[s
 func (c *webhookCerts) inject(ctx context.Context, bundle []byte) error {
 	name := c.m.webhooks.Options().Name
 	adm := c.m.kube.AdmissionregistrationV1()
+	errs := []error{
+		injectInto(ctx, bundle, adm.ValidatingWebhookConfigurations(), name+"-validating",
+			func(v *admissionregistrationv1.ValidatingWebhookConfiguration) []*[]byte {
+				out := make([]*[]byte, len(v.Webhooks))
+				for i := range v.Webhooks {
+					out[i] = &v.Webhooks[i].ClientConfig.CABundle
+				}
+				return out
+			}),
+		injectInto(ctx, bundle, adm.MutatingWebhookConfigurations(), name+"-mutating",
+			func(v *admissionregistrationv1.MutatingWebhookConfiguration) []*[]byte {
+				out := make([]*[]byte, len(v.Webhooks))
+				for i := range v.Webhooks {
+					out[i] = &v.Webhooks[i].ClientConfig.CABundle
+				}
+				return out
+			}),
+		c.injectCRDs(ctx, bundle),
+	}
+	return errors.Join(errs...)
+}
+
+// configurations is what inject needs of a webhook configuration client.
+type configurations[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// injectInto writes bundle into every caBundle of the configuration
+// called name, unless it is missing or holds it already.
+func injectInto[T any](ctx context.Context, bundle []byte, client configurations[T], name string, bundles func(T) []*[]byte) error {
+	obj, err := client.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // not applied yet: the next pass looks again
+	}
+	if err != nil {
+		return err
+	}
+	stale := false
+	for _, b := range bundles(obj) {
+		if !bytes.Equal(*b, bundle) {
+			*b, stale = bundle, true
+		}
+	}
+	if stale {
+		_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// injectCRDs writes bundle into the conversion webhook of the converted
+// kinds' CRDs, where it is set and differs.
+func (c *webhookCerts) injectCRDs(ctx context.Context, bundle []byte) error {
 	var errs []error
-	if v, err := adm.ValidatingWebhookConfigurations().Get(ctx, name+"-validating", metav1.GetOptions{}); err == nil {
-		stale := false
-		for i := range v.Webhooks {
-			if !bytes.Equal(v.Webhooks[i].ClientConfig.CABundle, bundle) {
-				v.Webhooks[i].ClientConfig.CABundle, stale = bundle, true
-			}
-		}
-		if stale {
-			_, err = adm.ValidatingWebhookConfigurations().Update(ctx, v, metav1.UpdateOptions{})
-			errs = append(errs, err)
-		}
-	} else if !apierrors.IsNotFound(err) {
-		errs = append(errs, err)
-	}
-	if mw, err := adm.MutatingWebhookConfigurations().Get(ctx, name+"-mutating", metav1.GetOptions{}); err == nil {
-		stale := false
-		for i := range mw.Webhooks {
-			if !bytes.Equal(mw.Webhooks[i].ClientConfig.CABundle, bundle) {
-				mw.Webhooks[i].ClientConfig.CABundle, stale = bundle, true
-			}
-		}
-		if stale {
-			_, err = adm.MutatingWebhookConfigurations().Update(ctx, mw, metav1.UpdateOptions{})
-			errs = append(errs, err)
-		}
-	} else if !apierrors.IsNotFound(err) {
-		errs = append(errs, err)
-	}
 	_, converted := c.m.webhooks.Registered()
 	rc := c.m.kube.Discovery().RESTClient()
 	plurals := c.m.plurals()
