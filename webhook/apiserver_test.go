@@ -30,11 +30,11 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
-	"github.com/ctrlkit/ctrlkit/telemetry"
-	"github.com/ctrlkit/ctrlkit/webhook"
 	"github.com/ctrlkit/ctrlkit/internal/testapi"
 	v1 "github.com/ctrlkit/ctrlkit/internal/testapi/v1"
 	v2 "github.com/ctrlkit/ctrlkit/internal/testapi/v2"
+	"github.com/ctrlkit/ctrlkit/telemetry"
+	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
 var env apiserver.Shared

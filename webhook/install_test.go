@@ -19,10 +19,10 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
-	"github.com/ctrlkit/ctrlkit/webhook"
 	"github.com/ctrlkit/ctrlkit/internal/testapi"
 	v1 "github.com/ctrlkit/ctrlkit/internal/testapi/v1"
 	v2 "github.com/ctrlkit/ctrlkit/internal/testapi/v2"
+	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
 // Install returns once the API server calls the webhooks it installed (the

@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
-	"github.com/ctrlkit/ctrlkit/webhook"
 	"github.com/ctrlkit/ctrlkit/internal/testapi"
 	v2 "github.com/ctrlkit/ctrlkit/internal/testapi/v2"
+	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
 // clientDeadline bounds every read of the raw-connection tests: a limit of

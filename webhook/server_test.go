@@ -15,11 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/ctrlkit/ctrlkit/telemetry"
-	"github.com/ctrlkit/ctrlkit/webhook"
 	"github.com/ctrlkit/ctrlkit/internal/testapi"
 	v1 "github.com/ctrlkit/ctrlkit/internal/testapi/v1"
 	v2 "github.com/ctrlkit/ctrlkit/internal/testapi/v2"
+	"github.com/ctrlkit/ctrlkit/telemetry"
+	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
 const (
