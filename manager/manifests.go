@@ -206,7 +206,7 @@ func (m *Manager) injectionRules(crds []*apiextensionsv1.CustomResourceDefinitio
 	hooks := []string{m.webhooks.Options().Name + "-validating", m.webhooks.Options().Name + "-mutating"}
 	rules := []rbacv1.PolicyRule{{APIGroups: []string{"admissionregistration.k8s.io"},
 		Resources:     []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
-		ResourceNames: hooks, Verbs: []string{"get", "update"}}}
+		ResourceNames: hooks, Verbs: []string{"get", "list", "update", "watch"}}}
 	var crdNames []string
 	for _, crd := range crds {
 		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Webhook != nil {

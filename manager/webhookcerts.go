@@ -17,6 +17,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,8 +25,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
@@ -52,8 +53,8 @@ import (
 // configuration and CRD the manager keeps, and CASettle passed (time for
 // the API server to read it); the old one leaves the bundle when it
 // expires. The configurations are checked at every pass: when the Secret
-// changes and every minute (one applied again without its bundle is
-// refused for up to that long).
+// changes, when a configuration changes (one applied again without its
+// bundle has it back at once), and every minute (a CRD's).
 type WebhookCerts struct {
 	// Secret is where the certificates are kept (a kubernetes.io/tls
 	// Secret: tls.crt and tls.key the serving pair, ca.crt the bundle,
@@ -115,42 +116,64 @@ func newWebhookCerts(o WebhookCerts) (*webhookCerts, error) {
 // the authority's private key.
 func (c *webhookCerts) watch(m *Manager) error {
 	c.m = m
-	secrets := m.kube.CoreV1().Secrets(c.opts.Secret.Namespace)
-	lw := listwatch.New[*corev1.Secret](
-		func(ctx context.Context, o metav1.ListOptions) (*corev1.SecretList, error) {
-			return secrets.List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return secrets.Watch(ctx, o) },
-		listwatch.Options{FieldSelector: "metadata.name=" + c.opts.Secret.Name})
-	inf, err := informer.New(lw, informer.Options[*corev1.Secret]{Name: "webhook certificate Secret " + c.opts.Secret.String(),
-		FactoryOptions: informer.FactoryOptions{DetectMutations: informer.DetectNever}})
-	if err != nil {
-		return err
-	}
 	poke := func() {
 		select {
 		case c.changed <- struct{}{}:
 		default:
 		}
 	}
-	if _, err := inf.AddEventHandler(handler.Funcs[*corev1.Secret]{
-		AddFunc:    func(*corev1.Secret, bool) { poke() },
-		UpdateFunc: func(_, _ *corev1.Secret) { poke() },
-		DeleteFunc: func(object.Deleted[*corev1.Secret]) { poke() },
-	}, informer.HandlerOptions{Name: "webhook-certificates"}); err != nil {
+	secrets := m.kube.CoreV1().Secrets(c.opts.Secret.Namespace)
+	secret, err := watchNamed[*corev1.Secret](c.opts.Secret.Name, "webhook certificate Secret "+c.opts.Secret.String(), poke,
+		func(ctx context.Context, o metav1.ListOptions) (*corev1.SecretList, error) {
+			return secrets.List(ctx, o)
+		},
+		secrets.Watch)
+	if err != nil {
 		return err
 	}
-	c.get, c.synced = inf.Reader().Get, inf.HasSynced
-	m.runnables = append(m.runnables, everyReplica(func(ctx context.Context) error {
-		done := make(chan error, 1)
-		go func() { done <- inf.Run(ctx) }()
-		err := c.run(ctx)
-		if ierr := <-done; err == nil {
-			err = ierr
-		}
+	// The configurations, so that one applied again without its bundle
+	// has it back at once, not at the next resync.
+	name, adm := m.webhooks.Options().Name, m.kube.AdmissionregistrationV1()
+	vwc, err := watchNamed[*admissionregistrationv1.ValidatingWebhookConfiguration](name+"-validating", "webhook configuration "+name+"-validating", poke,
+		adm.ValidatingWebhookConfigurations().List, adm.ValidatingWebhookConfigurations().Watch)
+	if err != nil {
 		return err
+	}
+	mwc, err := watchNamed[*admissionregistrationv1.MutatingWebhookConfiguration](name+"-mutating", "webhook configuration "+name+"-mutating", poke,
+		adm.MutatingWebhookConfigurations().List, adm.MutatingWebhookConfigurations().Watch)
+	if err != nil {
+		return err
+	}
+	c.get, c.synced = secret.Reader().Get, secret.HasSynced
+	m.runnables = append(m.runnables, everyReplica(func(ctx context.Context) error {
+		var wg sync.WaitGroup
+		errs := make([]error, 3)
+		wg.Go(func() { errs[0] = secret.Run(ctx) })
+		wg.Go(func() { errs[1] = vwc.Run(ctx) })
+		wg.Go(func() { errs[2] = mwc.Run(ctx) })
+		err := c.run(ctx)
+		wg.Wait()
+		return errors.Join(append(errs, err)...)
 	}))
 	return nil
+}
+
+// watchNamed returns an informer of the one object called name, through
+// list and watch (a client's methods), that calls poke at each change. It
+// is the manager's but not its factory's: it writes no snapshot.
+func watchNamed[T Object, L runtime.Object](name, what string, poke func(),
+	list listwatch.ListFunc[L], watch listwatch.WatchFunc) (*informer.SharedIndexInformer[T], error) {
+	inf, err := informer.New(listwatch.New[T](list, watch, listwatch.Options{FieldSelector: "metadata.name=" + name}),
+		informer.Options[T]{Name: what, FactoryOptions: informer.FactoryOptions{DetectMutations: informer.DetectNever}})
+	if err != nil {
+		return nil, err
+	}
+	_, err = inf.AddEventHandler(handler.Funcs[T]{
+		AddFunc:    func(T, bool) { poke() },
+		UpdateFunc: func(_, _ T) { poke() },
+		DeleteFunc: func(object.Deleted[T]) { poke() },
+	}, informer.HandlerOptions{Name: "webhook-certificates"})
+	return inf, err
 }
 
 // everyReplica is a runnable that runs on every replica, leader or not.

@@ -77,6 +77,29 @@ func TestWebhookCerts_madeServedInjectedAndRotatedWithoutARefusal(t *testing.T) 
 	}
 	eventuallyErr(t, time.Minute, "the API server calling the webhook with the injected authority", refused)
 
+	// 0. The configuration written again without its bundle (a replace by
+	// a deploy tool): the bundle is back within seconds, not at the next
+	// minute's pass.
+	v, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(t.Context(), vwc.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range v.Webhooks {
+		v.Webhooks[i].ClientConfig.CABundle = nil
+	}
+	if _, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(t.Context(), v, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wiped := time.Now()
+	eventuallyErr(t, 10*time.Second, "the bundle written back into the configuration", func() error {
+		v, err := admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(t.Context(), vwc.Name, metav1.GetOptions{})
+		if err == nil && len(v.Webhooks[0].ClientConfig.CABundle) == 0 {
+			err = fmt.Errorf("no bundle %s after the wipe", time.Since(wiped).Round(time.Millisecond))
+		}
+		return err
+	})
+	eventuallyErr(t, time.Minute, "the API server calling the webhook again", refused)
+
 	// From now on, a request every 20ms: each must reach the webhook.
 	var (
 		wg      sync.WaitGroup
