@@ -1,6 +1,8 @@
 package handler
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -50,26 +52,45 @@ func EnqueueMapped[T object.Object](q Adder[object.ObjectName], fn func(obj T) [
 
 // Mapped is EnqueueMapped's KeyFunc: the valid names fn maps the changed
 // object to. An update maps both the old and the new object (once on a
-// resync), so a reference that moved queues both ends; a delete maps the
+// resync; a name both give, once), so a reference that moved queues both
+// ends; a delete maps the
 // last known object (a tombstone without one maps nothing).
 func Mapped[T object.Object](fn func(obj T) []object.ObjectName) KeyFunc[T, object.ObjectName] {
-	add := func(dst []object.ObjectName, obj T) []object.ObjectName {
+	return eachState(func(dst []object.ObjectName, obj T) []object.ObjectName {
 		for _, n := range fn(obj) {
 			if n.Validate() == nil {
 				dst = append(dst, n)
 			}
 		}
 		return dst
-	}
+	})
+}
+
+// eachState is the KeyFunc that appends the names add gives for each state
+// of the changed object the event carries: an add's object; an update's
+// old and new ones (once on a resync), the new one's names less those the
+// old one gave already; a delete's last known object (a tombstone without
+// one gives nothing).
+func eachState[T object.Object](add func(dst []object.ObjectName, obj T) []object.ObjectName) KeyFunc[T, object.ObjectName] {
 	return func(dst []object.ObjectName, e *Event[T]) []object.ObjectName {
 		switch e.Type {
 		case AddEvent:
 			return add(dst, e.Obj)
 		case UpdateEvent:
-			if any(e.Old) != any(e.Obj) {
-				dst = add(dst, e.Old)
+			if any(e.Old) == any(e.Obj) {
+				return add(dst, e.Obj)
 			}
-			return add(dst, e.Obj)
+			n0 := len(dst)
+			dst = add(dst, e.Old)
+			n1 := len(dst)
+			dst = add(dst, e.Obj)
+			kept := dst[:n1]
+			for _, n := range dst[n1:] { // the new state's names the old one did not give
+				if !slices.Contains(dst[n0:n1], n) {
+					kept = append(kept, n)
+				}
+			}
+			return kept
 		case DeleteEvent:
 			if e.Deleted.HasObj {
 				return add(dst, e.Deleted.Obj)
@@ -101,33 +122,12 @@ func EnqueueOwner[T Owned](q Adder[object.ObjectName], owner schema.GroupKind) H
 // owners; objects without a controller of that kind queue nothing. It
 // allocates nothing.
 func Owners[T Owned](owner schema.GroupKind) KeyFunc[T, object.ObjectName] {
-	add := func(dst []object.ObjectName, obj T) []object.ObjectName {
+	return eachState(func(dst []object.ObjectName, obj T) []object.ObjectName {
 		if n, ok := ControllerOf(obj, owner); ok && n.Validate() == nil {
 			return append(dst, n)
 		}
 		return dst
-	}
-	return func(dst []object.ObjectName, e *Event[T]) []object.ObjectName {
-		switch e.Type {
-		case AddEvent:
-			return add(dst, e.Obj)
-		case UpdateEvent:
-			if any(e.Old) == any(e.Obj) {
-				return add(dst, e.Obj)
-			}
-			n0 := len(dst)
-			dst = add(dst, e.Old)
-			if n, ok := ControllerOf(e.Obj, owner); ok && n.Validate() == nil && (len(dst) == n0 || dst[n0] != n) {
-				dst = append(dst, n)
-			}
-			return dst
-		case DeleteEvent:
-			if e.Deleted.HasObj {
-				return add(dst, e.Deleted.Obj)
-			}
-		}
-		return dst
-	}
+	})
 }
 
 // ControllerOf returns the name of the object of kind owner that controls
