@@ -53,8 +53,8 @@ func EnqueueMapped[T object.Object](q Adder[object.ObjectName], fn func(obj T) [
 // Mapped is EnqueueMapped's KeyFunc: the valid names fn maps the changed
 // object to. An update maps both the old and the new object (once on a
 // resync; a name both give, once), so a reference that moved queues both
-// ends; a delete maps the
-// last known object (a tombstone without one maps nothing).
+// ends; a delete maps the last known object (a tombstone without one maps
+// nothing).
 func Mapped[T object.Object](fn func(obj T) []object.ObjectName) KeyFunc[T, object.ObjectName] {
 	return eachState(func(dst []object.ObjectName, obj T) []object.ObjectName {
 		for _, n := range fn(obj) {
