@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/ctrlkit/ctrlkit/internal/certs"
 	"github.com/ctrlkit/ctrlkit/manager"
@@ -133,15 +134,28 @@ func TestWebhookCerts_madeServedInjectedAndRotatedWithoutARefusal(t *testing.T) 
 
 	// 1. The serving certificate replaced by one about to expire (same
 	// authority): the manager renews it; the bundle stays.
-	s, err := admin.CoreV1().Secrets(ns).Get(t.Context(), secret.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// The manager writes the Secret too (its annotations): each change is
+	// made on the latest version, again after a conflict.
+	change := func(fn func(*corev1.Secret)) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := admin.CoreV1().Secrets(ns).Get(t.Context(), secret.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			fn(s)
+			_, err = admin.CoreV1().Secrets(ns).Update(t.Context(), s, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	bundle := s.Data["ca.crt"]
-	s.Data["tls.crt"], s.Data["tls.key"] = signedBy(t, s.Data["ca.crt"], s.Data["ca.key"], time.Hour)
-	if s, err = admin.CoreV1().Secrets(ns).Update(t.Context(), s, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	var bundle []byte
+	change(func(s *corev1.Secret) {
+		bundle = s.Data["ca.crt"]
+		s.Data["tls.crt"], s.Data["tls.key"] = signedBy(t, s.Data["ca.crt"], s.Data["ca.key"], time.Hour)
+	})
 	eventuallyErr(t, time.Minute, "a renewed serving certificate served", func() error {
 		leaf := served(t, addr)
 		if time.Until(leaf.NotAfter) < 24*time.Hour {
@@ -149,16 +163,13 @@ func TestWebhookCerts_madeServedInjectedAndRotatedWithoutARefusal(t *testing.T) 
 		}
 		return nil
 	})
-	if s, err = admin.CoreV1().Secrets(ns).Get(t.Context(), secret.Name, metav1.GetOptions{}); err != nil || string(s.Data["ca.crt"]) != string(bundle) {
+	if s, err := admin.CoreV1().Secrets(ns).Get(t.Context(), secret.Name, metav1.GetOptions{}); err != nil || string(s.Data["ca.crt"]) != string(bundle) {
 		t.Fatalf("the bundle changed with a serving certificate's renewal (%v)", err)
 	}
 
 	// 2. The authority's key lost: a new authority joins the bundle beside
 	// the old one, and signs the serving certificate once settled.
-	delete(s.Data, "ca.key")
-	if _, err = admin.CoreV1().Secrets(ns).Update(t.Context(), s, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	change(func(s *corev1.Secret) { delete(s.Data, "ca.key") })
 	eventuallyErr(t, time.Minute, "a serving certificate of the new authority, both authorities in the configuration", func() error {
 		s, err := admin.CoreV1().Secrets(ns).Get(t.Context(), secret.Name, metav1.GetOptions{})
 		if err != nil {
