@@ -115,7 +115,8 @@ func Holds(cur metav1.Object, cfg runtime.ApplyConfiguration, fieldManager strin
 	for _, e := range cur.GetManagedFields() {
 		if e.Manager == fieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" &&
 			e.APIVersion == apiVersion && e.FieldsType == "FieldsV1" && e.FieldsV1 != nil {
-			if json.Unmarshal(e.FieldsV1.Raw, &owned) != nil {
+			var ok bool
+			if owned, ok = parseFieldSet(e.FieldsV1.Raw); !ok {
 				return false
 			}
 			break
@@ -124,17 +125,13 @@ func Holds(cur metav1.Object, cfg runtime.ApplyConfiguration, fieldManager strin
 	if owned == nil {
 		return false
 	}
-	current, err := asJSON(cur)
-	if err != nil {
-		return false
-	}
-	got, ok := project(current, owned)
+	got, ok := projectValue(reflect.ValueOf(cur), owned)
 	if !ok {
 		return false
 	}
 	have, _ := got.(map[string]any)
 	dropIdentity(have)
-	return reflect.DeepEqual(have, desired)
+	return jsonEqual(have, desired)
 }
 
 // desiredFields is cfg as JSON without the fields that name the object
@@ -145,8 +142,9 @@ func desiredFields(cfg runtime.ApplyConfiguration) (map[string]any, string, bool
 	if v := reflect.ValueOf(cfg); !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
 		return nil, "", false
 	}
-	m, err := asJSON(cfg)
-	if err != nil {
+	v, ok := jsonValue(reflect.ValueOf(cfg))
+	m, isMap := v.(map[string]any)
+	if !ok || !isMap {
 		return nil, "", false
 	}
 	apiVersion, _ := m["apiVersion"].(string)
@@ -177,20 +175,6 @@ func dropIdentity(m map[string]any) {
 			delete(m, "metadata")
 		}
 	}
-}
-
-// asJSON is v encoded as JSON and decoded into maps, slices, strings,
-// float64s and bools, the same for an object and an apply configuration.
-func asJSON(v any) (map[string]any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	return m, nil
 }
 
 // project returns the part of v that the field set owned names (the

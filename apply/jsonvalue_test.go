@@ -1,0 +1,249 @@
+package apply
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/randfill"
+)
+
+// viaBytes is the reference jsonValue stands for: encoding/json's Marshal,
+// then Unmarshal into an any.
+func viaBytes(x any) (any, bool) {
+	b, err := json.Marshal(x)
+	if err != nil {
+		return nil, false
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// Odd types that exercise encoding/json's rules: promoted fields and their
+// conflicts, nil embedded pointers, omitempty and omitzero, ",string",
+// "-", invalid tag names, pointer-receiver marshalers, float32, non-string
+// map keys, byte slices and arrays, interfaces.
+type (
+	inner struct {
+		A string `json:"a,omitempty"`
+		B int    `json:"b"`
+		C string // untagged: conflicts with outer's C at a deeper level
+	}
+	other struct {
+		B int    `json:"b"` // conflicts with inner.b at the same depth: neither is encoded
+		D string `json:"d"`
+	}
+	ptrMarshaler struct{ N int }
+	zeroer       struct{ N int }
+	stringOpt    struct {
+		N int `json:"n,string"`
+	}
+	odd struct {
+		inner
+		*other
+		C         string                  `json:"c"`
+		Skip      string                  `json:"-"`
+		Dash      string                  `json:"-,"`
+		Bad       string                  `json:"a\"b"`
+		Z         zeroer                  `json:"z,omitzero"`
+		ZP        *zeroer                 `json:"zp,omitzero"`
+		T         time.Time               `json:"t,omitzero"`
+		M         ptrMarshaler            `json:"m"`
+		MP        []ptrMarshaler          `json:"mp"`
+		MV        map[string]ptrMarshaler `json:"mv"`
+		F32       float32                 `json:"f32"`
+		F64       float64                 `json:"f64,omitempty"`
+		U         uint64                  `json:"u"`
+		IK        map[int]string          `json:"ik"`
+		Bytes     []byte                  `json:"bytes"`
+		Arr       [3]byte                 `json:"arr"`
+		Any       any                     `json:"any"`
+		Str       *stringOpt              `json:"str,omitempty"`
+		Q         *resource.Quantity      `json:"q,omitempty"`
+		IOS       intstr.IntOrString      `json:"ios"`
+		unexposed int
+	}
+)
+
+func (p *ptrMarshaler) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.Quote(fmt.Sprint("n=", p.N))), nil
+}
+func (z zeroer) IsZero() bool { return z.N < 10 }
+
+// The values from the comparison of jsonValue with encoding/json: objects and
+// apply configurations Kubernetes' types fill at random, and the odd types.
+func samples(t *testing.T) []any {
+	t.Helper()
+	f := randfill.NewWithSeed(1).NilChance(0.3).NumElements(0, 3).Funcs(
+		func(q *resource.Quantity, c randfill.Continue) {
+			*q = *resource.NewMilliQuantity(c.Int63n(1e6), resource.DecimalSI)
+		},
+		func(v *intstr.IntOrString, c randfill.Continue) {
+			if c.Bool() {
+				*v = intstr.FromInt32(c.Int31())
+			} else {
+				*v = intstr.FromString(c.String(5))
+			}
+		},
+		func(tm *metav1.Time, c randfill.Continue) { *tm = metav1.Unix(c.Int63n(1e9), 0) },
+		func(tm *metav1.MicroTime, c randfill.Continue) {
+			*tm = metav1.NewMicroTime(time.Unix(c.Int63n(1e9), 0))
+		},
+		func(fields *metav1.FieldsV1, c randfill.Continue) { fields.Raw = []byte(`{"f:a":{}}`) },
+		func(a *any, c randfill.Continue) {
+			*a = []any{c.String(3), float64(c.Int31()), map[string]any{"x": c.Bool()}}
+		},
+	)
+	var out []any
+	for range 60 {
+		var pod corev1.Pod
+		var dep appsv1.Deployment
+		var sec corev1.Secret
+		var podAC corev1ac.PodApplyConfiguration
+		var depAC appsv1ac.DeploymentApplyConfiguration
+		var o odd
+		f.Fill(&pod)
+		f.Fill(&dep)
+		f.Fill(&sec)
+		f.Fill(&podAC)
+		f.Fill(&depAC)
+		f.Fill(&o)
+		out = append(out, &pod, &dep, &sec, &podAC, &depAC, &o, o)
+	}
+	out = append(out, &odd{}, odd{other: &other{B: 1, D: "d"}, Z: zeroer{N: 11}, ZP: &zeroer{N: 3}, F64: 1.5,
+		Str: &stringOpt{N: 4}, IK: map[int]string{2: "two"}, Any: &ptrMarshaler{N: 7}},
+		corev1ac.Secret("s", "ns").WithData(map[string][]byte{"k": []byte("v")}).WithLabels(map[string]string{"l": "1"}))
+	return out
+}
+
+func TestJSONValue_isWhatEncodingJSONGives(t *testing.T) {
+	for i, x := range samples(t) {
+		got, gotOK := jsonValue(reflect.ValueOf(x))
+		want, wantOK := viaBytes(x)
+		if gotOK != wantOK || !reflect.DeepEqual(got, want) {
+			t.Fatalf("sample %d (%T): jsonValue = %v, %v\nencoding/json: %v, %v", i, x, got, gotOK, want, wantOK)
+		}
+	}
+}
+
+// randomOwned is a field set (FieldsV1, decoded) over v at random: some of
+// its fields, list elements by key, value or index, and now and then a
+// field v lacks.
+func randomOwned(r *rand.Rand, v any) map[string]any {
+	owned := map[string]any{}
+	if r.IntN(8) == 0 {
+		owned["f:absent"] = map[string]any{}
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if r.IntN(3) > 0 {
+				owned["f:"+k] = randomOwned(r, e)
+			}
+		}
+	case []any:
+		for i, e := range v {
+			switch m, _ := e.(map[string]any); {
+			case r.IntN(2) == 0:
+			case m != nil && len(m) > 0:
+				for k, kv := range m {
+					key, _ := json.Marshal(map[string]any{k: kv})
+					if elementOf(v, "k:"+string(key)) == i { // names this element, not an earlier one
+						owned["k:"+string(key)] = randomOwned(r, e)
+					} else {
+						owned["i:"+strconv.Itoa(i)] = randomOwned(r, e)
+					}
+					break
+				}
+			case m == nil && elementOf(v, "v:"+mustJSON(e)) == i:
+				owned["v:"+mustJSON(e)] = map[string]any{}
+			default:
+				owned["i:"+strconv.Itoa(i)] = map[string]any{}
+			}
+		}
+	default:
+		owned["."] = map[string]any{}
+	}
+	return owned
+}
+
+func TestProjectValue_isProjectOfTheWholeValue(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i, x := range samples(t) {
+		whole, ok := viaBytes(x)
+		if !ok {
+			continue
+		}
+		for range 20 {
+			owned := randomOwned(r, whole)
+			got, gotOK := projectValue(reflect.ValueOf(x), owned)
+			want, wantOK := project(whole, owned)
+			if gotOK != wantOK || !reflect.DeepEqual(got, want) {
+				ob, _ := json.Marshal(owned)
+				t.Fatalf("sample %d (%T), owned %s:\nprojectValue = %v, %v\nproject      = %v, %v", i, x, ob, got, gotOK, want, wantOK)
+			}
+		}
+	}
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// BenchmarkHolds judges the mirror example's apply against the Secret it
+// wrote, as on every reconcile: once equal, once with a changed value.
+func BenchmarkHolds(b *testing.B) {
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "ns", UID: "u1"}}
+	cfg := func(v string) *corev1ac.SecretApplyConfiguration {
+		return corev1ac.Secret("cm", "ns").WithLabels(map[string]string{"mirrored": "true"}).
+			WithData(map[string][]byte{"a": []byte(v), "b": []byte("2")}).
+			WithOwnerReferences(ControllerReference(owner, corev1.SchemeGroupVersion.WithKind("ConfigMap")))
+	}
+	cur := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "ns", UID: "u2", ResourceVersion: "12",
+			Labels: map[string]string{"mirrored": "true"}, CreationTimestamp: metav1.Unix(1, 0),
+			OwnerReferences: []metav1.OwnerReference{*mustOwnerRef(owner)},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "mirror", Operation: metav1.ManagedFieldsOperationApply,
+				APIVersion: "v1", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(
+					`{"f:data":{"f:a":{},"f:b":{}},"f:metadata":{"f:labels":{"f:mirrored":{}},"f:ownerReferences":{"k:{\"uid\":\"u1\"}":{}}}}`)}}}},
+		Data: map[string][]byte{"a": []byte("1"), "b": []byte("2")}, Type: corev1.SecretTypeOpaque,
+	}
+	for _, bc := range []struct {
+		name  string
+		value string
+		want  bool
+	}{{"holds", "1", true}, {"changed", "9", false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if Holds(cur, cfg(bc.value), "mirror") != bc.want {
+					b.Fatalf("Holds != %v", bc.want)
+				}
+			}
+		})
+	}
+}
+
+func mustOwnerRef(owner *corev1.ConfigMap) *metav1.OwnerReference {
+	ref := ControllerReference(owner, corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	return &metav1.OwnerReference{APIVersion: *ref.APIVersion, Kind: *ref.Kind, Name: *ref.Name, UID: *ref.UID,
+		Controller: ref.Controller, BlockOwnerDeletion: ref.BlockOwnerDeletion}
+}
