@@ -322,28 +322,7 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context, resume chan<-
 		return i.fifo.RelistItems(objs)
 	})
 	if err != nil {
-		reason := coldReason(err)
-		if begun {
-			// What was applied stays, unsynced, and handlers heard of it as
-			// the initial list; the list that follows settles it, telling
-			// handlers of every object it lists (versions read from a
-			// refused snapshot are not trusted to mean unchanged).
-			i.fifo.AbandonRelist()
-			s.mu.Lock()
-			s.partial = true
-			s.mu.Unlock()
-		}
-		if ctx.Err() == nil { // else the informer is stopping
-			level := i.log.Warn
-			if errors.Is(err, snapshot.ErrNotFound) {
-				level = i.log.Info
-			}
-			level("informer: starting cold", "informer", i.name, "reason", reason, "path", s.path)
-			s.decide(CacheStart{Reason: reason})
-		}
-		if ready != nil {
-			ready(err) // after decide: the sync that follows must find the start cold
-		}
+		i.startCold(ctx, err, begun, ready)
 		return
 	}
 	s.mu.Lock()
@@ -352,6 +331,34 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context, resume chan<-
 	s.mu.Unlock()
 	i.log.Info("informer: resuming from snapshot", "informer", i.name, "objects", objects, "resourceVersion", rv)
 	ready(nil)
+}
+
+// startCold ends a snapshot load that failed with err: begun when objects
+// had gone to the FIFO, ready the reflector's, if it was told to resume.
+func (i *SharedIndexInformer[T]) startCold(ctx context.Context, err error, begun bool, ready func(error)) {
+	s := i.snap
+	reason := coldReason(err)
+	if begun {
+		// What was applied stays, unsynced, and handlers heard of it as
+		// the initial list; the list that follows settles it, telling
+		// handlers of every object it lists (versions read from a
+		// refused snapshot are not trusted to mean unchanged).
+		i.fifo.AbandonRelist()
+		s.mu.Lock()
+		s.partial = true
+		s.mu.Unlock()
+	}
+	if ctx.Err() == nil { // else the informer is stopping
+		level := i.log.Warn
+		if errors.Is(err, snapshot.ErrNotFound) {
+			level = i.log.Info
+		}
+		level("informer: starting cold", "informer", i.name, "reason", reason, "path", s.path)
+		s.decide(CacheStart{Reason: reason})
+	}
+	if ready != nil {
+		ready(err) // after decide: the sync that follows must find the start cold
+	}
 }
 
 // prepareSnapshotDir creates the snapshot's directory if need be, checks

@@ -55,11 +55,31 @@ func direct[T object.Object](k *KindListerWatcher[T]) (*decoder[T], bool) {
 		return nil, false
 	}
 	metaFirst := metadataIsField1(typ.Elem())
-	strip := !k.opts.KeepManagedFields && metaFirst
-	elem, kind := typ.Elem(), k.gvk.Kind
-	in := &k.interner
-	in.possible = metaFirst
-	item := func(b []byte) (T, error) {
+	k.interner.possible = metaFirst
+	item := protobufItem(k, !k.opts.KeepManagedFields && metaFirst)
+	kind := k.gvk.Kind
+	return &decoder[T]{k: k, item: item, as: "a " + kind,
+		envelope: func(b []byte) (T, error) {
+			env, err := projection.Unwrap(b)
+			if err == nil && env.Kind != "" && env.Kind != kind {
+				err = fmt.Errorf("the object is a %s, not a %s", env.Kind, kind)
+			}
+			if err != nil {
+				var zero T
+				return zero, err
+			}
+			return item(env.Raw)
+		},
+		fromJSON: jsonItem(k, js),
+	}, true
+}
+
+// protobufItem decodes one object's protobuf encoding, interning its
+// metadata as it goes when the interner is on; strip drops the managed
+// fields from the bytes first (metadata being field 1).
+func protobufItem[T object.Object](k *KindListerWatcher[T], strip bool) func([]byte) (T, error) {
+	elem, in := reflect.TypeFor[T]().Elem(), &k.interner
+	return func(b []byte) (T, error) {
 		obj := reflect.New(elem).Interface().(T)
 		if in.on.Load() {
 			if ok, err := in.unmarshal(b, any(obj).(protoMessage), intern.MetaOf(obj), !k.opts.KeepManagedFields); ok {
@@ -77,34 +97,27 @@ func direct[T object.Object](k *KindListerWatcher[T]) (*decoder[T], bool) {
 		}
 		return obj, err
 	}
-	return &decoder[T]{k: k, item: item, as: "a " + kind,
-		envelope: func(b []byte) (T, error) {
-			env, err := projection.Unwrap(b)
-			if err == nil && env.Kind != "" && env.Kind != kind {
-				err = fmt.Errorf("the object is a %s, not a %s", env.Kind, kind)
-			}
-			if err != nil {
-				var zero T
-				return zero, err
-			}
-			return item(env.Raw)
-		},
-		fromJSON: func(b []byte) (T, error) {
-			obj := reflect.New(elem).Interface().(T)
-			out, gvk, err := js.Decode(b, nil, any(obj).(runtime.Object))
-			if err == nil && out != any(obj).(runtime.Object) {
-				err = fmt.Errorf("the object is a %s, not a %s", gvk.Kind, kind)
-			}
-			any(obj).(runtime.Object).GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{}) // as the REST client's decoding leaves it
-			if m, ok := any(obj).(metav1.Object); ok && !k.opts.KeepManagedFields {
-				m.SetManagedFields(nil)
-			}
-			if err == nil {
-				in.meta(obj)
-			}
-			return obj, err
-		},
-	}, true
+}
+
+// jsonItem decodes one object's JSON encoding with js, as the REST client
+// would.
+func jsonItem[T object.Object](k *KindListerWatcher[T], js runtime.Decoder) func([]byte) (T, error) {
+	elem, in := reflect.TypeFor[T]().Elem(), &k.interner
+	return func(b []byte) (T, error) {
+		obj := reflect.New(elem).Interface().(T)
+		out, gvk, err := js.Decode(b, nil, any(obj).(runtime.Object))
+		if err == nil && out != any(obj).(runtime.Object) {
+			err = fmt.Errorf("the object is a %s, not a %s", gvk.Kind, k.gvk.Kind)
+		}
+		any(obj).(runtime.Object).GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{}) // as the REST client's decoding leaves it
+		if m, ok := any(obj).(metav1.Object); ok && !k.opts.KeepManagedFields {
+			m.SetManagedFields(nil)
+		}
+		if err == nil {
+			in.meta(obj)
+		}
+		return obj, err
+	}
 }
 
 // metaInterner interns the metadata of the objects Kind decodes itself,

@@ -318,29 +318,12 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if !opts.KeepKlogOutput {
 		routeKlog()
 	}
-	led, err := ledger.New(ledger.Options{Bound: opts.ReadYourWritesBound, Telemetry: telemetry.Telemetry{Registerer: opts.Registry}})
-	if err != nil {
+	m := &Manager{cfg: cfg, opts: opts, scheme: scheme, listening: make(chan struct{}),
+		projections: map[reflect.Type]schema.GroupVersionKind{}}
+	if err := m.newClients(); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	cfg.Wrap(led.Transport) // writes made with a reconcile's context are recorded for its key
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("manager: %w", err)
-	}
-	kube, err := kubernetes.NewForConfigAndClient(listwatch.PreferProtobuf(cfg), hc) // built-in types only: protobuf
-	if err != nil {
-		return nil, fmt.Errorf("manager: %w", err)
-	}
-	disc, err := listwatch.NewDiscovery(cfg, hc, scheme)
-	if err != nil {
-		return nil, fmt.Errorf("manager: %w", err)
-	}
-	m := &Manager{
-		cfg: cfg, http: hc, opts: opts, ledger: led, scheme: scheme, kube: kube,
-		discovery: disc,
-		factory:   informer.NewFactory(snapshotOptions(opts, cfg, kube)),
-		listening: make(chan struct{}), projections: map[reflect.Type]schema.GroupVersionKind{},
-	}
+	m.factory = informer.NewFactory(snapshotOptions(opts, m.cfg, m.kube))
 	m.recorder = &recorders{m: m}
 	m.api = newAPIProbe(m.probeAPIServer, opts.UnreachableBound)
 	certs, err := m.newWebhookServer(scheme)
@@ -367,6 +350,31 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	return m, nil
+}
+
+// newClients makes m's read-your-writes ledger, which wraps m.cfg's
+// transport, and the HTTP client, clientset and discovery every part of m
+// shares.
+func (m *Manager) newClients() error {
+	led, err := ledger.New(ledger.Options{Bound: m.opts.ReadYourWritesBound, Telemetry: telemetry.Telemetry{Registerer: m.opts.Registry}})
+	if err != nil {
+		return err
+	}
+	m.cfg.Wrap(led.Transport) // writes made with a reconcile's context are recorded for its key
+	hc, err := rest.HTTPClientFor(m.cfg)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfigAndClient(listwatch.PreferProtobuf(m.cfg), hc) // built-in types only: protobuf
+	if err != nil {
+		return err
+	}
+	disc, err := listwatch.NewDiscovery(m.cfg, hc, m.scheme)
+	if err != nil {
+		return err
+	}
+	m.ledger, m.http, m.kube, m.discovery = led, hc, kube, disc
+	return nil
 }
 
 // newWebhookServer makes m's webhook server, and the keeper of its

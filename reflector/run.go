@@ -89,20 +89,7 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 			}
 			in = r.do(ctx, d, a)
 		case d.w != nil:
-			var relist chan relistReq // Relist is served while watching, after a sync
-			if m.phase == watching {
-				relist = r.relistC
-			}
-			ev, other := r.readEvent(ctx, d, relist)
-			switch {
-			case other != nil:
-				in = other
-			case ev.typ == "": // skipped, or ctx ended
-			case m.watchEvent(ev):
-				r.deliver(ev) // the hot path: no input, action or slice allocated
-			default:
-				in = ev // an event outside the watching phase: the general path
-			}
+			in = r.watchStep(ctx, d)
 		default:
 			return nil, errors.New("reflector: internal error: the machine has nothing to do")
 		}
@@ -111,6 +98,27 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 		}
 	}
 	return nil, nil
+}
+
+// watchStep reads the watch's next event and delivers it, or returns it
+// (or what came instead: a Relist, the watch's end) as the machine's
+// input.
+func (r *Reflector[T]) watchStep(ctx context.Context, d *driver[T]) input {
+	var relist chan relistReq // Relist is served while watching, after a sync
+	if r.m.phase == watching {
+		relist = r.relistC
+	}
+	ev, other := r.readEvent(ctx, d, relist)
+	switch {
+	case other != nil:
+		return other
+	case ev.typ == "": // skipped, or ctx ended
+		return nil
+	case r.m.watchEvent(ev):
+		r.deliver(ev) // the hot path: no input, action or slice allocated
+		return nil
+	}
+	return ev // an event outside the watching phase: the general path
 }
 
 // resyncCause is the cause of an action that starts a full sync, else nil.
@@ -157,6 +165,34 @@ func (r *Reflector[T]) do(ctx context.Context, d *driver[T], a action) input {
 	case watchReq:
 		d.stopWatch()
 		return r.watch(ctx, d, a)
+	case apply[T]:
+		r.apply(a)
+	case bookmark:
+		r.setRV(a.rv)
+		r.sink.Bookmark(a.rv)
+	case resumed:
+		r.setRV(a.rv)
+		r.setResume(ResumeAccepted, nil, true)
+		r.opts.Logger.Info("reflector: resumed from the state the sink held", "name", r.opts.Name, "resourceVersion", a.rv)
+		defer r.ended.Add(1)
+		r.sinkDo(r.relistSink.EndRelist(a.rv))
+	case resumeRefused:
+		r.setResume(ResumeRefused, a.cause, a.comparable)
+		what := "the server refused the resumed state's resource version; synchronising"
+		if a.abandoned {
+			what = "the resumed state was abandoned while it was loaded; synchronising"
+		}
+		r.opts.Logger.Info("reflector: "+what, "name", r.opts.Name, "cause", a.cause)
+	default:
+		r.relist(d, a)
+	}
+	return nil
+}
+
+// relist does a relist's actions: into the relist sink, if the sink is
+// one, else into a snapshot replaced whole at the end.
+func (r *Reflector[T]) relist(d *driver[T], a action) {
+	switch a := a.(type) {
 	case relistBegin:
 		if r.relistSink != nil {
 			r.sinkDo(r.relistSink.BeginRelist())
@@ -189,28 +225,7 @@ func (r *Reflector[T]) do(ctx context.Context, d *driver[T], a action) input {
 		} else {
 			r.sinkDo(r.sink.Replace(d.relist.take(), a.rv))
 		}
-	case apply[T]:
-		r.apply(a)
-	case bookmark:
-		r.setRV(a.rv)
-		r.sink.Bookmark(a.rv)
-	case resumed:
-		r.setRV(a.rv)
-		r.setResume(ResumeAccepted, nil, true)
-		r.opts.Logger.Info("reflector: resumed from the state the sink held", "name", r.opts.Name, "resourceVersion", a.rv)
-		defer r.ended.Add(1)
-		r.sinkDo(r.relistSink.EndRelist(a.rv))
-	case resumeRefused:
-		r.setResume(ResumeRefused, a.cause, a.comparable)
-		if a.abandoned {
-			r.opts.Logger.Info("reflector: the resumed state was abandoned while it was loaded; synchronising",
-				"name", r.opts.Name, "cause", a.cause)
-			break
-		}
-		r.opts.Logger.Info("reflector: the server refused the resumed state's resource version; synchronising",
-			"name", r.opts.Name, "cause", a.cause)
 	}
-	return nil
 }
 
 func (r *Reflector[T]) list(ctx context.Context, a list) input {

@@ -268,115 +268,153 @@ func (c *chunk[T]) decode(count uint64, decode func([]byte) (T, error)) {
 // over); after, the chunks read ahead of each are bounded, and so is the
 // memory beside the objects.
 func readObjectsParallel[T any](ctx context.Context, r *recordReader, count uint64, decode func([]byte) (T, error), verified <-chan struct{}, start func() error, each func([]T) error, workers int) error {
-	jobs := make(chan *chunk[T], workers)
-	ordered := make(chan *chunk[T], 2*workers) // the chunks in file order, as read
-	spare := make(chan []byte, 2*workers)      // decoded chunks' buffers, for the next chunks (decode keeps no slice)
-	stop := make(chan struct{})                // closed when this goroutine stops taking chunks
-	var readErr error                          // the reader's; read once ordered is closed
-	var wg sync.WaitGroup
+	p := &parallelRead[T]{
+		ctx: ctx, r: r, count: count, decode: decode, each: each,
+		jobs:    make(chan *chunk[T], workers),
+		ordered: make(chan *chunk[T], 2*workers),
+		spare:   make(chan []byte, 2*workers),
+		stop:    make(chan struct{}),
+	}
 	for range workers {
-		wg.Go(func() {
-			for c := range jobs {
-				buf := c.data
-				c.decode(count, decode)
-				select {
-				case spare <- buf[:0]:
-				default:
-				}
-			}
-		})
+		p.wg.Go(p.decodeChunks)
 	}
-	wg.Go(func() {
-		defer close(jobs)
-		defer close(ordered)
-		size := 0 // the last chunk's bytes: the next is sized as it was, to copy each record once
-		for i := uint64(0); i < count; {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			c := &chunk[T]{first: i, ends: make([]int, 0, chunkObjects), done: make(chan struct{})}
-			select {
-			case c.data = <-spare:
-			default:
-				c.data = make([]byte, 0, size+size/8)
-			}
-			for ; len(c.ends) < chunkObjects && i < count; i++ {
-				b, err := r.record()
-				if err != nil {
-					readErr = fmt.Errorf("object %d of %d: %w", i, count, err)
-					return
-				}
-				c.data = append(c.data, b...)
-				c.ends = append(c.ends, len(c.data))
-			}
-			size = len(c.data)
-			select {
-			case ordered <- c:
-			case <-stop:
-				return
-			}
-			jobs <- c
-		}
-		readErr = r.finish()
-	})
-	halted := false
-	halt := func() {
-		if !halted {
-			halted = true
-			close(stop)
-		}
-	}
-	defer func() { // also when each panics: no goroutine is left behind
-		halt()
-		for range ordered {
-		}
-		wg.Wait()
-	}()
-	hand := func(c *chunk[T]) error {
-		<-c.done
-		if err := stopped(ctx); err != nil {
-			return err
-		}
-		if c.err != nil {
-			return c.err
-		}
-		return each(c.out)
-	}
-	var ahead []*chunk[T] // read before the MAC was verified
-verifying:
-	for {
-		select {
-		case c, ok := <-ordered:
-			if !ok {
-				break verifying
-			}
-			ahead = append(ahead, c)
-		case <-verified:
-			break verifying
-		case <-ctx.Done():
-			break verifying // start returns ctx's error, from the verifier
-		}
-	}
+	p.wg.Go(p.readChunks)
+	defer p.close() // also when each panics: no goroutine is left behind
+	ahead := p.readAhead(verified)
 	if err := start(); err != nil {
-		halt()
+		p.halt()
 		return err
 	}
 	for i, c := range ahead {
 		ahead[i] = nil // handed over: the caller's now
-		if err := hand(c); err != nil {
-			halt()
+		if err := p.hand(c); err != nil {
+			p.halt()
 			return err
 		}
 	}
-	for c := range ordered {
-		if err := hand(c); err != nil {
-			halt()
+	for c := range p.ordered {
+		if err := p.hand(c); err != nil {
+			p.halt()
 			return err
 		}
 	}
-	return readErr
+	return p.readErr
+}
+
+// parallelRead is one readObjectsParallel's goroutines and channels.
+type parallelRead[T any] struct {
+	ctx    context.Context
+	r      *recordReader
+	count  uint64
+	decode func([]byte) (T, error)
+	each   func([]T) error
+
+	jobs    chan *chunk[T] // to the decoding goroutines
+	ordered chan *chunk[T] // the chunks in file order, as read
+	spare   chan []byte    // decoded chunks' buffers, for the next chunks (decode keeps no slice)
+	stop    chan struct{}  // closed when the caller's goroutine stops taking chunks
+	halted  bool
+	readErr error // the reader's; read once ordered is closed
+	wg      sync.WaitGroup
+}
+
+// decodeChunks is a decoding goroutine.
+func (p *parallelRead[T]) decodeChunks() {
+	for c := range p.jobs {
+		buf := c.data
+		c.decode(p.count, p.decode)
+		select {
+		case p.spare <- buf[:0]:
+		default:
+		}
+	}
+}
+
+// readChunks is the reading goroutine: it cuts the file into chunks, each
+// sent to ordered and then to a decoding goroutine.
+func (p *parallelRead[T]) readChunks() {
+	defer close(p.jobs)
+	defer close(p.ordered)
+	size := 0 // the last chunk's bytes: the next is sized as it was, to copy each record once
+	for i := uint64(0); i < p.count; {
+		select {
+		case <-p.stop:
+			return
+		default:
+		}
+		c := &chunk[T]{first: i, ends: make([]int, 0, chunkObjects), done: make(chan struct{})}
+		select {
+		case c.data = <-p.spare:
+		default:
+			c.data = make([]byte, 0, size+size/8)
+		}
+		for ; len(c.ends) < chunkObjects && i < p.count; i++ {
+			b, err := p.r.record()
+			if err != nil {
+				p.readErr = fmt.Errorf("object %d of %d: %w", i, p.count, err)
+				return
+			}
+			c.data = append(c.data, b...)
+			c.ends = append(c.ends, len(c.data))
+		}
+		size = len(c.data)
+		select {
+		case p.ordered <- c:
+		case <-p.stop:
+			return
+		}
+		p.jobs <- c
+	}
+	p.readErr = p.r.finish()
+}
+
+// readAhead takes the chunks as they are read until the MAC is verified
+// (or ctx ends: start then returns its error, from the verifier) or the
+// file is read, and returns them.
+func (p *parallelRead[T]) readAhead(verified <-chan struct{}) []*chunk[T] {
+	var ahead []*chunk[T]
+	for {
+		select {
+		case c, ok := <-p.ordered:
+			if !ok {
+				return ahead
+			}
+			ahead = append(ahead, c)
+		case <-verified:
+			return ahead
+		case <-p.ctx.Done():
+			return ahead
+		}
+	}
+}
+
+// hand gives c's objects to each once they are decoded.
+func (p *parallelRead[T]) hand(c *chunk[T]) error {
+	<-c.done
+	if err := stopped(p.ctx); err != nil {
+		return err
+	}
+	if c.err != nil {
+		return c.err
+	}
+	return p.each(c.out)
+}
+
+// halt tells the reading goroutine to stop.
+func (p *parallelRead[T]) halt() {
+	if !p.halted {
+		p.halted = true
+		close(p.stop)
+	}
+}
+
+// close halts the reading, drains what it sent and waits for every
+// goroutine.
+func (p *parallelRead[T]) close() {
+	p.halt()
+	for range p.ordered {
+	}
+	p.wg.Wait()
 }
 
 // recordReader reads a file up to its trailer, never past it.

@@ -104,28 +104,10 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 		if versions[hookKind{h.gvk.GroupKind(), h.mutating}] > 1 {
 			match = admissionregistrationv1.Exact
 		}
-		gvr, err := resourceOf(h.gvk, mapper)
+		name, client, rules, err := h.webhook(cc, mapper)
 		if err != nil {
 			return nil, nil, err
 		}
-		client, err := cc.webhookClientConfig(h.path)
-		if err != nil {
-			return nil, nil, err
-		}
-		var ops []admissionregistrationv1.OperationType
-		for _, v := range h.verbs {
-			ops = append(ops, admissionregistrationv1.OperationType(v))
-		}
-		rules := []admissionregistrationv1.RuleWithOperations{{Operations: ops, Rule: admissionregistrationv1.Rule{
-			APIGroups: []string{gvr.Group}, APIVersions: []string{gvr.Version}, Resources: []string{gvr.Resource}}}}
-		group := gvr.Group
-		if group == "" {
-			group = "core"
-		}
-		verb, _, _ := strings.Cut(strings.TrimPrefix(h.path, "/"), "-")
-		// The version is in the name: one kind served in two versions has
-		// a webhook for each, and names must differ within a configuration.
-		name := verb + "." + gvr.Version + "." + gvr.Resource + "." + group
 		if h.mutating {
 			if mwc == nil {
 				mwc = &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name + "-mutating"}}
@@ -143,6 +125,33 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 			AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: cc.NamespaceSelector})
 	}
 	return vwc, mwc, nil
+}
+
+// webhook is h's webhook's name, client configuration and rules.
+func (h hook) webhook(cc ClientConfig, mapper meta.RESTMapper) (string, admissionregistrationv1.WebhookClientConfig,
+	[]admissionregistrationv1.RuleWithOperations, error) {
+	gvr, err := resourceOf(h.gvk, mapper)
+	if err != nil {
+		return "", admissionregistrationv1.WebhookClientConfig{}, nil, err
+	}
+	client, err := cc.webhookClientConfig(h.path)
+	if err != nil {
+		return "", client, nil, err
+	}
+	var ops []admissionregistrationv1.OperationType
+	for _, v := range h.verbs {
+		ops = append(ops, admissionregistrationv1.OperationType(v))
+	}
+	rules := []admissionregistrationv1.RuleWithOperations{{Operations: ops, Rule: admissionregistrationv1.Rule{
+		APIGroups: []string{gvr.Group}, APIVersions: []string{gvr.Version}, Resources: []string{gvr.Resource}}}}
+	group := gvr.Group
+	if group == "" {
+		group = "core"
+	}
+	verb, _, _ := strings.Cut(strings.TrimPrefix(h.path, "/"), "-")
+	// The version is in the name: one kind served in two versions has a
+	// webhook for each, and names must differ within a configuration.
+	return verb + "." + gvr.Version + "." + gvr.Resource + "." + group, client, rules, nil
 }
 
 // Registered reports whether the server has anything to serve (a webhook

@@ -55,31 +55,41 @@ func (c *core[K]) checkInvariants(flowOf func(K) string) error {
 	return c.checkStamps()
 }
 
-// checkBand checks b's flows, ready heap, live counts and age buckets
-// against keys.
-func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
+// checkReady checks b's ready flows (each once, marked, non-empty, filed,
+// at its turn, in order) and returns them.
+func (b *band[K]) checkReady() (map[*flow[K]]bool, error) {
 	inReady := map[*flow[K]]bool{}
 	for i, t := range b.ready.all() {
 		f := t.f
 		if inReady[f] || !f.inReady || f.keys.Len() == 0 || b.flows[f.name] != f {
-			return fmt.Errorf("workqueue: band %d: flow %q in ready twice, not marked, empty or not filed", b.prio, f.name)
+			return nil, fmt.Errorf("workqueue: band %d: flow %q in ready twice, not marked, empty or not filed", b.prio, f.name)
 		}
 		if t.round != f.round || t.head != f.keys.Front().seq {
-			return fmt.Errorf("workqueue: band %d: flow %q in ready as round %d, head %d; it is at %d, %d",
+			return nil, fmt.Errorf("workqueue: band %d: flow %q in ready as round %d, head %d; it is at %d, %d",
 				b.prio, f.name, t.round, t.head, f.round, f.keys.Front().seq)
 		}
 		if f.round < b.round || f.round > b.top || f.served >= b.quantum {
-			return fmt.Errorf("workqueue: band %d (rounds %d to %d, quantum %d): flow %q in round %d, %d served",
+			return nil, fmt.Errorf("workqueue: band %d (rounds %d to %d, quantum %d): flow %q in round %d, %d served",
 				b.prio, b.round, b.top, b.quantum, f.name, f.round, f.served)
 		}
 		run := b.ready.run.Items()
 		if i > 0 && i < len(run) && t.before(run[i-1]) {
-			return fmt.Errorf("workqueue: band %d: flow %q's turn is out of order in run", b.prio, f.name)
+			return nil, fmt.Errorf("workqueue: band %d: flow %q's turn is out of order in run", b.prio, f.name)
 		}
 		if j := i - len(run); j > 0 && t.before(b.ready.heap[(j-1)/2]) {
-			return fmt.Errorf("workqueue: band %d: flow %q goes before its parent %q in heap", b.prio, f.name, b.ready.heap[(j-1)/2].f.name)
+			return nil, fmt.Errorf("workqueue: band %d: flow %q goes before its parent %q in heap", b.prio, f.name, b.ready.heap[(j-1)/2].f.name)
 		}
 		inReady[f] = true
+	}
+	return inReady, nil
+}
+
+// checkBand checks b's flows, ready heap, live counts and age buckets
+// against keys.
+func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
+	inReady, err := b.checkReady()
+	if err != nil {
+		return err
 	}
 	idle, live := 0, 0
 	buckets := map[uint32]int{}
