@@ -136,6 +136,21 @@ type Controller[K comparable] struct {
 	sources []source
 	once    run.Once // Run
 	synced  bool
+	closed  sync.Once
+}
+
+// Close retires the controller: it shuts its queue down and unregisters
+// its metrics and its queue's, so that another controller of the same name
+// can register its own (a controller removed while its manager runs). Call
+// it once Run has returned, or instead of Run; calling it again does
+// nothing.
+func (c *Controller[K]) Close() {
+	c.queue.ShutDown()
+	c.closed.Do(func() {
+		if c.metrics != nil {
+			c.metrics.series.Unregister()
+		}
+	})
 }
 
 // source is a cache the controller waits for before starting workers.

@@ -465,3 +465,28 @@ func TestController_resultPriorityQueuesTheNextReconcileAtThatPriority(t *testin
 		})
 	}
 }
+
+// Close retires a controller: its series and its queue's leave the
+// registry, so a controller of the same name can register again.
+func TestController_closeUnregistersItsMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	opts := Options[string]{Telemetry: telemetry.Telemetry{Registerer: reg}, Name: "retired"}
+	rec := ReconcileFunc[string](func(context.Context, string) (Result, error) { return Result{}, nil })
+	c, err := New(rec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(rec, opts); err == nil {
+		t.Fatal("a second controller of the same name registered while the first's series were there")
+	}
+	c.Close()
+	c.Close() // twice: nothing more
+	if families, _ := reg.Gather(); len(families) != 0 {
+		t.Errorf("after Close the registry still has %d families, e.g. %s", len(families), families[0].GetName())
+	}
+	again, err := New(rec, opts)
+	if err != nil {
+		t.Fatalf("New of the same name after Close: %v", err)
+	}
+	again.Close()
+}

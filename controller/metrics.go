@@ -52,6 +52,7 @@ type metrics struct {
 	workers                        prometheus.Gauge
 	holds                          prometheus.Counter
 	dropped                        *prometheus.CounterVec // by reason
+	series                         *telemetry.Series      // for Close
 }
 
 func newMetrics(tel telemetry.Telemetry, name string, workers int) (*metrics, error) {
@@ -82,6 +83,7 @@ func newMetrics(tel telemetry.Telemetry, name string, workers int) (*metrics, er
 			m.dropped.WithLabelValues(r)
 		}
 		m.workers.Set(float64(workers))
+		m.series = s
 		return m
 	})
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,11 +63,12 @@ type Ledger struct {
 	// mu guards the fields below. Invariant: an owner is in owners iff it
 	// has a pending write; every pending write's Ref maps back to its owner
 	// in waiting.
-	mu       sync.Mutex
-	caches   map[schema.GroupResource][]Cache
-	owners   map[object.ObjectName]*owed
-	waiting  map[Ref]map[object.ObjectName]struct{}
-	releases []func(object.ObjectName)
+	mu          sync.Mutex
+	caches      map[schema.GroupResource][]Cache
+	owners      map[object.ObjectName]*owed
+	waiting     map[Ref]map[object.ObjectName]struct{}
+	releases    []release // copied on removal: Settle calls a snapshot outside mu
+	nextRelease uint64
 }
 
 // New returns an empty Ledger. It fails only when its metrics cannot be
@@ -93,10 +95,25 @@ func (l *Ledger) Track(resource schema.GroupResource, c Cache) {
 
 // OnRelease registers fn to be called with an owner whose writes the caches
 // have all applied (a gate re-queues the key with it). fn must not block.
-func (l *Ledger) OnRelease(fn func(object.ObjectName)) {
+// remove unregisters it (a controller removed while the manager runs);
+// calling it again does nothing.
+func (l *Ledger) OnRelease(fn func(object.ObjectName)) (remove func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.releases = append(l.releases, fn)
+	l.nextRelease++
+	id := l.nextRelease
+	l.releases = append(l.releases, release{id: id, fn: fn})
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.releases = slices.DeleteFunc(slices.Clone(l.releases), func(r release) bool { return r.id == id })
+	}
+}
+
+// release is a function OnRelease registered.
+type release struct {
+	id uint64
+	fn func(object.ObjectName)
 }
 
 // Record notes that a write made for owner left ref at resourceVersion (or
@@ -180,8 +197,8 @@ func (l *Ledger) Observe(resource schema.GroupResource, name object.ObjectName) 
 	fns := l.releases
 	l.mu.Unlock()
 	for _, ow := range released {
-		for _, fn := range fns {
-			fn(ow)
+		for _, r := range fns {
+			r.fn(ow)
 		}
 	}
 }

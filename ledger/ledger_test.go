@@ -87,6 +87,22 @@ func TestLedger_aKeyWaitsUntilTheCacheHasItsWriteAndIsReleasedThen(t *testing.T)
 	}
 }
 
+// A release function removed (its controller was) is not called again;
+// the others are.
+func TestLedger_aRemovedReleaseFunctionIsNotCalled(t *testing.T) {
+	l, c, _, released := newLedger(t)
+	var removedCalls int
+	remove := l.OnRelease(func(object.ObjectName) { removedCalls++ })
+	remove()
+	remove() // twice: nothing more
+	l.Record(owner, child, "10", nil, false)
+	c.set(child.Name, "10")
+	l.Observe(secrets, child.Name)
+	if removedCalls != 0 || len(*released) != 1 {
+		t.Errorf("after the release: the removed function called %d times, the other %d; want 0 and 1", removedCalls, len(*released))
+	}
+}
+
 func TestLedger_writesThatNeedNoWaitAreNotKept(t *testing.T) {
 	l, c, _, _ := newLedger(t)
 	c.set(child.Name, "10")

@@ -53,6 +53,7 @@ type controllerEntry struct {
 	ryw     bool // ControllerOptions.ReadYourWrites
 	// primaries calls fn with every cached primary object (for sharding).
 	primaries func(fn func(object.ObjectName, types.UID))
+	life      *controllerLife
 }
 
 // Roles of a source.
@@ -217,9 +218,14 @@ func (s *source[T]) accept(obj T) bool {
 
 // NewController adds a controller to m: rec reconciles the names that the
 // sources queue (exactly one For, any number of Owns and Watches); see
-// ControllerOptions for opts. It fails on a nil reconciler, an empty or duplicate name, a
-// missing or second For, a type outside the scheme, or after Run started;
-// on failure nothing is left registered.
+// ControllerOptions for opts. Added while m runs, the controller starts at
+// once (with leader election, while this replica leads, unless
+// EveryReplica): its informers start if they are new, its workers once
+// they synced; until then it does not make the replica unready.
+// RemoveController stops it. It fails on a nil reconciler, an empty or
+// duplicate name, a missing or second For, a type outside the scheme, once
+// Run is ending (ErrStopping), and while a sharded manager runs
+// (ErrShardedLate); on failure nothing is left registered.
 func NewController(m *Manager, name string, rec controller.Reconciler[object.ObjectName],
 	opts ControllerOptions, sources ...Source) (*Controller, error) {
 	if err := m.checkController(name, rec, sources); err != nil {
@@ -234,17 +240,20 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
+	life := &controllerLife{}
 	if opts.ReadYourWrites {
-		m.ledger.OnRelease(func(owner object.ObjectName) {
+		life.unrelease = m.ledger.OnRelease(func(owner object.ObjectName) {
 			c.AddBecause(owner, controller.Reason{Event: "its writes are visible (read-your-writes)"})
 		})
 	}
-	var regs []*informer.Registration
 	undo := func() {
-		for _, r := range regs {
+		for _, r := range life.regs {
 			r.Remove()
 		}
-		c.Queue().ShutDown() // unregisters its metrics
+		if life.unrelease != nil {
+			life.unrelease()
+		}
+		c.Close() // its queue, and its metrics and the queue's
 	}
 	for _, s := range sources {
 		reg, err := s.register(m, c, primary, part, opts.ReadYourWrites)
@@ -252,19 +261,27 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 			undo()
 			return nil, fmt.Errorf("manager: controller %s: %w", name, err)
 		}
-		regs = append(regs, reg)
+		life.regs = append(life.regs, reg)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.once.Before("manager: controller " + name); err != nil {
-		undo()
-		return nil, err
-	}
-	e := controllerEntry{c: c, run: c.Run, primary: cache, sources: sources, every: opts.EveryReplica, ryw: opts.ReadYourWrites}
+	e := controllerEntry{c: c, run: c.Run, primary: cache, sources: sources, every: opts.EveryReplica, ryw: opts.ReadYourWrites,
+		life: life}
 	for _, s := range sources {
 		if s.isFor() {
 			e.primaries = s.each
 		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.nameFreeLocked(name); err != nil { // another NewController of that name won the race
+		undo()
+		return nil, err
+	}
+	if m.once.Started() {
+		if err := m.addLateLocked(e); err != nil {
+			undo()
+			return nil, fmt.Errorf("manager: controller %s: %w", name, err)
+		}
+		return c, nil
 	}
 	m.controllers = append(m.controllers, e)
 	return c, nil
@@ -300,9 +317,18 @@ func (m *Manager) checkController(name string, rec controller.Reconciler[object.
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.once.Before("manager: controller " + name); err != nil {
-		return err
+	switch {
+	case m.stopping:
+		return fmt.Errorf("manager: controller %s: %w", name, ErrStopping)
+	case m.once.Started() && m.sharder != nil:
+		return fmt.Errorf("manager: controller %s: %w", name, ErrShardedLate)
 	}
+	return m.nameFreeLocked(name)
+}
+
+// nameFreeLocked fails with ErrDuplicateName if a controller of m is
+// called name; m.mu is held.
+func (m *Manager) nameFreeLocked(name string) error {
 	for _, e := range m.controllers {
 		if e.c.Name() == name {
 			return fmt.Errorf("%w: %s", ErrDuplicateName, name)

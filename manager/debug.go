@@ -125,7 +125,8 @@ func (s debugSource) Explain(name string, key object.ObjectName) (debug.Explanat
 	for k := range m.controllers {
 		names = append(names, m.controllers[k].c.Name())
 		if m.controllers[k].c.Name() == name {
-			found = &m.controllers[k]
+			e := m.controllers[k] // a copy: RemoveController may change the slice once mu is released
+			found = &e
 		}
 	}
 	m.mu.Unlock()

@@ -1,8 +1,12 @@
 package manager_test
 
 import (
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/manager"
@@ -36,5 +40,21 @@ func TestNew_setsNoClientSideRateLimitUnlessTheConfigDoes(t *testing.T) {
 				t.Errorf("the manager's clientset limiter = %v, want %v/s", limiter, tc.wantQPS)
 			}
 		})
+	}
+}
+
+// The logger, registry and scheme are set once, on manager.Options: one set
+// in a nested option would be overwritten, so New refuses it and names it.
+func TestNew_refusesALoggerRegistryOrSchemeSetInANestedOption(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	opts := quiet(t)
+	opts.Informers.Registerer = prometheus.NewRegistry()
+	opts.Webhook.Logger = slog.Default()
+	_, err := manager.New(cfg, opts)
+	if !errors.Is(err, manager.ErrNestedOption) || !strings.Contains(err.Error(), "Informers.Registerer, Webhook.Logger") {
+		t.Fatalf("New = %v; want ErrNestedOption naming Informers.Registerer and Webhook.Logger", err)
+	}
+	if _, err := manager.New(cfg, quiet(t)); err != nil {
+		t.Fatalf("New without nested options: %v", err)
 	}
 }

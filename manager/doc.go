@@ -28,6 +28,12 @@
 // are cancelled), then the informers and the listener stop; Run returns once
 // every goroutine has exited.
 //
+// Controllers also come and go while Run runs: NewController starts one at
+// once (its new informers with it; the replica stays ready while it
+// syncs), RemoveController stops one and takes its handlers, queue,
+// goroutines, metrics and debug entries away, leaving the informers to
+// whoever else uses them.
+//
 // /debug/ctrlkit's data and pprof answer loopback clients whose Host header
 // is a loopback name or address (debug.Guard), and others only with
 // Options.DebugToken; Run refuses to start on a listener beyond loopback

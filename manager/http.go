@@ -172,11 +172,17 @@ func (m *Manager) serveChecks(w http.ResponseWriter, r *http.Request, ready bool
 // server has not answered for the bound, informers have not synced or
 // their lists and watches have failed for the bound, controllers wait for
 // their caches. Ready means: every controller's caches have synced and its
-// workers run, and the API server answers (see apiProbe).
+// workers run, and the API server answers (see apiProbe). Informers and
+// controllers added while the manager runs do not count until they synced:
+// the replica that serves stays ready while one more controller starts.
 func (m *Manager) notReady() []string {
 	m.mu.Lock()
 	running := m.once.Started()
 	ctrls := append([]controllerEntry(nil), m.controllers...)
+	late := map[string]bool{}
+	for _, e := range m.informers {
+		late[e.name] = e.late
+	}
 	m.mu.Unlock()
 	if !running {
 		return []string{"manager: not started"}
@@ -188,6 +194,7 @@ func (m *Manager) notReady() []string {
 	}
 	for _, st := range m.factory.Statuses() {
 		switch {
+		case late[st.Name] && !st.Synced: // added while running: the replica stays ready meanwhile
 		case st.Synced:
 			if why := failingInformer(st, now, m.api.bound); why != "" {
 				out = append(out, why)
@@ -201,7 +208,7 @@ func (m *Manager) notReady() []string {
 		}
 	}
 	for _, e := range ctrls {
-		if !e.c.HasSynced() {
+		if !e.c.HasSynced() && !e.life.late {
 			out = append(out, fmt.Sprintf("controller %s: waiting for its caches", e.c.Name()))
 		}
 	}

@@ -51,6 +51,7 @@ type informerEntry struct {
 	// Run before the informer first lists; relist is its Relist.
 	cut    *atomic.Int32
 	relist func(context.Context, error) error
+	late   bool // created while the manager ran: its sync does not make the replica unready
 }
 
 // Informer returns the shared informer of T in scope, creating it on first
@@ -168,7 +169,8 @@ func sharedInformer[T Object](m *Manager, gvk schema.GroupVersionKind, scope Sco
 	}
 	if lw != nil { // created now
 		m.mu.Lock()
-		m.informers = append(m.informers, informerEntry{name: inf.Name(), gvk: gvk, lw: lw, scope: scope, cut: cut, relist: inf.Relist})
+		m.informers = append(m.informers, informerEntry{name: inf.Name(), gvk: gvk, lw: lw, scope: scope, cut: cut, relist: inf.Relist,
+			late: m.once.Started()})
 		m.mu.Unlock()
 		track, err := trackWrites(m, inf, scope)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,8 +42,8 @@ import (
 
 // Errors of New and Run; classify them with errors.Is.
 var (
-	// ErrStarted reports a second call to Run, or a controller added
-	// after Run started.
+	// ErrStarted reports a second call to Run, or a Runnable added after
+	// Run started (controllers may be: see NewController).
 	// It is the same value as the other packages' ErrStarted.
 	ErrStarted = run.ErrStarted
 	// ErrUnreachable reports an API server that did not answer at start.
@@ -113,7 +114,8 @@ type Options struct {
 	// HealthAddr may stay idle before the manager closes it. Default: 90s.
 	HTTPIdleTimeout time.Duration
 	// Informers configure every informer the manager creates. Its Logger
-	// and Registerer are the manager's. In tests its DetectMutations
+	// and Registerer are the manager's: New refuses them set here
+	// (ErrNestedOption). In tests its DetectMutations
 	// default checks that no reconcile writes into a cached object, and
 	// OnMutation receives what it finds (default: panic); the manager
 	// stops its controllers before its informers, so the informers' last
@@ -178,7 +180,8 @@ type Options struct {
 	// election.ErrLost: exit and let the Pod restart, as controller-runtime
 	// does (a fresh process starts from fresh caches and queues). On a
 	// graceful stop the lease is released once the controllers stopped.
-	// Its Logger and Registerer are the manager's. Default: off.
+	// Its Logger and Registerer are the manager's (set here, New refuses
+	// them: ErrNestedOption). Default: off.
 	LeaderElection election.Options
 	// ReadYourWritesBound is the longest a key of a controller with
 	// ControllerOptions.ReadYourWrites waits for its writes. Default: 5s.
@@ -200,7 +203,7 @@ type Options struct {
 	// conversion webhooks registered with Webhooks: its address (default
 	// ":9443") and the directory of its certificate (CertDir, required
 	// once a webhook is registered). Its Telemetry and Scheme are the
-	// manager's. Without a registered webhook nothing listens.
+	// manager's (set here, New refuses them: ErrNestedOption). Without a registered webhook nothing listens.
 	Webhook webhook.Options
 }
 
@@ -231,6 +234,31 @@ func (o Options) withDefaults() Options {
 	o.Webhook.Logger = o.Logger
 	o.Webhook.Registerer = o.Registry
 	return o
+}
+
+// ErrNestedOption is New's error for a logger, registerer or scheme set in
+// Options.Informers, LeaderElection or Webhook: those are the manager's
+// (Options.Logger, Registry, AddToScheme), set in one place only.
+var ErrNestedOption = errors.New("manager: set the logger, registry and scheme on manager.Options, not in its nested options")
+
+// checkNested refuses what withDefaults would overwrite.
+func (o Options) checkNested() error {
+	var set []string
+	for name, isSet := range map[string]bool{
+		"Informers.Logger": o.Informers.Logger != nil, "Informers.Registerer": o.Informers.Registerer != nil,
+		"LeaderElection.Logger": o.LeaderElection.Logger != nil, "LeaderElection.Registerer": o.LeaderElection.Registerer != nil,
+		"Webhook.Logger": o.Webhook.Logger != nil, "Webhook.Registerer": o.Webhook.Registerer != nil,
+		"Webhook.Scheme": o.Webhook.Scheme != nil,
+	} {
+		if isSet {
+			set = append(set, name)
+		}
+	}
+	if len(set) > 0 {
+		slices.Sort(set)
+		return fmt.Errorf("%w: %s", ErrNestedOption, strings.Join(set, ", "))
+	}
+	return nil
 }
 
 // Runnable is anything the manager runs beside its controllers: Run blocks
@@ -277,9 +305,15 @@ type Manager struct {
 	webhooks  *webhook.Server   // served once a webhook is registered
 	api       *apiProbe         // tells /readyz whether the API server answers
 
-	// mu guards the fields below. Invariant: once running, controllers and
-	// runnables do not change.
+	// The controllers' starters: the ones every replica runs, the ones
+	// this replica runs while it leads.
+	everyStarter, leaderStarter *starter
+
+	// mu guards the fields below. Invariant: once running, runnables do
+	// not change; controllers come and go (NewController,
+	// RemoveController).
 	mu          sync.Mutex
+	stopping    bool // Run's context ended, or Run returned
 	controllers []controllerEntry
 	runnables   []Runnable
 	checks      []check
@@ -306,6 +340,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if cfg == nil {
 		return nil, errors.New("manager: nil rest.Config")
 	}
+	if err := opts.checkNested(); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
 	scheme, err := newScheme(opts.AddToScheme)
 	if err != nil {
@@ -319,7 +356,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		routeKlog()
 	}
 	m := &Manager{cfg: cfg, opts: opts, scheme: scheme, listening: make(chan struct{}),
-		projections: map[reflect.Type]schema.GroupVersionKind{}}
+		projections: map[reflect.Type]schema.GroupVersionKind{}, everyStarter: newStarter(), leaderStarter: newStarter()}
 	if err := m.newClients(); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
@@ -539,6 +576,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	ctrls, runnables := slices.Clone(m.controllers), slices.Clone(m.runnables)
 	errs := errors.Join(append(slices.Clone(m.errs), m.checkDebug())...)
 	m.mu.Unlock()
+	defer m.stop()
+	defer context.AfterFunc(ctx, m.stop)()
 	if !m.opts.KeepKlogOutput {
 		defer joinKlogRoute(m.opts.Logger)()
 	}
@@ -653,14 +692,10 @@ func serving(servers []server, log *slog.Logger) []func(context.Context) error {
 // this replica holds it (through the elector; the others, and the
 // informers, run on every replica: a warm standby), and the sharder.
 func (m *Manager) work(ctrls []controllerEntry, runnables []Runnable) []func(context.Context) error {
-	var every, leaderOnly []func(context.Context) error
 	for _, c := range ctrls {
-		if m.elector != nil && !c.every {
-			leaderOnly = append(leaderOnly, c.run)
-			continue
-		}
-		every = append(every, c.run)
+		m.starterFor(c).add(c)
 	}
+	every, leaderOnly := []func(context.Context) error{m.everyStarter.run}, []func(context.Context) error{m.leaderStarter.run}
 	for _, r := range runnables {
 		if n, ok := r.(LeaderElectionRunnable); m.elector != nil && (!ok || n.NeedLeaderElection()) {
 			leaderOnly = append(leaderOnly, r.Run)
@@ -675,6 +710,13 @@ func (m *Manager) work(ctrls []controllerEntry, runnables []Runnable) []func(con
 		every = append(every, m.sharder.Run)
 	}
 	return every
+}
+
+// stop refuses controllers from now on: Run is ending.
+func (m *Manager) stop() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stopping = true
 }
 
 // fenced runs fns together while this replica leads. When the lease is

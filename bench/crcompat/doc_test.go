@@ -1,6 +1,7 @@
 // Package crcompat checks that controller-runtime users can test on
 // ctrlkit's embedded API server in place of envtest: envtest_test.go is a
-// controller-runtime test, shown in README.md exactly as it is.
+// controller-runtime test, shown in docs/controller-runtime.md exactly as
+// it is.
 package crcompat
 
 import (
@@ -14,8 +15,8 @@ import (
 // TestMain fails the package if a test leaves goroutines behind.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestREADME_showsEnvtestTestExactly(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+func TestDocs_showEnvtestTestExactly(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/controller-runtime.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,6 +26,6 @@ func TestREADME_showsEnvtestTestExactly(t *testing.T) {
 	}
 	block := append(append([]byte("<!-- file: bench/crcompat/envtest_test.go -->\n```go\n"), file...), "```\n"...)
 	if n := bytes.Count(readme, block); n != 1 {
-		t.Errorf("README.md shows bench/crcompat/envtest_test.go exactly %d times, want once: copy the file into the README's block", n)
+		t.Errorf("docs/controller-runtime.md shows bench/crcompat/envtest_test.go exactly %d times, want once: copy the file into its block", n)
 	}
 }

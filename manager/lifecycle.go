@@ -1,0 +1,199 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ctrlkit/ctrlkit/informer"
+)
+
+// Controllers come and go while the manager runs: NewController after Run
+// starts the controller at once (its workers once its caches synced), and
+// RemoveController stops one. Each controller runs under a context of its
+// own, from a starter: one for the controllers every replica runs, one
+// for those that run while this replica leads (inside the elector's
+// fence).
+
+var (
+	// ErrNoController is RemoveController's error for a controller that is
+	// not the manager's: removed already, or never added.
+	ErrNoController = errors.New("not a controller of this manager (removed already?)")
+	// ErrStopping is NewController's error once the manager's Run is
+	// ending or has returned.
+	ErrStopping = errors.New("manager: stopping: no controller can be added")
+	// ErrShardedLate is NewController's error for a controller added while
+	// a sharded manager runs: a sharded manager decides how its informers
+	// are cut by shard from its controllers when Run starts, so it takes
+	// them all before.
+	ErrShardedLate = errors.New("manager: a sharded manager takes its controllers before Run")
+	// errRemoved is the cause of a removed controller's context.
+	errRemoved = errors.New("manager: controller removed")
+)
+
+// controllerLife is a controller's run state, shared by every copy of its
+// entry.
+type controllerLife struct {
+	regs      []*informer.Registration // its handlers on its sources' informers
+	unrelease func()                   // unregisters its read-your-writes callback; nil without
+	late      bool                     // added after Run started: its sync does not make the replica unready
+
+	mu      sync.Mutex
+	removed bool
+	cancel  context.CancelCauseFunc // while it runs
+	done    chan struct{}           // closed when its Run returned; nil until it starts
+	err     error                   // its Run's, once done
+}
+
+// start gives the controller its context, unless it was removed.
+func (l *controllerLife) start(ctx context.Context) (context.Context, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.removed {
+		return nil, false
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	l.cancel, l.done = cancel, make(chan struct{})
+	return cctx, true
+}
+
+// finish records the end of the controller's Run and reports whether the
+// error is the manager's (not when the controller was removed: then it is
+// RemoveController's).
+func (l *controllerLife) finish(err error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cancel(nil)
+	l.err = err
+	close(l.done)
+	if l.removed {
+		return nil
+	}
+	return err
+}
+
+// stop marks the controller removed and, if it runs, cancels it and waits
+// for its Run to return (in-flight reconciles finish within its
+// ShutdownTimeout); it returns that Run's error.
+func (l *controllerLife) stop() error {
+	l.mu.Lock()
+	l.removed = true
+	done, cancel := l.done, l.cancel
+	l.mu.Unlock()
+	if done == nil {
+		return nil // never started
+	}
+	cancel(errRemoved)
+	<-done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// starter runs the controllers given to it, before and while it runs, each
+// under a context of its own derived from run's. The first error of one
+// that was not removed stops the others and is run's.
+type starter struct {
+	mu      sync.Mutex
+	pending []controllerEntry
+	wake    chan struct{} // one token: pending grew
+}
+
+func newStarter() *starter { return &starter{wake: make(chan struct{}, 1)} }
+
+// add has e started by run (at once if run runs).
+func (s *starter) add(e controllerEntry) {
+	s.mu.Lock()
+	s.pending = append(s.pending, e)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run starts the pending controllers and each one added later until ctx
+// ends, then returns once all have returned.
+func (s *starter) run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for {
+		s.mu.Lock()
+		batch := s.pending
+		s.pending = nil
+		s.mu.Unlock()
+		for _, e := range batch {
+			if cctx, ok := e.life.start(gctx); ok {
+				g.Go(func() error { return e.life.finish(e.run(cctx)) })
+			}
+		}
+		select {
+		case <-gctx.Done():
+			return g.Wait()
+		case <-s.wake:
+		}
+	}
+}
+
+// RemoveController stops c, one of m's controllers, and forgets it: its
+// handlers leave its sources' informers (no key is queued for it any
+// more), its in-flight reconciles finish (within its ShutdownTimeout, then
+// they are cancelled), its queue and goroutines end, and its metrics, its
+// /readyz line and its debug-page entries go. It returns once all of that
+// is done, with the error its Run returned, if any (ErrShutdownTimeout
+// for a reconcile that ignored its context). The informers stay: other
+// controllers and readers may use them. A controller of the same name can
+// be added afterwards. Before Run, c is only forgotten. An unknown or
+// already removed c is ErrNoController.
+func (m *Manager) RemoveController(c *Controller) error {
+	if c == nil {
+		return fmt.Errorf("manager: RemoveController(nil): %w", ErrNoController)
+	}
+	m.mu.Lock()
+	i := slices.IndexFunc(m.controllers, func(e controllerEntry) bool { return e.c == c })
+	if i < 0 {
+		m.mu.Unlock()
+		return fmt.Errorf("manager: controller %s: %w", c.Name(), ErrNoController)
+	}
+	e := m.controllers[i]
+	m.controllers = slices.Delete(slices.Clone(m.controllers), i, i+1) // a new array: no reader's view shifts
+	m.mu.Unlock()
+	for _, r := range e.life.regs {
+		r.Remove()
+	}
+	if e.life.unrelease != nil {
+		e.life.unrelease()
+	}
+	err := e.life.stop()
+	c.Close()
+	m.opts.Logger.Info("manager: controller removed", "controller", c.Name())
+	return err
+}
+
+// addLateLocked hands e, added while the manager runs, to its starter;
+// m.mu is held.
+func (m *Manager) addLateLocked(e controllerEntry) error {
+	switch {
+	case m.stopping:
+		return ErrStopping
+	case m.sharder != nil:
+		return ErrShardedLate
+	}
+	e.life.late = true
+	m.controllers = append(m.controllers, e)
+	m.starterFor(e).add(e)
+	m.opts.Logger.Info("manager: controller added", "controller", e.c.Name())
+	return nil
+}
+
+// starterFor is the starter that runs e: the leader's, with leader
+// election, unless e runs on every replica.
+func (m *Manager) starterFor(e controllerEntry) *starter {
+	if m.elector != nil && !e.every {
+		return m.leaderStarter
+	}
+	return m.everyStarter
+}

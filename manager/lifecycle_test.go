@@ -1,0 +1,207 @@
+package manager_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/election"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// counting counts its reconciles per name; reconciled, if not nil, is
+// closed at the first.
+type counting struct {
+	mu         sync.Mutex
+	seen       map[object.ObjectName]int
+	reconciled chan struct{}
+}
+
+func (c *counting) Reconcile(_ context.Context, n object.ObjectName) (controller.Result, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil {
+		c.seen = map[object.ObjectName]int{}
+		if c.reconciled != nil {
+			close(c.reconciled)
+		}
+	}
+	c.seen[n]++
+	return controller.Result{}, nil
+}
+
+func (c *counting) count(n object.ObjectName) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seen[n]
+}
+
+// A controller added while the manager runs starts (on an informer another
+// controller shares, and one created for it) without the replica turning
+// unready; removed, it stops, its metrics go, the other controller keeps
+// running on a cache that is never relisted, and its name can be taken
+// again. Removing it twice, and adding one once Run ends, are clear errors.
+func TestManager_controllersComeAndGoWhileItRuns(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	kube := apiserver.Client(t, srv.Config())
+	opts := quiet(t)
+	opts.Logger = slog.New(slog.DiscardHandler) // the test log would keep two lines a cycle: memory the heap check would count
+	m, err := manager.New(srv.Config(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
+	first := &counting{}
+	if _, err := manager.NewController(m, "first", first, manager.ControllerOptions{}, manager.For(cms)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	base := "http://" + m.Addr(ctx)
+	eventually(t, 30*time.Second, "/readyz 200", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+	syncs := cms.Stats().Reflector.Syncs
+
+	create := func(name string) object.ObjectName {
+		t.Helper()
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return object.ObjectName{Namespace: ns, Name: name}
+	}
+	late := &counting{}
+	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns}) // a new informer, started at once
+	c, err := manager.NewController(m, "late", late, manager.ControllerOptions{}, manager.For(cms), manager.Owns(secrets))
+	if err != nil {
+		t.Fatalf("NewController while running: %v", err)
+	}
+	if code, body := get(t, base+"/readyz"); code != 200 {
+		t.Errorf("/readyz right after a controller was added = %d %s; want 200: the replica stays ready", code, body)
+	}
+	a := create("a")
+	eventually(t, 30*time.Second, "both controllers reconcile a", func() bool { return first.count(a) > 0 && late.count(a) > 0 })
+	if _, metrics := get(t, base+"/metrics"); !strings.Contains(metrics, `controller_runtime_reconcile_total{controller="late"`) {
+		t.Error(`/metrics has no series of the added controller "late"`)
+	}
+
+	if err := m.RemoveController(c); err != nil {
+		t.Fatalf("RemoveController: %v", err)
+	}
+	if err := m.RemoveController(c); !errors.Is(err, manager.ErrNoController) {
+		t.Errorf("RemoveController again = %v; want ErrNoController", err)
+	}
+	if _, metrics := get(t, base+"/metrics"); strings.Contains(metrics, `controller="late"`) {
+		t.Error(`/metrics still has series of the removed controller "late"`)
+	}
+	if _, body := get(t, base+"/debug/ctrlkit/state.json"); strings.Contains(body, `"late"`) {
+		t.Error(`the debug page still lists the removed controller "late"`)
+	}
+	before := late.count(a)
+	b := create("b")
+	eventually(t, 30*time.Second, "the first controller reconciles b", func() bool { return first.count(b) > 0 })
+	if late.count(b) != 0 || late.count(a) != before {
+		t.Errorf("the removed controller reconciled again: a %d times (was %d), b %d", late.count(a), before, late.count(b))
+	}
+	if got := cms.Stats().Reflector.Syncs; got != syncs {
+		t.Errorf("the shared informer synced %d times after the start, want 0: removing a controller relisted it", got-syncs)
+	}
+
+	// The name is free again, and a controller comes and goes many times,
+	// each time reconciling, leaving no goroutine and no memory behind.
+	goroutines, heap := runtime.NumGoroutine(), liveHeap()
+	const cycles = 1000
+	for i := range cycles {
+		again := &counting{reconciled: make(chan struct{})}
+		c, err := manager.NewController(m, "late", again, manager.ControllerOptions{}, manager.For(cms))
+		if err != nil {
+			t.Fatalf("cycle %d: NewController: %v", i, err)
+		}
+		select {
+		case <-again.reconciled:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("cycle %d: the controller added again reconciled nothing in 30s", i)
+		}
+		if err := m.RemoveController(c); err != nil {
+			t.Fatalf("cycle %d: RemoveController: %v", i, err)
+		}
+	}
+	eventually(t, 10*time.Second, "the goroutines of the added and removed controllers gone", func() bool {
+		return runtime.NumGoroutine() <= goroutines
+	})
+	after := liveHeap()
+	t.Logf("%d add/remove cycles: %d goroutines before, %d after; live heap %d bytes before, %d after (%+.2f%%)",
+		cycles, goroutines, runtime.NumGoroutine(), heap, after, 100*(float64(after)/float64(heap)-1))
+	// A constant of about 60 kB (pools and maps grown for one more
+	// controller; the same after 3,000 cycles) is allowed; a controller's
+	// leftovers, a kilobyte or more each, are not.
+	if after > heap+1<<20 {
+		t.Errorf("live heap grew from %d to %d bytes over %d add/remove cycles: a removed controller left memory behind", heap, after, cycles)
+	}
+
+	cancel()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if _, err := manager.NewController(m, "after", &counting{}, manager.ControllerOptions{}, manager.For(cms)); !errors.Is(err, manager.ErrStopping) {
+		t.Errorf("NewController after Run returned = %v; want ErrStopping", err)
+	}
+}
+
+// liveHeap is the heap's live bytes after two collections.
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// With leader election, a controller added while the replica leads runs
+// inside the fence, as the ones added before Run do.
+func TestManager_aControllerAddedWhileLeadingRuns(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	kube := apiserver.Client(t, srv.Config())
+	opts := quiet(t)
+	opts.LeaderElection = election.Options{Name: "late-leader", Namespace: ns, Identity: "only"}
+	m, err := manager.New(srv.Config(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
+	start(t, m)
+	eventually(t, 30*time.Second, "this replica leads", m.Elector().IsLeader)
+	late := &counting{reconciled: make(chan struct{})}
+	c, err := manager.NewController(m, "late", late, manager.ControllerOptions{}, manager.For(cms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-late.reconciled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the controller added while leading reconciled nothing in 30s")
+	}
+	if err := m.RemoveController(c); err != nil {
+		t.Fatal(err)
+	}
+}
