@@ -215,7 +215,10 @@ type shared struct {
 	lastErr func() error
 	stats   func() reflector.Stats // the reflector's: a short lock, no encoding
 	start   func() CacheStart
+	close   func() // the informer's Close
 	started bool
+	cancel  context.CancelFunc // once started: stops it
+	done    chan struct{}      // once started: closed when its Run returned
 }
 
 // NewFactory returns an empty Factory; it starts nothing.
@@ -280,7 +283,7 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() reflector.Lister
 		return nil, err
 	}
 	f.informers[scope] = &shared{name: name, inf: inf, run: inf.Run, synced: inf.syncedC, lastErr: inf.LastError,
-		stats: inf.refl.Stats, start: inf.Start}
+		stats: inf.refl.Stats, start: inf.Start, close: inf.Close}
 	select {
 	case f.wake <- struct{}{}:
 	default:
@@ -317,13 +320,38 @@ func (f *Factory) startPending(ctx context.Context, wg *sync.WaitGroup) {
 	for _, s := range f.informers {
 		if !s.started {
 			s.started = true
+			ictx, cancel := context.WithCancel(ctx)
+			s.cancel, s.done = cancel, make(chan struct{})
 			wg.Go(func() {
-				if err := s.run(ctx); err != nil {
+				defer close(s.done)
+				if err := s.run(ictx); err != nil {
 					f.opts.Log().Error("informer: run failed", "informer", s.name, "err", err)
 				}
 			})
 		}
 	}
+}
+
+// Remove stops the informer of scope and forgets it: its reflector and
+// its handlers stop, its metrics are unregistered, and its cache goes with
+// the last reference to it; the next For of scope makes a new informer. It
+// returns once the informer's Run returned (at once if it never started),
+// false when the factory has no informer of scope. Whoever still holds
+// the informer reads a cache that no longer changes.
+func (f *Factory) Remove(scope Scope) bool {
+	f.mu.Lock()
+	s, ok := f.informers[scope]
+	delete(f.informers, scope)
+	f.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+	s.close()
+	return true
 }
 
 // Status is one informer's state, as /readyz reports it.

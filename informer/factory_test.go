@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,6 +19,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/reflector"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
@@ -64,6 +66,70 @@ func TestFactory_sharesOneInformerPerResourceAndNamespace(t *testing.T) {
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Remove stops one informer of a running factory and forgets it: its
+// metrics leave the registry, the others keep running, and the next For of
+// its scope makes a new one, which starts and registers its own.
+func TestFactory_removeStopsAnInformerAndForgetsIt(t *testing.T) {
+	leakcheck.Check(t)
+	reg := prometheus.NewRegistry()
+	f := informer.NewFactory(informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true},
+		Telemetry: telemetry.Telemetry{Registerer: reg}})
+	srv := newFakeServer("a")
+	newLW := func() reflector.ListerWatcher[*corev1.ConfigMap] { return srv }
+	gone, other := informer.Scope{Resource: configMapsGVR, Namespace: "gone"}, informer.Scope{Resource: configMapsGVR, Namespace: "other"}
+	removed, err := informer.For(f, gone, newLW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := informer.For(f, other, newLW)
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- f.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	if err := f.WaitForCacheSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	series := func(informer string) int {
+		families, _ := reg.Gather()
+		n := 0
+		for _, fam := range families {
+			for _, m := range fam.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if v := l.GetValue(); (l.GetName() == "informer" || l.GetName() == "name") && v == informer {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	name := removed.Name()
+	if series(name) == 0 {
+		t.Fatalf("no series of %s before Remove", name)
+	}
+	if !f.Remove(gone) || f.Remove(gone) {
+		t.Fatal("Remove = false for the informer, or true a second time")
+	}
+	if n := series(name); n != 0 {
+		t.Errorf("%d series of the removed informer left", n)
+	}
+	if len(f.Statuses()) != 1 || !kept.HasSynced() {
+		t.Errorf("after Remove: %d statuses, the other synced %v; want 1, true", len(f.Statuses()), kept.HasSynced())
+	}
+	again, err := informer.For(f, gone, newLW)
+	if err != nil || again == removed {
+		t.Fatalf("For after Remove = %p, %v; want a new informer", again, err)
+	}
+	if err := f.WaitForCacheSync(ctx); err != nil || !again.HasSynced() {
+		t.Fatalf("the new informer: WaitForCacheSync = %v, synced %v", err, again.HasSynced())
 	}
 }
 

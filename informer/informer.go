@@ -145,6 +145,7 @@ func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*Shar
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
 	}
 	if i.metrics, err = newMetrics(opts.Telemetry, i); err != nil {
+		i.refl.Close()
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
 	}
 	return i, nil
@@ -208,6 +209,17 @@ func managedFieldsOf(fields []metav1.ManagedFieldsEntry, keep []string) []metav1
 		return nil
 	}
 	return fields
+}
+
+// Close unregisters the informer's metrics and its reflector's, so that
+// another informer of the same name can register its own: for an informer
+// that will not run again while its process goes on (one a Factory
+// removed). Call it once Run has returned, or instead of Run.
+func (i *SharedIndexInformer[T]) Close() {
+	i.refl.Close()
+	if m := i.metrics; m != nil && m.tel.Registerer != nil {
+		m.tel.Registerer.Unregister(m)
+	}
 }
 
 // Run lists and watches, keeps the cache and notifies handlers until ctx
@@ -298,7 +310,7 @@ func (i *SharedIndexInformer[T]) removeListener(l *listener[T]) {
 	defer i.mu.Unlock()
 	for k, x := range i.listeners {
 		if x == l {
-			i.listeners = append(i.listeners[:k], i.listeners[k+1:]...)
+			i.listeners = slices.Delete(i.listeners, k, k+1) // clears the freed slot: the handler must not stay reachable
 			close(l.stop)
 			return
 		}

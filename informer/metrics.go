@@ -18,6 +18,7 @@ type metrics struct {
 	warm, snapWrites, snapBytes    *prometheus.Desc
 	snapSeconds                    *prometheus.Desc
 	collect                        func(ch chan<- prometheus.Metric, m *metrics)
+	tel                            telemetry.Telemetry // for Close
 }
 
 func newMetrics[T object.Object](tel telemetry.Telemetry, i *SharedIndexInformer[T]) (*metrics, error) {
@@ -44,6 +45,7 @@ func newMetrics[T object.Object](tel telemetry.Telemetry, i *SharedIndexInformer
 		snapSeconds: prometheus.NewDesc("ctrlkit_informer_snapshot_last_write_seconds",
 			"Time the last snapshot took to encode, write and sync.", nil, constant),
 		collect: func(ch chan<- prometheus.Metric, m *metrics) { i.collect(ch, m) },
+		tel:     tel,
 	}
 	return m, tel.Register(m)
 }

@@ -63,12 +63,12 @@ type Ledger struct {
 	// mu guards the fields below. Invariant: an owner is in owners iff it
 	// has a pending write; every pending write's Ref maps back to its owner
 	// in waiting.
-	mu          sync.Mutex
-	caches      map[schema.GroupResource][]Cache
-	owners      map[object.ObjectName]*owed
-	waiting     map[Ref]map[object.ObjectName]struct{}
-	releases    []release // copied on removal: Settle calls a snapshot outside mu
-	nextRelease uint64
+	mu       sync.Mutex
+	caches   map[schema.GroupResource][]tracked
+	owners   map[object.ObjectName]*owed
+	waiting  map[Ref]map[object.ObjectName]struct{}
+	releases []release // copied on removal: Settle calls a snapshot outside mu
+	nextID   uint64    // of the next release function or tracked cache
 }
 
 // New returns an empty Ledger. It fails only when its metrics cannot be
@@ -81,16 +81,34 @@ func New(opts Options) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{bound: opts.Bound, metrics: m, caches: map[schema.GroupResource][]Cache{},
+	return &Ledger{bound: opts.Bound, metrics: m, caches: map[schema.GroupResource][]tracked{},
 		owners: map[object.ObjectName]*owed{}, waiting: map[Ref]map[object.ObjectName]struct{}{}}, nil
 }
 
 // Track says that a cache of resource exists and how to read it: writes of
-// objects it holds are waited for. Call it once per cache (an informer).
-func (l *Ledger) Track(resource schema.GroupResource, c Cache) {
+// objects it holds are waited for. Call it once per cache (an informer);
+// remove forgets the cache (an informer stopped while the process goes
+// on), and calling it again does nothing.
+func (l *Ledger) Track(resource schema.GroupResource, c Cache) (remove func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.caches[resource] = append(l.caches[resource], c)
+	l.nextID++
+	id := l.nextID
+	l.caches[resource] = append(l.caches[resource], tracked{id: id, Cache: c})
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.caches[resource] = slices.DeleteFunc(l.caches[resource], func(t tracked) bool { return t.id == id })
+		if len(l.caches[resource]) == 0 {
+			delete(l.caches, resource)
+		}
+	}
+}
+
+// tracked is a cache Track was given.
+type tracked struct {
+	id uint64
+	Cache
 }
 
 // OnRelease registers fn to be called with an owner whose writes the caches
@@ -100,8 +118,8 @@ func (l *Ledger) Track(resource schema.GroupResource, c Cache) {
 func (l *Ledger) OnRelease(fn func(object.ObjectName)) (remove func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.nextRelease++
-	id := l.nextRelease
+	l.nextID++
+	id := l.nextID
 	l.releases = append(l.releases, release{id: id, fn: fn})
 	return func() {
 		l.mu.Lock()

@@ -281,9 +281,10 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 			undo()
 			return nil, fmt.Errorf("manager: controller %s: %w", name, err)
 		}
-		return c, nil
+	} else {
+		m.controllers = append(m.controllers, e)
 	}
-	m.controllers = append(m.controllers, e)
+	m.holdLocked(sources)
 	return c, nil
 }
 

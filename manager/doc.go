@@ -31,8 +31,10 @@
 // Controllers also come and go while Run runs: NewController starts one at
 // once (its new informers with it; the replica stays ready while it
 // syncs), RemoveController stops one and takes its handlers, queue,
-// goroutines, metrics and debug entries away, leaving the informers to
-// whoever else uses them.
+// goroutines, metrics and debug entries away. Informers are counted: each
+// Informer call and each controller's source holds one reference;
+// ReleaseInformer and RemoveController give them back, and the last stops
+// the informer.
 //
 // /debug/ctrlkit's data and pprof answer loopback clients whose Host header
 // is a loopback name or address (debug.Guard), and others only with

@@ -51,8 +51,14 @@ type informerEntry struct {
 	// Run before the informer first lists; relist is its Relist.
 	cut    *atomic.Int32
 	relist func(context.Context, error) error
-	late   bool // created while the manager ran: its sync does not make the replica unready
+	late   bool           // created while the manager ran: its sync does not make the replica unready
+	key    informer.Scope // the factory's
+	writes *tracking      // the ledger's record of its cache
 }
+
+// tracking is how to take an informer's cache out of the ledger, once its
+// resource is known and the ledger was told; guarded by Manager.mu.
+type tracking struct{ remove func() }
 
 // Informer returns the shared informer of T in scope, creating it on first
 // use: every caller asking for the same type and scope gets the same
@@ -65,7 +71,9 @@ type informerEntry struct {
 // server when the informer lists, not here: a custom resource whose CRD is
 // missing makes only its informer (and the controllers that use it) wait,
 // retrying, with /readyz naming the cause, until the CRD is installed. An
-// informer asked for after Run started starts at once.
+// informer asked for after Run started starts at once. Each call takes a
+// reference to the informer, which ReleaseInformer gives back; the last
+// release stops it.
 func Informer[T Object](m *Manager, scope Scope) *informer.SharedIndexInformer[T] {
 	gvk, err := m.kindOf(newObject[T]())
 	if err == nil {
@@ -168,30 +176,34 @@ func sharedInformer[T Object](m *Manager, gvk schema.GroupVersionKind, scope Sco
 		return nil, fmt.Errorf("manager: informer of %s: %w", gvk.Kind, err)
 	}
 	if lw != nil { // created now
+		writes := &tracking{}
 		m.mu.Lock()
 		m.informers = append(m.informers, informerEntry{name: inf.Name(), gvk: gvk, lw: lw, scope: scope, cut: cut, relist: inf.Relist,
-			late: m.once.Started()})
+			late: m.once.Started(), key: key, writes: writes})
 		m.mu.Unlock()
-		track, err := trackWrites(m, inf, scope)
+		track, err := trackWrites(m, inf, scope, writes)
 		if err != nil {
 			return nil, err
 		}
 		lw.OnMapped(track)
 	}
+	m.mu.Lock()
+	m.refs[inf.Name()]++
+	m.mu.Unlock()
 	return inf, nil
 }
 
 // trackWrites returns what tells the ledger about inf's cache once its
 // resource is known. (The sources of a controller that reads its own writes
 // feed the ledger inf's events; see observing.)
-func trackWrites[T Object](m *Manager, inf *informer.SharedIndexInformer[T], scope Scope) (func(*meta.RESTMapping), error) {
+func trackWrites[T Object](m *Manager, inf *informer.SharedIndexInformer[T], scope Scope, writes *tracking) (func(*meta.RESTMapping), error) {
 	sel, err := labels.Parse(scope.LabelSelector)
 	if err != nil {
 		return nil, fmt.Errorf("manager: label selector %q: %w", scope.LabelSelector, err)
 	}
 	cache := inf.Reader()
 	return func(mp *meta.RESTMapping) {
-		m.ledger.Track(mp.Resource.GroupResource(), ledger.Cache{
+		remove := m.ledger.Track(mp.Resource.GroupResource(), ledger.Cache{
 			Lookup: func(n object.ObjectName) (string, bool) {
 				obj, ok := cache.Get(n)
 				if !ok {
@@ -203,6 +215,9 @@ func trackWrites[T Object](m *Manager, inf *informer.SharedIndexInformer[T], sco
 				return (scope.Namespace == "" || ns == scope.Namespace) && sel.Matches(labels.Set(l))
 			},
 		})
+		m.mu.Lock()
+		writes.remove = remove
+		m.mu.Unlock()
 	}, nil
 }
 

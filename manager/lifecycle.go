@@ -130,6 +130,7 @@ func (s *starter) run(ctx context.Context) error {
 				g.Go(func() error { return e.life.finish(e.run(cctx)) })
 			}
 		}
+		batch = nil // a removed controller's entry must not stay reachable from here
 		select {
 		case <-gctx.Done():
 			return g.Wait()
@@ -144,10 +145,11 @@ func (s *starter) run(ctx context.Context) error {
 // they are cancelled), its queue and goroutines end, and its metrics, its
 // /readyz line and its debug-page entries go. It returns once all of that
 // is done, with the error its Run returned, if any (ErrShutdownTimeout
-// for a reconcile that ignored its context). The informers stay: other
-// controllers and readers may use them. A controller of the same name can
-// be added afterwards. Before Run, c is only forgotten. An unknown or
-// already removed c is ErrNoController.
+// for a reconcile that ignored its context). It gives back the
+// controller's references to its informers: one that no other controller
+// and no reader holds (see ReleaseInformer) stops. A controller of the
+// same name can be added afterwards. Before Run, c is only forgotten. An
+// unknown or already removed c is ErrNoController.
 func (m *Manager) RemoveController(c *Controller) error {
 	if c == nil {
 		return fmt.Errorf("manager: RemoveController(nil): %w", ErrNoController)
@@ -170,6 +172,7 @@ func (m *Manager) RemoveController(c *Controller) error {
 	err := e.life.stop()
 	c.Close()
 	m.opts.Logger.Info("manager: controller removed", "controller", c.Name())
+	m.releaseSources(e.sources)
 	return err
 }
 
@@ -196,4 +199,96 @@ func (m *Manager) starterFor(e controllerEntry) *starter {
 		return m.leaderStarter
 	}
 	return m.everyStarter
+}
+
+// ErrNoInformer is ReleaseInformer's error for an informer the manager
+// does not hold: released as often as it was asked for already, or not
+// the manager's.
+var ErrNoInformer = errors.New("not an informer this manager holds (released already?)")
+
+// ReleaseInformer gives back one reference to inf, an informer Informer or
+// Projection returned: each call of those takes one, and each controller
+// holds one on each of its sources' informers until RemoveController. The
+// last release stops the informer (its reflector and handlers; it returns
+// once they have), unregisters its metrics, takes it off /readyz, the
+// debug page and the read-your-writes ledger, and drops the manager's
+// references to its cache; a later Informer call of that type and scope
+// makes a new one. Whoever still holds inf reads a cache that no longer
+// changes.
+func (m *Manager) ReleaseInformer(inf interface{ Name() string }) error {
+	if inf == nil {
+		return fmt.Errorf("manager: ReleaseInformer(nil): %w", ErrNoInformer)
+	}
+	m.mu.Lock()
+	if m.refs[inf.Name()] == 0 {
+		m.mu.Unlock()
+		return fmt.Errorf("manager: informer %s: %w", inf.Name(), ErrNoInformer)
+	}
+	e, last := m.releaseLocked(inf.Name())
+	m.mu.Unlock()
+	if last {
+		m.stopInformer(e)
+	}
+	return nil
+}
+
+// releaseLocked drops one reference to the informer called name; at the
+// last, it forgets the informer and returns it, to be stopped once m.mu
+// is released. m.mu is held.
+func (m *Manager) releaseLocked(name string) (informerEntry, bool) {
+	if m.refs[name]--; m.refs[name] > 0 {
+		return informerEntry{}, false
+	}
+	delete(m.refs, name)
+	i := slices.IndexFunc(m.informers, func(e informerEntry) bool { return e.name == name })
+	if i < 0 {
+		return informerEntry{}, false // not the factory's (an unusable one)
+	}
+	e := m.informers[i]
+	m.informers = slices.Delete(slices.Clone(m.informers), i, i+1)
+	return e, true
+}
+
+// stopInformer stops e, an informer no one holds any more, and takes it
+// out of the factory, the ledger and the metrics.
+func (m *Manager) stopInformer(e informerEntry) {
+	m.factory.Remove(e.key) // returns once it stopped: its resource mapping cannot tell the ledger any more
+	m.mu.Lock()
+	remove := e.writes.remove
+	m.mu.Unlock()
+	if remove != nil {
+		remove()
+	}
+	m.received.bytes.DeleteLabelValues(e.name)
+	m.received.sinceList.DeleteLabelValues(e.name)
+	m.received.fallback.DeleteLabelValues(e.name)
+	m.opts.Logger.Info("manager: informer stopped: no controller or reader holds it", "informer", e.name)
+}
+
+// holdLocked takes a reference to each informer of sources, for a
+// controller; m.mu is held.
+func (m *Manager) holdLocked(sources []Source) {
+	for _, s := range sources {
+		if name := s.informerName(); name != "" {
+			m.refs[name]++
+		}
+	}
+}
+
+// releaseSources gives back a removed controller's references to its
+// sources' informers, stopping those no one holds any more.
+func (m *Manager) releaseSources(sources []Source) {
+	var stop []informerEntry
+	m.mu.Lock()
+	for _, s := range sources {
+		if name := s.informerName(); name != "" && m.refs[name] > 0 {
+			if e, last := m.releaseLocked(name); last {
+				stop = append(stop, e)
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, e := range stop {
+		m.stopInformer(e)
+	}
 }

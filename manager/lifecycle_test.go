@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -204,4 +205,69 @@ func TestManager_aControllerAddedWhileLeadingRuns(t *testing.T) {
 	if err := m.RemoveController(c); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// named is an informer known by its name only.
+type named string
+
+func (n named) Name() string { return string(n) }
+
+// An informer lives while a controller or a reader holds it: removing the
+// controller leaves it to the reader; the reader's release stops it, takes
+// its series away and lets its cache be collected; asking again makes a
+// new one.
+func TestManager_theLastReleaseStopsAnInformerAndFreesIt(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	kube := apiserver.Client(t, srv.Config())
+	m, err := manager.New(srv.Config(), quiet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
+	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns})
+	name := secrets.Name()
+	c, err := manager.NewController(m, "owner", &counting{}, manager.ControllerOptions{}, manager.For(cms), manager.Owns(secrets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := start(t, m)
+	if _, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Secret cached", func() bool {
+		_, ok := secrets.Reader().Get(object.ObjectName{Namespace: ns, Name: "s"})
+		return ok
+	})
+	cached := `ctrlkit_informer_cached_objects{informer="` + name + `"}`
+	if err := m.RemoveController(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, metrics := get(t, base+"/metrics"); !strings.Contains(metrics, cached) {
+		t.Fatalf("the informer stopped with its controller, though a reader still holds it (no %s)", cached)
+	}
+
+	if err := m.ReleaseInformer(secrets); err != nil {
+		t.Fatalf("ReleaseInformer: %v", err)
+	}
+	if _, metrics := get(t, base+"/metrics"); strings.Contains(metrics, cached) {
+		t.Errorf("/metrics still has %s after the last release", cached)
+	}
+	if err := m.ReleaseInformer(named(name)); !errors.Is(err, manager.ErrNoInformer) {
+		t.Errorf("ReleaseInformer again = %v; want ErrNoInformer", err)
+	}
+	freed := weak.Make(secrets)
+	secrets, c = nil, nil
+	eventually(t, 5*time.Second, "the released informer collected", func() bool {
+		runtime.GC()
+		return freed.Value() == nil
+	})
+
+	again := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns})
+	eventually(t, 30*time.Second, "a new informer of the same scope lists the Secret", func() bool {
+		_, ok := again.Reader().Get(object.ObjectName{Namespace: ns, Name: "s"})
+		return ok
+	})
 }

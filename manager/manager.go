@@ -318,9 +318,10 @@ type Manager struct {
 	runnables   []Runnable
 	checks      []check
 	informers   []informerEntry
-	errs        []error       // from Informer, returned by Run
-	once        run.Once      // Run
-	listening   chan struct{} // closed when Run has bound its listener or failed
+	refs        map[string]int // by informer name: Informer and Projection calls and controllers' sources not released
+	errs        []error        // from Informer, returned by Run
+	once        run.Once       // Run
+	listening   chan struct{}  // closed when Run has bound its listener or failed
 	addr        string
 	webhookAddr string
 	metricsAddr string
@@ -356,7 +357,8 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		routeKlog()
 	}
 	m := &Manager{cfg: cfg, opts: opts, scheme: scheme, listening: make(chan struct{}),
-		projections: map[reflect.Type]schema.GroupVersionKind{}, everyStarter: newStarter(), leaderStarter: newStarter()}
+		projections: map[reflect.Type]schema.GroupVersionKind{}, everyStarter: newStarter(), leaderStarter: newStarter(),
+		refs: map[string]int{}}
 	if err := m.newClients(); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}

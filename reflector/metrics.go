@@ -21,6 +21,7 @@ type metrics struct {
 	sinkErrors     prometheus.Counter
 	lastRV         prometheus.Gauge
 	listDuration   prometheus.Histogram
+	series         *telemetry.Series // for Close
 }
 
 func newMetrics(tel telemetry.Telemetry, name string) (*metrics, error) {
@@ -38,6 +39,7 @@ func newMetrics(tel telemetry.Telemetry, name string) (*metrics, error) {
 			listDuration: s.Histogram("ctrlkit_reflector_list_duration_seconds", "Duration of list requests (pages).",
 				prometheus.ExponentialBuckets(0.005, 2, 14)),
 		}
+		m.series = s
 		m.byType = map[string]prometheus.Counter{}
 		for _, t := range []string{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"} {
 			m.byType[t] = m.events.WithLabelValues(t)

@@ -163,6 +163,16 @@ type Reflector[T object.Object] struct {
 	resume Resume
 }
 
+// Close unregisters the reflector's metrics, so that another reflector of
+// the same name can register its own: for a reflector that will not run
+// again (an informer stopped while its process goes on). Call it once Run
+// has returned, or instead of Run.
+func (r *Reflector[T]) Close() {
+	if r.metrics != nil {
+		r.metrics.series.Unregister()
+	}
+}
+
 // New returns a Reflector; it starts nothing. It fails only if its metrics
 // cannot be registered (for example, a second reflector with the same Name
 // on the same Registerer).
