@@ -116,6 +116,14 @@ func (s *starter) add(e controllerEntry) {
 	}
 }
 
+// drop forgets c if it waits to be started (a controller removed while a
+// standby waits to lead must not stay reachable from here).
+func (s *starter) drop(c *Controller) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = slices.DeleteFunc(s.pending, func(e controllerEntry) bool { return e.c == c })
+}
+
 // run starts the pending controllers and each one added later until ctx
 // ends, then returns once all have returned.
 func (s *starter) run(ctx context.Context) error {
@@ -130,7 +138,6 @@ func (s *starter) run(ctx context.Context) error {
 				g.Go(func() error { return e.life.finish(e.run(cctx)) })
 			}
 		}
-		batch = nil // a removed controller's entry must not stay reachable from here
 		select {
 		case <-gctx.Done():
 			return g.Wait()
@@ -169,6 +176,7 @@ func (m *Manager) RemoveController(c *Controller) error {
 	if e.life.unrelease != nil {
 		e.life.unrelease()
 	}
+	m.starterFor(e).drop(c)
 	err := e.life.stop()
 	c.Close()
 	m.opts.Logger.Info("manager: controller removed", "controller", c.Name())
