@@ -193,8 +193,9 @@ func (m *Manager) notReady() []string {
 		out = append(out, err.Error())
 	}
 	for _, st := range m.factory.Statuses() {
+		isLate, known := late[st.Name]
 		switch {
-		case late[st.Name] && !st.Synced: // added while running: the replica stays ready meanwhile
+		case (isLate || !known) && !st.Synced: // added while running (or being added now): the replica stays ready meanwhile
 		case st.Synced:
 			if why := failingInformer(st, now, m.api.bound); why != "" {
 				out = append(out, why)

@@ -3,21 +3,26 @@ package manager_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"weak"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/testapi"
+	v2 "github.com/ctrlkit/ctrlkit/internal/testapi/v2"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -270,4 +275,102 @@ func TestManager_theLastReleaseStopsAnInformerAndFreesIt(t *testing.T) {
 		_, ok := again.Reader().Get(object.ObjectName{Namespace: ns, Name: "s"})
 		return ok
 	})
+}
+
+// WhenServed: a controller declared for a custom resource whose CRD does
+// not exist yet starts once the CRD is established, stops with its
+// informer when the CRD is deleted, and starts again when it comes back;
+// the replica and its other controller stay ready throughout.
+func TestManager_whenServedFollowsItsCRD(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	cfg := srv.Config()
+	gvk := v2.SchemeGroupVersion.WithKind("Gadget")
+	crdName := "gadgets." + gvk.Group
+	removeCRD(t, cfg, crdName) // absent at the start
+	opts := quiet(t)
+	opts.AddToScheme = []func(*kruntime.Scheme) error{testapi.AddToScheme}
+	m, err := manager.New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
+	if _, err := manager.NewController(m, "steady", &counting{}, manager.ControllerOptions{}, manager.For(cms)); err != nil {
+		t.Fatal(err)
+	}
+	var current atomic.Pointer[counting]
+	var informerName atomic.Value
+	if err := manager.WhenServed(m, gvk, func() (manager.Served, error) {
+		gadgets := manager.Informer[*v2.Gadget](m, manager.Scope{Namespace: ns})
+		informerName.Store(gadgets.Name())
+		rec := &counting{reconciled: make(chan struct{})}
+		c, err := manager.NewController(m, "gadgets", rec, manager.ControllerOptions{}, manager.For(gadgets))
+		if err != nil {
+			return manager.Served{Informers: []interface{ Name() string }{gadgets}}, err
+		}
+		current.Store(rec)
+		return manager.Served{Controllers: []*manager.Controller{c}, Informers: []interface{ Name() string }{gadgets}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	base := start(t, m)
+	eventually(t, 30*time.Second, "/readyz 200 without the CRD", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+	// Readiness is sampled all along: it must never drop.
+	sampling, stopSampling := context.WithCancel(t.Context())
+	sampled := make(chan []string, 1)
+	go func() {
+		var drops []string
+		for sampling.Err() == nil {
+			if code, body := get(t, base+"/readyz"); code != 200 {
+				drops = append(drops, body)
+			}
+			time.Sleep(20 * time.Millisecond) // a sampling period, not synchronisation
+		}
+		sampled <- drops
+	}()
+
+	gadgets := manager.Client[*v2.Gadget](m)
+	serveAndReconcile := func(round int) {
+		t.Helper()
+		current.Store(nil)
+		if err := apiserver.InstallCRDs(t.Context(), cfg, testapi.CRDs); err != nil { // returns once established
+			t.Fatal(err)
+		}
+		established := time.Now()
+		if _, err := gadgets.Create(t.Context(), &v2.Gadget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("g", round), Namespace: ns}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		created := time.Now() // a new resource's first requests may wait for the server's Retry-After (1s)
+		eventually(t, 30*time.Second, "the setup ran", func() bool { return current.Load() != nil })
+		select {
+		case <-current.Load().reconciled:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: no reconcile 30s after the CRD was established", round)
+		}
+		took := time.Since(established)
+		t.Logf("round %d: first reconcile %v after the CRD was established, %v after the Gadget's create returned", round, took,
+			time.Since(created))
+		if took > 5*time.Second || time.Since(created) > 2*time.Second {
+			t.Errorf("round %d: the first reconcile came %v after the CRD was established, %v after the create; want within 5s and 2s",
+				round, took, time.Since(created))
+		}
+	}
+	serveAndReconcile(1)
+
+	removeCRD(t, cfg, crdName)
+	removed := time.Now()
+	series := `ctrlkit_informer_cached_objects{informer="` + informerName.Load().(string) + `"}`
+	eventually(t, 10*time.Second, "the Gadget informer and controller stopped", func() bool {
+		_, metrics := get(t, base+"/metrics")
+		return !strings.Contains(metrics, series) && !strings.Contains(metrics, `controller="gadgets"`)
+	})
+	t.Logf("the informer and controller stopped %v after the CRD was gone", time.Since(removed))
+
+	serveAndReconcile(2)
+	stopSampling()
+	if drops := <-sampled; len(drops) > 0 {
+		t.Errorf("/readyz dropped %d times, e.g. %s", len(drops), drops[0])
+	}
 }

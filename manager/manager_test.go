@@ -436,6 +436,13 @@ func TestManager_badInputIsAClearErrorAtStartWithNothingLeftRunning(t *testing.T
 // serves it.
 func removeFooCRD(t *testing.T, cfg *rest.Config) {
 	t.Helper()
+	removeCRD(t, cfg, "foos."+v1alpha1.GroupName)
+}
+
+// removeCRD deletes the CRD called name, if there is one, and waits until
+// the server no longer has it.
+func removeCRD(t *testing.T, cfg *rest.Config, name string) {
+	t.Helper()
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -446,12 +453,11 @@ func removeFooCRD(t *testing.T, cfg *rest.Config) {
 		t.Fatal(err)
 	}
 	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	name := "foos." + v1alpha1.GroupName
 	ctx := context.WithoutCancel(t.Context())
-	if err := dyn.Resource(crds).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+	if err := dyn.Resource(crds).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "the Foo CRD gone", func() bool {
+	eventually(t, 60*time.Second, "the CRD "+name+" gone", func() bool {
 		_, err := dyn.Resource(crds).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
