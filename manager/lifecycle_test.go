@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -357,18 +359,39 @@ func TestManager_whenServedFollowsItsCRD(t *testing.T) {
 				round, took, time.Since(created))
 		}
 	}
+	unserve := func() {
+		t.Helper()
+		removeCRD(t, cfg, crdName)
+		removed := time.Now()
+		series := `ctrlkit_informer_cached_objects{informer="` + informerName.Load().(string) + `"}`
+		eventually(t, 10*time.Second, "the Gadget informer and controller stopped", func() bool {
+			_, metrics := get(t, base+"/metrics")
+			return !strings.Contains(metrics, series) && !strings.Contains(metrics, `controller="gadgets"`)
+		})
+		t.Logf("the informer and controller stopped %v after the CRD was gone", time.Since(removed))
+	}
 	serveAndReconcile(1)
+	unserve()
 
-	removeCRD(t, cfg, crdName)
-	removed := time.Now()
-	series := `ctrlkit_informer_cached_objects{informer="` + informerName.Load().(string) + `"}`
-	eventually(t, 10*time.Second, "the Gadget informer and controller stopped", func() bool {
-		_, metrics := get(t, base+"/metrics")
-		return !strings.Contains(metrics, series) && !strings.Contains(metrics, `controller="gadgets"`)
-	})
-	t.Logf("the informer and controller stopped %v after the CRD was gone", time.Since(removed))
-
-	serveAndReconcile(2)
+	// More create/delete cycles of the CRD leave no goroutine or memory
+	// behind (CTRLKIT_CRD_CYCLES sets how many; 100 for the issue's figure).
+	cycles := 1
+	if n, err := strconv.Atoi(os.Getenv("CTRLKIT_CRD_CYCLES")); err == nil && n > 0 {
+		cycles = n
+	}
+	goroutines, heap := runtime.NumGoroutine(), liveHeap()
+	for i := range cycles {
+		serveAndReconcile(2 + i)
+		unserve()
+	}
+	eventually(t, 10*time.Second, "the goroutines of the cycles gone", func() bool { return runtime.NumGoroutine() <= goroutines })
+	after := liveHeap()
+	t.Logf("%d CRD cycles: %d goroutines before, %d after; live heap %d bytes before, %d after (%+.2f%%)",
+		cycles, goroutines, runtime.NumGoroutine(), heap, after, 100*(float64(after)/float64(heap)-1))
+	if after > heap+1<<20 {
+		t.Errorf("live heap grew from %d to %d bytes over %d CRD cycles", heap, after, cycles)
+	}
+	serveAndReconcile(2 + cycles)
 	stopSampling()
 	if drops := <-sampled; len(drops) > 0 {
 		t.Errorf("/readyz dropped %d times, e.g. %s", len(drops), drops[0])
