@@ -87,7 +87,7 @@ func (s debugSource) State() debug.State {
 	}
 	if sh := m.sharder; sh != nil {
 		ss := sh.Stats()
-		st.Shard = &debug.Shard{Ring: m.opts.Sharding.Namespace + "/" + m.opts.Sharding.Ring, Holder: ss.Holder,
+		st.Shard = &debug.Shard{Ring: m.opts.Sharding.Namespace + "/" + m.opts.Sharding.Name, Holder: ss.Holder,
 			Members: ss.Members, Open: len(ss.Open), Pending: len(ss.Pending), Virtual: ss.Virtual}
 		if err := sh.Ready(); err != nil {
 			st.Shard.Ready = err.Error()

@@ -47,7 +47,7 @@ func ExampleNewController() {
 func ExampleSharding() {
 	run := func(ctx context.Context, cfg *rest.Config, podName string) error {
 		m, err := manager.New(cfg, manager.Options{Sharding: manager.Sharding{
-			Ring: "pod-printer", Namespace: "kube-system", Identity: podName}})
+			Name: "pod-printer", Namespace: "kube-system", Identity: podName}})
 		if err != nil {
 			return err
 		}

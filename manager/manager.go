@@ -187,9 +187,9 @@ type Options struct {
 	// ReadYourWritesBound is the longest a key of a controller with
 	// ControllerOptions.ReadYourWrites waits for its writes. Default: 5s.
 	ReadYourWritesBound time.Duration
-	// Sharding, when its Ring is set, spreads the controllers' keys over
-	// every replica running with the same Ring, each caching only its
-	// share (see Sharding). Exclusive with LeaderElection. Default: off.
+	// Sharding, when its Name is set, spreads the controllers' keys over
+	// every replica running in the same ring, each caching only its share
+	// (see Sharding). Exclusive with LeaderElection. Default: off.
 	Sharding Sharding
 	// StartTimeout bounds the start-up check that the API server answers.
 	// Default: 30s.
@@ -373,7 +373,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if m.received, err = newReceived(opts.Registry); err != nil {
 		return nil, err
 	}
-	if opts.Sharding.Ring != "" {
+	if opts.Sharding.Name != "" {
 		if m.sharder, err = m.newSharder(); err != nil {
 			return nil, err
 		}
@@ -444,7 +444,7 @@ func snapshotOptions(opts Options, cfg *rest.Config, kube kubernetes.Interface) 
 	switch {
 	case opts.CacheDir == "":
 		return fo
-	case opts.Sharding.Ring != "":
+	case opts.Sharding.Name != "":
 		opts.Logger.Warn("manager: CacheDir is ignored with Sharding: caches start cold")
 		return fo
 	}

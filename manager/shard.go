@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/controller"
-	"github.com/ctrlkit/ctrlkit/lease"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/shard"
@@ -23,46 +22,21 @@ import (
 )
 
 // Sharding spreads the controllers' keys over every replica running with
-// the same Ring (see package shard and docs/design/003-sharding.md): each
-// replica reconciles the keys of the virtual shards it holds, and its
-// informers list and watch only those shards' objects, filtered by the API
-// server itself where it has the ShardedListAndWatch feature (on the client
-// otherwise, said once in the log and in ctrlkit_informer_shard_fallback).
+// the same ring (its Name and Namespace; see package shard and
+// docs/design/003-sharding.md): each replica reconciles the keys of the
+// virtual shards it holds, and its informers list and watch only those
+// shards' objects, filtered by the API server itself where it has the
+// ShardedListAndWatch feature (on the client otherwise, said once in the
+// log and in ctrlkit_informer_shard_fallback). Setting Name turns it on.
 //
 // Which informers are cut: a For source's by the object's own key; an Owns
 // source's by the object's namespace (Key Namespace) or by its controller
 // owner's UID, on the client (Key UID); an informer that also feeds a
 // Watches source, or a controller named in EveryReplica, keeps every
 // object. Every controller except those in EveryReplica reconciles only
-// the keys of its replica's shards.
-type Sharding struct {
-	// Ring names the group of replicas sharing the work; setting it turns
-	// sharding on. The ring's Leases are "<Ring>" (its table of holders)
-	// and "<Ring>-<Identity>" (one per replica) in Namespace.
-	Ring string
-	// Namespace holds the ring's Leases; required with Ring.
-	Namespace string
-	// Identity names this replica, unique in the ring: a second process
-	// with the same Identity waits until the first one's membership
-	// expired. The assignment depends on the identities, so a stable one
-	// (a StatefulSet Pod's name) keeps a restarted replica's share.
-	// Default: the host name and a random suffix.
-	Identity string
-	// Key is what objects are hashed by: shard.Namespace (default: a
-	// primary and what it owns in its namespace are cut together by the
-	// server; a namespace is never split) or shard.UID (even spread; owned
-	// objects are filtered on the client by their controller's UID, so
-	// every replica still receives all of them).
-	Key shard.Key
-	// VirtualShards is the number of hash ranges handed out: a power of
-	// two, at most shard.MaxVirtualShards, the same on every replica.
-	// Default: shard.DefaultVirtualShards (64).
-	VirtualShards int
-	// Timing times the membership (see shard.MembershipOptions): a dead
-	// replica's shards move after LeaseDuration plus at most a RetryPeriod.
-	// Defaults: 15s, 10s, 2s.
-	lease.Timing
-}
+// the keys of its replica's shards. It is the sharder's own shard.Ring:
+// the options are declared once.
+type Sharding = shard.Ring
 
 // errShardsChanged is the cause of a relist after this replica's shards changed.
 var errShardsChanged = errors.New("manager: this replica's shards changed")
@@ -84,8 +58,7 @@ func (m *Manager) newSharder() (*shard.Sharder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manager: sharding client: %w", err)
 	}
-	return shard.NewSharder(shard.SharderOptions{Kube: kube, Namespace: o.Namespace, Ring: o.Ring, Identity: o.Identity,
-		Key: o.Key, VirtualShards: o.VirtualShards, Timing: o.Timing, DrainTimeout: m.opts.ShutdownTimeout, Relist: m.relistSharded,
+	return shard.NewSharder(shard.SharderOptions{Kube: kube, Ring: o, DrainTimeout: m.opts.ShutdownTimeout, Relist: m.relistSharded,
 		Acquired: m.queueAcquired, Telemetry: telemetry.Telemetry{Logger: m.opts.Logger, Registerer: m.opts.Registry}})
 }
 

@@ -96,7 +96,7 @@ func shardReplicaMain() int {
 	readOnly := os.Getenv(envShardRead) == "1"
 	m, err := manager.New(cfg, manager.Options{HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 		ShutdownTimeout: shardDrain,
-		Sharding: manager.Sharding{Ring: ringName, Namespace: ns, Identity: id, Key: key, VirtualShards: virtual,
+		Sharding: manager.Sharding{Name: ringName, Namespace: ns, Identity: id, Key: key, VirtualShards: virtual,
 			Timing: lease.Timing{LeaseDuration: shardLease, RenewDeadline: shardLease * 2 / 3, RetryPeriod: shardRenew}}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -710,12 +710,12 @@ func TestSharding_badInputIsAClearErrorAtNew(t *testing.T) {
 		le   string
 		want string
 	}{
-		{"no namespace", manager.Sharding{Ring: "r"}, "", "Namespace is required"},
-		{"virtual shards not a power of two", manager.Sharding{Ring: "r", Namespace: "default", VirtualShards: 48}, "", "power of two"},
-		{"negative virtual shards", manager.Sharding{Ring: "r", Namespace: "default", VirtualShards: -1}, "", "power of two"},
-		{"too many virtual shards", manager.Sharding{Ring: "r", Namespace: "default", VirtualShards: 1 << 13}, "", "at most 4096"},
-		{"a shard key the server cannot hash", manager.Sharding{Ring: "r", Namespace: "default", Key: "object.metadata.name"}, "", "object.metadata.uid"},
-		{"with leader election", manager.Sharding{Ring: "r", Namespace: "default"}, "lease", "exclusive"},
+		{"no namespace", manager.Sharding{Name: "r"}, "", "Namespace is required"},
+		{"virtual shards not a power of two", manager.Sharding{Name: "r", Namespace: "default", VirtualShards: 48}, "", "power of two"},
+		{"negative virtual shards", manager.Sharding{Name: "r", Namespace: "default", VirtualShards: -1}, "", "power of two"},
+		{"too many virtual shards", manager.Sharding{Name: "r", Namespace: "default", VirtualShards: 1 << 13}, "", "at most 4096"},
+		{"a shard key the server cannot hash", manager.Sharding{Name: "r", Namespace: "default", Key: "object.metadata.name"}, "", "object.metadata.uid"},
+		{"with leader election", manager.Sharding{Name: "r", Namespace: "default"}, "lease", "exclusive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := quiet(t)

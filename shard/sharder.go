@@ -28,24 +28,46 @@ const MaxVirtualShards = 4096
 // of the key's shard.
 var ErrLost = errors.New("shard: this replica no longer holds the shard")
 
-// SharderOptions configure a Sharder. Kube, Namespace and Ring are
-// required.
-type SharderOptions struct {
-	Kube      kubernetes.Interface
-	Namespace string // where the ring's Leases live
-	Ring      string // the replicas sharing the work: one name per controller group
-	// Identity names this replica, unique in the ring (e.g. the Pod's
-	// name). Default: lease.DefaultIdentity().
+// Ring is a replica's place among the replicas sharing work: the ring's
+// name and where its Leases live, this replica's identity, what objects
+// are hashed by, how many hash ranges there are, and the membership's
+// timing. SharderOptions embeds it; the manager's Options.Sharding is one.
+type Ring struct {
+	// Name names the ring: the replicas sharing the work, one name per
+	// controller group. Its Leases are "<Name>" (the table of holders)
+	// and "<Name>-<Identity>" (one per replica) in Namespace. Required.
+	Name string
+	// Namespace holds the ring's Leases. Required.
+	Namespace string
+	// Identity names this replica, unique in the ring: a second process
+	// with the same Identity waits until the first one's membership
+	// expired. The assignment depends on the identities, so a stable one
+	// (a StatefulSet Pod's name) keeps a restarted replica's share.
+	// Default: lease.DefaultIdentity() (the host name and a random
+	// suffix).
 	Identity string
-	// Key is what objects are hashed by: Namespace (default) or UID.
+	// Key is what objects are hashed by: Namespace (default: a namespace
+	// is never split; the manager cuts a primary and what it owns in its
+	// namespace together, on the server) or UID (even spread; the manager
+	// filters owned objects on the client by their controller's UID, so
+	// every replica still receives all of them).
 	Key Key
 	// VirtualShards is the number of equal hash ranges handed out; a power
 	// of two, at most MaxVirtualShards, the same on every replica of the
-	// ring. Default: DefaultVirtualShards.
+	// ring. Default: DefaultVirtualShards (64).
 	VirtualShards int
-	// Timing times the membership (see MembershipOptions); the sharder
-	// also steps every RetryPeriod.
+	// Timing times the membership (see MembershipOptions): a dead
+	// replica's shards move after LeaseDuration plus at most a
+	// RetryPeriod; the sharder also steps every RetryPeriod. Defaults:
+	// 15s, 10s, 2s.
 	lease.Timing
+}
+
+// SharderOptions configure a Sharder. Kube and the Ring's Name and
+// Namespace are required.
+type SharderOptions struct {
+	Kube kubernetes.Interface
+	Ring
 	// DrainTimeout bounds how long a release waits for the shard's
 	// in-flight reconciles before cancelling their contexts (it then
 	// still waits for them to return). Default: 30s.
@@ -110,13 +132,13 @@ func NewSharder(opts SharderOptions) (*Sharder, error) {
 	s := &Sharder{opts: opts, kick: make(chan struct{}, 1), idle: make(chan struct{}),
 		m:       newMachine(opts.Key, opts.VirtualShards, 2*opts.RetryPeriod),
 		running: make([]map[uint64]context.CancelCauseFunc, opts.VirtualShards)}
-	s.mem, err = NewMembership(MembershipOptions{Kube: opts.Kube, Namespace: opts.Namespace, Ring: opts.Ring,
+	s.mem, err = NewMembership(MembershipOptions{Kube: opts.Kube, Namespace: opts.Namespace, Ring: opts.Name,
 		Identity: opts.Identity, Timing: opts.Timing, Tag: fmt.Sprintf("%s/%d", opts.Key, opts.VirtualShards),
 		OnChange: func([]string) { s.poke() }})
 	if err != nil {
 		return nil, err
 	}
-	if s.metrics, err = newSharderMetrics(opts.Telemetry, opts.Ring); err != nil {
+	if s.metrics, err = newSharderMetrics(opts.Telemetry, opts.Name); err != nil {
 		return nil, err
 	}
 	none := s.m.sel
@@ -266,7 +288,7 @@ func (s *Sharder) Run(ctx context.Context) error {
 		case <-time.After(s.opts.RetryPeriod):
 		}
 	}
-	s.opts.Logger.Info("shard: left the ring", "ring", s.opts.Ring, "identity", s.opts.Identity)
+	s.opts.Logger.Info("shard: left the ring", "ring", s.opts.Name, "identity", s.opts.Identity)
 	return nil
 }
 
@@ -299,7 +321,7 @@ func (s *Sharder) incarnation(ctx context.Context) (lapsed bool) {
 func (s *Sharder) fence(err error) {
 	s.perform(context.Background(), s.next(lapsed{cause: fmt.Errorf("%w: %w", ErrLost, err)}))
 	s.metrics.lost.Inc()
-	s.opts.Logger.Error("shard: membership lapsed; stopped every shard at once, joining again", "ring", s.opts.Ring, "err", err)
+	s.opts.Logger.Error("shard: membership lapsed; stopped every shard at once, joining again", "ring", s.opts.Name, "err", err)
 }
 
 // loop steps at every membership or table change, and every RetryPeriod,
@@ -364,7 +386,7 @@ func (s *Sharder) perform(ctx context.Context, acts []action) input {
 		}
 	}
 	if f, ok := answer.(failed); ok && ctx.Err() == nil {
-		s.opts.Logger.Warn("shard: could not update this replica's share; retrying", "ring", s.opts.Ring, "err", f.err)
+		s.opts.Logger.Warn("shard: could not update this replica's share; retrying", "ring", s.opts.Name, "err", f.err)
 	}
 	return answer
 }
@@ -393,10 +415,10 @@ func (s *Sharder) do(ctx context.Context, a action) input {
 		s.acquired(a)
 	case handoff:
 		s.metrics.handoffs.WithLabelValues(a.kind).Add(float64(a.n))
-		s.opts.Logger.Info("shard: handed shards over", "ring", s.opts.Ring, "kind", a.kind, "shards", a.n)
+		s.opts.Logger.Info("shard: handed shards over", "ring", s.opts.Name, "kind", a.kind, "shards", a.n)
 	case left:
 		if !a.released {
-			s.opts.Logger.Warn("shard: could not release this replica's shards on leaving; the others take them over after the lease duration", "ring", s.opts.Ring)
+			s.opts.Logger.Warn("shard: could not release this replica's shards on leaving; the others take them over after the lease duration", "ring", s.opts.Name)
 		}
 	}
 	return nil
@@ -429,7 +451,7 @@ func (s *Sharder) drain(ctx context.Context) input {
 		case <-deadline.C:
 			if !cancelled {
 				cancelled = true
-				s.opts.Logger.Warn("shard: reconciles still running after the drain timeout; cancelling them", "ring", s.opts.Ring, "shards", busy)
+				s.opts.Logger.Warn("shard: reconciles still running after the drain timeout; cancelling them", "ring", s.opts.Name, "shards", busy)
 				for _, v := range busy {
 					s.stopShard(v, fmt.Errorf("%w: released after a drain timeout of %s", ErrLost, s.opts.DrainTimeout))
 				}
@@ -512,7 +534,7 @@ func (s *Sharder) relist(ctx context.Context) input {
 // acquired reports shards opened and has their objects queued.
 func (s *Sharder) acquired(a opened) {
 	s.metrics.handoffs.WithLabelValues("acquired").Add(float64(len(a.shards)))
-	s.opts.Logger.Info("shard: opened shards", "ring", s.opts.Ring, "shards", len(a.shards), "owned", a.owned)
+	s.opts.Logger.Info("shard: opened shards", "ring", s.opts.Name, "shards", len(a.shards), "owned", a.owned)
 	if s.opts.Acquired == nil {
 		return
 	}

@@ -48,8 +48,8 @@ var hashes = func() []uint64 {
 func startWorker(t *testing.T, kube kubernetes.Interface, ns, id string, log *intervals) *worker {
 	t.Helper()
 	w := &worker{id: id, done: make(chan error, 1)}
-	s, err := shard.NewSharder(shard.SharderOptions{Kube: kube, Namespace: ns, Ring: "ring", Identity: id,
-		VirtualShards: virtual, Timing: lease.Timing{LeaseDuration: 2 * time.Second, RetryPeriod: 100 * time.Millisecond},
+	s, err := shard.NewSharder(shard.SharderOptions{Kube: kube, Ring: shard.Ring{Name: "ring", Namespace: ns, Identity: id,
+		VirtualShards: virtual, Timing: lease.Timing{LeaseDuration: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}},
 		Relist: func(context.Context) error { w.relist++; return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -202,15 +202,15 @@ func TestSharder_handsShardsOverWithoutOverlapOnJoinsLeavesAndDeaths(t *testing.
 func TestNewSharder_rejectsBadInput(t *testing.T) {
 	kube := apiserver.Client(t, env.Get(t).Config())
 	for _, o := range []shard.SharderOptions{
-		{Kube: kube, Namespace: "ns", Ring: "r", Identity: "a", VirtualShards: 3},
-		{Kube: kube, Namespace: "ns", Ring: "r", Identity: "a", VirtualShards: -4},
-		{Kube: kube, Namespace: "ns", Ring: "r", Identity: "a", VirtualShards: 8192},
-		{Kube: kube, Namespace: "ns", Ring: "r", Identity: "a", Key: "object.metadata.name"},
-		{Kube: kube, Namespace: "ns", Ring: "r", Identity: "a#1"},
-		{Kube: kube, Namespace: "ns", Identity: "a"},
+		{Kube: kube, Ring: shard.Ring{Namespace: "ns", Name: "r", Identity: "a", VirtualShards: 3}},
+		{Kube: kube, Ring: shard.Ring{Namespace: "ns", Name: "r", Identity: "a", VirtualShards: -4}},
+		{Kube: kube, Ring: shard.Ring{Namespace: "ns", Name: "r", Identity: "a", VirtualShards: 8192}},
+		{Kube: kube, Ring: shard.Ring{Namespace: "ns", Name: "r", Identity: "a", Key: "object.metadata.name"}},
+		{Kube: kube, Ring: shard.Ring{Namespace: "ns", Name: "r", Identity: "a#1"}},
+		{Kube: kube, Ring: shard.Ring{Namespace: "ns", Identity: "a"}},
 	} {
 		if _, err := shard.NewSharder(o); err == nil {
-			t.Errorf("NewSharder(VirtualShards %d, Key %q, Identity %q, Ring %q) accepted", o.VirtualShards, o.Key, o.Identity, o.Ring)
+			t.Errorf("NewSharder(VirtualShards %d, Key %q, Identity %q, Ring %q) accepted", o.VirtualShards, o.Key, o.Identity, o.Name)
 		} else if o.VirtualShards != 0 || o.Key != "" {
 			if !errors.Is(err, shard.ErrInvalid) {
 				t.Errorf("error %v does not wrap ErrInvalid", err)
@@ -227,8 +227,8 @@ func TestSharder_refusesARingMadeWithOtherSettings(t *testing.T) {
 	log := &intervals{}
 	a := startWorker(t, kube, ns, "a", log)
 	waitCovered(t, 10*time.Second, a)
-	s, err := shard.NewSharder(shard.SharderOptions{Kube: kube, Namespace: ns, Ring: "ring", Identity: "b",
-		VirtualShards: 32, Timing: lease.Timing{LeaseDuration: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}})
+	s, err := shard.NewSharder(shard.SharderOptions{Kube: kube, Ring: shard.Ring{Name: "ring", Namespace: ns, Identity: "b",
+		VirtualShards: 32, Timing: lease.Timing{LeaseDuration: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}}})
 	if err != nil {
 		t.Fatal(err)
 	}

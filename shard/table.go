@@ -27,19 +27,19 @@ const (
 // is the holder of shard v, "" for none.
 func (s *Sharder) readTable(ctx context.Context) (*coordinationv1.Lease, []string, error) {
 	leases := s.opts.Kube.CoordinationV1().Leases(s.opts.Namespace)
-	l, err := leases.Get(ctx, s.opts.Ring, metav1.GetOptions{})
+	l, err := leases.Get(ctx, s.opts.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Ring, Namespace: s.opts.Namespace}}
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name, Namespace: s.opts.Namespace}}
 		if err := encodeTable(l, make([]string, s.opts.VirtualShards), s.opts.Key); err != nil {
 			return nil, nil, err
 		}
 		l, err = leases.Create(ctx, l, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			l, err = leases.Get(ctx, s.opts.Ring, metav1.GetOptions{})
+			l, err = leases.Get(ctx, s.opts.Name, metav1.GetOptions{})
 		}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("shard: reading the ring's table %s/%s: %w", s.opts.Namespace, s.opts.Ring, err)
+		return nil, nil, fmt.Errorf("shard: reading the ring's table %s/%s: %w", s.opts.Namespace, s.opts.Name, err)
 	}
 	holders, err := decodeTable(l, s.opts.VirtualShards, s.opts.Key)
 	if err != nil {
@@ -167,7 +167,7 @@ func decodeTable(l *coordinationv1.Lease, virtual int, key Key) ([]string, error
 func (s *Sharder) watchTable(ctx context.Context) {
 	leases := s.opts.Kube.CoordinationV1().Leases(s.opts.Namespace)
 	for ctx.Err() == nil {
-		w, err := leases.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", s.opts.Ring).String()})
+		w, err := leases.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", s.opts.Name).String()})
 		if err == nil {
 			for range w.ResultChan() {
 				s.poke()

@@ -229,7 +229,7 @@ func replication(opts *manager.Options, f replicationFlags) error {
 		opts.LeaderElection = election.Options{Name: "foo-controller", Namespace: f.namespace, Identity: f.identity,
 			Timing: timing}
 	case f.ring != "":
-		opts.Sharding = manager.Sharding{Ring: f.ring, Namespace: f.namespace, Identity: f.identity, Key: key,
+		opts.Sharding = manager.Sharding{Name: f.ring, Namespace: f.namespace, Identity: f.identity, Key: key,
 			VirtualShards: f.virtual, Timing: timing}
 	}
 	return nil

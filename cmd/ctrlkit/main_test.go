@@ -149,7 +149,7 @@ func TestRun_runFooRefusesVirtualShardsTheRingCannotUse(t *testing.T) {
 
 func TestReplication_setsLeaderElectionOrShardingWithTheLeaseTimings(t *testing.T) {
 	ring := func(key shard.Key, ld, rd, rp time.Duration) manager.Sharding {
-		return manager.Sharding{Ring: "r", Namespace: "ns", Identity: "me", Key: key, VirtualShards: 64,
+		return manager.Sharding{Name: "r", Namespace: "ns", Identity: "me", Key: key, VirtualShards: 64,
 			Timing: lease.Timing{LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp}}
 	}
 	base := replicationFlags{key: "namespace", virtual: 64, namespace: "ns", identity: "me", leaseDuration: 15 * time.Second}
