@@ -91,7 +91,7 @@
 // Writes made with a reconcile's context through any of them are recorded
 // for read-your-writes.
 //
-// Concurrency: every method of Manager is safe for concurrent use; build
-// informers and controllers before Run (informers may also be added while it
-// runs).
+// Concurrency: every method of Manager is safe for concurrent use;
+// informers and controllers may be added before Run or while it runs (see
+// NewController, RemoveController, ReleaseInformer and WhenServed).
 package manager
