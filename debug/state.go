@@ -12,8 +12,18 @@ type State struct {
 	Shard       *Shard       `json:"shard,omitempty"`
 	Informers   []Informer   `json:"informers"`
 	Controllers []Controller `json:"controllers"`
+	// Waiting is the custom resources whose controllers wait for the API
+	// server to serve them (manager.WhenServed).
+	Waiting []Waiting `json:"waiting,omitempty"`
 	// Webhooks is the webhook server; nil when no webhook is registered.
 	Webhooks *Webhooks `json:"webhooks,omitempty"`
+}
+
+// Waiting is a custom resource not served yet: its controllers start
+// once its CRD is Established and serves its version.
+type Waiting struct {
+	Kind string `json:"kind"` // group/version, Kind=...
+	CRD  string `json:"crd"`  // the CRD's name: plural.group
 }
 
 // Webhooks is the manager's admission and conversion webhook server.

@@ -70,7 +70,7 @@ type Source interface {
 	// register adds the source's handler to its informer and makes c wait
 	// for it. primary is the kind of the controller's For source.
 	// ryw is ControllerOptions.ReadYourWrites.
-	register(m *Manager, c *Controller, primary schema.GroupVersionKind, p *partition, ryw bool) (*informer.Registration, error)
+	register(m *Manager, c *Controller, primary schema.GroupVersionKind, p *partition, ryw bool) (func(), error)
 	isFor() bool
 	role() int
 	informerName() string
@@ -80,9 +80,11 @@ type Source interface {
 	cache() debug.Cache
 }
 
-// source is the one implementation of Source.
+// source is the one implementation of Source: over one informer, or a
+// set of them (Namespaces).
 type source[T Object] struct {
 	inf     *informer.SharedIndexInformer[T]
+	set     *Namespaces[T] // instead of inf
 	filters []func(T) bool
 	primary bool
 	watches bool // a Watches source
@@ -104,7 +106,13 @@ type source[T Object] struct {
 // methods (HasSynced included): read caches through their Readers, never
 // call the API server.
 func For[T Object](inf *informer.SharedIndexInformer[T], filters ...func(T) bool) Source {
-	return &source[T]{inf: inf, filters: filters, primary: true,
+	s := forSource(filters)
+	s.inf = inf
+	return s
+}
+
+func forSource[T Object](filters []func(T) bool) *source[T] {
+	return &source[T]{filters: filters, primary: true,
 		names: func(schema.GroupVersionKind) handler.KeyFunc[T, object.ObjectName] { return handler.Names[T]() }}
 }
 
@@ -113,7 +121,13 @@ func For[T Object](inf *informer.SharedIndexInformer[T], filters ...func(T) bool
 // the For kind; see handler.Owners), so an owned object changed or
 // deleted by someone else is put right.
 func Owns[T Object](inf *informer.SharedIndexInformer[T], filters ...func(T) bool) Source {
-	return &source[T]{inf: inf, filters: filters,
+	s := ownsSource(filters)
+	s.inf = inf
+	return s
+}
+
+func ownsSource[T Object](filters []func(T) bool) *source[T] {
+	return &source[T]{filters: filters,
 		names: func(primary schema.GroupVersionKind) handler.KeyFunc[T, object.ObjectName] {
 			return handler.Owners[T](primary.GroupKind())
 		}}
@@ -124,7 +138,13 @@ func Owns[T Object](inf *informer.SharedIndexInformer[T], filters ...func(T) boo
 // changed ConfigMap. mapFn runs on the informer's goroutine: it must not
 // block.
 func Watches[T Object](inf *informer.SharedIndexInformer[T], mapFn func(T) []object.ObjectName, filters ...func(T) bool) Source {
-	return &source[T]{inf: inf, filters: filters, watches: true,
+	s := watchesSource(mapFn, filters)
+	s.inf = inf
+	return s
+}
+
+func watchesSource[T Object](mapFn func(T) []object.ObjectName, filters []func(T) bool) *source[T] {
+	return &source[T]{filters: filters, watches: true,
 		names: func(schema.GroupVersionKind) handler.KeyFunc[T, object.ObjectName] { return handler.Mapped(mapFn) }}
 }
 
@@ -141,24 +161,37 @@ func (s *source[T]) role() int {
 }
 
 func (s *source[T]) informerName() string {
-	if s.inf == nil {
-		return ""
+	switch {
+	case s.set != nil:
+		return s.set.Name()
+	case s.inf != nil:
+		return s.inf.Name()
 	}
-	return s.inf.Name()
+	return ""
 }
 
 func (s *source[T]) each(fn func(object.ObjectName, types.UID)) {
-	if s.inf == nil {
-		return
+	var objs []T
+	switch {
+	case s.set != nil:
+		objs = s.set.List("", nil)
+	case s.inf != nil:
+		objs = s.inf.Reader().List("", nil)
 	}
-	for _, obj := range s.inf.Reader().List("", nil) {
+	for _, obj := range objs {
 		fn(object.NameOf(obj), obj.GetUID())
 	}
 }
 
 // uidOf returns the UID of the cached object called n.
 func (s *source[T]) uidOf(n object.ObjectName) (types.UID, bool) {
-	obj, ok := s.inf.Reader().Get(n)
+	var obj T
+	var ok bool
+	if s.set != nil {
+		obj, ok = s.set.Get(n)
+	} else {
+		obj, ok = s.inf.Reader().Get(n)
+	}
 	if !ok {
 		return "", false
 	}
@@ -166,36 +199,53 @@ func (s *source[T]) uidOf(n object.ObjectName) (types.UID, bool) {
 }
 
 func (s *source[T]) cache() debug.Cache {
-	if s.inf == nil {
-		return nil
+	switch {
+	case s.set != nil:
+		return s.set
+	case s.inf != nil:
+		return s.inf
 	}
-	return s.inf
+	return nil
 }
 
 func (s *source[T]) kind(m *Manager) (schema.GroupVersionKind, error) {
 	return m.kindOf(newObject[T]())
 }
 
-func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVersionKind, p *partition, ryw bool) (*informer.Registration, error) {
+// register adds the source's handler to its informer (or every informer
+// of its set) and makes c wait for it; it returns what removes it.
+func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVersionKind, p *partition, ryw bool) (func(), error) {
+	mk := func(inf *informer.SharedIndexInformer[T]) *sourceKeys[T] {
+		k := s.keysInto(c, primary, p, inf.Name())
+		if ryw {
+			k.m = m
+		}
+		return k
+	}
+	if s.set != nil {
+		remove, synced, err := s.set.register(c.Name(), mk)
+		if err != nil {
+			return nil, err
+		}
+		c.WaitFor(s.set.Name(), synced, s.set.lastError)
+		return remove, nil
+	}
 	if s.inf == nil {
 		return nil, errors.New("nil informer")
 	}
-	k := s.keysInto(c, primary, p)
-	if ryw {
-		k.m = m
-	}
-	reg, err := s.inf.AddEventHandler(k, informer.HandlerOptions{Name: c.Name()})
+	reg, err := s.inf.AddEventHandler(mk(s.inf), informer.HandlerOptions{Name: c.Name()})
 	if err != nil {
 		return nil, err
 	}
 	c.WaitFor(s.inf.Name(), reg.HasSynced, s.inf.LastError)
-	return reg, nil
+	return reg.Remove, nil
 }
 
-// keysInto returns the source's handler into c, without read-your-writes;
-// p is the controller's partition (nil without sharding).
-func (s *source[T]) keysInto(c *Controller, primary schema.GroupVersionKind, p *partition) *sourceKeys[T] {
-	k := &sourceKeys[T]{c: c, source: s.inf.Name(), names: s.names(primary),
+// keysInto returns the source's handler into c from the informer called
+// informer, without read-your-writes; p is the controller's partition (nil
+// without sharding).
+func (s *source[T]) keysInto(c *Controller, primary schema.GroupVersionKind, p *partition, informer string) *sourceKeys[T] {
+	k := &sourceKeys[T]{c: c, source: informer, names: s.names(primary),
 		expect: s.primary && len(s.filters) == 0}
 	if len(s.filters) > 0 {
 		k.accept = s.accept
@@ -247,8 +297,8 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 		})
 	}
 	undo := func() {
-		for _, r := range life.regs {
-			r.Remove()
+		for _, remove := range life.regs {
+			remove()
 		}
 		if life.unrelease != nil {
 			life.unrelease()
@@ -270,22 +320,31 @@ func NewController(m *Manager, name string, rec controller.Reconciler[object.Obj
 			e.primaries = s.each
 		}
 	}
+	if err := m.addController(e); err != nil {
+		undo() // not under m.mu: a set's handlers take its lock, which comes first
+		return nil, fmt.Errorf("manager: controller %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// addController adds e, unless its name is taken (another NewController
+// of that name won the race) or the manager is stopping, and takes its
+// references to its sources' informers.
+func (m *Manager) addController(e controllerEntry) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.nameFreeLocked(name); err != nil { // another NewController of that name won the race
-		undo()
-		return nil, err
+	if err := m.nameFreeLocked(e.c.Name()); err != nil {
+		return err
 	}
 	if m.once.Started() {
 		if err := m.addLateLocked(e); err != nil {
-			undo()
-			return nil, fmt.Errorf("manager: controller %s: %w", name, err)
+			return err
 		}
 	} else {
 		m.controllers = append(m.controllers, e)
 	}
-	m.holdLocked(sources)
-	return c, nil
+	m.holdLocked(e.sources)
+	return nil
 }
 
 // controllerOptions returns the options of the controller called name:

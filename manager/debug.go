@@ -93,6 +93,9 @@ func (s debugSource) State() debug.State {
 			st.Shard.Ready = err.Error()
 		}
 	}
+	for _, w := range m.waitingFor() {
+		st.Waiting = append(st.Waiting, debug.Waiting{Kind: w.gvk.String(), CRD: w.crd})
+	}
 	if len(m.webhooks.Paths()) > 0 {
 		m.mu.Lock()
 		addr := m.webhookAddr

@@ -112,3 +112,44 @@ func ExampleFinalizer() {
 	}
 	_ = setup
 }
+
+// A controller over the ConfigMaps of a set of tenant namespaces that
+// grows and shrinks while it runs: a tenant onboarded is listed and
+// watched alone, a tenant offboarded leaves the cache and its objects are
+// reconciled as gone. (Not run as a test: it needs a cluster;
+// namespaces_test.go runs the same wiring on the real API server.)
+func ExampleInNamespaces() {
+	run := func(ctx context.Context, cfg *rest.Config, tenants <-chan string, offboarded <-chan string) error {
+		m, err := manager.New(cfg, manager.Options{})
+		if err != nil {
+			return err
+		}
+		set, err := manager.InNamespaces[*corev1.ConfigMap](m, manager.Scope{LabelSelector: "tenant-config=true"})
+		if err != nil {
+			return err
+		}
+		rec := controller.ReconcileFunc[object.ObjectName](func(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+			if _, ok := set.Get(name); !ok {
+				fmt.Println(name, "gone")
+			}
+			return controller.Result{}, nil
+		})
+		if _, err := manager.NewController(m, "tenant-config", rec, manager.ControllerOptions{}, set.For()); err != nil {
+			return err
+		}
+		go func() {
+			for {
+				select {
+				case ns := <-tenants:
+					_ = set.Add(ns)
+				case ns := <-offboarded:
+					_ = set.Remove(ns)
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		return m.Run(ctx)
+	}
+	_ = run
+}

@@ -47,7 +47,7 @@ func TestSource_onlyAnUnfilteredForTellsItsQueueHowManyKeysAreComing(t *testing.
 		{"Owns", Owns(inf), false},
 		{"Watches", Watches(inf, mapped), false},
 	} {
-		k := tc.src.(*source[*corev1.ConfigMap]).keysInto(c, gvk, nil)
+		k := tc.src.(*source[*corev1.ConfigMap]).keysInto(c, gvk, nil, "test")
 		if k.expect != tc.expect {
 			t.Errorf("%s: passes the hint on: %v, want %v", tc.name, k.expect, tc.expect)
 		}
@@ -79,7 +79,7 @@ func TestSource_EnqueueRunsEveryStageInOneBatch(t *testing.T) {
 	in := map[string]string{"in": "yes"}
 	accept := func(cm *corev1.ConfigMap) bool { return cm.Labels["in"] == "yes" }
 	p := &partition{}
-	k := For(inf, accept).(*source[*corev1.ConfigMap]).keysInto(c, corev1.SchemeGroupVersion.WithKind("ConfigMap"), p)
+	k := For(inf, accept).(*source[*corev1.ConfigMap]).keysInto(c, corev1.SchemeGroupVersion.WithKind("ConfigMap"), p, inf.Name())
 	type ev = handler.Event[*corev1.ConfigMap]
 	same := cmAt("resynced", "1", in)
 	k.Enqueue([]ev{

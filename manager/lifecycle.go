@@ -8,8 +8,6 @@ import (
 	"sync"
 
 	"golang.org/x/sync/errgroup"
-
-	"github.com/ctrlkit/ctrlkit/informer"
 )
 
 // Controllers come and go while the manager runs: NewController after Run
@@ -38,9 +36,9 @@ var (
 // controllerLife is a controller's run state, shared by every copy of its
 // entry.
 type controllerLife struct {
-	regs      []*informer.Registration // its handlers on its sources' informers
-	unrelease func()                   // unregisters its read-your-writes callback; nil without
-	late      bool                     // added after Run started: its sync does not make the replica unready
+	regs      []func() // remove its handlers from its sources' informers
+	unrelease func()   // unregisters its read-your-writes callback; nil without
+	late      bool     // added after Run started: its sync does not make the replica unready
 
 	mu      sync.Mutex
 	removed bool
@@ -170,8 +168,8 @@ func (m *Manager) RemoveController(c *Controller) error {
 	e := m.controllers[i]
 	m.controllers = slices.Delete(slices.Clone(m.controllers), i, i+1) // a new array: no reader's view shifts
 	m.mu.Unlock()
-	for _, r := range e.life.regs {
-		r.Remove()
+	for _, remove := range e.life.regs {
+		remove()
 	}
 	if e.life.unrelease != nil {
 		e.life.unrelease()
@@ -215,14 +213,15 @@ func (m *Manager) starterFor(e controllerEntry) *starter {
 var ErrNoInformer = errors.New("not an informer this manager holds (released already?)")
 
 // ReleaseInformer gives back one reference to inf, an informer Informer or
-// Projection returned: each call of those takes one, and each controller
-// holds one on each of its sources' informers until RemoveController. The
-// last release stops the informer (its reflector and handlers; it returns
-// once they have), unregisters its metrics, takes it off /readyz, the
-// debug page and the read-your-writes ledger, and drops the manager's
-// references to its cache; a later Informer call of that type and scope
-// makes a new one. Whoever still holds inf reads a cache that no longer
-// changes.
+// Projection returned or a set InNamespaces returned: each call of those
+// takes one, and each controller holds one on each of its sources'
+// informers until RemoveController. The last release stops the informer
+// (its reflector and handlers; it returns once they have), unregisters its
+// metrics, takes it off /readyz, the debug page and the read-your-writes
+// ledger, and drops the manager's references to its cache; a later
+// Informer call of that type and scope makes a new one. Whoever still
+// holds inf reads a cache that no longer changes. A set's last release
+// releases each of its namespaces' informers.
 func (m *Manager) ReleaseInformer(inf interface{ Name() string }) error {
 	if inf == nil {
 		return fmt.Errorf("manager: ReleaseInformer(nil): %w", ErrNoInformer)
@@ -232,29 +231,37 @@ func (m *Manager) ReleaseInformer(inf interface{ Name() string }) error {
 		m.mu.Unlock()
 		return fmt.Errorf("manager: informer %s: %w", inf.Name(), ErrNoInformer)
 	}
-	e, last := m.releaseLocked(inf.Name())
+	after := m.releaseLocked(inf.Name())
 	m.mu.Unlock()
-	if last {
-		m.stopInformer(e)
-	}
+	after()
 	return nil
 }
 
-// releaseLocked drops one reference to the informer called name; at the
-// last, it forgets the informer and returns it, to be stopped once m.mu
-// is released. m.mu is held.
-func (m *Manager) releaseLocked(name string) (informerEntry, bool) {
+// namespaceSet is the manager's view of a Namespaces set.
+type namespaceSet interface {
+	close()
+	memberNames() []string
+}
+
+// releaseLocked drops one reference to the informer or set called name;
+// at the last, it forgets it and returns what stops it, to be called once
+// m.mu is released. m.mu is held.
+func (m *Manager) releaseLocked(name string) (after func()) {
 	if m.refs[name]--; m.refs[name] > 0 {
-		return informerEntry{}, false
+		return func() {}
 	}
 	delete(m.refs, name)
+	if set, ok := m.sets[name]; ok {
+		delete(m.sets, name)
+		return set.close
+	}
 	i := slices.IndexFunc(m.informers, func(e informerEntry) bool { return e.name == name })
 	if i < 0 {
-		return informerEntry{}, false // not the factory's (an unusable one)
+		return func() {} // not the factory's (an unusable one)
 	}
 	e := m.informers[i]
 	m.informers = slices.Delete(slices.Clone(m.informers), i, i+1)
-	return e, true
+	return func() { m.stopInformer(e) }
 }
 
 // stopInformer stops e, an informer no one holds any more, and takes it
@@ -286,17 +293,15 @@ func (m *Manager) holdLocked(sources []Source) {
 // releaseSources gives back a removed controller's references to its
 // sources' informers, stopping those no one holds any more.
 func (m *Manager) releaseSources(sources []Source) {
-	var stop []informerEntry
+	var after []func()
 	m.mu.Lock()
 	for _, s := range sources {
 		if name := s.informerName(); name != "" && m.refs[name] > 0 {
-			if e, last := m.releaseLocked(name); last {
-				stop = append(stop, e)
-			}
+			after = append(after, m.releaseLocked(name))
 		}
 	}
 	m.mu.Unlock()
-	for _, e := range stop {
-		m.stopInformer(e)
+	for _, f := range after {
+		f()
 	}
 }

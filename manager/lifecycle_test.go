@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"runtime"
 	"strconv"
@@ -318,14 +320,31 @@ func TestManager_whenServedFollowsItsCRD(t *testing.T) {
 	}
 	base := start(t, m)
 	eventually(t, 30*time.Second, "/readyz 200 without the CRD", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
+	waiting := "waiting for CRD " + crdName
+	if _, body := get(t, base+"/readyz?verbose"); !strings.Contains(body, waiting) {
+		t.Errorf("/readyz?verbose does not say %q:\n%s", waiting, body)
+	}
+	if _, body := get(t, base+"/debug/ctrlkit/state.json"); !strings.Contains(body, `"crd":"`+crdName+`"`) {
+		t.Errorf("the debug page's state does not name the CRD waited for:\n%s", body)
+	}
 	// Readiness is sampled all along: it must never drop.
 	sampling, stopSampling := context.WithCancel(t.Context())
 	sampled := make(chan []string, 1)
+	// The sampler's connections close after each request: one kept beside
+	// the test's own would count as goroutines the cycles left behind.
+	sampler := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	go func() {
 		var drops []string
 		for sampling.Err() == nil {
-			if code, body := get(t, base+"/readyz"); code != 200 {
-				drops = append(drops, body)
+			resp, err := sampler.Get(base + "/readyz")
+			if err != nil {
+				drops = append(drops, err.Error())
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				drops = append(drops, string(body))
 			}
 			time.Sleep(20 * time.Millisecond) // a sampling period, not synchronisation
 		}
@@ -371,6 +390,9 @@ func TestManager_whenServedFollowsItsCRD(t *testing.T) {
 		t.Logf("the informer and controller stopped %v after the CRD was gone", time.Since(removed))
 	}
 	serveAndReconcile(1)
+	if _, body := get(t, base+"/readyz?verbose"); strings.Contains(body, waiting) {
+		t.Errorf("/readyz?verbose still says %q once the CRD is served", waiting)
+	}
 	unserve()
 
 	// More create/delete cycles of the CRD leave no goroutine or memory

@@ -319,7 +319,9 @@ type Manager struct {
 	runnables   []Runnable
 	checks      []check
 	informers   []informerEntry
-	refs        map[string]int // by informer name: Informer and Projection calls and controllers' sources not released
+	refs        map[string]int // by informer or set name: Informer, Projection and InNamespaces calls and controllers' sources not released
+	sets        map[string]namespaceSet
+	served      []*servedWatch // WhenServed's
 	errs        []error        // from Informer, returned by Run
 	once        run.Once       // Run
 	listening   chan struct{}  // closed when Run has bound its listener or failed
@@ -359,7 +361,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, opts: opts, scheme: scheme, listening: make(chan struct{}),
 		projections: map[reflect.Type]schema.GroupVersionKind{}, everyStarter: newStarter(), leaderStarter: newStarter(),
-		refs: map[string]int{}}
+		refs: map[string]int{}, sets: map[string]namespaceSet{}}
 	if err := m.newClients(); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}

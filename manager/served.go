@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -49,6 +50,9 @@ func WhenServed(m *Manager, gvk schema.GroupVersionKind, setup func() (Served, e
 	name := m.plurals().resource(gvk).Resource + "." + gvk.Group
 	crds := Informer[*apiextensionsv1.CustomResourceDefinition](m, Scope{FieldSelector: "metadata.name=" + name})
 	w := &servedWatch{m: m, gvk: gvk, crd: name, setup: setup}
+	m.mu.Lock()
+	m.served = append(m.served, w)
+	m.mu.Unlock()
 	_, err := crds.AddEventHandler(handler.Funcs[*apiextensionsv1.CustomResourceDefinition]{
 		AddFunc:    func(crd *apiextensionsv1.CustomResourceDefinition, _ bool) { w.judge(crd) },
 		UpdateFunc: func(_, crd *apiextensionsv1.CustomResourceDefinition) { w.judge(crd) },
@@ -68,6 +72,21 @@ type servedWatch struct {
 	crd   string
 	setup func() (Served, error)
 	up    *Served // what setup made; nil while the resource is not served
+	// serving is up != nil, for /readyz?verbose and the debug page.
+	serving atomic.Bool
+}
+
+// waitingFor returns the WhenServed watches whose resource is not served.
+func (m *Manager) waitingFor() []*servedWatch {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*servedWatch
+	for _, w := range m.served {
+		if !w.serving.Load() {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // judge sets up or undoes after a change of the CRD (nil: deleted).
@@ -82,10 +101,12 @@ func (w *servedWatch) judge(crd *apiextensionsv1.CustomResourceDefinition) {
 			return
 		}
 		w.up = &made
+		w.serving.Store(true)
 		log.Info("manager: the resource is served: its controllers start", "controllers", len(made.Controllers))
 	case !serves && w.up != nil:
 		w.undo(*w.up)
 		w.up = nil
+		w.serving.Store(false)
 		log.Info("manager: the resource is no longer served: its controllers and informers stopped")
 	}
 }

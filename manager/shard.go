@@ -81,14 +81,15 @@ func (m *Manager) planSharding(ctrls []controllerEntry) {
 	all := map[string]bool{} // needs every object
 	for _, c := range ctrls {
 		for _, s := range c.sources {
-			name := s.informerName()
-			switch {
-			case c.every || s.role() == roleWatches:
-				all[name] = true
-			case s.role() == roleFor || m.sharder.Key() == shard.Namespace:
-				want[name] = merge(want[name], cutOwn)
-			default:
-				want[name] = merge(want[name], cutByController)
+			for _, name := range m.informersOf(s) {
+				switch {
+				case c.every || s.role() == roleWatches:
+					all[name] = true
+				case s.role() == roleFor || m.sharder.Key() == shard.Namespace:
+					want[name] = merge(want[name], cutOwn)
+				default:
+					want[name] = merge(want[name], cutByController)
+				}
 			}
 		}
 	}
@@ -101,6 +102,18 @@ func (m *Manager) planSharding(ctrls []controllerEntry) {
 		}
 		e.cut.Store(mode)
 	}
+}
+
+// informersOf names the informers of s: its own, or its set's members.
+func (m *Manager) informersOf(s Source) []string {
+	name := s.informerName()
+	m.mu.Lock()
+	set, ok := m.sets[name]
+	m.mu.Unlock()
+	if ok {
+		return set.memberNames()
+	}
+	return []string{name}
 }
 
 // merge combines two wishes for one informer: different cuts cannot both
