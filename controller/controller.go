@@ -7,8 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ctrlkit/ctrlkit/internal/run"
 	"github.com/ctrlkit/ctrlkit/telemetry"
+	"github.com/ctrlkit/ctrlkit/tracing"
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
@@ -82,6 +85,16 @@ type Options[K comparable] struct {
 	// default: the key's namespace; Quantum) and how keys age (AgingStep).
 	// Default: the queue's.
 	Fairness workqueue.Fairness[K]
+	// Tracer, if set, traces each reconcile: a span whose links name every
+	// event merged into it, joined to the trace of an object's
+	// traceparent annotation (see package tracing). Default: none, and
+	// then tracing costs nothing.
+	Tracer trace.Tracer
+	// Writes, with a Tracer, is where the traced writes are recorded (by
+	// tracing.Transport), so that a link can name the write that caused
+	// its event and a controller's own writes count as self-triggered.
+	// The manager sets its own. Default: none (links name no write).
+	Writes *tracing.Writes
 	// Telemetry: the Logger receives errors, drops and panics, the
 	// Registerer the controller's and its queue's metrics.
 	telemetry.Telemetry
@@ -131,6 +144,8 @@ type Controller[K comparable] struct {
 	queue   *workqueue.Queue[K]
 	metrics *metrics
 	track   tracker[K] // for Stats and KeyStats
+	// spanName names the spans of reconciles, with Options.Tracer.
+	spanName string
 
 	mu      sync.Mutex // guards sources and synced
 	sources []source
@@ -179,6 +194,9 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 	}
 	c := &Controller[K]{rec: rec, opts: opts, queue: q, metrics: m}
 	c.track.epoch = time.Now()
+	if opts.Tracer != nil {
+		c.track.tracing, c.spanName = true, "reconcile "+opts.Name
+	}
 	return c, nil
 }
 
@@ -268,6 +286,9 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 	// Reconciles run under work, which outlives ctx by up to ShutdownTimeout.
 	work, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stop(nil)
+	if c.opts.Tracer != nil {
+		work = tracing.WithController(work, c.opts.Name) // once, not per reconcile
+	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for range c.opts.Workers {

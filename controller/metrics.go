@@ -51,6 +51,7 @@ type metrics struct {
 	busy                           prometheus.Gauge
 	workers                        prometheus.Gauge
 	holds                          prometheus.Counter
+	self                           prometheus.Counter
 	dropped                        *prometheus.CounterVec // by reason
 	series                         *telemetry.Series      // for Close
 }
@@ -72,6 +73,8 @@ func newMetrics(tel telemetry.Telemetry, name string, workers int) (*metrics, er
 			busy:    s.Gauge("controller_runtime_active_workers", "Workers reconciling a key now."),
 			workers: s.Gauge("controller_runtime_max_concurrent_reconciles", "Workers of the controller (Options.Workers): the most keys reconciled at once."),
 			holds:   s.Counter("ctrlkit_controller_gate_holds_total", "Times a key was held back by the gate (read-your-writes)."),
+			self: s.Counter("ctrlkit_controller_self_triggered_total",
+				"Reconciles queued by an event of the controller's own write (counted with a tracer only: see package tracing); a steady rise is a hot loop."),
 			dropped: s.CounterVec("ctrlkit_controller_dropped_keys_total",
 				"Keys given up on, by reason: max_retries (failed Options.MaxRetries times in a row; the reconciles count as errors too), not_owned (not reconciled here: another replica owns them, see sharding).",
 				"reason"),
@@ -126,6 +129,20 @@ func (m *metrics) timedOut() { telemetry.Record(m, func() { m.timeouts.Inc() }) 
 
 func (m *metrics) workerBusy(d float64) { telemetry.Record(m, func() { m.busy.Add(d) }) }
 
-func (m *metrics) duration(d time.Duration) {
-	telemetry.Record(m, func() { m.latency.Observe(d.Seconds()) })
+// duration observes a reconcile's time, with the trace id of its span as
+// the exemplar when it was sampled ("" for none).
+func (m *metrics) duration(d time.Duration, traceID string) {
+	if m == nil {
+		return
+	}
+	if traceID != "" {
+		if eo, ok := m.latency.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": traceID})
+			return
+		}
+	}
+	m.latency.Observe(d.Seconds())
 }
+
+// selfTriggered counts a reconcile queued by the controller's own write.
+func (m *metrics) selfTriggered() { telemetry.Record(m, func() { m.self.Inc() }) }

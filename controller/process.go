@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
@@ -48,10 +50,17 @@ func (e errPanic) Error() string { return fmt.Sprintf("controller: reconcile pan
 func (c *Controller[K]) process(ctx context.Context, key K) {
 	defer c.queue.Done(key)
 	c.track.started(key)
+	var span trace.Span
+	if c.opts.Tracer != nil {
+		ctx, span = c.startSpan(ctx, key)
+	}
 	start := time.Since(c.track.epoch) // as in tracker.now: one read of the monotonic clock
 	res, err := c.reconcile(ctx, key)
 	end := time.Since(c.track.epoch)
-	c.metrics.duration(end - start)
+	c.metrics.duration(end-start, exemplar(span))
+	if span != nil {
+		endSpan(span, res, err)
+	}
 	ended := c.track.time(end) // dates the outcome and any requeue below
 	c.recordResult(key, err, ended)
 	switch {

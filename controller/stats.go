@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
@@ -81,6 +83,9 @@ type KeyStats[K comparable] struct {
 	// LastError is the key's last error while it is failing: nil after a
 	// success.
 	LastError *KeyError[K]
+	// TraceID is the trace id of the key's latest reconcile, with a
+	// tracer (Options.Tracer); "" without, or when it is no longer known.
+	TraceID string
 }
 
 // RecentErrors is how many failed reconciles Stats remembers.
@@ -113,6 +118,12 @@ type tracker[K comparable] struct {
 		text  string
 		index uint32
 	}
+	// With a tracer (tracing true): the links of each key's next
+	// reconcile, and the trace id of each key's latest.
+	tracing  bool
+	links    map[K]*links
+	free     []*links // emptied links, for reuse
+	traceIDs map[K]trace.TraceID
 }
 
 // why are the reasons a key was added for: 56 bytes and no pointer, so a
@@ -206,6 +217,9 @@ func (t *tracker[K]) note(key K, r Reason) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.noteLocked(key, r)
+	if t.tracing {
+		t.linkLocked(key, r, nil)
+	}
 }
 
 // noteBatch records reasons[i] for keys[i], under one lock; a reason
@@ -361,6 +375,9 @@ func (c *Controller[K]) KeyStats(key K) KeyStats[K] {
 	}
 	if e, ok := c.track.failing[key]; ok {
 		ks.LastError = &e
+	}
+	if id, ok := c.track.traceIDs[key]; ok {
+		ks.TraceID = id.String()
 	}
 	return ks
 }

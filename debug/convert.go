@@ -110,6 +110,7 @@ func Explain[K comparable](name string, key K, ks controller.KeyStats[K], cache 
 		ke := keyError(*ks.LastError)
 		e.LastError = &ke
 	}
+	e.TraceID = ks.TraceID
 	e.Known = e.Cached || e.Queued || e.Processing || ks.Adds > 0 || e.LastError != nil || e.Attempts > 0
 	e.Summary = summary(e, now)
 	return e

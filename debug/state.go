@@ -269,4 +269,7 @@ type Explanation struct {
 	// Attempts is the key's failures in a row; LastError the last of them.
 	Attempts  int       `json:"attempts"`
 	LastError *KeyError `json:"lastError,omitempty"`
+	// TraceID is the trace of the key's latest reconcile, when the
+	// controller traces (see package tracing).
+	TraceID string `json:"traceId,omitempty"`
 }

@@ -9,15 +9,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/ctrlkit/ctrlkit/internal/apiwrite"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // Ref names one object of one resource.
-type Ref struct {
-	Resource schema.GroupResource
-	Name     object.ObjectName
-}
+type Ref = apiwrite.Ref
 
 // Cache is one informer's cache as the ledger sees it.
 type Cache struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/telemetry"
+	"github.com/ctrlkit/ctrlkit/tracing"
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
@@ -217,9 +218,10 @@ func (s *source[T]) kind(m *Manager) (schema.GroupVersionKind, error) {
 func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVersionKind, p *partition, ryw bool) (func(), error) {
 	mk := func(inf *informer.SharedIndexInformer[T]) *sourceKeys[T] {
 		k := s.keysInto(c, primary, p, inf.Name())
-		if ryw {
+		if ryw || m.tracer != nil {
 			k.m = m
 		}
+		k.ryw = ryw
 		return k
 	}
 	if s.set != nil {
@@ -246,7 +248,7 @@ func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVers
 // without sharding).
 func (s *source[T]) keysInto(c *Controller, primary schema.GroupVersionKind, p *partition, informer string) *sourceKeys[T] {
 	k := &sourceKeys[T]{c: c, source: informer, names: s.names(primary),
-		expect: s.primary && len(s.filters) == 0}
+		expect: s.primary && len(s.filters) == 0, handler: [...]string{roleFor: "For", roleOwns: "Owns", roleWatches: "Watches"}[s.role()]}
 	if len(s.filters) > 0 {
 		k.accept = s.accept
 	}
@@ -364,6 +366,12 @@ func (m *Manager) controllerOptions(name string, opts ControllerOptions) (contro
 	if opts.ReadYourWrites && co.Gate == nil {
 		co.Gate = m.ledger.Gate()
 	}
+	if co.Tracer == nil {
+		co.Tracer = m.tracer
+	}
+	if co.Writes == nil {
+		co.Writes = m.writes
+	}
 	return co, part
 }
 
@@ -434,17 +442,22 @@ type sourceKeys[T Object] struct {
 	source string // the informer's name
 	names  handler.KeyFunc[T, object.ObjectName]
 	accept func(T) bool // nil: every object
-	m      *Manager     // with read-your-writes
+	m      *Manager     // with read-your-writes or a tracer
+	ryw    bool         // read-your-writes: the ledger observes the events
 	part   *partition   // for a For source, with sharding
 	// expect passes the informer's hint of a list's size to the queue: a
 	// For source without filters, each object being one key.
 	expect bool
+	// handler is the source's kind ("For", "Owns", "Watches"), for the
+	// links of traced reconciles.
+	handler string
 
 	// mu guards the scratch space below, kept from batch to batch (one
 	// informer calls Enqueue from one goroutine at a time).
 	mu     sync.Mutex
 	keys   []object.ObjectName
 	why    []controller.Reason
+	causes []controller.Cause // with a tracer only
 	passed handler.Event[T]
 	// resource is the informer's resource, for the ledger, once known.
 	resource schema.GroupResource
@@ -456,9 +469,10 @@ func (s *sourceKeys[T]) Enqueue(events []handler.Event[T]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	keys, why, bg := s.keys[:0], s.why[:0], false
+	tracing := s.c.Tracing()
 	for i := range events {
 		e := &events[i]
-		if s.m != nil {
+		if s.ryw {
 			s.observe(e)
 		}
 		if s.accept != nil {
@@ -481,6 +495,9 @@ func (s *sourceKeys[T]) Enqueue(events []handler.Event[T]) {
 		for range keys[n:] {
 			why = append(why, r)
 		}
+		if tracing && len(keys) > n {
+			s.causes = s.cause(s.causes, &events[i], len(keys)-n)
+		}
 	}
 	s.keys, s.why = s.flush(keys, why, bg)
 	s.passed = handler.Event[T]{}
@@ -496,9 +513,47 @@ func (s *sourceKeys[T]) flush(keys []object.ObjectName, why []controller.Reason,
 	if bg {
 		prio = workqueue.LowPriority
 	}
-	s.c.AddBatchBecause(keys, why, prio)
+	if len(s.causes) > 0 {
+		s.c.AddBatchCaused(keys, why, s.causes, prio)
+		clear(s.causes)
+		s.causes = s.causes[:0]
+	} else {
+		s.c.AddBatchBecause(keys, why, prio)
+	}
 	clear(keys) // hold no name of a deleted object
 	return keys[:0], why[:0]
+}
+
+// cause appends n copies of the cause of e (its object, version and
+// traceparent) to causes, for a traced controller.
+func (s *sourceKeys[T]) cause(causes []controller.Cause, e *handler.Event[T], n int) []controller.Cause {
+	obj, ok := e.Obj, e.Type != handler.DeleteEvent
+	if !ok {
+		obj, ok = e.Deleted.Obj, e.Deleted.HasObj
+	}
+	c := controller.Cause{Handler: s.handler}
+	if s.m != nil && s.knownResource() {
+		c.Resource = s.resource
+	}
+	if ok {
+		c.Object, c.ResourceVersion = object.NameOf(obj), obj.GetResourceVersion()
+		c.Traceparent, _ = tracing.FromObject(obj)
+	} else {
+		c.Object = e.Deleted.Name
+	}
+	for range n {
+		causes = append(causes, c)
+	}
+	return causes
+}
+
+// knownResource reports whether s.resource is known (the informer has
+// listed), looking it up if not yet.
+func (s *sourceKeys[T]) knownResource() bool {
+	if !s.known {
+		s.resource, s.known = s.m.resourceOf(s.source)
+	}
+	return s.known
 }
 
 // eventName is the reason an event gives, as the informer delivered it.
@@ -532,10 +587,8 @@ func (s *sourceKeys[T]) observe(e *handler.Event[T]) {
 	default:
 		return
 	}
-	if !s.known {
-		if s.resource, s.known = s.m.resourceOf(s.source); !s.known {
-			return // not mapped yet: the informer has not listed
-		}
+	if !s.knownResource() {
+		return // not mapped yet: the informer has not listed
 	}
 	s.m.ledger.Observe(s.resource, n)
 }

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -113,5 +114,36 @@ func TestSource_EnqueueRunsEveryStageInOneBatch(t *testing.T) {
 	}
 	if g, ok := p.gone[object.ObjectName{Namespace: "ns", Name: "left"}]; !ok || g.uid != "uid-left" {
 		t.Errorf("the partition remembers %+v for the object that left the filter, want its UID", p.gone)
+	}
+}
+
+// Without a tracer, the source's path costs no allocation per event: no
+// cause is built and no link kept (the tracing of issue 53 is free when
+// off). With one, each event's cause is kept for the reconcile's span.
+func TestSource_EnqueueAllocatesNothingWithoutATracer(t *testing.T) {
+	inf, err := informer.New[*corev1.ConfigMap](neverLW{}, informer.Options[*corev1.ConfigMap]{Name: "configmaps"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := controller.New[object.ObjectName](controller.ReconcileFunc[object.ObjectName](
+		func(context.Context, object.ObjectName) (controller.Result, error) { return controller.Result{}, nil }),
+		controller.Options[object.ObjectName]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Queue().ShutDown()
+	k := For(inf).(*source[*corev1.ConfigMap]).keysInto(c, corev1.SchemeGroupVersion.WithKind("ConfigMap"), nil, inf.Name())
+	type ev = handler.Event[*corev1.ConfigMap]
+	events := make([]ev, 64)
+	for i := range events {
+		name := fmt.Sprint("cm-", i)
+		events[i] = ev{Type: handler.UpdateEvent, Key: "ns/" + name, Old: cmAt(name, "1", nil), Obj: cmAt(name, "2", nil)}
+	}
+	k.Enqueue(events) // the keys' first add grows the queue's and the tracker's maps
+	if a := testing.AllocsPerRun(100, func() { k.Enqueue(events) }); a != 0 {
+		t.Errorf("Enqueue of %d events without a tracer: %v allocations, want 0", len(events), a)
+	}
+	if c.Tracing() || len(k.causes) != 0 {
+		t.Errorf("causes were built without a tracer: %d", len(k.causes))
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/shard"
 	"github.com/ctrlkit/ctrlkit/telemetry"
+	"github.com/ctrlkit/ctrlkit/tracing"
 	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
@@ -194,6 +196,13 @@ type Options struct {
 	// StartTimeout bounds the start-up check that the API server answers.
 	// Default: 30s.
 	StartTimeout time.Duration
+	// TracerProvider, if set, traces every controller's reconciles and the
+	// writes made with their contexts through the manager's connections:
+	// a span per reconcile linked to every event merged into it, a span
+	// per write, self-triggered reconciles counted (see package tracing).
+	// A controller's own ControllerOptions.Tracer wins. Default: none,
+	// and tracing costs nothing.
+	TracerProvider trace.TracerProvider
 	// KeepKlogOutput leaves klog, client-go's logger (leader election, API
 	// deprecation warnings, ...), as it is: text to stderr in klog's format,
 	// or what the program set with klog.SetLogger. Default: klog's output
@@ -303,6 +312,8 @@ type Manager struct {
 	sharder   *shard.Sharder    // nil without sharding
 	received  *received         // bytes per informer, shard fallbacks
 	ledger    *ledger.Ledger    // the writes made for keys, for ReadYourWrites
+	tracer    trace.Tracer      // from Options.TracerProvider; nil without
+	writes    *tracing.Writes   // traced writes, for the links of the events they cause
 	webhooks  *webhook.Server   // served once a webhook is registered
 	api       *apiProbe         // tells /readyz whether the API server answers
 
@@ -403,6 +414,10 @@ func (m *Manager) newClients() error {
 		return err
 	}
 	m.cfg.Wrap(led.Transport) // writes made with a reconcile's context are recorded for its key
+	if tp := m.opts.TracerProvider; tp != nil {
+		m.tracer, m.writes = tp.Tracer("github.com/ctrlkit/ctrlkit"), tracing.NewWrites(0)
+		m.cfg.Wrap(tracing.Transport(m.tracer, m.writes))
+	}
 	hc, err := rest.HTTPClientFor(m.cfg)
 	if err != nil {
 		return err

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	corev1 "k8s.io/api/core/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -420,9 +422,13 @@ type pipelineLWs struct {
 func startPipeline(ctx context.Context, side string, lws pipelineLWs, r *pipelineRun, workers, pageSize int) (pipeline, error) {
 	switch side {
 	case Ctrlkit:
-		return startCtrlkitPipeline(ctx, lws.ctrlkit, r.observe, nil, workers)
+		return startCtrlkitPipeline(ctx, lws.ctrlkit, r.observe, nil, workers, -1)
 	case CtrlkitManager:
-		return startCtrlkitPipeline(ctx, lws.ctrlkit, nil, r.observeName, workers)
+		return startCtrlkitPipeline(ctx, lws.ctrlkit, nil, r.observeName, workers, -1)
+	case CtrlkitManagerTraced1:
+		return startCtrlkitPipeline(ctx, lws.ctrlkit, nil, r.observeName, workers, 0.01)
+	case CtrlkitManagerTraced100:
+		return startCtrlkitPipeline(ctx, lws.ctrlkit, nil, r.observeName, workers, 1)
 	case Floor:
 		return startFloorPipeline(ctx, cache.ToListerWatcherWithContext(lws.clientGo), r.observe, pageSize), nil
 	}
@@ -436,6 +442,15 @@ func startPipeline(ctx context.Context, side string, lws pipelineLWs, r *pipelin
 // metrics), reconciling typed names. The manager itself is not run: it
 // would list through an API server this input has not got.
 const CtrlkitManager = "ctrlkit manager"
+
+// CtrlkitManagerTraced1 and CtrlkitManagerTraced100 are CtrlkitManager
+// with the manager's Options.TracerProvider set: OpenTelemetry's SDK
+// sampling 1% and all of the reconciles' traces (parent-based, each
+// reconcile a root), their spans batched to an exporter that drops them.
+const (
+	CtrlkitManagerTraced1   = "ctrlkit manager + tracing 1%"
+	CtrlkitManagerTraced100 = "ctrlkit manager + tracing 100%"
+)
 
 // ClientGoStrip is an extra side of S1 on the wire: client-go's informer
 // with a transform that strips managedFields, as ctrlkit's does by default.
@@ -541,7 +556,8 @@ type ctrlkitPipeline struct {
 }
 
 func startCtrlkitPipeline(ctx context.Context, lw reflector.ListerWatcher[*corev1.ConfigMap],
-	observe func(string, *corev1.ConfigMap, bool), observeName func(object.ObjectName, *corev1.ConfigMap, bool), workers int) (*ctrlkitPipeline, error) {
+	observe func(string, *corev1.ConfigMap, bool), observeName func(object.ObjectName, *corev1.ConfigMap, bool), workers int,
+	sampled float64) (*ctrlkitPipeline, error) {
 	inf, err := informer.New[*corev1.ConfigMap](lw,
 		informer.Options[*corev1.ConfigMap]{Name: "configmaps", FactoryOptions: informer.FactoryOptions{Reflector: reflector.Options{DisableWatchList: true}, DetectMutations: informer.DetectNever}})
 	if err != nil {
@@ -550,7 +566,7 @@ func startCtrlkitPipeline(ctx context.Context, lw reflector.ListerWatcher[*corev
 	idx := inf.Reader()
 	keepNamespaceIndex(idx)
 	if observeName != nil {
-		return startManagerPipeline(ctx, inf, observeName, workers)
+		return startManagerPipeline(ctx, inf, observeName, workers, sampled)
 	}
 	ctrl, err := controller.New[string](controller.ReconcileFunc[string](func(_ context.Context, key string) (controller.Result, error) {
 		obj, ok := idx.GetByKey(key)
@@ -574,11 +590,18 @@ func startCtrlkitPipeline(ctx context.Context, lw reflector.ListerWatcher[*corev
 
 // startManagerPipeline adds a controller of a manager that is never run
 // (manager.New makes no request) with For(inf), and runs inf and the
-// controller.
+// controller; with sampled >= 0, the manager traces that share of its
+// reconciles.
 func startManagerPipeline(ctx context.Context, inf *informer.SharedIndexInformer[*corev1.ConfigMap],
-	observe func(object.ObjectName, *corev1.ConfigMap, bool), workers int) (*ctrlkitPipeline, error) {
-	m, err := manager.New(&rest.Config{Host: "https://127.0.0.1:1"}, manager.Options{
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HTTPAddr: "0"})
+	observe func(object.ObjectName, *corev1.ConfigMap, bool), workers int, sampled float64) (*ctrlkitPipeline, error) {
+	opts := manager.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HTTPAddr: "0"}
+	var tp *sdktrace.TracerProvider
+	if sampled >= 0 {
+		tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(sampled))),
+			sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		opts.TracerProvider = tp
+	}
+	m, err := manager.New(&rest.Config{Host: "https://127.0.0.1:1"}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -594,7 +617,12 @@ func startManagerPipeline(ctx context.Context, inf *informer.SharedIndexInformer
 	ctx, cancel := context.WithCancel(ctx)
 	p := &ctrlkitPipeline{inf: inf, cancel: cancel}
 	p.wg.Go(func() { p.errs[0] = inf.Run(ctx) })
-	p.wg.Go(func() { p.errs[1] = ctrl.Run(ctx) })
+	p.wg.Go(func() {
+		p.errs[1] = ctrl.Run(ctx)
+		if tp != nil {
+			p.errs[1] = errors.Join(p.errs[1], tp.Shutdown(context.WithoutCancel(ctx)))
+		}
+	})
 	return p, nil
 }
 

@@ -1,0 +1,107 @@
+// Package apiwrite reads what an API write's request and response say:
+// the resource and object of its path, the metadata of the object in its
+// body (JSON or Kubernetes protobuf). The read-your-writes ledger and the
+// tracing transport both read writes this way.
+package apiwrite
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// Ref names one object of one resource.
+type Ref struct {
+	Resource schema.GroupResource
+	Name     object.ObjectName
+}
+
+// ObjectMeta reads the metadata of the object in a response body, JSON or
+// Kubernetes protobuf; ok is false for anything else, and for a Status.
+func ObjectMeta(contentType string, body []byte) (meta metav1.ObjectMeta, ok bool) {
+	switch {
+	case strings.HasPrefix(contentType, "application/json"):
+		var obj struct {
+			Kind     string            `json:"kind"`
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		if json.Unmarshal(body, &obj) != nil || obj.Kind == "Status" {
+			return meta, false
+		}
+		return obj.Metadata, true
+	case strings.HasPrefix(contentType, "application/vnd.kubernetes.protobuf"):
+		return protobufMeta(body)
+	}
+	return meta, false
+}
+
+// protoMagic starts every Kubernetes protobuf message: a runtime.Unknown
+// whose Raw is the object, whose field 1 is its ObjectMeta (in every API
+// type).
+var protoMagic = []byte{0x6b, 0x38, 0x73, 0x00}
+
+func protobufMeta(body []byte) (meta metav1.ObjectMeta, ok bool) {
+	if !bytes.HasPrefix(body, protoMagic) {
+		return meta, false
+	}
+	var u runtime.Unknown
+	if u.Unmarshal(body[len(protoMagic):]) != nil || u.Kind == "Status" {
+		return meta, false
+	}
+	raw := u.Raw
+	for len(raw) > 0 {
+		num, typ, n := protowire.ConsumeTag(raw)
+		if n < 0 {
+			return meta, false
+		}
+		raw = raw[n:]
+		if num == 1 && typ == protowire.BytesType {
+			field, m := protowire.ConsumeBytes(raw)
+			if m < 0 || meta.Unmarshal(field) != nil {
+				return meta, false
+			}
+			return meta, true
+		}
+		m := protowire.ConsumeFieldValue(num, typ, raw)
+		if m < 0 {
+			return meta, false
+		}
+		raw = raw[m:]
+	}
+	return meta, false
+}
+
+// ParsePath reads the resource and object of an API path:
+// /api/v1/namespaces/NS/RESOURCE[/NAME[/SUB]] or /apis/GROUP/VERSION/...;
+// cluster-scoped paths have no namespaces/NS part.
+func ParsePath(path string) (Ref, bool) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	var group string
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		group, parts = parts[1], parts[3:]
+	default:
+		return Ref{}, false
+	}
+	var ns string
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		ns, parts = parts[1], parts[2:]
+	}
+	if len(parts) == 0 || parts[0] == "" {
+		return Ref{}, false
+	}
+	ref := Ref{Resource: schema.GroupResource{Group: group, Resource: parts[0]}, Name: object.ObjectName{Namespace: ns}}
+	if len(parts) >= 2 {
+		ref.Name.Name = parts[1]
+	}
+	return ref, true
+}
