@@ -58,4 +58,3 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
-
