@@ -222,9 +222,10 @@ func (t *tracker[K]) note(key K, r Reason) {
 	}
 }
 
-// noteBatch records reasons[i] for keys[i], under one lock; a reason
-// without a time is dated now.
-func (t *tracker[K]) noteBatch(keys []K, reasons []Reason, now time.Time) {
+// noteBatch records reasons[i] for keys[i], and with causes (a traced
+// controller's) a link of causes[i] for its next reconcile, under one
+// lock; a reason without a time is dated now.
+func (t *tracker[K]) noteBatch(keys []K, reasons []Reason, causes []Cause, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i, key := range keys {
@@ -233,6 +234,9 @@ func (t *tracker[K]) noteBatch(keys []K, reasons []Reason, now time.Time) {
 			r.At = now
 		}
 		t.noteLocked(key, r)
+		if causes != nil {
+			t.linkLocked(key, r, &causes[i])
+		}
 	}
 }
 
@@ -333,7 +337,7 @@ func (c *Controller[K]) AddBatchBecause(keys []K, reasons []Reason, priority int
 	if len(keys) == 0 {
 		return
 	}
-	c.track.noteBatch(keys, reasons, c.track.now())
+	c.track.noteBatch(keys, reasons, nil, c.track.now())
 	c.queue.AddBatch(keys, priority)
 }
 

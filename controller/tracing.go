@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -90,23 +89,8 @@ func (c *Controller[K]) AddBatchCaused(keys []K, reasons []Reason, causes []Caus
 		c.AddBatchBecause(keys, reasons, priority)
 		return
 	}
-	c.track.noteAndLinkBatch(keys, reasons, causes, c.track.now())
+	c.track.noteBatch(keys, reasons, causes, c.track.now())
 	c.queue.AddBatch(keys, priority)
-}
-
-// noteAndLinkBatch records reasons[i] for keys[i], as noteBatch does, and
-// a link of causes[i] for its next reconcile, under one lock.
-func (t *tracker[K]) noteAndLinkBatch(keys []K, reasons []Reason, causes []Cause, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for i, key := range keys {
-		r := reasons[i]
-		if r.At.IsZero() {
-			r.At = now
-		}
-		t.noteLocked(key, r)
-		t.linkLocked(key, r, &causes[i])
-	}
 }
 
 // linkLocked adds the link of r and cause (nil: a requeue or retry) to

@@ -1,12 +1,9 @@
 package ledger
 
 import (
-	"bytes"
-	"io"
 	"net/http"
 
 	"github.com/ctrlkit/ctrlkit/internal/apiwrite"
-	"github.com/ctrlkit/ctrlkit/object"
 )
 
 // Transport returns a RoundTripper that records, in l, every successful
@@ -40,20 +37,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !ok {
 		return resp, err
 	}
-	body, rerr := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	if rerr != nil {
-		return resp, err
-	}
-	meta, ok := apiwrite.ObjectMeta(resp.Header.Get("Content-Type"), body)
+	meta, ok := apiwrite.Response(resp, &ref)
 	switch {
 	case !ok && req.Method == http.MethodDelete && ref.Name.Name != "": // a delete may answer with a Status
 		t.l.Record(owner, ref, "", nil, true)
 	case ok:
-		if meta.Name != "" { // a create names the object in the response (generateName)
-			ref.Name = object.ObjectName{Namespace: meta.Namespace, Name: meta.Name}
-		}
 		t.l.Record(owner, ref, meta.ResourceVersion, meta.Labels, req.Method == http.MethodDelete)
 	}
 	return resp, err

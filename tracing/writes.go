@@ -1,8 +1,6 @@
 package tracing
 
 import (
-	"bytes"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -100,7 +98,9 @@ func (ws *Writes) Len() int {
 // writes. Reads, and writes made outside a traced reconcile, pass through
 // untouched.
 func Transport(tracer trace.Tracer, writes *Writes) func(http.RoundTripper) http.RoundTripper {
-	return func(rt http.RoundTripper) http.RoundTripper { return &transport{tracer: tracer, writes: writes, next: rt} }
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return &transport{tracer: tracer, writes: writes, next: rt}
+	}
 }
 
 type transport struct {
@@ -141,20 +141,11 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		span.SetStatus(codes.Error, strconv.Itoa(resp.StatusCode))
 		return resp, nil
 	}
-	body, rerr := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	if rerr != nil {
-		return resp, nil
-	}
-	meta, ok := apiwrite.ObjectMeta(resp.Header.Get("Content-Type"), body)
+	meta, ok := apiwrite.Response(resp, &ref)
 	if !ok {
 		return resp, nil
 	}
-	if meta.Name != "" { // a create names the object in the response (generateName)
-		ref.Name = object.ObjectName{Namespace: meta.Namespace, Name: meta.Name}
-		span.SetAttributes(attribute.String("k8s.object", ref.Name.String()))
-	}
+	span.SetAttributes(attribute.String("k8s.object", ref.Name.String()))
 	span.SetAttributes(attribute.String("k8s.resource_version", meta.ResourceVersion))
 	t.writes.Record(ref.Resource, ref.Name, meta.ResourceVersion, Write{SpanContext: span.SpanContext(),
 		Controller: ControllerFrom(req.Context())})

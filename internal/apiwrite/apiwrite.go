@@ -7,6 +7,8 @@ package apiwrite
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -21,6 +23,24 @@ import (
 type Ref struct {
 	Resource schema.GroupResource
 	Name     object.ObjectName
+}
+
+// Response reads the metadata of the object a write's response carries,
+// putting the body back for the caller to read; ok is false when the body
+// cannot be read or holds no object (a Status). A create's response names
+// the object (generateName), so ref's name is taken from it when it has
+// one.
+func Response(resp *http.Response, ref *Ref) (meta metav1.ObjectMeta, ok bool) {
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return meta, false
+	}
+	if meta, ok = ObjectMeta(resp.Header.Get("Content-Type"), body); ok && meta.Name != "" {
+		ref.Name = object.ObjectName{Namespace: meta.Namespace, Name: meta.Name}
+	}
+	return meta, ok
 }
 
 // ObjectMeta reads the metadata of the object in a response body, JSON or
