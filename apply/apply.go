@@ -70,12 +70,31 @@ func SetControllerReference(owner Object, obj metav1.Object, scheme *runtime.Sch
 	return nil
 }
 
-// Client is the part of a typed client-go resource client that
-// CreateOrUpdate needs; kube.AppsV1().Deployments(ns) is one.
+// Client is what CreateOrUpdate writes through: ctrlkit's typed client
+// (client.Client[T], the manager's manager.Client[T]) is one; a client-go
+// typed client of one namespace becomes one with Clientset.
 type Client[T runtime.Object] interface {
+	Get(ctx context.Context, name object.ObjectName) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// NamespacedClient is a client-go typed client of one namespace's objects
+// (kube.AppsV1().Deployments(ns)), as far as CreateOrUpdate uses it.
+type NamespacedClient[T runtime.Object] interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
 	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// Clientset makes c, a client-go typed client of one namespace, a Client.
+// Its Get ignores the name's namespace: c's is the one it reads.
+func Clientset[T runtime.Object](c NamespacedClient[T]) Client[T] { return clientset[T]{c} }
+
+type clientset[T runtime.Object] struct{ NamespacedClient[T] }
+
+func (c clientset[T]) Get(ctx context.Context, name object.ObjectName) (T, error) {
+	return c.NamespacedClient.Get(ctx, name.Name, metav1.GetOptions{})
 }
 
 // Result says what CreateOrUpdate or Apply did.
@@ -111,9 +130,10 @@ func FromCache[T any](cache Getter[T]) CreateOrUpdateOption[T] {
 }
 
 // CreateOrUpdate makes the object called name exist in the state mutate
-// gives it. newObj returns the object to create when it is missing: it must
-// carry the name and the namespace (of the client c), and may carry what
-// only a new object needs; mutate then sets the desired state on it, and on
+// gives it, through c (manager.Client[T], or a clientset's typed client
+// with Clientset). newObj returns the object to create when it is missing:
+// it must carry that name and namespace, and may carry what only a new
+// object needs; mutate then sets the desired state on it, and on
 // the current object when there is one, and must do so idempotently: set the
 // fields the controller owns (and the owner reference, with
 // SetControllerReference), not rebuild the object, keeping what others set.
@@ -123,13 +143,13 @@ func FromCache[T any](cache Getter[T]) CreateOrUpdateOption[T] {
 // the object the server holds now (the cached one when unchanged) and what
 // was done; a conflict (someone wrote in between) is returned as is: retry
 // the reconcile.
-func CreateOrUpdate[T Object](ctx context.Context, c Client[T], name string, newObj func() T, mutate func(T) error,
+func CreateOrUpdate[T Object](ctx context.Context, c Client[T], name object.ObjectName, newObj func() T, mutate func(T) error,
 	opts ...CreateOrUpdateOption[T]) (T, Result, error) {
 	var o createOrUpdate[T]
 	for _, opt := range opts {
 		opt(&o)
 	}
-	cur, err := get(ctx, o, c, name, newObj)
+	cur, err := get(ctx, o, c, name)
 	if apierrors.IsNotFound(err) {
 		obj := newObj()
 		if err := mutate(obj); err != nil {
@@ -154,14 +174,13 @@ func CreateOrUpdate[T Object](ctx context.Context, c Client[T], name string, new
 }
 
 // get reads the current object from the cache or the server.
-func get[T Object](ctx context.Context, o createOrUpdate[T], c Client[T], name string, newObj func() T) (T, error) {
+func get[T Object](ctx context.Context, o createOrUpdate[T], c Client[T], name object.ObjectName) (T, error) {
 	if o.cache == nil {
-		return c.Get(ctx, name, metav1.GetOptions{})
+		return c.Get(ctx, name)
 	}
-	key := object.ObjectName{Namespace: newObj().GetNamespace(), Name: name}
-	if cur, ok := o.cache.Get(key); ok {
+	if cur, ok := o.cache.Get(name); ok {
 		return cur, nil
 	}
 	var zero T
-	return zero, apierrors.NewNotFound(schema.GroupResource{}, name)
+	return zero, apierrors.NewNotFound(schema.GroupResource{}, name.Name)
 }

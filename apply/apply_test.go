@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/apply"
+	"github.com/ctrlkit/ctrlkit/client"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -59,18 +60,18 @@ func TestCreateOrUpdate_fromCacheSendsNothingWhenNothingChangesAndNeverWritesOve
 	}
 	cached := cache{}
 
-	created, res, err := apply.CreateOrUpdate(ctx, c, key.Name, newObj, mutate, apply.FromCache(cached))
+	created, res, err := apply.CreateOrUpdate(ctx, apply.Clientset(c), key, newObj, mutate, apply.FromCache(cached))
 	if err != nil || res != apply.Created || created.Data["mode"] != "fast" {
 		t.Fatalf("first CreateOrUpdate = %v, %v; want created with mode fast", res, err)
 	}
 	// The cache has not seen the create yet: creating again is refused, not doubled.
-	if _, _, err := apply.CreateOrUpdate(ctx, c, key.Name, newObj, mutate, apply.FromCache(cached)); !apierrors.IsAlreadyExists(err) {
+	if _, _, err := apply.CreateOrUpdate(ctx, apply.Clientset(c), key, newObj, mutate, apply.FromCache(cached)); !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("CreateOrUpdate with a cache behind the server = %v, want AlreadyExists", err)
 	}
 
 	cached[key] = created // the watch delivered it
 	c.requests = 0
-	got, res, err := apply.CreateOrUpdate(ctx, c, key.Name, newObj, mutate, apply.FromCache(cached))
+	got, res, err := apply.CreateOrUpdate(ctx, apply.Clientset(c), key, newObj, mutate, apply.FromCache(cached))
 	if err != nil || res != apply.Unchanged || got != created || c.requests != 0 {
 		t.Fatalf("CreateOrUpdate with nothing to change = %v, %v, %d requests; want unchanged, the cached object, none", res, err, c.requests)
 	}
@@ -85,7 +86,7 @@ func TestCreateOrUpdate_fromCacheSendsNothingWhenNothingChangesAndNeverWritesOve
 		t.Fatal(err)
 	}
 	want = map[string]string{"mode": "slow"}
-	if _, _, err := apply.CreateOrUpdate(ctx, c, key.Name, newObj, mutate, apply.FromCache(cached)); !apierrors.IsConflict(err) {
+	if _, _, err := apply.CreateOrUpdate(ctx, apply.Clientset(c), key, newObj, mutate, apply.FromCache(cached)); !apierrors.IsConflict(err) {
 		t.Fatalf("CreateOrUpdate on a stale cached copy = %v, want a conflict", err)
 	}
 	if len(created.Data) != 1 {
@@ -93,8 +94,35 @@ func TestCreateOrUpdate_fromCacheSendsNothingWhenNothingChangesAndNeverWritesOve
 	}
 
 	// Without the cache, it reads the server and keeps the other writer's key.
-	got, res, err = apply.CreateOrUpdate(ctx, c, key.Name, newObj, mutate)
+	got, res, err = apply.CreateOrUpdate(ctx, apply.Clientset(c), key, newObj, mutate)
 	if err != nil || res != apply.Updated || got.Data["mode"] != "slow" || got.Data["owner"] != "someone else" {
 		t.Fatalf("CreateOrUpdate from the server = %v, %v, %v", res, err, got.Data)
+	}
+}
+
+// CreateOrUpdate writes through ctrlkit's typed client as it does through
+// a clientset's: one write API for both.
+func TestCreateOrUpdate_throughTheTypedClient(t *testing.T) {
+	srv := env.Get(t)
+	ns, ctx := srv.Namespace(t), t.Context()
+	cms, err := client.NewForConfig[*corev1.ConfigMap](srv.Config(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := object.ObjectName{Namespace: ns, Name: "typed"}
+	newObj := func() *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: ns}}
+	}
+	value := "1"
+	mutate := func(cm *corev1.ConfigMap) error { cm.Data = map[string]string{"v": value}; return nil }
+	for _, step := range []struct {
+		value string
+		want  apply.Result
+	}{{"1", apply.Created}, {"1", apply.Unchanged}, {"2", apply.Updated}} {
+		value = step.value
+		got, res, err := apply.CreateOrUpdate(ctx, cms, key, newObj, mutate)
+		if err != nil || res != step.want || got.Data["v"] != step.value {
+			t.Fatalf("CreateOrUpdate(v=%s) = %v, %v, %v; want %v", step.value, res, err, got.Data, step.want)
+		}
 	}
 }

@@ -39,9 +39,16 @@ type Applier[T any, C runtime.ApplyConfiguration] interface {
 // type and field manager on the default logger (log/slog). A stale cache
 // costs at
 // most a write that changes nothing, or a skipped write made up by the
-// reconcile that the watch event of the newer object queues.
-func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applier[T, C], cache Getter[T], cfg C,
+// reconcile that the watch event of the newer object queues. A cfg of
+// another kind than c writes (a ConfigMap's through a Secrets client) is
+// an error, and nothing is sent.
+func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applier[T, C], cache Getter[T], cfg runtime.ApplyConfiguration,
 	opts metav1.ApplyOptions) (T, Result, error) {
+	typed, ok := cfg.(C)
+	if !ok {
+		var zero T
+		return zero, Unchanged, fmt.Errorf("apply: %T is not an apply configuration of what the client writes (it takes %T)", cfg, *new(C))
+	}
 	if cache != nil && len(opts.DryRun) == 0 {
 		if name, ok := appliedName(cfg); ok {
 			if cur, ok := cache.Get(name); ok {
@@ -54,7 +61,7 @@ func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applie
 			}
 		}
 	}
-	obj, err := c.Apply(ctx, cfg, opts)
+	obj, err := c.Apply(ctx, typed, opts)
 	return obj, Applied, err
 }
 

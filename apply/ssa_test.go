@@ -16,6 +16,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/apply"
+	"github.com/ctrlkit/ctrlkit/client"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -172,5 +173,32 @@ func TestApply_sendsNothingWhenTheCacheHoldsTheConfiguration(t *testing.T) {
 	}
 	if c.applies != 4 || strings.Count(logged.String(), "KeepManagedFieldsOf") != 1 {
 		t.Errorf("%d applies, log %q; want 4 and one warning naming KeepManagedFieldsOf", c.applies, logged.String())
+	}
+}
+
+// Apply writes through ctrlkit's typed client as through a clientset's;
+// an apply configuration of another kind than the client writes is an
+// error, not a request.
+func TestApply_throughTheTypedClient(t *testing.T) {
+	srv := env.Get(t)
+	ns, ctx := srv.Namespace(t), t.Context()
+	secrets, err := client.NewForConfig[*corev1.Secret](srv.Config(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := apiserver.Client(t, srv.Config())
+	opts := metav1.ApplyOptions{FieldManager: "ctl", Force: true}
+	cfg := corev1ac.Secret("typed", ns).WithData(map[string][]byte{"k": []byte("1")})
+	got, res, err := apply.Apply(ctx, secrets, nil, cfg, opts)
+	if err != nil || res != apply.Applied || string(got.Data["k"]) != "1" {
+		t.Fatalf("Apply through the typed client = %v, %v, %v", res, err, got)
+	}
+	cached := secretCache{object.NameOf(got): got}
+	if _, res, err := apply.Apply(ctx, secrets, cached, cfg, opts); err != nil || res != apply.Unchanged {
+		t.Errorf("Apply of what the cache holds = %v, %v; want unchanged", res, err)
+	}
+	wrong := corev1ac.ConfigMap("typed", ns)
+	if _, _, err := apply.Apply(ctx, kube.CoreV1().Secrets(ns), nil, wrong, opts); err == nil || !strings.Contains(err.Error(), "ConfigMapApplyConfiguration") {
+		t.Errorf("Apply of a ConfigMap's configuration through a Secrets client = %v; want an error naming it", err)
 	}
 }

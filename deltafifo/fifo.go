@@ -14,6 +14,10 @@ import (
 // ErrClosed is returned by Pop once the FIFO is closed.
 var ErrClosed = errors.New("deltafifo: closed")
 
+// ErrInterrupted is returned by the Pop or PopBatch that finds the FIFO
+// empty after Interrupt.
+var ErrInterrupted = errors.New("deltafifo: interrupted")
+
 // Item is what Pop hands out: exactly one of the deltas of one key, a relist
 // or a bookmark. The caller owns it (an Item of PopBatch, until it hands
 // the batch back).
@@ -88,6 +92,9 @@ type FIFO[T object.Object] struct {
 	spare    [][]Delta[T]          // emptied Deltas of applied Items (PopBatch), reused by push; at most maxSpare
 	ends     uint64                // relist ends handed to the FIFO (Seq of the last)
 	closed   bool
+	// interrupted makes the next Pop that finds nothing ready return
+	// ErrInterrupted (Interrupt).
+	interrupted bool
 
 	wake   chan struct{} // buffer 1: "an Item may be ready"
 	space  chan struct{} // buffer 1: "a relist part was popped"
@@ -257,6 +264,19 @@ func (f *FIFO[T]) Len() int {
 	return n
 }
 
+// Interrupt makes the Pop or PopBatch that next finds nothing ready (the
+// one waiting now, if any) return ErrInterrupted instead of waiting: a
+// consumer's way to act once it has applied everything queued (an informer
+// writes a snapshot of its cache then). Items queued before it are still
+// popped first; several Interrupts before that Pop count as one. Safe for
+// concurrent use.
+func (f *FIFO[T]) Interrupt() {
+	f.mu.Lock()
+	f.interrupted = true
+	f.mu.Unlock()
+	f.signal()
+}
+
 // Pop blocks until an Item is ready and returns it: the pending relist (or
 // its parts, one at a time) first, then keys in the order they were first queued, then a pending
 // bookmark. It returns ErrClosed after Close, or ctx's error when ctx ends.
@@ -302,7 +322,14 @@ func (f *FIFO[T]) PopBatch(ctx context.Context, applied []Item[T], max int) ([]I
 			}
 		}
 		more := f.readyLocked()
+		interrupted := !ok && f.interrupted
+		if interrupted {
+			f.interrupted = false
+		}
 		f.mu.Unlock()
+		if interrupted {
+			return into, ErrInterrupted
+		}
 		if it.Relist != nil {
 			select {
 			case f.space <- struct{}{}:

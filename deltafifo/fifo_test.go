@@ -535,3 +535,32 @@ func TestFIFO_DeltasMapIsRebuiltOnceABacklogDrained(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Interrupt: queued items are popped first; the Pop that then finds the
+// FIFO empty returns ErrInterrupted at once (a waiting one wakes), and
+// the next one waits again.
+func TestFIFO_interruptEndsThePopThatFindsItEmpty(t *testing.T) {
+	f := New[*corev1.ConfigMap]()
+	if err := f.Add(cm("a", "1")); err != nil {
+		t.Fatal(err)
+	}
+	f.Interrupt()
+	f.Interrupt() // counts as one
+	if it, err := f.Pop(t.Context()); err != nil || it.Key != "ns/a" {
+		t.Fatalf("Pop = %v, %v; want the queued item first", it.Key, err)
+	}
+	if _, err := f.Pop(t.Context()); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("Pop on an empty FIFO after Interrupt = %v, want ErrInterrupted", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := f.Pop(t.Context()); done <- err }()
+	f.Interrupt() // wakes the waiting Pop
+	if err := <-done; !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("a waiting Pop interrupted = %v, want ErrInterrupted", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := f.Pop(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Pop after the interrupt was taken = %v, want to wait (here: the cancelled context)", err)
+	}
+}

@@ -128,6 +128,9 @@ func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*Shar
 	if i.snap, err = newSnapshots(opts.Snapshot); err != nil {
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
 	}
+	if i.snap != nil {
+		i.snap.interrupt = i.fifo.Interrupt
+	}
 	if !opts.DisableInterning {
 		i.table = intern.NewTable(0)
 		if opts.ShareMaps {

@@ -20,26 +20,24 @@ const popBatch = 64
 // processLoop pops the FIFO until it is closed or ctx ends, applying each
 // batch of Items to the cache and queuing the notifications it causes. It
 // is the cache's only writer. With snapshots, it takes a view of the cache
-// whenever a poke ends its PopBatch (the FIFO is then empty: the cache
-// holds every event received), and when ctx ends it goes on applying what
-// the reflector hands over until the reflector has stopped (reflDone),
-// then writes the last snapshot.
+// whenever the FIFO says it was interrupted (the ticker's Interrupt: the
+// FIFO is then empty, so the cache holds every event received), and when
+// ctx ends it goes on applying what the reflector hands over until the
+// reflector has stopped (reflDone), then writes the last snapshot.
 func (i *SharedIndexInformer[T]) processLoop(ctx context.Context, reflDone <-chan struct{}) {
-	pctx := i.snap.popContext(ctx)
 	var batch []deltafifo.Item[T]
 	for {
 		var err error
-		batch, err = i.fifo.PopBatch(pctx, batch, popBatch)
+		batch, err = i.fifo.PopBatch(ctx, batch, popBatch)
 		switch {
 		case err == nil:
 			i.process(batch)
-		case i.snap == nil || errors.Is(err, deltafifo.ErrClosed):
-			return
-		case ctx.Err() == nil: // poked: a snapshot is due
+		case errors.Is(err, deltafifo.ErrInterrupted): // a snapshot is due
 			if v, ok := i.takeView(); ok {
 				i.snap.wg.Go(func() { i.write(v) })
 			}
-			pctx = i.snap.popContext(ctx)
+		case i.snap == nil || errors.Is(err, deltafifo.ErrClosed):
+			return
 		default:
 			i.drain(reflDone)
 			i.snap.wg.Wait()
@@ -66,10 +64,14 @@ func (i *SharedIndexInformer[T]) drain(reflDone <-chan struct{}) {
 	var batch []deltafifo.Item[T]
 	for {
 		var err error
-		if batch, err = i.fifo.PopBatch(dctx, batch, popBatch); err != nil {
+		batch, err = i.fifo.PopBatch(dctx, batch, popBatch)
+		switch {
+		case errors.Is(err, deltafifo.ErrInterrupted): // a snapshot due: the last one is written after
+		case err != nil:
 			return
+		default:
+			i.process(batch)
 		}
-		i.process(batch)
 	}
 }
 

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	"github.com/ctrlkit/ctrlkit/intern"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
@@ -133,17 +131,15 @@ type snapshots[T object.Object] struct {
 	path     string
 	proto    *protoCodec[T] // the default codec, when protobuf
 	interned bool           // Decode interns what it decodes (internWhileDecoding)
-	wg       sync.WaitGroup // periodic writes under way
+	// interrupt interrupts the processing loop's Pop once the FIFO is
+	// empty: take a view (the FIFO's Interrupt).
+	interrupt func()
+	wg        sync.WaitGroup // periodic writes under way
 
 	mu      sync.Mutex
-	start   CacheStart
-	loaded  bool               // a snapshot was loaded and its resume not yet decided
-	partial bool               // a snapshot was refused after some of it was applied: the next relist notifies every object
-	begins  int                // relists begun so far; the first is the snapshot's, when one was loaded
-	poke    context.CancelFunc // ends the processing loop's current Pop: take a view
-	writing bool               // a write is under way (see wg)
-	lastRV  string             // the resource version of the last snapshot written or loaded
-	off     bool               // the identity is unknown: write nothing
+	warm    warmStart // how the cache starts: the decision, a pure machine
+	writing bool      // a write is under way (see wg)
+	lastRV  string    // the resource version of the last snapshot written or loaded
 	stats   SnapshotStats
 }
 
@@ -280,7 +276,9 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context, resume chan<-
 	s := i.snap
 	if err := s.resolve(ctx); err != nil {
 		i.log.Warn("informer: starting cold, writing no snapshot", "informer", i.name, "reason", err)
-		s.decide(CacheStart{Reason: err.Error()})
+		s.mu.Lock()
+		s.warm.unusable(err.Error())
+		s.mu.Unlock()
 		return
 	}
 	if !i.prepareSnapshotDir() {
@@ -326,8 +324,8 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context, resume chan<-
 		return
 	}
 	s.mu.Lock()
-	s.loaded, s.lastRV = true, rv
-	s.start = CacheStart{Objects: objects, ResourceVersion: rv}
+	s.warm.loadedSnapshot(objects, rv)
+	s.lastRV = rv
 	s.mu.Unlock()
 	i.log.Info("informer: resuming from snapshot", "informer", i.name, "objects", objects, "resourceVersion", rv)
 	ready(nil)
@@ -344,18 +342,18 @@ func (i *SharedIndexInformer[T]) startCold(ctx context.Context, err error, begun
 		// handlers of every object it lists (versions read from a
 		// refused snapshot are not trusted to mean unchanged).
 		i.fifo.AbandonRelist()
-		s.mu.Lock()
-		s.partial = true
-		s.mu.Unlock()
 	}
-	if ctx.Err() == nil { // else the informer is stopping
+	stopping := ctx.Err() != nil
+	if !stopping {
 		level := i.log.Warn
 		if errors.Is(err, snapshot.ErrNotFound) {
 			level = i.log.Info
 		}
 		level("informer: starting cold", "informer", i.name, "reason", reason, "path", s.path)
-		s.decide(CacheStart{Reason: reason})
 	}
+	s.mu.Lock()
+	s.warm.loadFailed(reason, begun, stopping)
+	s.mu.Unlock()
 	if ready != nil {
 		ready(err) // after decide: the sync that follows must find the start cold
 	}
@@ -374,9 +372,8 @@ func (i *SharedIndexInformer[T]) prepareSnapshotDir() bool {
 		reason := coldReason(err)
 		i.log.Warn("informer: starting cold, writing no snapshot", "informer", i.name, "reason", reason)
 		s.mu.Lock()
-		s.off = true
+		s.warm.unusable(reason)
 		s.mu.Unlock()
-		s.decide(CacheStart{Reason: reason})
 		return false
 	case err != nil: // the read and the writes fail too, saying why
 		i.log.Warn("informer: snapshot directory unusable", "informer", i.name, "err", err)
@@ -413,44 +410,22 @@ func (s *snapshots[T]) resolve(ctx context.Context) error {
 		err = errors.New("empty")
 	}
 	if err != nil {
-		s.mu.Lock()
-		s.off = true
-		s.mu.Unlock()
 		return fmt.Errorf("cluster identity unknown: %w", err)
 	}
 	s.identity.Cluster = id
 	return nil
 }
 
-func (s *snapshots[T]) decide(start CacheStart) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	start.Decided = true
-	s.start, s.loaded = start, false
-}
-
 // relistBegins is told, under the informer's lock, that a relist begins. It
-// reports whether the relist must notify every object as changed: the
-// loaded snapshot's versions cannot be compared with the server's.
+// reports whether the relist must notify every object as changed (see
+// warmStart.relistBegins).
 func (s *snapshots[T]) relistBegins(resume reflector.Resume) (distrust bool) {
 	if s == nil {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.begins++
-	// A snapshot refused after some of it was applied: the relist after it
-	// (not its own, which the processing goroutine may meet only after the
-	// refusal) must not trust its versions.
-	if s.partial && s.begins > 1 {
-		s.partial = false
-		return true
-	}
-	if !s.loaded || resume.State != reflector.ResumeRefused {
-		return false
-	}
-	s.start.Reason = refusedReason(resume)
-	return !resume.Comparable
+	return s.warm.relistBegins(resume)
 }
 
 // relistEnds is told, under the informer's lock, that a relist ended and
@@ -461,32 +436,7 @@ func (s *snapshots[T]) relistEnds(resume reflector.Resume) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// A relist ended: a refused snapshot's parts, if any was applied, were
-	// distrusted by it, or none was (the FIFO superseded them unapplied).
-	s.partial = false
-	if s.start.Decided {
-		return
-	}
-	s.start.Decided = true
-	switch {
-	case s.loaded && resume.State == reflector.ResumeAccepted:
-		s.start.Warm = true
-	case s.loaded && s.start.Reason == "":
-		s.start.Reason = refusedReason(resume)
-	}
-	s.loaded = false
-}
-
-func refusedReason(r reflector.Resume) string {
-	switch {
-	case r.Err == nil:
-		return "the snapshot's resource version " + r.ResourceVersion + " was not confirmed"
-	case !r.Comparable:
-		return "the snapshot's resource version " + r.ResourceVersion + " is newer than the server's"
-	case apierrors.IsResourceExpired(r.Err) || apierrors.IsGone(r.Err):
-		return "the server no longer has resource version " + r.ResourceVersion
-	}
-	return "resuming from resource version " + r.ResourceVersion + " failed: " + r.Err.Error()
+	s.warm.relistEnds(resume)
 }
 
 // Start says how the cache started: warm from a snapshot, or cold and why.
@@ -497,7 +447,7 @@ func (i *SharedIndexInformer[T]) Start() CacheStart {
 	}
 	i.snap.mu.Lock()
 	defer i.snap.mu.Unlock()
-	return i.snap.start
+	return i.snap.warm.start
 }
 
 // SnapshotStats returns the snapshot writes so far; zero without snapshots.
@@ -511,21 +461,8 @@ func (i *SharedIndexInformer[T]) SnapshotStats() SnapshotStats {
 	return i.snap.stats
 }
 
-// popContext returns the context the processing loop pops with: ctx, ended
-// early by a poke when a snapshot is due (PopBatch then returns every
-// queued item first and ends with ctx's error once the FIFO is empty).
-func (s *snapshots[T]) popContext(ctx context.Context) context.Context {
-	if s == nil {
-		return ctx
-	}
-	pctx, cancel := context.WithCancel(ctx)
-	s.mu.Lock()
-	s.poke = cancel
-	s.mu.Unlock()
-	return pctx
-}
-
-// ticker pokes the processing loop every Interval until ctx ends.
+// ticker interrupts the processing loop's Pop every Interval (a snapshot
+// is due) until ctx ends.
 func (s *snapshots[T]) ticker(ctx context.Context) {
 	if s.cfg.Interval < 0 {
 		return
@@ -538,10 +475,11 @@ func (s *snapshots[T]) ticker(ctx context.Context) {
 			return
 		case <-t.C:
 			s.mu.Lock()
-			if !s.writing && s.poke != nil {
-				s.poke()
-			}
+			writing := s.writing
 			s.mu.Unlock()
+			if !writing {
+				s.interrupt()
+			}
 		}
 	}
 }
@@ -561,7 +499,7 @@ func (i *SharedIndexInformer[T]) takeView() (view[T], bool) {
 	s := i.snap
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !ok || s.off || s.writing || v.rv == "" || v.rv == s.lastRV {
+	if !ok || s.warm.off || s.writing || v.rv == "" || v.rv == s.lastRV {
 		return view[T]{}, false
 	}
 	s.writing = true

@@ -64,7 +64,7 @@ func (r *mirror) Reconcile(ctx context.Context, name object.ObjectName) (control
 	if !ok {
 		return controller.Result{}, nil
 	}
-	_, _, err := apply.CreateOrUpdate(ctx, r.kube.CoreV1().Secrets(cm.Namespace), cm.Name,
+	_, _, err := apply.CreateOrUpdate(ctx, apply.Clientset(r.kube.CoreV1().Secrets(cm.Namespace)), name,
 		func() *corev1.Secret {
 			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: cm.Name, Namespace: cm.Namespace}}
 		},
