@@ -46,6 +46,15 @@ type Options struct {
 	// ShardedListAndWatch off. By default it is on, so that lists and
 	// watches honour ListOptions.ShardSelector (server-side sharding).
 	DisableShardedListAndWatch bool
+	// Controllers runs kube-controller-manager's garbage collector and
+	// namespace controller in the server's process, the same code a
+	// cluster runs: owner references cascade (a deleted owner's dependents
+	// are deleted, in the background or the foreground, or orphaned, as the
+	// delete asked; custom resources too, within 5 seconds of their CRD's
+	// install) and a deleted namespace is emptied and goes, as in a
+	// cluster and unlike envtest. Off by default: they watch every
+	// resource, which costs the server CPU a test may not want to pay.
+	Controllers bool
 	// Args are extra kube-apiserver flags; they override ctrlkit's.
 	Args []string
 	// StartTimeout bounds each start or restart. Default: 90s.
@@ -141,7 +150,11 @@ func (s *Server) start(ctx context.Context) error {
 	defer cancel()
 
 	args := []string{"--data-dir", s.dataDir, "--stop-on-stdin-eof",
-		"--watch-cache=" + fmt.Sprint(!s.opts.DisableWatchCache), "--"}
+		"--watch-cache=" + fmt.Sprint(!s.opts.DisableWatchCache)}
+	if s.opts.Controllers {
+		args = append(args, "--controllers=garbagecollector,namespace")
+	}
+	args = append(args, "--")
 	if !s.opts.DisableShardedListAndWatch {
 		args = append(args, "--feature-gates=ShardedListAndWatch=true")
 	}

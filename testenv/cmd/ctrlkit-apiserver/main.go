@@ -28,7 +28,11 @@
 //
 // Usage:
 //
-//	ctrlkit-apiserver [--data-dir DIR] [--port N] [--kubeconfig PATH] [-- kube-apiserver flags...]
+//	ctrlkit-apiserver [--data-dir DIR] [--port N] [--kubeconfig PATH] [--controllers garbagecollector,namespace] [-- kube-apiserver flags...]
+//
+// With --controllers it also runs kube-controller-manager's garbage
+// collector and namespace controller in its process (controllers.go), so
+// owner references cascade as in a cluster.
 package main
 
 import (
@@ -68,6 +72,7 @@ type options struct {
 	kubeconfig     string
 	watchCache     bool
 	stopOnStdinEOF bool
+	controllers    []string
 	extra          []string
 }
 
@@ -86,11 +91,14 @@ func parseFlags() (options, error) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig (default: DATA-DIR/kubeconfig)")
 	fs.BoolVar(&o.watchCache, "watch-cache", true, "serve lists and watches from the API server's watch cache, as production servers do")
 	fs.BoolVar(&o.stopOnStdinEOF, "stop-on-stdin-eof", false, "shut down when standard input closes (so a parent that dies takes the server with it)")
+	controllers := fs.String("controllers", "", "kube-controller-manager controllers to run in this process once the server is ready, comma-separated: garbagecollector (owner references cascade), namespace (deleted namespaces are emptied and go)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return o, err
 	}
 	o.extra = fs.Args()
-	return o, nil
+	var err error
+	o.controllers, err = parseControllers(*controllers)
+	return o, err
 }
 
 func run() error {
@@ -142,6 +150,11 @@ func run() error {
 	go announceWhenReady(ctx, server, st, readyLine{
 		Event: "ready", Server: server, Kubeconfig: o.kubeconfig,
 		Admin: admin.url, Etcd: etcd.clientURL, DataDir: o.dataDir, PID: os.Getpid(),
+	}, func() error {
+		if len(o.controllers) == 0 {
+			return nil
+		}
+		return startControllers(ctx, o.kubeconfig, o.controllers)
 	})
 	if o.stopOnStdinEOF {
 		go stopOnEOF(os.Stdin)
@@ -198,7 +211,7 @@ func apiserverArgs(o options, st datadir.State, etcdURL string) []string {
 }
 
 // announceWhenReady polls /readyz and prints the ready line once it answers ok.
-func announceWhenReady(ctx context.Context, server string, st datadir.State, line readyLine) {
+func announceWhenReady(ctx context.Context, server string, st datadir.State, line readyLine, ready func() error) {
 	client, err := st.HTTPClient()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ctrlkit-apiserver: readiness client:", err)
@@ -213,6 +226,11 @@ func announceWhenReady(ctx context.Context, server string, st datadir.State, lin
 		case <-tick.C:
 		}
 		if st.Get(ctx, client, server+"/readyz") == nil {
+			if err := ready(); err != nil {
+				fmt.Fprintln(os.Stderr, "ctrlkit-apiserver: controllers:", err)
+				_ = syscall.Kill(os.Getpid(), syscall.SIGTERM) // no ready line: the caller sees the start fail
+				return
+			}
 			b, _ := json.Marshal(line)
 			fmt.Fprintln(os.Stdout, string(b))
 			return
