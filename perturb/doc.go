@@ -42,11 +42,31 @@
 // manager KeepKlogOutput (klog's logger is process-wide, and routing it
 // while other goroutines make requests is a data race).
 //
+// Late writes. A failover trial's paused leader resumes with a write
+// already on its way: no lease, fence or context stops a request the
+// server has not yet received, in production either. The new leader may
+// have acted meanwhile, so for a while the state holds both. Choose what
+// an invariant requires accordingly: a property the late write can break
+// only for a moment (two children until the next reconcile removes one)
+// is an Eventually invariant, checked once the controller settled; one
+// that must never break (no two Jobs running, no external resource
+// created twice) needs writes the server refuses when late: a create
+// under a name derived from the owner (a second create fails with
+// AlreadyExists), an update carrying the resource version it was computed
+// from (a conflict), or a delete with a UID precondition. A trial that
+// fails an always-invariant by a late write is reporting a real race, not
+// a harness artefact.
+//
+// Leader election in trials: give the manager the Env's lease timings
+// (Env.LeaseDuration, RenewDeadline, RetryPeriod) so a takeover takes
+// seconds.
+//
 // Time is real: the API server's, the controller's and the workload's. A
 // seed replays the same perturbations (Result.Ran names them), not the
 // same interleaving, so a race may take a few runs to show again.
 //
 // Cost, measured on a 2-core machine with the package's tests: a crash
 // trial takes about 2 seconds, a stale-read or relist trial 3 to 5, a
-// failover trial about 6 (the takeover waits out the lease).
+// failover trial about 6 on the Env's lease timings (the takeover waits out
+// the 2-second lease).
 package perturb

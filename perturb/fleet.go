@@ -93,7 +93,8 @@ func (f *fleet) start(ctx context.Context, replica string, restart, crashAfter, 
 	}
 	f.runs = append(f.runs, r)
 	f.mu.Unlock()
-	env := Env{Config: r.t.wrap(f.env.Config), Namespace: f.env.Namespace, Kube: f.env.Kube, Replica: replica}
+	env := f.env
+	env.Config, env.Replica = r.t.wrap(f.env.Config), replica
 	go func() {
 		defer close(r.ended)
 		r.err = f.s.Run(rctx, env)

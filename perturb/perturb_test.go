@@ -235,14 +235,14 @@ func pace(ctx context.Context, d time.Duration) error {
 
 // newManager makes the controller's manager as a program would, quiet,
 // electing a leader (as replicas in production do; the failover trials
-// need it) on short timings. It leaves klog alone: klog is process-wide,
+// need it) on the trial's short timings. It leaves klog alone: klog is process-wide,
 // and routing it would race with the workload's requests in the same
 // process.
 func newManager(e perturb.Env) (*manager.Manager, error) {
 	return manager.New(e.Config, manager.Options{HTTPAddr: "0", Registry: prometheus.NewRegistry(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ShutdownTimeout: time.Second, KeepKlogOutput: true,
 		LeaderElection: election.Options{Name: "controller", Namespace: e.Namespace, Identity: e.Replica,
-			Timing: lease.Timing{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}}})
+			Timing: lease.Timing{LeaseDuration: e.LeaseDuration, RenewDeadline: e.RenewDeadline, RetryPeriod: e.RetryPeriod}}})
 }
 
 // findsAndPassesFix checks that Check finds the planted bug in the buggy

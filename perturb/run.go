@@ -22,13 +22,30 @@ import (
 // process ("a", or "b" for the second replica of a failover trial; the
 // same after a restart, as a Pod's name is): with Faults.Failovers, Run
 // must elect a leader with Replica as its identity and the Lease in
-// Namespace.
+// Namespace, on the trial's lease timings: LeaseDuration, RenewDeadline
+// and RetryPeriod (manager.Options.LeaderElection.Timing), 2s, 1.5s and
+// 200ms, so that a failover trial takes seconds, not a production lease's
+// 15.
+//
+// For a typed client of any type in the controller's scheme, custom
+// resources too, in the workload, the checks or the invariants:
+// client.NewForConfig[T](e.Config, scheme) (perturbed, as the
+// controller's) or over Kube's configuration (unperturbed).
 type Env struct {
 	Config    *rest.Config
 	Namespace string
 	Kube      kubernetes.Interface
 	Replica   string
+
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
+
+// The trial's lease timings (see Env).
+const (
+	trialLeaseDuration = 2 * time.Second
+	trialRenewDeadline = 1500 * time.Millisecond
+	trialRetryPeriod   = 200 * time.Millisecond
+)
 
 // Invariant is a property of the cluster's state that must hold at all
 // times, checked on fresh reads: Check returns an error saying what is

@@ -89,7 +89,8 @@ func (s Scenario) namespace(ctx context.Context) (Env, error) {
 	if err != nil {
 		return Env{}, fmt.Errorf("perturb: create the trial's namespace: %w", err)
 	}
-	return Env{Config: s.Config, Namespace: ns.Name, Kube: s.kube}, nil
+	return Env{Config: s.Config, Namespace: ns.Name, Kube: s.kube, LeaseDuration: trialLeaseDuration,
+		RenewDeadline: trialRenewDeadline, RetryPeriod: trialRetryPeriod}, nil
 }
 
 // checkInvariants checks every invariant once; the Eventually ones only
