@@ -275,10 +275,7 @@ func (i *SharedIndexInformer[T]) loadSnapshot(ctx context.Context, resume chan<-
 	defer letRun()
 	s := i.snap
 	if err := s.resolve(ctx); err != nil {
-		i.log.Warn("informer: starting cold, writing no snapshot", "informer", i.name, "reason", err)
-		s.mu.Lock()
-		s.warm.unusable(err.Error())
-		s.mu.Unlock()
+		i.unusable(err.Error())
 		return
 	}
 	if !i.prepareSnapshotDir() {
@@ -359,6 +356,14 @@ func (i *SharedIndexInformer[T]) startCold(ctx context.Context, err error, begun
 	}
 }
 
+// unusable starts cold for reason, writing no snapshot this run.
+func (i *SharedIndexInformer[T]) unusable(reason string) {
+	i.log.Warn("informer: starting cold, writing no snapshot", "informer", i.name, "reason", reason)
+	i.snap.mu.Lock()
+	defer i.snap.mu.Unlock()
+	i.snap.warm.unusable(reason)
+}
+
 // prepareSnapshotDir creates the snapshot's directory if need be, checks
 // it and sets the path of the file: in the directory, or in the private
 // folder snapshot.PrepareDir chose in it. When another user could change
@@ -369,11 +374,7 @@ func (i *SharedIndexInformer[T]) prepareSnapshotDir() bool {
 	dir, err := snapshot.PrepareDir(filepath.Dir(s.cfg.Path))
 	switch {
 	case errors.Is(err, snapshot.ErrUntrusted):
-		reason := coldReason(err)
-		i.log.Warn("informer: starting cold, writing no snapshot", "informer", i.name, "reason", reason)
-		s.mu.Lock()
-		s.warm.unusable(reason)
-		s.mu.Unlock()
+		i.unusable(coldReason(err))
 		return false
 	case err != nil: // the read and the writes fail too, saying why
 		i.log.Warn("informer: snapshot directory unusable", "informer", i.name, "err", err)
