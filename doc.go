@@ -21,6 +21,7 @@
 //   - election: leader election on a Lease, so one replica of several reconciles
 //   - lease: what election and ring membership share: lease timing, default identity, the renew-deadline fence
 //   - ledger: read-your-writes, the writes made for each key and the gate that waits for them
+//   - fleet: one controller over a changing set of clusters, its keys naming the cluster
 //   - tracing: why a reconcile ran, as OpenTelemetry spans linked to every event merged into it, write spans, KEP-5915's traceparent
 //   - debug: the live /debug/ctrlkit page and its JSON, composed from each stage's Stats snapshot
 //   - webhook: admission (typed validators and defaulters) and conversion webhooks over HTTPS, certificates reloaded

@@ -1,0 +1,129 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Directory is a provider of clusters: every kubeconfig file in Path
+// (*.kubeconfig, *.yaml, *.yml; its current context) is a cluster named
+// after the file without its extension. A file added engages its cluster,
+// a file removed disengages it, a file changed (new credentials, another
+// server) engages it again with what it now says.
+type Directory struct {
+	Path string
+	// Interval is how often Path is read. Default: 1s.
+	Interval time.Duration
+	// Logger receives a line per cluster engaged, disengaged or refused.
+	// Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Run keeps f's clusters those of d.Path until ctx ends. A file that is
+// not a usable kubeconfig is logged and skipped (its cluster, if engaged
+// from an earlier version of the file, is disengaged); a Path that cannot
+// be read is an error only at the first read.
+func (d Directory) Run(ctx context.Context, f *Fleet) error {
+	interval := d.Interval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	log := d.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	seen := map[string][32]byte{}    // engaged from this directory: name → the file's digest
+	refused := map[string][32]byte{} // not engaged: name → the digest refused (logged once per content)
+	first := true
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		files, err := d.read()
+		switch {
+		case err != nil && first:
+			return fmt.Errorf("fleet: directory %s: %w", d.Path, err)
+		case err != nil:
+			log.Warn("fleet: reading the clusters' directory failed; keeping the clusters as they are", "path", d.Path, "err", err)
+		default:
+			d.apply(f, files, seen, refused, log)
+		}
+		first = false
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// read returns the kubeconfig files of d.Path by cluster name.
+func (d Directory) read() (map[string][]byte, error) {
+	entries, err := os.ReadDir(d.Path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for _, e := range entries {
+		ext := filepath.Ext(e.Name())
+		if e.IsDir() || (ext != ".kubeconfig" && ext != ".yaml" && ext != ".yml") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d.Path, e.Name()))
+		if err != nil {
+			continue // removed meanwhile, or unreadable: as if absent
+		}
+		out[strings.TrimSuffix(e.Name(), ext)] = b
+	}
+	return out, nil
+}
+
+// apply engages, re-engages and disengages f's clusters to match files.
+func (d Directory) apply(f *Fleet, files map[string][]byte, seen, refused map[string][32]byte, log *slog.Logger) {
+	for name := range seen {
+		if _, ok := files[name]; !ok {
+			delete(refused, name)
+			delete(seen, name)
+			if err := f.Disengage(name); err == nil {
+				log.Info("fleet: cluster disengaged: its kubeconfig is gone", "cluster", name)
+			}
+		}
+	}
+	for name, b := range files {
+		sum := sha256.Sum256(b)
+		old, engaged := seen[name]
+		if engaged && bytes.Equal(old[:], sum[:]) {
+			continue
+		}
+		if bad, ok := refused[name]; ok && bytes.Equal(bad[:], sum[:]) {
+			continue // the same content was refused before
+		}
+		if engaged {
+			delete(seen, name)
+			_ = f.Disengage(name) // credentials or server changed: engage again with the new ones
+		}
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
+		if err == nil {
+			err = f.Engage(name, cfg)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrEngaged) { // engaged by someone else: not ours to manage
+				log.Warn("fleet: cluster not engaged", "cluster", name, "err", err)
+			}
+			refused[name] = sum
+			continue
+		}
+		delete(refused, name)
+		seen[name] = sum
+		log.Info("fleet: cluster engaged", "cluster", name, "server", cfg.Host)
+	}
+}

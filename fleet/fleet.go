@@ -1,0 +1,279 @@
+// Package fleet runs one controller over a changing set of clusters: one
+// work queue, fair between clusters, whose keys name the cluster
+// (Key{Cluster, ObjectName}); each engaged cluster gets its own informers
+// of the fleet's sources, and a cluster that leaves takes its informers,
+// goroutines, connections and cache with it. Clusters join and leave by
+// Engage and Disengage, called by a provider: Directory (a folder of
+// kubeconfig files) or one's own.
+//
+// This is the first part of multi-cluster support: sources are For-like
+// (an object's own key); Owns and Watches, per-cluster metrics and the
+// debug page, the manager option, spreading clusters over replicas and
+// the kubeconfig-Secrets provider are not built yet.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// Key names an object in one cluster of the fleet.
+type Key struct {
+	Cluster string
+	object.ObjectName
+}
+
+// String renders the key as "cluster/namespace/name" ("cluster/name" for a
+// cluster-scoped object).
+func (k Key) String() string { return k.Cluster + "/" + k.ObjectName.String() }
+
+// Options configure a Fleet.
+type Options struct {
+	// Scheme holds the types of the fleet's sources. Default: client-go's
+	// (Kubernetes' own types).
+	Scheme *runtime.Scheme
+	// Controller configures the fleet's one controller. Its queue's flows
+	// default to the cluster (Fairness.FlowKey): a cluster with a burst of
+	// changes takes its turn with the others instead of starving them.
+	Controller controller.Options[Key]
+}
+
+// Fleet is one controller over the clusters engaged in it. Make one with
+// New, add sources with For, Run it, and Engage clusters (before or while
+// it runs). Safe for concurrent use.
+type Fleet struct {
+	opts Options
+	ctrl *controller.Controller[Key]
+
+	mu       sync.Mutex
+	sources  []source
+	clusters map[string]*member
+	ctx      context.Context // Run's; nil before Run
+	closed   bool            // Run has returned
+	wake     chan struct{}   // Run's start
+}
+
+// Errors of Engage and Disengage.
+var (
+	ErrEngaged    = errors.New("fleet: cluster engaged already")
+	ErrNotEngaged = errors.New("fleet: no such cluster engaged")
+	ErrStopped    = errors.New("fleet: stopped")
+)
+
+// New returns a fleet whose controller reconciles with rec. A key whose
+// cluster has left the fleet is dropped, not reconciled.
+func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
+	if rec == nil {
+		return nil, errors.New("fleet: nil reconciler")
+	}
+	if opts.Scheme == nil {
+		opts.Scheme = clientgoscheme.Scheme
+	}
+	if opts.Controller.Fairness.FlowKey == nil {
+		opts.Controller.Fairness.FlowKey = func(k Key) string { return k.Cluster }
+	}
+	f := &Fleet{opts: opts, clusters: map[string]*member{}, wake: make(chan struct{})}
+	c, err := controller.New[Key](controller.ReconcileFunc[Key](func(ctx context.Context, k Key) (controller.Result, error) {
+		if !f.Engaged(k.Cluster) {
+			return controller.Result{}, nil // the cluster left: nothing to do there
+		}
+		return rec.Reconcile(ctx, k)
+	}), opts.Controller)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	f.ctrl = c
+	return f, nil
+}
+
+// Controller returns the fleet's controller (its queue, Stats, KeyStats).
+func (f *Fleet) Controller() *controller.Controller[Key] { return f.ctrl }
+
+// Run runs the controller and every engaged cluster's informers until ctx
+// ends; then it disengages every cluster and returns once all stopped. It
+// can be called once.
+func (f *Fleet) Run(ctx context.Context) error {
+	f.mu.Lock()
+	if f.ctx != nil || f.closed {
+		f.mu.Unlock()
+		return errors.New("fleet: Run called twice")
+	}
+	f.ctx = ctx
+	pending := make([]*member, 0, len(f.clusters))
+	for _, m := range f.clusters {
+		pending = append(pending, m)
+	}
+	f.mu.Unlock()
+	for _, m := range pending {
+		m.start(ctx)
+	}
+	err := f.ctrl.Run(ctx)
+	f.mu.Lock()
+	f.closed = true
+	names := make([]string, 0, len(f.clusters))
+	for name := range f.clusters {
+		names = append(names, name)
+	}
+	f.mu.Unlock()
+	for _, name := range names {
+		_ = f.Disengage(name)
+	}
+	return err
+}
+
+// Engage adds the cluster called name, reached with cfg: each source gets
+// an informer there, started at once if the fleet runs, whose objects are
+// reconciled as Key{Cluster: name, ...}. It fails on an empty or engaged
+// name, a cfg that cannot be used, and after Run returned (ErrStopped).
+func (f *Fleet) Engage(name string, cfg *rest.Config) error {
+	if name == "" {
+		return errors.New("fleet: a cluster needs a name")
+	}
+	m, err := f.newMember(name, cfg)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	switch {
+	case f.closed:
+		f.mu.Unlock()
+		m.close()
+		return fmt.Errorf("fleet: engage %s: %w", name, ErrStopped)
+	case f.clusters[name] != nil:
+		f.mu.Unlock()
+		m.close()
+		return fmt.Errorf("fleet: engage %s: %w", name, ErrEngaged)
+	}
+	f.clusters[name] = m
+	ctx := f.ctx
+	f.mu.Unlock()
+	if ctx != nil {
+		m.start(ctx)
+	}
+	return nil
+}
+
+// Disengage removes the cluster called name: its informers stop, their
+// handlers leave the controller, its connections close, and its keys still
+// queued are dropped unreconciled. It returns once all of that is done;
+// reconciles of its keys in flight finish on their own. An unknown name is
+// ErrNotEngaged.
+func (f *Fleet) Disengage(name string) error {
+	f.mu.Lock()
+	m := f.clusters[name]
+	delete(f.clusters, name)
+	f.mu.Unlock()
+	if m == nil {
+		return fmt.Errorf("fleet: disengage %s: %w", name, ErrNotEngaged)
+	}
+	m.close()
+	return nil
+}
+
+// Engaged reports whether the cluster called name is engaged.
+func (f *Fleet) Engaged(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.clusters[name] != nil
+}
+
+// Clusters returns the engaged clusters' names, sorted.
+func (f *Fleet) Clusters() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	names := make([]string, 0, len(f.clusters))
+	for name := range f.clusters {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// member is one engaged cluster: its connections and its sources'
+// informers.
+type member struct {
+	name      string
+	hc        *http.Client
+	discovery listwatch.Discovery
+	runs      []sourceRun
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc // once started
+	wg      sync.WaitGroup     // the informers' goroutines
+	stopped bool
+}
+
+// sourceRun is one source's informer in one cluster.
+type sourceRun struct {
+	run    func(context.Context) error
+	remove func() // its handler's registration
+	close  func() // the informer's Close: its metrics unregistered
+	reader any    // store.Reader[T]
+}
+
+func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)
+	}
+	disc, err := listwatch.NewDiscovery(cfg, hc, f.opts.Scheme)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)
+	}
+	m := &member{name: name, hc: hc, discovery: disc}
+	f.mu.Lock()
+	sources := append([]source(nil), f.sources...)
+	f.mu.Unlock()
+	for _, s := range sources {
+		r, err := s.build(f, m)
+		if err != nil {
+			m.close()
+			return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)
+		}
+		m.runs = append(m.runs, r)
+	}
+	return m, nil
+}
+
+// start runs m's informers under ctx.
+func (m *member) start(ctx context.Context) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped || m.cancel != nil {
+		return
+	}
+	ctx, m.cancel = context.WithCancel(ctx)
+	for _, r := range m.runs {
+		m.wg.Go(func() { _ = r.run(ctx) })
+	}
+}
+
+// close stops m's informers, takes their handlers off the controller and
+// closes m's connections.
+func (m *member) close() {
+	m.mu.Lock()
+	m.stopped = true
+	cancel := m.cancel
+	m.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	m.wg.Wait()
+	for _, r := range m.runs {
+		r.remove()
+		r.close()
+	}
+	m.hc.CloseIdleConnections()
+}

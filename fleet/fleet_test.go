@@ -1,0 +1,229 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/fleet"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// seen records the keys the fleet's controller reconciled, and when each
+// was first.
+type seen struct {
+	mu    sync.Mutex
+	first map[fleet.Key]time.Time
+	found map[fleet.Key]bool // the cache of the key's cluster held it
+	cms   *fleet.Cache[*corev1.ConfigMap]
+}
+
+func (s *seen) Reconcile(_ context.Context, k fleet.Key) (controller.Result, error) {
+	_, ok := s.cms.Get(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, done := s.first[k]; !done {
+		s.first[k] = time.Now()
+	}
+	s.found[k] = ok
+	return controller.Result{}, nil
+}
+
+func (s *seen) at(k fleet.Key) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.first[k]
+	return t, ok
+}
+
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a real server, not synchronising goroutines
+	}
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// startServer starts an API server of the test's own, with namespace ns.
+func startServer(t *testing.T, ns string) (*apiserver.Server, kubernetes.Interface) {
+	t.Helper()
+	srv, err := apiserver.Start(t.Context(), apiserver.Options{Progress: os.Stderr})
+	if err != nil {
+		t.Fatalf("the real API server is required and did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	kube := apiserver.Client(t, srv.Config())
+	if _, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return srv, kube
+}
+
+// One controller over two real API servers: both clusters' objects are
+// reconciled under their own cluster's name, a cluster engaged while the
+// fleet runs is reconciled at once, a cluster disengaged leaves nothing
+// behind (goroutines and heap at baseline over many cycles), and the
+// Directory provider engages and disengages clusters as kubeconfig files
+// come and go.
+func TestFleet_oneControllerOverClustersThatComeAndGo(t *testing.T) {
+	const ns = "fleet"
+	a, kubeA := startServer(t, ns)
+	b, kubeB := startServer(t, ns)
+	leakcheck.Check(t)
+	rec := &seen{first: map[fleet.Key]time.Time{}, found: map[fleet.Key]bool{}}
+	f, err := fleet.New(rec, fleet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.cms, err = fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	for _, kube := range []kubernetes.Interface{kubeA, kubeB} {
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Engage("a", a.Config()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Engage("a", a.Config()); !errors.Is(err, fleet.ErrEngaged) {
+		t.Errorf("Engage twice = %v, want ErrEngaged", err)
+	}
+	if _, err := fleet.For[*corev1.Secret](f, fleet.Scope{}); !errors.Is(err, fleet.ErrLate) {
+		t.Errorf("For after Engage = %v, want ErrLate", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- f.Run(ctx) }()
+	x := object.ObjectName{Namespace: ns, Name: "x"}
+	eventually(t, 30*time.Second, "cluster a's object reconciled", func() bool { _, ok := rec.at(fleet.Key{Cluster: "a", ObjectName: x}); return ok })
+
+	// A cluster joins while the fleet runs.
+	joined := time.Now()
+	if err := f.Engage("b", b.Config()); err != nil {
+		t.Fatal(err)
+	}
+	kb := fleet.Key{Cluster: "b", ObjectName: x}
+	eventually(t, 30*time.Second, "cluster b's object reconciled", func() bool { _, ok := rec.at(kb); return ok })
+	first, _ := rec.at(kb)
+	t.Logf("a cluster engaged while the fleet runs: its first reconcile %v after Engage", first.Sub(joined).Round(time.Millisecond))
+	if d := first.Sub(joined); d > time.Second {
+		t.Errorf("first reconcile of a joining cluster %v after Engage, want ≤ 1s", d)
+	}
+	rec.mu.Lock()
+	if !rec.found[kb] {
+		t.Error("the reconcile of b's object did not find it in b's cache")
+	}
+	rec.mu.Unlock()
+	if got := f.Clusters(); len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Errorf("Clusters() = %v, want [a b]", got)
+	}
+
+	// It leaves, and joins and leaves again many times: nothing of it stays.
+	if err := f.Disengage("b"); err != nil {
+		t.Fatal(err)
+	}
+	if f.Engaged("b") {
+		t.Fatal("b still engaged after Disengage")
+	}
+	goroutines, heap := runtime.NumGoroutine(), liveHeap()
+	cycles := 20
+	if n, err := strconv.Atoi(os.Getenv("CTRLKIT_FLEET_CYCLES")); err == nil && n > 0 {
+		cycles = n
+	}
+	var worstLeave time.Duration
+	for range cycles {
+		if err := f.Engage("b", b.Config()); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "b's cache filled again", func() bool { _, ok := rec.cms.Get(kb); return ok })
+		left := time.Now()
+		if err := f.Disengage("b"); err != nil {
+			t.Fatal(err)
+		}
+		worstLeave = max(worstLeave, time.Since(left))
+	}
+	eventually(t, 10*time.Second, "the goroutines of the disengaged cluster gone", func() bool { return runtime.NumGoroutine() <= goroutines })
+	after := liveHeap()
+	t.Logf("%d engage/disengage cycles: %d goroutines before, %d after; live heap %d bytes before, %d after (%+.2f%%); Disengage took at most %v",
+		cycles, goroutines, runtime.NumGoroutine(), heap, after, 100*(float64(after)/float64(heap)-1), worstLeave.Round(time.Millisecond))
+	if after > heap+1<<20 {
+		t.Errorf("live heap grew from %d to %d over %d cycles: a disengaged cluster left memory behind", heap, after, cycles)
+	}
+	if worstLeave > 5*time.Second {
+		t.Errorf("Disengage took %v, want ≤ 5s", worstLeave)
+	}
+	if _, ok := rec.cms.Reader("b"); ok {
+		t.Error("the cache of a disengaged cluster is still served")
+	}
+
+	// The Directory provider: files in, clusters in; files out, clusters out.
+	dir := t.TempDir()
+	pctx, stopProvider := context.WithCancel(ctx)
+	provided := make(chan error, 1)
+	go func() { provided <- fleet.Directory{Path: dir, Interval: 50 * time.Millisecond}.Run(pctx, f) }()
+	kc, err := os.ReadFile(b.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "from-file.kubeconfig"), kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("not a kubeconfig"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kf := fleet.Key{Cluster: "from-file", ObjectName: x}
+	eventually(t, 30*time.Second, "the cluster of a kubeconfig file reconciled", func() bool { _, ok := rec.at(kf); return ok })
+	if f.Engaged("broken") {
+		t.Error("a file that is no kubeconfig engaged a cluster")
+	}
+	if err := os.Remove(filepath.Join(dir, "from-file.kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the cluster of a removed file disengaged", func() bool { return !f.Engaged("from-file") })
+	stopProvider()
+	if err := <-provided; err != nil {
+		t.Errorf("Directory.Run: %v", err)
+	}
+
+	cancel()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if got := f.Clusters(); len(got) != 0 {
+		t.Errorf("clusters engaged after Run returned: %v", got)
+	}
+	if err := f.Engage("c", a.Config()); !errors.Is(err, fleet.ErrStopped) {
+		t.Errorf("Engage after Run = %v, want ErrStopped", err)
+	}
+}

@@ -1,0 +1,126 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/store"
+)
+
+// Scope selects what a source lists and watches in each cluster. The zero
+// value is every object of the type.
+type Scope struct {
+	Namespace                    string
+	LabelSelector, FieldSelector string
+}
+
+// Cache is a source's informers, one per engaged cluster: read a cluster's
+// objects with Reader.
+type Cache[T object.Object] struct {
+	f     *Fleet
+	index int // the source's place in f.sources
+}
+
+// source is a For source, type-erased: what Engage builds in each cluster.
+type source struct {
+	build func(f *Fleet, m *member) (sourceRun, error)
+}
+
+// ErrLate is For's error once a cluster is engaged or the fleet runs: each
+// cluster gets the sources the fleet had when it was engaged.
+var ErrLate = errors.New("fleet: sources are added before any cluster is engaged")
+
+// For makes the objects of T in scope, in every cluster, the fleet's
+// primary objects: each change queues Key{Cluster, the object's name}. T
+// must be in the fleet's scheme. Call it before Engage and Run.
+func For[T object.Object](f *Fleet, scope Scope) (*Cache[T], error) {
+	gvk, err := kindOf[T](f.opts.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.clusters) > 0 || f.ctx != nil {
+		return nil, ErrLate
+	}
+	f.sources = append(f.sources, source{build: func(f *Fleet, m *member) (sourceRun, error) {
+		return buildFor[T](f, m, gvk, scope)
+	}})
+	return &Cache[T]{f: f, index: len(f.sources) - 1}, nil
+}
+
+// buildFor makes the informer of T in m and puts its handler on the fleet's
+// controller.
+func buildFor[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, scope Scope) (sourceRun, error) {
+	lw := listwatch.Kind[T](m.discovery, gvk, listwatch.KindOptions{Namespace: scope.Namespace,
+		Options: listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}})
+	inf, err := informer.New[T](lw, informer.Options[T]{Name: m.name + ": " + gvk.Kind,
+		FactoryOptions: informer.FactoryOptions{Telemetry: f.opts.Controller.Telemetry}})
+	if err != nil {
+		return sourceRun{}, err
+	}
+	names := handler.Names[T]()
+	cluster := m.name
+	keys := func(dst []Key, e *handler.Event[T]) []Key {
+		var buf [1]object.ObjectName
+		for _, n := range names(buf[:0], e) {
+			dst = append(dst, Key{Cluster: cluster, ObjectName: n})
+		}
+		return dst
+	}
+	reg, err := inf.AddEventHandler(handler.Enqueue[T, Key](f.ctrl, keys), informer.HandlerOptions{Name: f.ctrl.Name()})
+	if err != nil {
+		return sourceRun{}, err
+	}
+	return sourceRun{run: inf.Run, remove: reg.Remove, close: inf.Close, reader: inf.Reader()}, nil
+}
+
+// Reader returns the cache of the cluster called cluster, if it is
+// engaged.
+func (c *Cache[T]) Reader(cluster string) (store.Reader[T], bool) {
+	c.f.mu.Lock()
+	m := c.f.clusters[cluster]
+	c.f.mu.Unlock()
+	if m == nil || c.index >= len(m.runs) {
+		return store.Reader[T]{}, false
+	}
+	r, ok := m.runs[c.index].reader.(store.Reader[T])
+	return r, ok
+}
+
+// Get returns the cached object k names, if its cluster is engaged and the
+// object is cached.
+func (c *Cache[T]) Get(k Key) (T, bool) {
+	r, ok := c.Reader(k.Cluster)
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return r.Get(k.ObjectName)
+}
+
+// kindOf returns T's kind from scheme.
+func kindOf[T object.Object](scheme *runtime.Scheme) (schema.GroupVersionKind, error) {
+	var zero T
+	t := reflect.TypeOf(zero)
+	if t == nil || t.Kind() != reflect.Pointer {
+		return schema.GroupVersionKind{}, fmt.Errorf("fleet: %v is not a pointer to an API type", t)
+	}
+	obj, ok := reflect.New(t.Elem()).Interface().(runtime.Object)
+	if !ok {
+		return schema.GroupVersionKind{}, fmt.Errorf("fleet: %v is not a runtime.Object", t)
+	}
+	gvks, _, err := scheme.ObjectKinds(obj)
+	if err != nil || len(gvks) == 0 {
+		return schema.GroupVersionKind{}, fmt.Errorf("fleet: %v is not in the fleet's scheme: %w", t, err)
+	}
+	return gvks[0], nil
+}
