@@ -4,12 +4,13 @@
 // of the fleet's sources, and a cluster that leaves takes its informers,
 // goroutines, connections and cache with it. Clusters join and leave by
 // Engage and Disengage, called by a provider: Directory (a folder of
-// kubeconfig files) or one's own.
+// kubeconfig files), Secrets (Cluster API's kubeconfig Secrets) or one's
+// own.
 //
 // This is the first part of multi-cluster support: sources are For-like
 // (an object's own key); Owns and Watches, per-cluster metrics and the
-// debug page, the manager option, spreading clusters over replicas and
-// the kubeconfig-Secrets provider are not built yet.
+// debug page, the manager option and spreading clusters over replicas are
+// not built yet.
 package fleet
 
 import (

@@ -93,7 +93,7 @@ func startServer(t *testing.T, ns string) (*apiserver.Server, kubernetes.Interfa
 // fleet runs is reconciled at once, a cluster disengaged leaves nothing
 // behind (goroutines and heap at baseline over many cycles), and the
 // Directory provider engages and disengages clusters as kubeconfig files
-// come and go.
+// come and go, and the Secrets provider as kubeconfig Secrets do.
 func TestFleet_oneControllerOverClustersThatComeAndGo(t *testing.T) {
 	const ns = "fleet"
 	a, kubeA := startServer(t, ns)
@@ -214,6 +214,40 @@ func TestFleet_oneControllerOverClustersThatComeAndGo(t *testing.T) {
 	stopProvider()
 	if err := <-provided; err != nil {
 		t.Errorf("Directory.Run: %v", err)
+	}
+
+	// The Secrets provider: a kubeconfig Secret in the management cluster
+	// (a) engages its cluster, a changed one moves it, a deleted one ends it.
+	sctx, stopSecrets := context.WithCancel(ctx)
+	fromSecrets := make(chan error, 1)
+	go func() { fromSecrets <- fleet.Secrets{Kube: kubeA, Namespace: ns}.Run(sctx, f) }()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "remote" + fleet.SecretSuffix}, Data: map[string][]byte{"value": kc}}
+	if _, err := kubeA.CoreV1().Secrets(ns).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kr := fleet.Key{Cluster: "remote", ObjectName: x}
+	eventually(t, 30*time.Second, "the cluster of a kubeconfig Secret reconciled", func() bool { _, ok := rec.at(kr); return ok })
+	if _, err := kubeA.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "only-in-a"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kcA, err := os.ReadFile(a.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["value"] = kcA // the cluster moves to another server
+	if _, err := kubeA.CoreV1().Secrets(ns).Update(t.Context(), secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	onlyInA := fleet.Key{Cluster: "remote", ObjectName: object.ObjectName{Namespace: ns, Name: "only-in-a"}}
+	eventually(t, 30*time.Second, "the cluster engaged again on the Secret's new server", func() bool { _, ok := rec.cms.Get(onlyInA); return ok })
+	if err := kubeA.CoreV1().Secrets(ns).Delete(t.Context(), secret.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the cluster of a deleted Secret disengaged", func() bool { return !f.Engaged("remote") })
+	stopSecrets()
+	if err := <-fromSecrets; err != nil {
+		t.Errorf("Secrets.Run: %v", err)
 	}
 
 	cancel()

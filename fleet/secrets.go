@@ -1,0 +1,91 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// Secrets is a provider of clusters from kubeconfig Secrets in one
+// namespace of a management cluster, as Cluster API writes them: the
+// Secret "<cluster>-kubeconfig" holds the cluster's kubeconfig under the
+// key "value". A Secret created engages its cluster, one changed (rotated
+// credentials, another server) engages it again with what it now holds,
+// one deleted disengages it. A Secret that holds no usable kubeconfig is
+// logged and skipped.
+type Secrets struct {
+	// Kube reads the Secrets; Namespace is where they are.
+	Kube      kubernetes.Interface
+	Namespace string
+	// LabelSelector, if set, narrows the Secrets watched (API syntax).
+	LabelSelector string
+	// Logger receives a line per cluster engaged, disengaged or refused.
+	// Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// SecretSuffix ends the name of a kubeconfig Secret; the cluster's name
+// is what comes before it.
+const SecretSuffix = "-kubeconfig"
+
+// Run keeps f's clusters those of the Secrets until ctx ends.
+func (p Secrets) Run(ctx context.Context, f *Fleet) error {
+	log := p.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	secrets := p.Kube.CoreV1().Secrets(p.Namespace)
+	inf, err := informer.New[*corev1.Secret](listwatch.New[*corev1.Secret](secrets.List, secrets.Watch,
+		listwatch.Options{LabelSelector: p.LabelSelector}), informer.Options[*corev1.Secret]{Name: "fleet: kubeconfig Secrets"})
+	if err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	engage := func(s *corev1.Secret) {
+		name, ok := clusterOf(s.Name)
+		if !ok {
+			return
+		}
+		_ = f.Disengage(name) // a changed Secret: engage again with what it holds now
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data["value"])
+		if err == nil {
+			err = f.Engage(name, cfg)
+		}
+		if err != nil {
+			log.Warn("fleet: cluster not engaged", "cluster", name, "secret", p.Namespace+"/"+s.Name, "err", err)
+			return
+		}
+		log.Info("fleet: cluster engaged", "cluster", name, "server", cfg.Host)
+	}
+	if _, err := inf.AddEventHandler(handler.Funcs[*corev1.Secret]{
+		AddFunc: func(s *corev1.Secret, _ bool) { engage(s) },
+		UpdateFunc: func(old, s *corev1.Secret) {
+			if string(old.Data["value"]) != string(s.Data["value"]) {
+				engage(s)
+			}
+		},
+		DeleteFunc: func(d object.Deleted[*corev1.Secret]) {
+			if name, ok := clusterOf(d.Name.Name); ok && f.Disengage(name) == nil {
+				log.Info("fleet: cluster disengaged: its kubeconfig Secret is gone", "cluster", name)
+			}
+		},
+	}, informer.HandlerOptions{Name: "fleet"}); err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	return inf.Run(ctx)
+}
+
+// clusterOf returns the cluster a kubeconfig Secret's name names.
+func clusterOf(secret string) (string, bool) {
+	name, ok := strings.CutSuffix(secret, SecretSuffix)
+	return name, ok && name != ""
+}
