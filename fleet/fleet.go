@@ -7,10 +7,9 @@
 // kubeconfig files), Secrets (Cluster API's kubeconfig Secrets) or one's
 // own.
 //
-// This is the first part of multi-cluster support: sources are For-like
-// (an object's own key); Owns and Watches, per-cluster metrics and the
-// debug page, the manager option and spreading clusters over replicas are
-// not built yet.
+// This is the first part of multi-cluster support: sources are For and
+// Owns; Watches, per-cluster metrics and the debug page, the manager
+// option and spreading clusters over replicas are not built yet.
 package fleet
 
 import (
@@ -22,6 +21,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
@@ -60,6 +60,7 @@ type Fleet struct {
 
 	mu       sync.Mutex
 	sources  []source
+	primary  schema.GroupKind // For's kind
 	clusters map[string]*member
 	ctx      context.Context // Run's; nil before Run
 	closed   bool            // Run has returned

@@ -28,6 +28,7 @@ type seen struct {
 	mu    sync.Mutex
 	first map[fleet.Key]time.Time
 	found map[fleet.Key]bool // the cache of the key's cluster held it
+	count map[fleet.Key]int
 	cms   *fleet.Cache[*corev1.ConfigMap]
 }
 
@@ -39,7 +40,14 @@ func (s *seen) Reconcile(_ context.Context, k fleet.Key) (controller.Result, err
 		s.first[k] = time.Now()
 	}
 	s.found[k] = ok
+	s.count[k]++
 	return controller.Result{}, nil
+}
+
+func (s *seen) times(k fleet.Key) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.count[k]
 }
 
 func (s *seen) at(k fleet.Key) (time.Time, bool) {
@@ -99,12 +107,18 @@ func TestFleet_oneControllerOverClustersThatComeAndGo(t *testing.T) {
 	a, kubeA := startServer(t, ns)
 	b, kubeB := startServer(t, ns)
 	leakcheck.Check(t)
-	rec := &seen{first: map[fleet.Key]time.Time{}, found: map[fleet.Key]bool{}}
+	rec := &seen{first: map[fleet.Key]time.Time{}, found: map[fleet.Key]bool{}, count: map[fleet.Key]int{}}
 	f, err := fleet.New(rec, fleet.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := fleet.Owns[*corev1.Secret](f, fleet.Scope{Namespace: ns}); !errors.Is(err, fleet.ErrNoFor) {
+		t.Errorf("Owns before For = %v, want ErrNoFor", err)
+	}
 	if rec.cms, err = fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.Owns[*corev1.Secret](f, fleet.Scope{Namespace: ns}); err != nil {
 		t.Fatal(err)
 	}
 	for _, kube := range []kubernetes.Interface{kubeA, kubeB} {
@@ -145,6 +159,21 @@ func TestFleet_oneControllerOverClustersThatComeAndGo(t *testing.T) {
 		t.Error("the reconcile of b's object did not find it in b's cache")
 	}
 	rec.mu.Unlock()
+	// An owned object changed in b queues its owner in b, not in a.
+	cmB, err := kubeB.CoreV1().ConfigMaps(ns).Get(t.Context(), "x", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, beforeA := rec.times(kb), rec.times(fleet.Key{Cluster: "a", ObjectName: x})
+	child := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "child", OwnerReferences: []metav1.OwnerReference{
+		*metav1.NewControllerRef(cmB, corev1.SchemeGroupVersion.WithKind("ConfigMap"))}}}
+	if _, err := kubeB.CoreV1().Secrets(ns).Create(t.Context(), child, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the owned Secret's change queued its owner in b", func() bool { return rec.times(kb) > before })
+	if got := rec.times(fleet.Key{Cluster: "a", ObjectName: x}); got != beforeA {
+		t.Errorf("an owned object in b queued a's object of the same name (%d reconciles, was %d)", got, beforeA)
+	}
 	if got := f.Clusters(); len(got) != 2 || got[0] != "a" || got[1] != "b" {
 		t.Errorf("Clusters() = %v, want [a b]", got)
 	}

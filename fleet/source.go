@@ -38,28 +38,57 @@ type source struct {
 // cluster gets the sources the fleet had when it was engaged.
 var ErrLate = errors.New("fleet: sources are added before any cluster is engaged")
 
+// ErrNoFor is Owns's error before For: the owner's kind is For's.
+var ErrNoFor = errors.New("fleet: Owns needs the fleet's For source first (the owners' kind)")
+
 // For makes the objects of T in scope, in every cluster, the fleet's
 // primary objects: each change queues Key{Cluster, the object's name}. T
-// must be in the fleet's scheme. Call it before Engage and Run.
+// must be in the fleet's scheme. Call it before Engage and Run; a fleet
+// has one For.
 func For[T object.Object](f *Fleet, scope Scope) (*Cache[T], error) {
+	return add[T](f, scope, func(schema.GroupKind) handler.KeyFunc[T, object.ObjectName] { return handler.Names[T]() }, true)
+}
+
+// Owns makes changes to the objects of T in scope, in every cluster, queue
+// the For object of that cluster that controls them (the owner reference
+// with controller: true of For's kind; see handler.Owners), so a child
+// changed or deleted by someone else is put right. Call it after For,
+// before Engage and Run.
+func Owns[T handler.Owned](f *Fleet, scope Scope) (*Cache[T], error) {
+	return add[T](f, scope, handler.Owners[T], false)
+}
+
+// add registers a source of T whose events name keys as names does, given
+// the For kind.
+func add[T object.Object](f *Fleet, scope Scope, names func(owner schema.GroupKind) handler.KeyFunc[T, object.ObjectName],
+	primary bool) (*Cache[T], error) {
 	gvk, err := kindOf[T](f.opts.Scheme)
 	if err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.clusters) > 0 || f.ctx != nil {
+	switch {
+	case len(f.clusters) > 0 || f.ctx != nil:
 		return nil, ErrLate
+	case primary && !f.primary.Empty():
+		return nil, errors.New("fleet: a fleet has one For source")
+	case !primary && f.primary.Empty():
+		return nil, ErrNoFor
+	case primary:
+		f.primary = gvk.GroupKind()
 	}
+	keys := names(f.primary)
 	f.sources = append(f.sources, source{build: func(f *Fleet, m *member) (sourceRun, error) {
-		return buildFor[T](f, m, gvk, scope)
+		return build[T](f, m, gvk, scope, keys)
 	}})
 	return &Cache[T]{f: f, index: len(f.sources) - 1}, nil
 }
 
-// buildFor makes the informer of T in m and puts its handler on the fleet's
-// controller.
-func buildFor[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, scope Scope) (sourceRun, error) {
+// build makes the informer of T in m and puts its handler, naming keys as
+// names does, on the fleet's controller.
+func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, scope Scope,
+	names handler.KeyFunc[T, object.ObjectName]) (sourceRun, error) {
 	lw := listwatch.Kind[T](m.discovery, gvk, listwatch.KindOptions{Namespace: scope.Namespace,
 		Options: listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}})
 	inf, err := informer.New[T](lw, informer.Options[T]{Name: m.name + ": " + gvk.Kind,
@@ -67,7 +96,6 @@ func buildFor[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind,
 	if err != nil {
 		return sourceRun{}, err
 	}
-	names := handler.Names[T]()
 	cluster := m.name
 	keys := func(dst []Key, e *handler.Event[T]) []Key {
 		var buf [1]object.ObjectName
