@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -11,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Directory is a provider of clusters: every kubeconfig file in Path
@@ -20,8 +17,15 @@ import (
 // after the file without its extension. A file added engages its cluster,
 // a file removed disengages it, a file changed (new credentials, another
 // server) engages it again with what it now says.
+//
+// The folder and each file must belong to this process's user and be
+// writable by no other (a kubeconfig says what the process connects to
+// and with what credentials); a credential plugin (exec, auth-provider)
+// is refused unless AllowExec.
 type Directory struct {
 	Path string
+	// AllowExec accepts kubeconfigs that run a credential plugin.
+	AllowExec bool
 	// Interval is how often Path is read. Default: 1s.
 	Interval time.Duration
 	// Logger receives a line per cluster engaged, disengaged or refused.
@@ -66,56 +70,73 @@ func (d Directory) Run(ctx context.Context, f *Fleet) error {
 	}
 }
 
+// file is a kubeconfig file read, or why it could not be.
+type file struct {
+	b   []byte
+	err error
+}
+
+// digest identifies what was read (or refused), to act once per content.
+func (f file) digest() [32]byte {
+	if f.err != nil {
+		return sha256.Sum256([]byte("refused: " + f.err.Error()))
+	}
+	return sha256.Sum256(f.b)
+}
+
 // read returns the kubeconfig files of d.Path by cluster name.
-func (d Directory) read() (map[string][]byte, error) {
+func (d Directory) read() (map[string]file, error) {
+	fi, err := os.Stat(d.Path)
+	if err != nil {
+		return nil, err
+	}
+	if err := private(fi); err != nil {
+		return nil, err
+	}
 	entries, err := os.ReadDir(d.Path)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]byte{}
+	out := map[string]file{}
 	for _, e := range entries {
 		ext := filepath.Ext(e.Name())
 		if e.IsDir() || (ext != ".kubeconfig" && ext != ".yaml" && ext != ".yml") {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(d.Path, e.Name()))
-		if err != nil {
-			continue // removed meanwhile, or unreadable: as if absent
-		}
-		out[strings.TrimSuffix(e.Name(), ext)] = b
+		b, err := readPrivate(filepath.Join(d.Path, e.Name()))
+		out[strings.TrimSuffix(e.Name(), ext)] = file{b, err}
 	}
 	return out, nil
 }
 
 // apply engages, re-engages and disengages f's clusters to match files.
-func (d Directory) apply(f *Fleet, files map[string][]byte, seen, refused map[string][32]byte, log *slog.Logger) {
-	for name := range seen {
+func (d Directory) apply(f *Fleet, files map[string]file, seen, refused map[string][32]byte, log *slog.Logger) {
+	for name := range refused {
 		if _, ok := files[name]; !ok {
 			delete(refused, name)
+		}
+	}
+	for name := range seen {
+		if _, ok := files[name]; !ok {
 			delete(seen, name)
 			if err := f.Disengage(name); err == nil {
 				log.Info("fleet: cluster disengaged: its kubeconfig is gone", "cluster", name)
 			}
 		}
 	}
-	for name, b := range files {
-		sum := sha256.Sum256(b)
-		old, engaged := seen[name]
-		if engaged && bytes.Equal(old[:], sum[:]) {
-			continue
-		}
-		if bad, ok := refused[name]; ok && bytes.Equal(bad[:], sum[:]) {
-			continue // the same content was refused before
-		}
-		if engaged {
+	for name, fl := range files {
+		sum := fl.digest()
+		if old, engaged := seen[name]; engaged {
+			if old == sum {
+				continue
+			}
 			delete(seen, name)
 			_ = f.Disengage(name) // credentials or server changed: engage again with the new ones
 		}
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
-		if err == nil {
-			err = f.Engage(name, cfg)
+		if bad, ok := refused[name]; ok && bad == sum {
+			continue // the same content was refused before
 		}
-		if err != nil {
+		if err := d.engage(f, name, fl, log); err != nil {
 			if !errors.Is(err, ErrEngaged) { // engaged by someone else: not ours to manage
 				log.Warn("fleet: cluster not engaged", "cluster", name, "err", err)
 			}
@@ -124,6 +145,21 @@ func (d Directory) apply(f *Fleet, files map[string][]byte, seen, refused map[st
 		}
 		delete(refused, name)
 		seen[name] = sum
-		log.Info("fleet: cluster engaged", "cluster", name, "server", cfg.Host)
 	}
+}
+
+// engage engages the cluster of file fl.
+func (d Directory) engage(f *Fleet, name string, fl file, log *slog.Logger) error {
+	if fl.err != nil {
+		return fl.err
+	}
+	cfg, err := kubeconfigPolicy{allowExec: d.AllowExec, allowFiles: true}.restConfig(fl.b)
+	if err != nil {
+		return err
+	}
+	if err := f.Engage(name, cfg); err != nil {
+		return err
+	}
+	log.Info("fleet: cluster engaged", "cluster", name, "server", cfg.Host)
+	return nil
 }

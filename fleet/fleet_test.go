@@ -290,3 +290,62 @@ func TestFleet_oneControllerOverClustersThatComeAndGo(t *testing.T) {
 		t.Errorf("Engage after Run = %v, want ErrStopped", err)
 	}
 }
+
+// The Directory provider engages only what the folder's owner wrote: a
+// folder or a file other users can write, and a kubeconfig that runs a
+// plugin, are refused (no server is needed: engaging makes no request).
+func TestDirectory_refusesFilesOthersCanWriteAndPlugins(t *testing.T) {
+	leakcheck.Check(t)
+	f, err := fleet.New(controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
+		return controller.Result{}, nil
+	}), fleet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{}); err != nil {
+		t.Fatal(err)
+	}
+	fctx, stopFleet := context.WithCancel(t.Context())
+	fleetDone := make(chan error, 1)
+	go func() { fleetDone <- f.Run(fctx) }() // an engaged cluster's informer would run its plugin at its first request
+	safe := []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
+	dir, marker := t.TempDir(), filepath.Join(t.TempDir(), "ran")
+	plugin := []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+		"users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ['-c', 'touch " + marker + "'], interactiveMode: Never}}}]\n" +
+		"contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
+	for name, content := range map[string][]byte{"safe.kubeconfig": safe, "plugin.kubeconfig": plugin, "shared.kubeconfig": safe} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(dir, "shared.kubeconfig"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- fleet.Directory{Path: dir, Interval: 20 * time.Millisecond}.Run(ctx, f) }()
+	eventually(t, 10*time.Second, "the safe kubeconfig engaged", func() bool { return f.Engaged("safe") })
+	cancel()
+	if err := <-done; err != nil { // Run returns between two reads: every file has been judged
+		t.Errorf("Run: %v", err)
+	}
+	if f.Engaged("plugin") || f.Engaged("shared") {
+		t.Errorf("engaged %v: a kubeconfig that runs a plugin or that other users can write", f.Clusters())
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the kubeconfig's plugin ran")
+	}
+
+	open := t.TempDir()
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := (fleet.Directory{Path: open}).Run(t.Context(), f); !errors.Is(err, fleet.ErrUnsafeKubeconfig) {
+		t.Errorf("Run on a folder others can write = %v, want ErrUnsafeKubeconfig", err)
+	}
+	stopFleet()
+	if err := <-fleetDone; err != nil {
+		t.Errorf("fleet Run: %v", err)
+	}
+}

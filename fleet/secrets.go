@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
@@ -22,8 +21,14 @@ import (
 // key "value". A Secret created engages its cluster, one changed (rotated
 // credentials, another server) engages it again with what it now holds,
 // one deleted disengages it. A Secret that holds no usable kubeconfig is
-// logged and skipped.
+// logged and skipped, as is one that runs a credential plugin (unless
+// AllowExec) or reads credentials or certificates from local files (never:
+// whoever can write Secrets there would choose what the process reads and
+// where it sends it).
 type Secrets struct {
+	// AllowExec accepts kubeconfigs that run a credential plugin (exec,
+	// auth-provider) in this process.
+	AllowExec bool
 	// Kube reads the Secrets; Namespace is where they are.
 	Kube      kubernetes.Interface
 	Namespace string
@@ -56,7 +61,7 @@ func (p Secrets) Run(ctx context.Context, f *Fleet) error {
 			return
 		}
 		_ = f.Disengage(name) // a changed Secret: engage again with what it holds now
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data["value"])
+		cfg, err := kubeconfigPolicy{allowExec: p.AllowExec}.restConfig(s.Data["value"])
 		if err == nil {
 			err = f.Engage(name, cfg)
 		}
