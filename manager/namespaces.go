@@ -33,7 +33,8 @@ type Namespaces[T Object] struct {
 	scope Scope // Namespace unused
 	name  string
 
-	// mu guards the fields below. Lock order: mu, then Manager.mu.
+	// mu guards the fields below. Lock order: mu, then Manager.mu; an
+	// informer is released with mu not held (a release waits for it to stop).
 	mu       sync.Mutex
 	members  map[string]*informer.SharedIndexInformer[T] // by namespace
 	handlers []*setHandler[T]
@@ -156,10 +157,11 @@ func (s *Namespaces[T]) Forget(namespaces ...string) error { return s.remove(fal
 
 func (s *Namespaces[T]) remove(deletes bool, namespaces []string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := s.changeable(); err != nil {
+		s.mu.Unlock()
 		return err
 	}
+	var gone []*informer.SharedIndexInformer[T]
 	for _, ns := range namespaces {
 		inf, ok := s.members[ns]
 		if !ok {
@@ -169,11 +171,21 @@ func (s *Namespaces[T]) remove(deletes bool, namespaces []string) error {
 		for _, h := range s.handlers {
 			h.detach(ns, inf, deletes)
 		}
+		gone = append(gone, inf)
+	}
+	s.mu.Unlock()
+	return s.release(gone) // not under s.mu: a release waits for the informer to stop
+}
+
+// release gives back the set's references to infs.
+func (s *Namespaces[T]) release(infs []*informer.SharedIndexInformer[T]) error {
+	var errs []error
+	for _, inf := range infs {
 		if err := s.m.ReleaseInformer(inf); err != nil {
-			return fmt.Errorf("manager: %s: namespace %s: %w", s.name, ns, err)
+			errs = append(errs, fmt.Errorf("manager: %s: %s: %w", s.name, inf.Name(), err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // changeable says why the set cannot change now, if it cannot; s.mu is
@@ -191,16 +203,18 @@ func (s *Namespaces[T]) changeable() error {
 // close releases every member, at the set's last release.
 func (s *Namespaces[T]) close() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.closed = true
+	gone := make([]*informer.SharedIndexInformer[T], 0, len(s.members))
 	for ns, inf := range s.members {
 		for _, h := range s.handlers {
 			h.detach(ns, inf, false)
 		}
-		_ = s.m.ReleaseInformer(inf)
+		gone = append(gone, inf)
 	}
 	clear(s.members)
 	s.handlers = nil
+	s.mu.Unlock()
+	_ = s.release(gone)
 }
 
 // memberNames returns the names of the members' informers.

@@ -49,7 +49,7 @@ func FromObject(obj metav1.Object) (trace.SpanContext, bool) {
 // else, and for an all-zero trace or span id.
 func Parse(tp string) (sc trace.SpanContext, ok bool) {
 	parts := strings.Split(strings.TrimSpace(tp), "-")
-	if len(parts) < 4 || parts[0] != "00" || len(parts) != 4 || len(parts[1]) != 32 || len(parts[2]) != 16 || len(parts[3]) != 2 {
+	if len(parts) != 4 || parts[0] != "00" || len(parts[1]) != 32 || len(parts[2]) != 16 || len(parts[3]) != 2 {
 		return sc, false
 	}
 	var tid trace.TraceID
