@@ -307,8 +307,27 @@ func (s *Server) Stop() error {
 // same etcd data, certificates and token: configurations from Config stay
 // valid, and resource versions continue where they were.
 func (s *Server) Restart(ctx context.Context) error {
-	if err := s.stopProcess(); err != nil {
+	if err := s.Down(); err != nil {
 		return err
+	}
+	return s.Up(ctx)
+}
+
+// Down stops the server's process and keeps everything else (its data,
+// address, certificates and token), so that clients see a server that is
+// down (connections refused) until Up starts it again: Restart in two
+// steps, with a test's work between them. Down on a server that is down
+// does nothing.
+func (s *Server) Down() error { return s.stopProcess() }
+
+// Up starts a server that Down stopped, on the same address with the same
+// data, and returns once it is ready. Up on a running server does nothing.
+func (s *Server) Up(ctx context.Context) error {
+	s.mu.Lock()
+	running := s.proc != nil
+	s.mu.Unlock()
+	if running {
+		return nil
 	}
 	return s.start(ctx)
 }

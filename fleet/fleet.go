@@ -7,9 +7,13 @@
 // kubeconfig files), Secrets (Cluster API's kubeconfig Secrets) or one's
 // own.
 //
-// This is the first part of multi-cluster support: sources are For and
-// Owns; Watches, per-cluster metrics and the debug page, the manager
-// option and spreading clusters over replicas are not built yet.
+// A reconcile finds its key's cluster with ClusterFrom(ctx): its name, a
+// typed client of any type (Client), a clientset (Cluster.Kube), all
+// sharing the fleet's connections to that cluster.
+//
+// This is the first part of multi-cluster support: sources are For, Owns
+// and Watches; per-cluster metrics and the debug page, the manager option
+// and spreading clusters over replicas are not built yet.
 package fleet
 
 import (
@@ -55,8 +59,9 @@ type Options struct {
 // New, add sources with For, Run it, and Engage clusters (before or while
 // it runs). Safe for concurrent use.
 type Fleet struct {
-	opts Options
-	ctrl *controller.Controller[Key]
+	opts    Options
+	ctrl    *controller.Controller[Key]
+	metrics *metrics
 
 	mu       sync.Mutex
 	sources  []source
@@ -75,7 +80,8 @@ var (
 )
 
 // New returns a fleet whose controller reconciles with rec. A key whose
-// cluster has left the fleet is dropped, not reconciled.
+// cluster has left the fleet is dropped, not reconciled; a reconcile finds
+// its key's cluster (its clients) with ClusterFrom(ctx).
 func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 	if rec == nil {
 		return nil, errors.New("fleet: nil reconciler")
@@ -88,15 +94,22 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 	}
 	f := &Fleet{opts: opts, clusters: map[string]*member{}, wake: make(chan struct{})}
 	c, err := controller.New[Key](controller.ReconcileFunc[Key](func(ctx context.Context, k Key) (controller.Result, error) {
-		if !f.Engaged(k.Cluster) {
+		c, ok := f.Cluster(k.Cluster)
+		if !ok {
 			return controller.Result{}, nil // the cluster left: nothing to do there
 		}
-		return rec.Reconcile(ctx, k)
+		res, err := rec.Reconcile(context.WithValue(ctx, clusterKey{}, c), k)
+		f.metrics.reconciled(k.Cluster, err)
+		return res, err
 	}), opts.Controller)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
 	f.ctrl = c
+	if f.metrics, err = newMetrics(f); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
 	return f, nil
 }
 
@@ -132,6 +145,9 @@ func (f *Fleet) Run(ctx context.Context) error {
 	for _, name := range names {
 		_ = f.Disengage(name)
 	}
+	if f.metrics != nil {
+		f.metrics.series.Unregister()
+	}
 	return err
 }
 
@@ -139,6 +155,9 @@ func (f *Fleet) Run(ctx context.Context) error {
 // an informer there, started at once if the fleet runs, whose objects are
 // reconciled as Key{Cluster: name, ...}. It fails on an empty or engaged
 // name, a cfg that cannot be used, and after Run returned (ErrStopped).
+// A cfg with no client-side rate limit set (QPS and Burst zero, no
+// RateLimiter) gets none, as the manager's: the cluster's API server
+// protects itself with priority and fairness.
 func (f *Fleet) Engage(name string, cfg *rest.Config) error {
 	if name == "" {
 		return errors.New("fleet: a cluster needs a name")
@@ -181,6 +200,7 @@ func (f *Fleet) Disengage(name string) error {
 		return fmt.Errorf("fleet: disengage %s: %w", name, ErrNotEngaged)
 	}
 	m.close()
+	f.metrics.disengaged(name)
 	return nil
 }
 
@@ -209,6 +229,7 @@ type member struct {
 	name      string
 	hc        *http.Client
 	discovery listwatch.Discovery
+	cluster   *Cluster
 	runs      []sourceRun
 
 	mu      sync.Mutex
@@ -219,13 +240,19 @@ type member struct {
 
 // sourceRun is one source's informer in one cluster.
 type sourceRun struct {
-	run    func(context.Context) error
-	remove func() // its handler's registration
-	close  func() // the informer's Close: its metrics unregistered
-	reader any    // store.Reader[T]
+	run     func(context.Context) error
+	synced  func() bool
+	lastErr func() error
+	remove  func() // its handler's registration
+	close   func() // the informer's Close: its metrics unregistered
+	reader  any    // store.Reader[T]
 }
 
 func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
+		cfg.QPS = -1 // client-go makes no rate limiter for a negative QPS
+	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)
@@ -235,6 +262,7 @@ func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {
 		return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)
 	}
 	m := &member{name: name, hc: hc, discovery: disc}
+	m.cluster = &Cluster{member: m, name: name, cfg: cfg, hc: hc, disc: disc, scheme: f.opts.Scheme}
 	f.mu.Lock()
 	sources := append([]source(nil), f.sources...)
 	f.mu.Unlock()

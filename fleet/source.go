@@ -29,7 +29,8 @@ type Cache[T object.Object] struct {
 	index int // the source's place in f.sources
 }
 
-// source is a For source, type-erased: what Engage builds in each cluster.
+// source is one of the fleet's sources, type-erased: what Engage builds
+// in each cluster.
 type source struct {
 	build func(f *Fleet, m *member) (sourceRun, error)
 }
@@ -46,7 +47,7 @@ var ErrNoFor = errors.New("fleet: Owns needs the fleet's For source first (the o
 // must be in the fleet's scheme. Call it before Engage and Run; a fleet
 // has one For.
 func For[T object.Object](f *Fleet, scope Scope) (*Cache[T], error) {
-	return add[T](f, scope, func(schema.GroupKind) handler.KeyFunc[T, object.ObjectName] { return handler.Names[T]() }, true)
+	return add[T](f, scope, func(schema.GroupKind) handler.KeyFunc[T, object.ObjectName] { return handler.Names[T]() }, sourceFor)
 }
 
 // Owns makes changes to the objects of T in scope, in every cluster, queue
@@ -55,13 +56,31 @@ func For[T object.Object](f *Fleet, scope Scope) (*Cache[T], error) {
 // changed or deleted by someone else is put right. Call it after For,
 // before Engage and Run.
 func Owns[T handler.Owned](f *Fleet, scope Scope) (*Cache[T], error) {
-	return add[T](f, scope, handler.Owners[T], false)
+	return add[T](f, scope, handler.Owners[T], sourceOwns)
 }
 
-// add registers a source of T whose events name keys as names does, given
-// the For kind.
+// Watches makes changes to the objects of T in scope, in every cluster,
+// queue the keys fn maps them to in the same cluster (see handler.Mapped:
+// an update maps the old and the new object, a delete the last known one).
+// Call it before Engage and Run; it needs no For.
+func Watches[T object.Object](f *Fleet, scope Scope, fn func(obj T) []object.ObjectName) (*Cache[T], error) {
+	if fn == nil {
+		return nil, errors.New("fleet: Watches needs a map function")
+	}
+	return add[T](f, scope, func(schema.GroupKind) handler.KeyFunc[T, object.ObjectName] { return handler.Mapped(fn) }, sourceMapped)
+}
+
+// The roles of a source.
+const (
+	sourceFor = iota
+	sourceOwns
+	sourceMapped
+)
+
+// add registers a source of T in role whose events name keys as names
+// does, given the For kind.
 func add[T object.Object](f *Fleet, scope Scope, names func(owner schema.GroupKind) handler.KeyFunc[T, object.ObjectName],
-	primary bool) (*Cache[T], error) {
+	role int) (*Cache[T], error) {
 	gvk, err := kindOf[T](f.opts.Scheme)
 	if err != nil {
 		return nil, err
@@ -71,11 +90,11 @@ func add[T object.Object](f *Fleet, scope Scope, names func(owner schema.GroupKi
 	switch {
 	case len(f.clusters) > 0 || f.ctx != nil:
 		return nil, ErrLate
-	case primary && !f.primary.Empty():
+	case role == sourceFor && !f.primary.Empty():
 		return nil, errors.New("fleet: a fleet has one For source")
-	case !primary && f.primary.Empty():
+	case role == sourceOwns && f.primary.Empty():
 		return nil, ErrNoFor
-	case primary:
+	case role == sourceFor:
 		f.primary = gvk.GroupKind()
 	}
 	keys := names(f.primary)
@@ -108,7 +127,8 @@ func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, sc
 	if err != nil {
 		return sourceRun{}, err
 	}
-	return sourceRun{run: inf.Run, remove: reg.Remove, close: inf.Close, reader: inf.Reader()}, nil
+	return sourceRun{run: inf.Run, synced: inf.HasSynced, lastErr: inf.LastError,
+		remove: reg.Remove, close: inf.Close, reader: inf.Reader()}, nil
 }
 
 // Reader returns the cache of the cluster called cluster, if it is

@@ -1,0 +1,212 @@
+package fleet_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/fleet"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/telemetry"
+)
+
+// hasSecret reports whether kube has the Secret ns/name with the data key.
+func hasSecret(t *testing.T, kube kubernetes.Interface, ns, name, key string) bool {
+	s, err := kube.CoreV1().Secrets(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Logf("get Secret %s/%s: %v", ns, name, err)
+	}
+	return err == nil && s.Data[key] != nil
+}
+
+// A reconcile finds its key's cluster in its context, and writes there
+// through the fleet's typed client; a Watches source queues keys in its
+// own cluster; and a cluster whose API server goes down stops only
+// itself: the other's reconciles go on, its status and metrics say it is
+// down, and its reconciles resume when it is back.
+func TestFleet_aClusterDownStopsOnlyItself(t *testing.T) {
+	const ns = "fleet"
+	leakcheck.Check(t) // first: the servers (b restarted) stop before it looks
+	a, kubeA := startServer(t, ns)
+	b, kubeB := startServer(t, ns)
+	reg := prometheus.NewRegistry()
+	var cms *fleet.Cache[*corev1.ConfigMap]
+	var misplaced atomic.Int32
+	f, err := fleet.New(controller.ReconcileFunc[fleet.Key](func(ctx context.Context, k fleet.Key) (controller.Result, error) {
+		c, ok := fleet.ClusterFrom(ctx)
+		if !ok || c.Name() != k.Cluster {
+			misplaced.Add(1)
+			return controller.Result{}, nil
+		}
+		cm, ok := cms.Get(k)
+		if !ok {
+			return controller.Result{}, nil
+		}
+		data := map[string][]byte{}
+		for key, v := range cm.Data {
+			data[key] = []byte(v)
+		}
+		s := corev1ac.Secret(cm.Name, cm.Namespace).WithLabels(map[string]string{"mirror-of": cm.Name}).WithData(data)
+		_, err := fleet.Client[*corev1.Secret](c).Apply(ctx, s, metav1.ApplyOptions{FieldManager: "fleet-test", Force: true})
+		return controller.Result{}, err
+	}), fleet.Options{Controller: controller.Options[fleet.Key]{Name: "mirror", Telemetry: telemetry.Telemetry{Registerer: reg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cms, err = fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.Watches(f, fleet.Scope{Namespace: ns, LabelSelector: "mirror-of"}, func(s *corev1.Secret) []object.ObjectName {
+		return []object.ObjectName{{Namespace: s.Namespace, Name: s.Labels["mirror-of"]}}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Engage("a", a.Config()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Engage("b", b.Config()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- f.Run(ctx) }()
+
+	create := func(kube kubernetes.Interface, name string) {
+		t.Helper()
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Data: map[string]string{"from": name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(kubeA, "x")
+	create(kubeB, "x")
+	eventually(t, 30*time.Second, "each cluster's Secret written in that cluster", func() bool {
+		return hasSecret(t, kubeA, ns, "x", "from") && hasSecret(t, kubeB, ns, "x", "from")
+	})
+	// The Watches source: a mirror deleted by someone else is written again.
+	if err := kubeA.CoreV1().Secrets(ns).Delete(t.Context(), "x", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the deleted Secret written again (its change mapped to its ConfigMap's key in a)", func() bool {
+		return hasSecret(t, kubeA, ns, "x", "from")
+	})
+	if c, ok := f.Cluster("a"); !ok {
+		t.Error("Cluster(a) not found")
+	} else if kube, err := c.Kube(); err != nil {
+		t.Errorf("Kube: %v", err)
+	} else if _, err := kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "x", metav1.GetOptions{}); err != nil {
+		t.Errorf("a's clientset: %v", err)
+	}
+	if _, ok := f.Cluster("nowhere"); ok {
+		t.Error("Cluster of a name never engaged found")
+	}
+
+	// b's API server goes down.
+	if err := b.Down(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "b's status saying it is down", func() bool {
+		for _, s := range f.Status() {
+			if s.Name == "b" {
+				return s.Err != nil
+			}
+		}
+		return false
+	})
+	for _, s := range f.Status() {
+		if s.Name == "a" && (s.Err != nil || !s.Synced) {
+			t.Errorf("a's status while b is down: synced %v, err %v; want synced and no error", s.Synced, s.Err)
+		}
+		if s.Name == "b" {
+			t.Logf("b's status while its server is down: %v", s.Err)
+		}
+	}
+	up := func(cluster string) float64 {
+		return metricValue(t, reg, "ctrlkit_fleet_cluster_up", map[string]string{"cluster": cluster})
+	}
+	if ua, ub := up("a"), up("b"); ua != 1 || ub != 0 {
+		t.Errorf("ctrlkit_fleet_cluster_up: a %v, b %v; want 1 and 0", ua, ub)
+	}
+	made := time.Now()
+	create(kubeA, "during")
+	eventually(t, 30*time.Second, "a's Secret written while b is down", func() bool { return hasSecret(t, kubeA, ns, "during", "from") })
+	t.Logf("with b down, a's new object mirrored %v after it was created", time.Since(made).Round(time.Millisecond))
+	if d := time.Since(made); d > 5*time.Second {
+		t.Errorf("a's reconcile took %v with b down, want it unaffected (≤ 5s)", d)
+	}
+
+	// b comes back: its informers resume and so do its reconciles.
+	if err := b.Up(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	create(kubeB, "after")
+	eventually(t, 60*time.Second, "b's Secret written once b is back", func() bool { return hasSecret(t, kubeB, ns, "after", "from") })
+	t.Logf("b back: its new object mirrored %v after it was created", time.Since(back).Round(time.Millisecond))
+	eventually(t, 30*time.Second, "b's status well again", func() bool {
+		for _, s := range f.Status() {
+			if s.Name == "b" {
+				return s.Err == nil && s.Synced
+			}
+		}
+		return false
+	})
+	if n := misplaced.Load(); n != 0 {
+		t.Errorf("%d reconciles found no cluster, or another, in their context", n)
+	}
+	if got := metricValue(t, reg, "ctrlkit_fleet_reconciles_total", map[string]string{"cluster": "a", "result": "success"}); got < 2 {
+		t.Errorf("ctrlkit_fleet_reconciles_total{cluster=a,result=success} = %v, want ≥ 2", got)
+	}
+	if err := f.Disengage("b"); err != nil {
+		t.Fatal(err)
+	}
+	if up("b") != -1 {
+		t.Error("a disengaged cluster's health series still reported")
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// metricValue returns the value of the gauge or counter name with the
+// labels want among reg's, or -1 if there is none.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if got[k] != v {
+					continue metric
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return -1
+}
