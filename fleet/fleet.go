@@ -26,6 +26,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
@@ -62,6 +63,9 @@ type Fleet struct {
 	opts    Options
 	ctrl    *controller.Controller[Key]
 	metrics *metrics
+	// serializer decodes every cluster's objects: the scheme's codecs,
+	// made once.
+	serializer runtime.NegotiatedSerializer
 
 	mu       sync.Mutex
 	sources  []source
@@ -92,7 +96,8 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 	if opts.Controller.Fairness.FlowKey == nil {
 		opts.Controller.Fairness.FlowKey = func(k Key) string { return k.Cluster }
 	}
-	f := &Fleet{opts: opts, clusters: map[string]*member{}, wake: make(chan struct{})}
+	f := &Fleet{opts: opts, clusters: map[string]*member{}, wake: make(chan struct{}),
+		serializer: serializer.NewCodecFactory(opts.Scheme).WithoutConversion()}
 	c, err := controller.New[Key](controller.ReconcileFunc[Key](func(ctx context.Context, k Key) (controller.Result, error) {
 		c, ok := f.Cluster(k.Cluster)
 		if !ok {
@@ -261,6 +266,7 @@ func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)
 	}
+	disc.Serializer = f.serializer // one for every cluster
 	m := &member{name: name, hc: hc, discovery: disc}
 	m.cluster = &Cluster{member: m, name: name, cfg: cfg, hc: hc, disc: disc, scheme: f.opts.Scheme}
 	f.mu.Lock()

@@ -28,6 +28,7 @@ func (t *Table) bytesString(b []byte) string {
 	}
 	s := string(b)
 	*second, *first = *first, s
+	t.took()
 	return s
 }
 

@@ -27,6 +27,7 @@ func TestHash_bytesHashAsTheirString(t *testing.T) {
 // then (a chi-squared per slot of 27 to 64 for the sets below).
 func TestHash_pairsSpreadSimilarStrings(t *testing.T) {
 	tab := NewTable(DefaultTableSize)
+	tab.slots, tab.mask = make([]string, DefaultTableSize), DefaultTableSize-1 // grown to its full size
 	pairs := len(tab.slots) / 2
 	sets := map[string]func(int) string{
 		"hex":     func(i int) string { return fmt.Sprintf("%x", i) },
@@ -72,5 +73,49 @@ func TestTable_twoStringsOfOnePairAreBothKept(t *testing.T) {
 				t.Fatalf("%q, which shares its pair with one other string, was evicted", s)
 			}
 		}
+	}
+}
+
+// A table starts small, doubles as strings keep missing, stops at the size
+// it was made with, and keeps through each growth the strings it held.
+func TestTable_growsToItsSizeKeepingWhatItHeld(t *testing.T) {
+	tab := NewTable(4096)
+	if len(tab.slots) != startSlots {
+		t.Fatalf("a new table has %d slots, want %d", len(tab.slots), startSlots)
+	}
+	for range 2 {
+		for i := range 50 {
+			tab.String(fmt.Sprintf("label-%d", i))
+		}
+	}
+	if len(tab.slots) != startSlots {
+		t.Errorf("50 strings, each seen twice, grew the table to %d slots", len(tab.slots))
+	}
+	for i := 0; len(tab.slots) == startSlots; i++ { // up to the string before a growth
+		if tab.misses == len(tab.slots)-1 {
+			break
+		}
+		tab.String(fmt.Sprintf("name-%d", i))
+	}
+	held := map[string]*byte{}
+	for _, s := range tab.slots {
+		if s != "" {
+			held[s] = unsafe.StringData(s)
+		}
+	}
+	tab.String("the one that makes it grow")
+	if len(tab.slots) != 2*startSlots {
+		t.Fatalf("after %d misses the table has %d slots, want %d", startSlots, len(tab.slots), 2*startSlots)
+	}
+	for s, p := range held {
+		if got := tab.String(strings.Clone(s)); unsafe.StringData(got) != p {
+			t.Fatalf("%q, held before the table grew, not found after", s)
+		}
+	}
+	for i := range 10000 {
+		tab.String(fmt.Sprintf("name-%d", i))
+	}
+	if len(tab.slots) != 4096 || tab.mask != 4095 {
+		t.Errorf("after 10,000 distinct strings the table has %d slots (mask %d), want its size, 4096", len(tab.slots), tab.mask)
 	}
 }

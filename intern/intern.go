@@ -10,9 +10,13 @@
 // hit returns the slot's copy, a miss takes the pair's first slot and moves
 // what it held to the second (so of three strings whose hashes pick one
 // pair, the one least recently taken in is evicted).
-// It costs a hash and at most two comparisons per string, allocates nothing, and pins
-// at most its size in strings, however many objects pass through; strings
-// that do not repeat only take slots from ones that do. It is not safe for
+// It costs a hash and at most two comparisons per string, allocates nothing
+// but when it grows, and pins at most its size in strings, however many
+// objects pass through; strings that do not repeat only take slots from
+// ones that do. A table starts small and doubles, up to its size, each time
+// as many strings have missed as it has slots: an informer of a handful of
+// objects (one of many, or one per cluster of a fleet) costs a few
+// kilobytes, a large one gets the whole table. It is not safe for
 // concurrent use: the informer keeps one per informer, used by its
 // reflector's goroutine, and a warm start's snapshot decoder one per
 // goroutine that decodes. String is the process-wide, concurrency-safe form
@@ -61,6 +65,10 @@ const DefaultTableSize = 1 << 13
 type Table struct {
 	slots []string
 	mask  uint64
+	limit int // the most slots: the size asked for
+	// misses counts the strings that took a slot since the table last
+	// grew; at len(slots) it doubles.
+	misses int
 	// lists holds resource lists (container requests and limits) to share
 	// whole: a map of two quantities costs ~600 bytes, and every Pod of a
 	// workload repeats the same ones.
@@ -94,12 +102,43 @@ func NewTable(size int) *Table {
 	if size <= 0 {
 		size = DefaultTableSize
 	}
-	n := 2
-	for n < size {
-		n <<= 1
+	limit := 2
+	for limit < size {
+		limit <<= 1
 	}
-	return &Table{slots: make([]string, n), mask: uint64(n - 1),
+	n := min(limit, startSlots)
+	return &Table{slots: make([]string, n), mask: uint64(n - 1), limit: limit,
 		lists: make([]corev1.ResourceList, max(n/8, 1))}
+}
+
+// startSlots is the size a table starts at (unless asked for less).
+const startSlots = 256
+
+// took counts a string that took a slot, and grows the table when as many
+// have as it has slots. Call it after the slot is written: growing moves
+// every slot.
+func (t *Table) took() {
+	t.misses++
+	if t.misses < len(t.slots) || len(t.slots) >= t.limit {
+		return
+	}
+	old := t.slots
+	n := 2 * len(old)
+	t.slots, t.mask, t.misses = make([]string, n), uint64(n-1), 0
+	for i := 0; i < len(old); i += 2 { // the first of each pair last, so it stays first
+		for _, s := range [2]string{old[i+1], old[i]} {
+			if s != "" {
+				first, second := t.pair(hash(s))
+				*second, *first = *first, s
+			}
+		}
+	}
+	// Shared lists and maps start over in their larger arrays: what is
+	// already shared stays shared, the next ones find new slots.
+	t.lists = make([]corev1.ResourceList, max(n/8, 1))
+	if t.maps != nil {
+		t.maps = make([]map[string]string, len(t.lists))
+	}
 }
 
 // String returns the table's copy of s, taking a slot on a miss.
@@ -115,6 +154,7 @@ func (t *Table) String(s string) string {
 		return *second
 	}
 	*second, *first = *first, s
+	t.took()
 	return s
 }
 

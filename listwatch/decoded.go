@@ -208,7 +208,7 @@ func (d *decoder[P]) watch(ctx context.Context, opts metav1.ListOptions) (watch.
 	}
 	// The decoder runs up to watchAhead events ahead of the reflector, so a
 	// burst is not handed over one rendezvous at a time.
-	w := &decodedWatch[P]{d: d, body: body, r: bufio.NewReaderSize(body, 64<<10),
+	w := &decodedWatch[P]{d: d, body: body, r: bufio.NewReaderSize(body, 16<<10),
 		out: make(chan watch.Event, watchAhead), done: make(chan struct{})}
 	go w.run()
 	return w, nil

@@ -18,10 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/ctrlkit/ctrlkit/intern"
 	"github.com/ctrlkit/ctrlkit/object"
@@ -47,15 +45,16 @@ type Discovery struct {
 }
 
 // NewDiscovery returns the Discovery of the API server of cfg, over hc,
-// decoding with scheme's types; its mapper reads the server's discovery at
-// its first use and caches it (Kind resets it when a kind is missing).
+// decoding with scheme's types; its mapper reads the server's discovery of
+// a group version the first time one of its kinds is mapped, and keeps the
+// kinds' resources and scopes (Kind resets it when a kind is missing).
 func NewDiscovery(cfg *rest.Config, hc *http.Client, scheme *runtime.Scheme) (Discovery, error) {
 	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
 	if err != nil {
 		return Discovery{}, err
 	}
 	return Discovery{Config: cfg, HTTPClient: hc, Serializer: serializer.NewCodecFactory(scheme).WithoutConversion(),
-		Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+		Mapper: newGroupVersionMapper(dc)}, nil
 }
 
 // RESTClient returns a REST client of group version gv, built from
