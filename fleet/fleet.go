@@ -33,6 +33,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/shard"
 )
 
 // Key names an object in one cluster of the fleet.
@@ -54,6 +55,23 @@ type Options struct {
 	// default to the cluster (Fairness.FlowKey): a cluster with a burst of
 	// changes takes its turn with the others instead of starving them.
 	Controller controller.Options[Key]
+	// Ring, when named, spreads the clusters over the replicas running the
+	// same ring (see package shard): each engages only the clusters whose
+	// name hashes into the virtual shards it holds, and reconciles a key
+	// only while its cluster's shard is open here. A cluster moves by
+	// drain-then-release: the replica giving it up closes its shard, waits
+	// for its reconciles, then releases it in the ring's table; only then
+	// does the next one claim it, engage it and reconcile its objects
+	// (never two replicas at once, and no wait for a lease to expire).
+	// Ring.Key is not used: clusters are hashed by name. A provider runs on
+	// every replica and offers every cluster; Engaged and Clusters report
+	// those offered, Here those engaged on this replica.
+	Ring shard.Ring
+	// RingConfig reaches the cluster where the ring's Leases live (the
+	// management cluster). Required with Ring. The fleet makes its own
+	// client of it, with no client-side rate limit: a renewal must never
+	// wait behind other requests (a lapse stops every cluster at once).
+	RingConfig *rest.Config
 }
 
 // Fleet is one controller over the clusters engaged in it. Make one with
@@ -67,9 +85,14 @@ type Fleet struct {
 	// made once.
 	serializer runtime.NegotiatedSerializer
 
-	mu       sync.Mutex
-	sources  []source
-	primary  schema.GroupKind // For's kind
+	sharder *shard.Sharder // with Options.Ring
+
+	mu      sync.Mutex
+	sources []source
+	primary schema.GroupKind // For's kind
+	// offered are the clusters engaged (by a provider), clusters those of
+	// them engaged on this replica: all of them without a ring.
+	offered  map[string]*rest.Config
 	clusters map[string]*member
 	ctx      context.Context // Run's; nil before Run
 	closed   bool            // Run has returned
@@ -96,8 +119,18 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 	if opts.Controller.Fairness.FlowKey == nil {
 		opts.Controller.Fairness.FlowKey = func(k Key) string { return k.Cluster }
 	}
-	f := &Fleet{opts: opts, clusters: map[string]*member{}, wake: make(chan struct{}),
+	f := &Fleet{opts: opts, offered: map[string]*rest.Config{}, clusters: map[string]*member{}, wake: make(chan struct{}),
 		serializer: serializer.NewCodecFactory(opts.Scheme).WithoutConversion()}
+	if opts.Ring.Name != "" {
+		if opts.Controller.Partition != nil {
+			return nil, errors.New("fleet: Options.Ring and Options.Controller.Partition are exclusive: the ring partitions the keys by cluster")
+		}
+		var err error
+		if f.sharder, err = f.newSharder(); err != nil {
+			return nil, err
+		}
+		opts.Controller.Partition = clusterPartition{f.sharder}
+	}
 	c, err := controller.New[Key](controller.ReconcileFunc[Key](func(ctx context.Context, k Key) (controller.Result, error) {
 		c, ok := f.Cluster(k.Cluster)
 		if !ok {
@@ -139,13 +172,18 @@ func (f *Fleet) Run(ctx context.Context) error {
 	for _, m := range pending {
 		m.start(ctx)
 	}
+	var sharded chan error
+	if f.sharder != nil {
+		sharded = make(chan error, 1)
+		go func() { sharded <- f.sharder.Run(ctx) }()
+	}
 	err := f.ctrl.Run(ctx)
+	if sharded != nil {
+		err = errors.Join(err, <-sharded)
+	}
 	f.mu.Lock()
 	f.closed = true
-	names := make([]string, 0, len(f.clusters))
-	for name := range f.clusters {
-		names = append(names, name)
-	}
+	names := sortedKeys(f.offered)
 	f.mu.Unlock()
 	for _, name := range names {
 		_ = f.Disengage(name)
@@ -167,20 +205,56 @@ func (f *Fleet) Engage(name string, cfg *rest.Config) error {
 	if name == "" {
 		return errors.New("fleet: a cluster needs a name")
 	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
+		cfg.QPS = -1 // client-go makes no rate limiter for a negative QPS
+	}
+	if _, err := rest.HTTPClientFor(cfg); err != nil { // a cluster another replica works on is checked too
+		return fmt.Errorf("fleet: cluster %s: %w", name, err)
+	}
+	f.mu.Lock()
+	switch {
+	case f.closed:
+		f.mu.Unlock()
+		return fmt.Errorf("fleet: engage %s: %w", name, ErrStopped)
+	case f.offered[name] != nil:
+		f.mu.Unlock()
+		return fmt.Errorf("fleet: engage %s: %w", name, ErrEngaged)
+	}
+	f.offered[name] = cfg
+	f.mu.Unlock()
+	if !f.local(name) {
+		return nil // another replica's, until the ring says otherwise
+	}
+	if _, err := f.engageHere(name, cfg); err != nil {
+		f.mu.Lock()
+		if f.offered[name] == cfg {
+			delete(f.offered, name)
+		}
+		f.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// engageHere builds the cluster's member and starts it if the fleet runs,
+// unless the cluster was disengaged, engaged again or placed here
+// meanwhile (nil, nil).
+func (f *Fleet) engageHere(name string, cfg *rest.Config) (*member, error) {
 	m, err := f.newMember(name, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	f.mu.Lock()
 	switch {
 	case f.closed:
 		f.mu.Unlock()
 		m.close()
-		return fmt.Errorf("fleet: engage %s: %w", name, ErrStopped)
-	case f.clusters[name] != nil:
+		return nil, fmt.Errorf("fleet: engage %s: %w", name, ErrStopped)
+	case f.clusters[name] != nil || f.offered[name] != cfg:
 		f.mu.Unlock()
 		m.close()
-		return fmt.Errorf("fleet: engage %s: %w", name, ErrEngaged)
+		return nil, nil
 	}
 	f.clusters[name] = m
 	ctx := f.ctx
@@ -188,7 +262,7 @@ func (f *Fleet) Engage(name string, cfg *rest.Config) error {
 	if ctx != nil {
 		m.start(ctx)
 	}
-	return nil
+	return m, nil
 }
 
 // Disengage removes the cluster called name: its informers stop, their
@@ -198,30 +272,40 @@ func (f *Fleet) Engage(name string, cfg *rest.Config) error {
 // ErrNotEngaged.
 func (f *Fleet) Disengage(name string) error {
 	f.mu.Lock()
-	m := f.clusters[name]
+	cfg, m := f.offered[name], f.clusters[name]
+	delete(f.offered, name)
 	delete(f.clusters, name)
 	f.mu.Unlock()
-	if m == nil {
+	if cfg == nil {
 		return fmt.Errorf("fleet: disengage %s: %w", name, ErrNotEngaged)
 	}
-	m.close()
-	f.metrics.disengaged(name)
+	if m != nil {
+		m.close()
+		f.metrics.disengaged(name)
+	}
 	return nil
 }
 
-// Engaged reports whether the cluster called name is engaged.
+// Engaged reports whether the cluster called name is engaged (on this
+// replica or, with a ring, on another).
 func (f *Fleet) Engaged(name string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.clusters[name] != nil
+	return f.offered[name] != nil
 }
 
-// Clusters returns the engaged clusters' names, sorted.
+// Clusters returns the engaged clusters' names, sorted (with a ring, Here
+// returns those engaged on this replica).
 func (f *Fleet) Clusters() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	names := make([]string, 0, len(f.clusters))
-	for name := range f.clusters {
+	return sortedKeys(f.offered)
+}
+
+// sortedKeys returns m's keys, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for name := range m {
 		names = append(names, name)
 	}
 	sort.Strings(names)
@@ -251,13 +335,11 @@ type sourceRun struct {
 	remove  func() // its handler's registration
 	close   func() // the informer's Close: its metrics unregistered
 	reader  any    // store.Reader[T]
+	// primaries lists the cached objects' names, for the For source only.
+	primaries func() []object.ObjectName
 }
 
 func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {
-	cfg = rest.CopyConfig(cfg)
-	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
-		cfg.QPS = -1 // client-go makes no rate limiter for a negative QPS
-	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)

@@ -99,15 +99,15 @@ func add[T object.Object](f *Fleet, scope Scope, names func(owner schema.GroupKi
 	}
 	keys := names(f.primary)
 	f.sources = append(f.sources, source{build: func(f *Fleet, m *member) (sourceRun, error) {
-		return build[T](f, m, gvk, scope, keys)
+		return build[T](f, m, gvk, scope, keys, role == sourceFor)
 	}})
 	return &Cache[T]{f: f, index: len(f.sources) - 1}, nil
 }
 
 // build makes the informer of T in m and puts its handler, naming keys as
-// names does, on the fleet's controller.
+// names does, on the fleet's controller; primary marks For's.
 func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, scope Scope,
-	names handler.KeyFunc[T, object.ObjectName]) (sourceRun, error) {
+	names handler.KeyFunc[T, object.ObjectName], primary bool) (sourceRun, error) {
 	lw := listwatch.Kind[T](m.discovery, gvk, listwatch.KindOptions{Namespace: scope.Namespace,
 		Options: listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}})
 	inf, err := informer.New[T](lw, informer.Options[T]{Name: m.name + ": " + gvk.Kind,
@@ -127,8 +127,12 @@ func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, sc
 	if err != nil {
 		return sourceRun{}, err
 	}
-	return sourceRun{run: inf.Run, synced: inf.HasSynced, lastErr: inf.LastError,
-		remove: reg.Remove, close: inf.Close, reader: inf.Reader()}, nil
+	r := sourceRun{run: inf.Run, synced: inf.HasSynced, lastErr: inf.LastError,
+		remove: reg.Remove, close: inf.Close, reader: inf.Reader()}
+	if primary {
+		r.primaries = inf.Reader().Keys
+	}
+	return r, nil
 }
 
 // Reader returns the cache of the cluster called cluster, if it is

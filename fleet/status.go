@@ -42,11 +42,12 @@ type ClusterStatus struct {
 	Err    error
 }
 
-// Status returns the health of every engaged cluster, sorted by name. The
+// Status returns the health of every cluster engaged on this replica,
+// sorted by name. The
 // fleet's own readiness should not depend on it: one cluster down is that
 // cluster's trouble, not the process's.
 func (f *Fleet) Status() []ClusterStatus {
-	names := f.Clusters()
+	names := f.Here()
 	out := make([]ClusterStatus, 0, len(names))
 	for _, name := range names {
 		if c, ok := f.Cluster(name); ok {

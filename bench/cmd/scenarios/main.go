@@ -30,7 +30,7 @@ func main() {
 
 func run() error {
 	rounds := flag.Int("rounds", 3, "rounds per scenario; each round runs ctrlkit, client-go and client-go again (A/A)")
-	only := flag.String("only", "S1,S1w,S2,S3,S4,S5,S6,S7,S8", "comma-separated scenarios to run (S1w: S1 on protobuf bytes)")
+	only := flag.String("only", "S1,S1w,S2,S3,S4,S5,S6,S7,S8,S9", "comma-separated scenarios to run (S1w: S1 on protobuf bytes)")
 	out := flag.String("json", "scenarios.json", "where to write every run as JSON")
 	s1Objects := flag.Int("s1-objects", 100000, "S1: ConfigMaps in the initial list")
 	s1Events := flag.Int("s1-events", 500000, "S1: watch events after the list")
@@ -73,6 +73,9 @@ func run() error {
 	}
 	if picked["S6"] {
 		scenarios = append(scenarios, scenario.NoisyNeighbour(scenario.FairConfig{Backlog: *backlog}))
+	}
+	if picked["S9"] {
+		scenarios = append(scenarios, scenario.NoisyCluster(scenario.ClusterFairConfig{}))
 	}
 	if picked["S7"] {
 		scenarios = append(scenarios, scenario.Startup(scenario.FairConfig{Backlog: *backlog}))

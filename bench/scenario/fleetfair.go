@@ -1,0 +1,167 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ctrlkit/ctrlkit/workqueue"
+)
+
+// ClusterFairConfig sizes S9 (a noisy cluster).
+type ClusterFairConfig struct {
+	// Stream is how long both clusters add keys. Default: 2s.
+	Stream time.Duration
+	// Every is the quiet cluster's pace: one key per Every. Default: 5ms.
+	Every time.Duration
+	// Noise is how many keys the noisy cluster adds per quiet key.
+	// Default: 100.
+	Noise int
+	// Workers process the keys, each Work long (a sleep: a reconcile
+	// waiting on the API). Defaults: 4 and 1ms.
+	Workers int
+	Work    time.Duration
+}
+
+func (c ClusterFairConfig) withDefaults() ClusterFairConfig {
+	if c.Stream == 0 {
+		c.Stream = 2 * time.Second
+	}
+	if c.Every == 0 {
+		c.Every = 5 * time.Millisecond
+	}
+	if c.Noise == 0 {
+		c.Noise = 100
+	}
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.Work == 0 {
+		c.Work = time.Millisecond
+	}
+	return c
+}
+
+// NoisyCluster is S9: the fleet's queue, keys "cluster/namespace/name",
+// its flows the clusters.
+func NoisyCluster(cfg ClusterFairConfig) Scenario {
+	cfg = cfg.withDefaults()
+	return Scenario{
+		Name: "S9 noisy cluster",
+		Doc: fmt.Sprintf("A quiet cluster adds a key every %v for %v; run again with a noisy cluster adding %d keys beside "+
+			"each (%dx its events, %d keys, more than the workers can take: a backlog builds). %d workers, each key %v of "+
+			"work (a sleep: a reconcile waiting on the API). Measured: the quiet cluster's add-to-get latency alone and "+
+			"beside the noisy one, and the ratio (how much the noisy cluster raises it). ctrlkit workqueue.New with the "+
+			"flows by cluster (as package fleet makes it), client-go workqueue.NewTyped, controller-runtime "+
+			"priorityqueue.New (the queue multicluster-runtime runs its clusters' keys through).",
+			cfg.Every, cfg.Stream, cfg.Noise, cfg.Noise, int(cfg.Stream/cfg.Every)*cfg.Noise, cfg.Workers, cfg.Work),
+		Metrics: []Metric{
+			{Name: "quiet_alone_p99_us", Unit: "µs", Better: "lower"},
+			{Name: "quiet_p50_us", Unit: "µs", Better: "lower"},
+			{Name: "quiet_p99_us", Unit: "µs", Better: "lower"},
+			{Name: "p99_raised_x", Unit: "x", Better: "lower"},
+		},
+		Extra: []string{ControllerRuntime},
+		Run: func(ctx context.Context, side string) (Result, error) {
+			alone, err := runClusters(ctx, cfg, side, 0)
+			if err != nil {
+				return nil, err
+			}
+			noisy, err := runClusters(ctx, cfg, side, cfg.Noise)
+			if err != nil {
+				return nil, err
+			}
+			return Result{"quiet_alone_p99_us": alone.p99, "quiet_p50_us": noisy.p50, "quiet_p99_us": noisy.p99,
+				"p99_raised_x": noisy.p99 / alone.p99}, nil
+		},
+	}
+}
+
+// newClusterQueue is side's queue, ctrlkit's with the flows by cluster.
+func newClusterQueue(side string) (prioQueue, error) {
+	if side != Ctrlkit {
+		return newPrioQueue(side)
+	}
+	q, err := workqueue.New(workqueue.Options[string]{Fairness: workqueue.Fairness[string]{FlowKey: func(k string) string {
+		cluster, _, _ := strings.Cut(k, "/")
+		return cluster
+	}}})
+	return ctrlkitQueue{q}, err
+}
+
+// runClusters runs the quiet cluster's stream, with noise keys of the
+// noisy cluster added beside each of its keys, through side's queue, and
+// returns the quiet keys' add-to-get latency percentiles in µs. Every key
+// must be handed out exactly once.
+func runClusters(ctx context.Context, cfg ClusterFairConfig, side string, noise int) (fairResult, error) {
+	q, err := newClusterQueue(side)
+	if err != nil {
+		return fairResult{}, err
+	}
+	n := int(cfg.Stream / cfg.Every)
+	quiet := make([]string, n)
+	index := make(map[string]int, n)
+	for i := range quiet {
+		quiet[i] = fmt.Sprintf("quiet/ns-%d/obj-%d", i%10, i)
+		index[quiet[i]] = i
+	}
+	addedAt := make([]atomic.Int64, n)
+	latency := make([]time.Duration, n)
+	got := make([]atomic.Int32, n)
+	var handed atomic.Int64
+	total := int64(n * (1 + noise))
+	all := make(chan struct{})
+	var workers sync.WaitGroup
+	for range cfg.Workers {
+		workers.Go(func() {
+			for {
+				k, shutdown := q.Get()
+				if shutdown {
+					return
+				}
+				if i, ok := index[k]; ok {
+					latency[i] = time.Duration(time.Now().UnixNano() - addedAt[i].Load())
+					got[i].Add(1)
+				}
+				time.Sleep(cfg.Work) // the reconcile's wait on the API, not synchronisation
+				q.Done(k)
+				if handed.Add(1) == total {
+					close(all)
+				}
+			}
+		})
+	}
+	start := time.Now()
+	for i, k := range quiet {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * cfg.Every))) // pacing the load
+		for j := range noise {
+			q.add(fmt.Sprintf("noisy/ns-%d/obj-%d-%d", j%10, i, j), 0)
+		}
+		addedAt[i].Store(time.Now().UnixNano())
+		q.add(k, 0)
+	}
+	select {
+	case <-all:
+	case <-time.After(5 * time.Minute):
+		err = fmt.Errorf("handed out %d of %d keys in 5 minutes", handed.Load(), total)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	q.ShutDown()
+	workers.Wait()
+	if err != nil {
+		return fairResult{}, err
+	}
+	for i := range got {
+		if got[i].Load() != 1 {
+			return fairResult{}, fmt.Errorf("quiet key %s handed out %d times", quiet[i], got[i].Load())
+		}
+	}
+	slices.Sort(latency)
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	return fairResult{p50: us(latency[n/2]), p99: us(latency[n*99/100])}, nil
+}
