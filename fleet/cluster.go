@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -21,7 +22,7 @@ import (
 type Cluster struct {
 	member *member
 	name   string
-	cfg    *rest.Config
+	cfg    atomic.Pointer[rest.Config] // the latest (see Fleet.Update)
 	hc     *http.Client
 	disc   listwatch.Discovery
 	scheme *runtime.Scheme
@@ -35,9 +36,10 @@ type Cluster struct {
 // Name returns the cluster's name in the fleet (Key.Cluster).
 func (c *Cluster) Name() string { return c.name }
 
-// Config returns a copy of the configuration the cluster was engaged with
-// (with the fleet's default of no client-side rate limit applied).
-func (c *Cluster) Config() *rest.Config { return rest.CopyConfig(c.cfg) }
+// Config returns a copy of the cluster's configuration: the one it was
+// engaged with or, after Fleet.Update, the latest (with the fleet's
+// default of no client-side rate limit applied).
+func (c *Cluster) Config() *rest.Config { return rest.CopyConfig(c.cfg.Load()) }
 
 // HTTPClient returns the HTTP client of the fleet's connections to the
 // cluster.
@@ -46,7 +48,7 @@ func (c *Cluster) HTTPClient() *http.Client { return c.hc }
 // Kube returns a clientset of the cluster, sharing the fleet's connections
 // (made at the first call, so an engaged cluster costs none until used).
 func (c *Cluster) Kube() (kubernetes.Interface, error) {
-	c.kubeOnce.Do(func() { c.kube, c.kubeErr = kubernetes.NewForConfigAndClient(c.cfg, c.hc) })
+	c.kubeOnce.Do(func() { c.kube, c.kubeErr = kubernetes.NewForConfigAndClient(c.cfg.Load(), c.hc) })
 	return c.kube, c.kubeErr
 }
 

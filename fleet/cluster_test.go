@@ -3,17 +3,23 @@ package fleet_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/fleet"
@@ -262,6 +268,103 @@ func TestFleet_memoryPerEngagedCluster(t *testing.T) {
 		t.Errorf("an engaged cluster with an empty cache costs %d bytes, want ≤ 1 MB", perCluster)
 	}
 	cancel()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// A kubeconfig Secret whose credentials rotate (the same server) keeps the
+// cluster's informers and cache: the cached objects are the same ones, and
+// the next requests carry the new credentials (here a ServiceAccount's
+// token that may only read ConfigMaps: a write is refused as that account).
+func TestFleet_rotatedCredentialsKeepTheCache(t *testing.T) {
+	const ns = "fleet"
+	leakcheck.Check(t)
+	srv, kube := startServer(t, ns)
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var cms *fleet.Cache[*corev1.ConfigMap]
+	f, err := fleet.New(controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
+		return controller.Result{}, nil
+	}), fleet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cms, err = fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran, provided := make(chan error, 1), make(chan error, 1)
+	go func() { ran <- f.Run(ctx) }()
+	go func() { provided <- fleet.Secrets{Kube: kube, Namespace: ns}.Run(ctx, f) }()
+	admin, err := os.ReadFile(srv.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rot" + fleet.SecretSuffix}, Data: map[string][]byte{"value": admin}}
+	if secret, err = kube.CoreV1().Secrets(ns).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	k := fleet.Key{Cluster: "rot", ObjectName: object.ObjectName{Namespace: ns, Name: "x"}}
+	eventually(t, 30*time.Second, "the cluster engaged and its object cached", func() bool { _, ok := cms.Get(k); return ok })
+	before, _ := cms.Get(k)
+	cluster, _ := f.Cluster("rot")
+
+	// A ServiceAccount that may only read ConfigMaps, and its token.
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().Roles(ns).Create(t.Context(), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(t.Context(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "reader"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "reader", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), "reader", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := clientcmd.Load(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range kc.AuthInfos {
+		*u = clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	}
+	rotated, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["value"] = rotated
+	if _, err := kube.CoreV1().Secrets(ns).Update(t.Context(), secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the cluster given the rotated credentials", func() bool {
+		c, ok := f.Cluster("rot")
+		return ok && c.Config().BearerToken == tr.Status.Token
+	})
+	if c, _ := f.Cluster("rot"); c != cluster {
+		t.Error("rotated credentials engaged the cluster again (a new Cluster), want it kept")
+	}
+	if after, ok := cms.Get(k); !ok || after != before {
+		t.Error("rotated credentials replaced the cluster's cache (the cached object is a new one), want it kept")
+	}
+	_, err = fleet.Client[*corev1.Secret](cluster).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "denied"}},
+		metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "system:serviceaccount:"+ns+":reader") {
+		t.Errorf("a write after the rotation: %v; want it refused as the ServiceAccount (the new credentials)", err)
+	}
+	cancel()
+	if err := <-provided; err != nil {
+		t.Errorf("Secrets.Run: %v", err)
+	}
 	if err := <-ran; err != nil {
 		t.Errorf("Run: %v", err)
 	}

@@ -15,8 +15,9 @@ import (
 // Directory is a provider of clusters: every kubeconfig file in Path
 // (*.kubeconfig, *.yaml, *.yml; its current context) is a cluster named
 // after the file without its extension. A file added engages its cluster,
-// a file removed disengages it, a file changed (new credentials, another
-// server) engages it again with what it now says.
+// a file removed disengages it, a file changed is given to Fleet.Update
+// (rotated credentials keep the cluster's cache; another server engages
+// it again).
 //
 // The folder and each file must belong to this process's user and be
 // writable by no other (a kubeconfig says what the process connects to
@@ -131,7 +132,14 @@ func (d Directory) apply(f *Fleet, files map[string]file, seen, refused map[stri
 				continue
 			}
 			delete(seen, name)
-			_ = f.Disengage(name) // credentials or server changed: engage again with the new ones
+			if err := d.update(f, name, fl, log); err != nil { // rotated credentials keep the cache, another server does not
+				_ = f.Disengage(name)
+				log.Warn("fleet: cluster not engaged", "cluster", name, "err", err)
+				refused[name] = sum
+				continue
+			}
+			seen[name] = sum
+			continue
 		}
 		if bad, ok := refused[name]; ok && bad == sum {
 			continue // the same content was refused before
@@ -146,6 +154,22 @@ func (d Directory) apply(f *Fleet, files map[string]file, seen, refused map[stri
 		delete(refused, name)
 		seen[name] = sum
 	}
+}
+
+// update gives the engaged cluster of file fl what fl now says.
+func (d Directory) update(f *Fleet, name string, fl file, log *slog.Logger) error {
+	if fl.err != nil {
+		return fl.err
+	}
+	cfg, err := kubeconfigPolicy{allowExec: d.AllowExec, allowFiles: true}.restConfig(fl.b)
+	if err != nil {
+		return err
+	}
+	if err := f.Update(name, cfg); err != nil {
+		return err
+	}
+	log.Info("fleet: cluster's kubeconfig changed", "cluster", name, "server", cfg.Host)
+	return nil
 }
 
 // engage engages the cluster of file fl.

@@ -205,10 +205,7 @@ func (f *Fleet) Engage(name string, cfg *rest.Config) error {
 	if name == "" {
 		return errors.New("fleet: a cluster needs a name")
 	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
-		cfg.QPS = -1 // client-go makes no rate limiter for a negative QPS
-	}
+	cfg = withFleetDefaults(cfg)
 	if _, err := rest.HTTPClientFor(cfg); err != nil { // a cluster another replica works on is checked too
 		return fmt.Errorf("fleet: cluster %s: %w", name, err)
 	}
@@ -317,6 +314,7 @@ func sortedKeys[V any](m map[string]V) []string {
 type member struct {
 	name      string
 	hc        *http.Client
+	transport *swapTransport // hc's, replaced when credentials rotate (Update)
 	discovery listwatch.Discovery
 	cluster   *Cluster
 	runs      []sourceRun
@@ -340,17 +338,20 @@ type sourceRun struct {
 }
 
 func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {
-	hc, err := rest.HTTPClientFor(cfg)
+	base, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)
 	}
+	transport := newSwapTransport(base.Transport)
+	hc := &http.Client{Transport: transport, Timeout: base.Timeout}
 	disc, err := listwatch.NewDiscovery(cfg, hc, f.opts.Scheme)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)
 	}
 	disc.Serializer = f.serializer // one for every cluster
-	m := &member{name: name, hc: hc, discovery: disc}
-	m.cluster = &Cluster{member: m, name: name, cfg: cfg, hc: hc, disc: disc, scheme: f.opts.Scheme}
+	m := &member{name: name, hc: hc, transport: transport, discovery: disc}
+	m.cluster = &Cluster{member: m, name: name, hc: hc, disc: disc, scheme: f.opts.Scheme}
+	m.cluster.cfg.Store(cfg)
 	f.mu.Lock()
 	sources := append([]source(nil), f.sources...)
 	f.mu.Unlock()

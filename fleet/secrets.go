@@ -18,9 +18,9 @@ import (
 // Secrets is a provider of clusters from kubeconfig Secrets in one
 // namespace of a management cluster, as Cluster API writes them: the
 // Secret "<cluster>-kubeconfig" holds the cluster's kubeconfig under the
-// key "value". A Secret created engages its cluster, one changed (rotated
-// credentials, another server) engages it again with what it now holds,
-// one deleted disengages it. A Secret that holds no usable kubeconfig is
+// key "value". A Secret created engages its cluster, one changed is given
+// to Fleet.Update (rotated credentials keep the cluster's cache; another
+// server engages it again), one deleted disengages it. A Secret that holds no usable kubeconfig is
 // logged and skipped, as is one that runs a credential plugin (unless
 // AllowExec) or reads credentials or certificates from local files (never:
 // whoever can write Secrets there would choose what the process reads and
@@ -60,12 +60,12 @@ func (p Secrets) Run(ctx context.Context, f *Fleet) error {
 		if !ok {
 			return
 		}
-		_ = f.Disengage(name) // a changed Secret: engage again with what it holds now
 		cfg, err := kubeconfigPolicy{allowExec: p.AllowExec}.restConfig(s.Data["value"])
 		if err == nil {
-			err = f.Engage(name, cfg)
+			err = f.Update(name, cfg) // a changed Secret: rotated credentials keep the cache, another server does not
 		}
 		if err != nil {
+			_ = f.Disengage(name) // what it held before is no longer what the Secret says
 			log.Warn("fleet: cluster not engaged", "cluster", name, "secret", p.Namespace+"/"+s.Name, "err", err)
 			return
 		}

@@ -1,0 +1,92 @@
+package fleet
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/rest"
+)
+
+// swapTransport is an engaged cluster's transport: the one its
+// configuration makes, replaced in place when its credentials rotate, so
+// that every client holding the cluster's HTTP client (informers, typed
+// clients, clientset) uses the new ones from its next request on.
+type swapTransport struct {
+	rt atomic.Pointer[http.RoundTripper]
+}
+
+func newSwapTransport(rt http.RoundTripper) *swapTransport {
+	t := &swapTransport{}
+	t.rt.Store(&rt)
+	return t
+}
+
+func (t *swapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return (*t.rt.Load()).RoundTrip(r)
+}
+
+// CloseIdleConnections closes the idle connections of the current
+// transport.
+func (t *swapTransport) CloseIdleConnections() { utilnet.CloseIdleConnectionsFor(*t.rt.Load()) }
+
+// swap makes rt the transport and closes the idle connections of the one
+// it replaces (its requests in flight, a watch among them, finish on
+// their own; the next ones use rt).
+func (t *swapTransport) swap(rt http.RoundTripper) {
+	old := t.rt.Swap(&rt)
+	utilnet.CloseIdleConnectionsFor(*old)
+}
+
+// sameServer reports whether a and b reach the same API server the same
+// way (address, path and server trust), so that only their credentials
+// may differ.
+func sameServer(a, b *rest.Config) bool {
+	return a.Host == b.Host && a.APIPath == b.APIPath && a.ServerName == b.ServerName && a.Insecure == b.Insecure &&
+		a.CAFile == b.CAFile && bytes.Equal(a.CAData, b.CAData) && a.Proxy == nil && b.Proxy == nil
+}
+
+// Update gives the cluster called name the configuration cfg, engaging it
+// if it is not engaged. When cfg reaches the same server as before (the
+// same address and server trust: rotated credentials), the cluster keeps
+// its informers, its cache and its Cluster: only its transport is
+// replaced, and every request from then on (a watch when it next starts)
+// carries the new credentials. Otherwise it is disengaged and engaged
+// again with cfg. The providers call it when a kubeconfig changes.
+func (f *Fleet) Update(name string, cfg *rest.Config) error {
+	cfg = withFleetDefaults(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return fmt.Errorf("fleet: cluster %s: %w", name, err)
+	}
+	f.mu.Lock()
+	old := f.offered[name]
+	if old == nil || !sameServer(old, cfg) {
+		f.mu.Unlock()
+		if old != nil {
+			_ = f.Disengage(name)
+		}
+		return f.Engage(name, cfg)
+	}
+	f.offered[name] = cfg
+	m := f.clusters[name]
+	f.mu.Unlock()
+	if m != nil {
+		m.cluster.cfg.Store(cfg)
+		m.transport.swap(hc.Transport)
+	}
+	return nil
+}
+
+// withFleetDefaults returns a copy of cfg with the fleet's defaults: no
+// client-side rate limit unless cfg sets one (the cluster's API server
+// protects itself with priority and fairness).
+func withFleetDefaults(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
+		cfg.QPS = -1 // client-go makes no rate limiter for a negative QPS
+	}
+	return cfg
+}
