@@ -18,7 +18,7 @@ import (
 // Cluster is one engaged cluster as its reconciles see it: its name, and
 // clients that share the fleet's connections to it. A reconcile gets the
 // cluster of its key with ClusterFrom(ctx) (or Fleet.Cluster); a Cluster
-// stays usable after it is disengaged, but its connections are closed.
+// stays usable after it is disengaged, but its informers are stopped.
 type Cluster struct {
 	member *member
 	name   string

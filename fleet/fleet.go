@@ -2,7 +2,9 @@
 // work queue, fair between clusters, whose keys name the cluster
 // (Key{Cluster, ObjectName}); each engaged cluster gets its own informers
 // of the fleet's sources, and a cluster that leaves takes its informers,
-// goroutines, connections and cache with it. Clusters join and leave by
+// goroutines, metrics and cache with it (its idle connections are closed
+// by client-go's transport, shared by every client of the same server and
+// TLS configuration, after its idle timeout). Clusters join and leave by
 // Engage and Disengage, called by a provider: Directory (a folder of
 // kubeconfig files), Secrets (Cluster API's kubeconfig Secrets) or one's
 // own.
@@ -11,9 +13,10 @@
 // typed client of any type (Client), a clientset (Cluster.Kube), all
 // sharing the fleet's connections to that cluster.
 //
-// This is the first part of multi-cluster support: sources are For, Owns
-// and Watches; per-cluster metrics and the debug page, the manager option
-// and spreading clusters over replicas are not built yet.
+// With Options.Ring the clusters are spread over the replicas of a Lease
+// ring (package shard), each moved by drain-then-release. Not built yet:
+// the manager option (a manager's controllers made multi-cluster) and a
+// section per cluster on the debug page.
 package fleet
 
 import (
@@ -263,8 +266,9 @@ func (f *Fleet) engageHere(name string, cfg *rest.Config) (*member, error) {
 }
 
 // Disengage removes the cluster called name: its informers stop, their
-// handlers leave the controller, its connections close, and its keys still
-// queued are dropped unreconciled. It returns once all of that is done;
+// handlers leave the controller, its metrics are unregistered, and its
+// keys still queued are dropped unreconciled (its connections, idle,
+// close after client-go's idle timeout). It returns once all of that is done;
 // reconciles of its keys in flight finish on their own. An unknown name is
 // ErrNotEngaged.
 func (f *Fleet) Disengage(name string) error {
@@ -380,7 +384,7 @@ func (m *member) start(ctx context.Context) {
 }
 
 // close stops m's informers, takes their handlers off the controller and
-// closes m's connections.
+// closes its idle connections where the transport lets it.
 func (m *member) close() {
 	m.mu.Lock()
 	m.stopped = true

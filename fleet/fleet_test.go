@@ -223,8 +223,10 @@ func TestFleet_oneControllerOverClustersThatComeAndGo(t *testing.T) {
 		"(%+.2f%%), %d after the next %d (%+.2f%%); Disengage took at most %v", cycles, goroutines, runtime.NumGoroutine(),
 		heap, mid, cycles, 100*(float64(mid)/float64(heap)-1), after, cycles, 100*(float64(after)/float64(mid)-1),
 		worstLeave.Round(time.Millisecond))
-	if after > mid+mid/100 {
-		t.Errorf("live heap grew from %d to %d (more than 1%%) over %d more cycles: a disengaged cluster left memory behind", mid, after, cycles)
+	// An engaged cluster costs ~90 kB: one left behind per cycle is far
+	// above the noise of a few runtime allocations (tens of kB).
+	if limit := max(mid/100, 256<<10); after > mid+limit {
+		t.Errorf("live heap grew from %d to %d (more than %d bytes) over %d more cycles: a disengaged cluster left memory behind", mid, after, limit, cycles)
 	}
 	if worstLeave > 5*time.Second {
 		t.Errorf("Disengage took %v, want ≤ 5s", worstLeave)

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"sync/atomic"
 
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 )
 
@@ -29,16 +28,18 @@ func (t *swapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // CloseIdleConnections closes the idle connections of the current
-// transport.
-func (t *swapTransport) CloseIdleConnections() { utilnet.CloseIdleConnectionsFor(*t.rt.Load()) }
-
-// swap makes rt the transport and closes the idle connections of the one
-// it replaces (its requests in flight, a watch among them, finish on
-// their own; the next ones use rt).
-func (t *swapTransport) swap(rt http.RoundTripper) {
-	old := t.rt.Swap(&rt)
-	utilnet.CloseIdleConnectionsFor(*old)
+// transport if it can (as http.Client does: client-go's transports, shared
+// by every client of the same server and TLS configuration, close theirs
+// after their idle timeout instead).
+func (t *swapTransport) CloseIdleConnections() {
+	if c, ok := (*t.rt.Load()).(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
+
+// swap makes rt the transport: requests in flight on the one it replaces,
+// a watch among them, finish on their own; the next ones use rt.
+func (t *swapTransport) swap(rt http.RoundTripper) { t.rt.Store(&rt) }
 
 // sameServer reports whether a and b reach the same API server the same
 // way (address, path and server trust), so that only their credentials
