@@ -121,27 +121,36 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 		s.opts.Binary = bin
 	}
-	if s.dataDir == "" {
-		dir, err := os.MkdirTemp("", "ctrlkit-apiserver-")
-		if err != nil {
-			return nil, fmt.Errorf("apiserver: %w", err)
+	temp := s.dataDir == ""
+	for attempt := 1; ; attempt++ {
+		if temp {
+			dir, err := os.MkdirTemp("", "ctrlkit-apiserver-")
+			if err != nil {
+				return nil, fmt.Errorf("apiserver: %w", err)
+			}
+			s.dataDir, s.tempDir = dir, true
 		}
-		s.dataDir, s.tempDir = dir, true
-	}
-	if opts.Log == nil {
-		f, err := openLog(filepath.Join(s.dataDir, "apiserver.log"))
-		if err != nil {
-			s.removeTemp()
-			return nil, err
+		if opts.Log == nil {
+			f, err := openLog(filepath.Join(s.dataDir, "apiserver.log"))
+			if err != nil {
+				s.removeTemp()
+				return nil, err
+			}
+			s.logFile, s.opts.Log = f, f
 		}
-		s.logFile, s.opts.Log = f, f
-	}
-	if err := s.start(ctx); err != nil {
+		err := s.start(ctx)
+		if err == nil {
+			return s, nil
+		}
 		s.closeLog()
 		s.removeTemp()
-		return nil, err
+		// A port probed free can be taken by another process before the
+		// server binds it: a new data folder picks new ports.
+		if !temp || attempt == 3 || !strings.Contains(err.Error(), "address already in use") || ctx.Err() != nil {
+			return nil, err
+		}
+		s.logFile, s.opts.Log = nil, opts.Log
 	}
-	return s, nil
 }
 
 // start runs the binary and waits for its ready line.

@@ -33,7 +33,10 @@
 // controller runs on the settled state (once it leads, with leader
 // election) and must make no write that succeeds (a write the server
 // finds changes nothing, an apply of the same fields, counts too: apply
-// only what differs). A passing trial's
+// only what differs). A controller that stops short of Settled (no write
+// for Scenario.Stall, a quarter of Timeout by default, once the workload and
+// the perturbations are over) fails the trial as stuck, with Settled's
+// error, instead of waiting out Timeout. A passing trial's
 // namespace is deleted, a failing one's kept and named in the failure. A
 // crash or failover trial whose controller makes fewer writes than the
 // unperturbed one never reaches its write: Result.Ran says so.

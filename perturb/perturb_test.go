@@ -300,3 +300,30 @@ func TestCheck_aCorrectControllerPassesAcrossSeeds(t *testing.T) {
 		}
 	}
 }
+
+// A controller that stops short of what Settled asks fails as stuck once it
+// has made no write for Stall, not at the trial's Timeout.
+func TestCheck_aStuckControllerFailsAtStallNotAtTimeout(t *testing.T) {
+	s := pairsScenario(t, false, 1, perturb.Faults{})
+	s.Settled = func(ctx context.Context, e perturb.Env) error {
+		got, err := childrenOf(ctx, e)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, c := range got {
+			n += c
+		}
+		return fmt.Errorf("%d children of %d owners, want three each (the controller makes two)", n, len(got))
+	}
+	s.Timeout, s.Stall = 60*time.Second, 3*time.Second
+	res := perturb.Check(t.Context(), s)
+	if len(res.Failures) != 1 || !strings.Contains(res.Failures[0].Err.Error(), "stuck") ||
+		!strings.Contains(res.Failures[0].Err.Error(), "want three each") {
+		t.Fatalf("failures %v, want one: stuck, naming Settled's error", res.Failures)
+	}
+	t.Logf("failed after %s: %v", res.Took.Round(time.Millisecond), res.Failures[0].Err)
+	if res.Took > 30*time.Second {
+		t.Errorf("the stuck trial took %s, want it to fail soon after its 3s Stall (Timeout 60s)", res.Took)
+	}
+}

@@ -94,6 +94,13 @@ type Scenario struct {
 	// once it leads (or runs, without leader election), within a quarter
 	// of Timeout. Default: 500ms.
 	Quiet time.Duration
+	// Stall is how long a trial waits, once the workload is done and every
+	// perturbation over, for a controller that makes no write while
+	// Settled fails: then the trial fails as stuck, naming Settled's
+	// error, instead of waiting out Timeout. A controller that waits
+	// longer than this between writes (a RequeueAfter schedule) needs a
+	// larger Stall. Default: a quarter of Timeout.
+	Stall time.Duration
 
 	kube kubernetes.Interface // Check's unperturbed client
 }
@@ -275,6 +282,9 @@ func (s Scenario) withDefaults() Scenario {
 	if s.Quiet == 0 {
 		s.Quiet = 500 * time.Millisecond
 	}
+	if s.Stall == 0 {
+		s.Stall = s.Timeout / 4
+	}
 	if s.Faults.MaxHold == 0 {
 		s.Faults.MaxHold = 2 * time.Second
 	}
@@ -299,7 +309,7 @@ func (s Scenario) validate() error {
 	if s.Faults.RelistTrials > 0 && len(s.Faults.Relists) == 0 {
 		errs = append(errs, fmt.Errorf("%d relist trials, but no resource in Faults.Relists", s.Faults.RelistTrials))
 	}
-	if s.Timeout < 0 || s.Quiet < 0 || s.Faults.MaxHold < 0 || s.Faults.StaleTrials < 0 || s.Faults.RelistTrials < 0 || s.Faults.Failovers < 0 {
+	if s.Timeout < 0 || s.Quiet < 0 || s.Stall < 0 || s.Faults.MaxHold < 0 || s.Faults.StaleTrials < 0 || s.Faults.RelistTrials < 0 || s.Faults.Failovers < 0 {
 		errs = append(errs, errors.New("a negative duration or count"))
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -126,8 +126,11 @@ func (s Scenario) watchInvariants(ctx context.Context, env Env) error {
 
 // settle waits until every span has been applied and every perturbation is
 // over, Settled holds and the controller has been quiet for Quiet (no
-// write, no perturbation ending), or an invariant breaks.
+// write, no perturbation ending), or an invariant breaks, or the
+// controller is stuck: Settled fails and it has made no write for Stall
+// (since the workload ended and since the last perturbation).
 func (s Scenario) settle(ctx context.Context, env Env, f *fleet, perturbed <-chan struct{}, failed <-chan error) error {
+	began := time.Now()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	why := errors.New("not checked yet")
@@ -153,6 +156,10 @@ func (s Scenario) settle(ctx context.Context, env Env, f *fleet, perturbed <-cha
 		switch {
 		case err != nil && ctx.Err() == nil:
 			why = err
+			if stuck := min(quiet, time.Since(began)); stuck >= s.Stall {
+				return fmt.Errorf("stuck: the controller has made no write for %s and Settled still fails (Scenario.Stall): %w",
+					stuck.Round(time.Millisecond), err)
+			}
 		case err == nil && quiet < s.Quiet:
 			why = fmt.Errorf("Settled holds, but the controller wrote or was perturbed %s ago (it must be quiet for %s)",
 				quiet.Round(time.Millisecond), s.Quiet)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/ctrlkit/ctrlkit/testenv/internal/datadir"
@@ -32,12 +33,12 @@ type etcdServer struct {
 // API server's authentication and RBAC cannot be bypassed through etcd.
 // fsync is off: this is a test server, and a restart of the process (not the
 // machine) keeps everything the OS has already been handed.
-func startEtcd(dataDir string) (*etcdServer, error) {
-	clientPort, err := datadir.FreePort()
+func startEtcd(dataDir string, apiserverPort int) (*etcdServer, error) {
+	clientPort, err := freePortBut(apiserverPort)
 	if err != nil {
 		return nil, err
 	}
-	peerPort, err := datadir.FreePort()
+	peerPort, err := freePortBut(apiserverPort, clientPort)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +82,23 @@ func startEtcd(dataDir string) (*etcdServer, error) {
 
 func (s *etcdServer) close() { s.e.Close() }
 
+// freePortBut returns a free loopback port other than those given: the
+// ports already picked are free until their servers bind them, and the
+// kernel may hand a port just probed out again (etcd once took the API
+// server's, which then failed with "address already in use").
+func freePortBut(picked ...int) (int, error) {
+	for range 20 {
+		p, err := datadir.FreePort()
+		if err != nil {
+			return 0, err
+		}
+		if !slices.Contains(picked, p) {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("no free port other than %v", picked)
+}
+
 // compact compacts etcd's history up to its current revision and returns
 // that revision: afterwards every older resource version is gone.
 func (s *etcdServer) compact(ctx context.Context) (int64, error) {
@@ -95,8 +113,14 @@ type adminServer struct {
 	url string
 }
 
-func startAdmin(etcd *etcdServer, token string) (*adminServer, error) {
+func startAdmin(etcd *etcdServer, token string, apiserverPort int) (*adminServer, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; err == nil && l.Addr().(*net.TCPAddr).Port == apiserverPort && tries < 20; tries++ {
+		// The API server's port is free until it binds it: not ours.
+		held := l
+		l, err = net.Listen("tcp", "127.0.0.1:0")
+		held.Close()
+	}
 	if err != nil {
 		return nil, err
 	}

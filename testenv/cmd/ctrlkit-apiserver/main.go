@@ -122,13 +122,13 @@ func run() error {
 	if o.kubeconfig == "" {
 		o.kubeconfig = filepath.Join(o.dataDir, "kubeconfig")
 	}
-	etcd, err := startEtcd(o.dataDir)
+	etcd, err := startEtcd(o.dataDir, st.Port)
 	if err != nil {
 		return fmt.Errorf("start etcd: %w", err)
 	}
 	defer etcd.close()
 
-	admin, err := startAdmin(etcd, st.Token)
+	admin, err := startAdmin(etcd, st.Token, st.Port)
 	if err != nil {
 		return fmt.Errorf("start admin endpoint: %w", err)
 	}
