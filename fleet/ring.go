@@ -118,14 +118,16 @@ func (f *Fleet) place() ([]*member, error) {
 
 // rebalance is the sharder's Relist: it places the clusters for the
 // shards this replica now holds and returns once the caches of those it
-// engaged have listed.
+// engaged have listed, or cannot (a cluster whose informers report an
+// error, one that is down, does not hold up the others' shards: its keys
+// fail and are retried until it answers).
 func (f *Fleet) rebalance(ctx context.Context) error {
 	added, err := f.place()
 	if err != nil {
 		return err
 	}
 	for _, m := range added {
-		for !m.cluster.Synced() {
+		for !m.cluster.Synced() && m.cluster.Err() == nil {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

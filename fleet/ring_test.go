@@ -329,3 +329,63 @@ func TestFleet_ringMovesClustersWithoutOverlap(t *testing.T) {
 		t.Errorf("no cluster moved to the replica that joined (held after: %v)", held)
 	}
 }
+
+// A replica of a ring that is given a cluster it cannot reach still opens
+// its shards and reconciles the clusters it can: a cluster that is down
+// holds up no other (the replica runs in the test's process).
+func TestFleet_ringDoesNotWaitForAClusterThatIsDown(t *testing.T) {
+	srv, kube := startServer(t, "ring")
+	if _, err := kube.CoreV1().ConfigMaps("ring").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reconciled := make(chan fleet.Key, 16)
+	f, err := fleet.New(controller.ReconcileFunc[fleet.Key](func(_ context.Context, k fleet.Key) (controller.Result, error) {
+		select {
+		case reconciled <- k:
+		default:
+		}
+		return controller.Result{}, nil
+	}), fleet.Options{RingConfig: srv.Config(), Ring: shard.Ring{Name: "solo", Namespace: "ring", Identity: "only", VirtualShards: 4,
+		Timing: lease.Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: "ring"}); err != nil {
+		t.Fatal(err)
+	}
+	dead := srv.Config()
+	dead.Host = "https://127.0.0.1:1" // nothing listens there
+	if err := f.Engage("dead", dead); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Engage("alive", srv.Config()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	started := time.Now()
+	go func() { ran <- f.Run(ctx) }()
+	select {
+	case k := <-reconciled:
+		if k.Cluster != "alive" {
+			t.Errorf("reconciled %v, want a key of the cluster that is up", k)
+		}
+		// Waiting for the dead cluster to list would hold every shard
+		// shut until the sharder's relist gives up: twice LeaseDuration.
+		took := time.Since(started)
+		t.Logf("the cluster that is up reconciled %v after Run", took.Round(time.Millisecond))
+		if took > 4*time.Second {
+			t.Errorf("the first reconcile came %v after Run: the shards waited for the cluster that is down", took)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("nothing reconciled in 30s with one cluster down (status %v, ready: %v)", f.Status(), f.Ready())
+	}
+	if here := f.Here(); len(here) != 2 {
+		t.Errorf("Here() = %v, want both clusters (the only replica holds every shard)", here)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
