@@ -153,40 +153,15 @@ func runFair(ctx context.Context, cfg FairConfig, q prioQueue, backlogFmt string
 		backlog[i] = fmt.Sprintf(backlogFmt, i, i%100)
 	}
 	stream := make([]string, n)
-	index := make(map[string]int, n)
 	for i := range stream {
 		stream[i] = fmt.Sprintf(streamFmt, i, i%100)
-		index[stream[i]] = i
 	}
-	addedAt := make([]atomic.Int64, n) // unix ns
-	late := make([]time.Duration, n)   // added after its scheduled time by this much
-	latency := make([]time.Duration, n)
-	got := make([]atomic.Int32, n)
-	var handed atomic.Int64
-	all := make(chan struct{})
-	total := int64(cfg.Backlog + n)
-
-	var workers sync.WaitGroup
-	for range 2 {
-		workers.Go(func() {
-			for {
-				k, shutdown := q.Get()
-				if shutdown {
-					return
-				}
-				if i, ok := index[k]; ok {
-					latency[i] = time.Duration(time.Now().UnixNano() - addedAt[i].Load())
-					got[i].Add(1)
-				}
-				for start := time.Now(); time.Since(start) < cfg.Work; { // the fixed work
-				}
-				q.Done(k)
-				if handed.Add(1) == total {
-					close(all)
-				}
-			}
-		})
-	}
+	tr := newTracked(stream, cfg.Backlog+n)
+	late := make([]time.Duration, n) // added after its scheduled time by this much
+	tr.serve(q, 2, func() {
+		for start := time.Now(); time.Since(start) < cfg.Work; { // the fixed work
+		}
+	})
 	start := time.Now()
 	var producers sync.WaitGroup
 	producers.Go(func() {
@@ -198,38 +173,109 @@ func runFair(ctx context.Context, cfg FairConfig, q prioQueue, backlogFmt string
 		for i, k := range stream {
 			due := start.Add(time.Duration(i+1) * time.Millisecond)
 			time.Sleep(time.Until(due)) // pacing the load, not synchronising
-			now := time.Now()
-			late[i] = max(now.Sub(due), 0)
-			addedAt[i].Store(now.UnixNano())
+			late[i] = max(time.Since(due), 0)
+			tr.added(i)
 			q.add(k, 0)
 		}
 	})
 	producers.Wait()
-	var err error
-	select {
-	case <-all:
-	case <-time.After(2 * time.Minute):
-		err = fmt.Errorf("handed out %d of %d keys in 2 minutes", handed.Load(), total)
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
+	err := tr.wait(ctx, q, 2*time.Minute)
 	drain := time.Since(start)
-	q.ShutDown()
-	workers.Wait()
 	if err != nil {
 		return fairResult{}, err
 	}
-	if h := handed.Load(); h != total {
-		return fairResult{}, fmt.Errorf("handed out %d keys, want %d: a key was handed out twice", h, total)
-	}
-	for i := range got {
-		if got[i].Load() != 1 {
-			return fairResult{}, fmt.Errorf("stream key %s handed out %d times", stream[i], got[i].Load())
-		}
-	}
-	slices.Sort(latency)
+	p50, p99 := tr.percentiles()
 	slices.Sort(late)
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-	return fairResult{p50: us(latency[n/2]), p99: us(latency[n*99/100]), lateP50: us(late[n/2]), lateP99: us(late[n*99/100]),
+	return fairResult{p50: p50, p99: p99, lateP50: us(late[n/2]), lateP99: us(late[n*99/100]),
 		drainMS: float64(drain.Milliseconds())}, nil
+}
+
+// tracked is the bookkeeping of a fairness run: the add-to-get latency of
+// the keys it watches, each of which must be handed out exactly once, and
+// the count of every key processed.
+type tracked struct {
+	keys    []string
+	index   map[string]int
+	addedAt []atomic.Int64 // unix ns
+	latency []time.Duration
+	got     []atomic.Int32
+	handed  atomic.Int64
+	total   int64
+	all     chan struct{} // closed once total keys were processed
+	workers sync.WaitGroup
+}
+
+// newTracked watches keys, of total keys the run adds.
+func newTracked(keys []string, total int) *tracked {
+	t := &tracked{keys: keys, index: make(map[string]int, len(keys)), addedAt: make([]atomic.Int64, len(keys)),
+		latency: make([]time.Duration, len(keys)), got: make([]atomic.Int32, len(keys)), total: int64(total), all: make(chan struct{})}
+	for i, k := range keys {
+		t.index[k] = i
+	}
+	return t
+}
+
+// added records that the i-th watched key is being added now.
+func (t *tracked) added(i int) { t.addedAt[i].Store(time.Now().UnixNano()) }
+
+// serve starts workers that process q's keys, each with work, until q
+// shuts down.
+func (t *tracked) serve(q prioQueue, workers int, work func()) {
+	for range workers {
+		t.workers.Go(func() {
+			for {
+				k, shutdown := q.Get()
+				if shutdown {
+					return
+				}
+				if i, ok := t.index[k]; ok {
+					t.latency[i] = time.Duration(time.Now().UnixNano() - t.addedAt[i].Load())
+					t.got[i].Add(1)
+				}
+				work()
+				q.Done(k)
+				if t.handed.Add(1) == t.total {
+					close(t.all)
+				}
+			}
+		})
+	}
+}
+
+// wait waits for every key to be processed (at most bound), shuts q down,
+// waits for the workers and checks that every watched key was handed out
+// once and no key twice.
+func (t *tracked) wait(ctx context.Context, q prioQueue, bound time.Duration) error {
+	var err error
+	select {
+	case <-t.all:
+	case <-time.After(bound):
+		err = fmt.Errorf("handed out %d of %d keys in %v", t.handed.Load(), t.total, bound)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	q.ShutDown()
+	t.workers.Wait()
+	if err != nil {
+		return err
+	}
+	if h := t.handed.Load(); h != t.total {
+		return fmt.Errorf("handed out %d keys, want %d: a key was handed out twice", h, t.total)
+	}
+	for i := range t.got {
+		if t.got[i].Load() != 1 {
+			return fmt.Errorf("key %s handed out %d times", t.keys[i], t.got[i].Load())
+		}
+	}
+	return nil
+}
+
+// percentiles returns the watched keys' add-to-get latency at p50 and p99,
+// in µs.
+func (t *tracked) percentiles() (p50, p99 float64) {
+	slices.Sort(t.latency)
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	n := len(t.latency)
+	return us(t.latency[n/2]), us(t.latency[n*99/100])
 }

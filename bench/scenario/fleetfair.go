@@ -3,10 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ctrlkit/ctrlkit/workqueue"
@@ -104,64 +101,23 @@ func runClusters(ctx context.Context, cfg ClusterFairConfig, side string, noise 
 	}
 	n := int(cfg.Stream / cfg.Every)
 	quiet := make([]string, n)
-	index := make(map[string]int, n)
 	for i := range quiet {
 		quiet[i] = fmt.Sprintf("quiet/ns-%d/obj-%d", i%10, i)
-		index[quiet[i]] = i
 	}
-	addedAt := make([]atomic.Int64, n)
-	latency := make([]time.Duration, n)
-	got := make([]atomic.Int32, n)
-	var handed atomic.Int64
-	total := int64(n * (1 + noise))
-	all := make(chan struct{})
-	var workers sync.WaitGroup
-	for range cfg.Workers {
-		workers.Go(func() {
-			for {
-				k, shutdown := q.Get()
-				if shutdown {
-					return
-				}
-				if i, ok := index[k]; ok {
-					latency[i] = time.Duration(time.Now().UnixNano() - addedAt[i].Load())
-					got[i].Add(1)
-				}
-				time.Sleep(cfg.Work) // the reconcile's wait on the API, not synchronisation
-				q.Done(k)
-				if handed.Add(1) == total {
-					close(all)
-				}
-			}
-		})
-	}
+	tr := newTracked(quiet, n*(1+noise))
+	tr.serve(q, cfg.Workers, func() { time.Sleep(cfg.Work) }) // the reconcile's wait on the API, not synchronisation
 	start := time.Now()
 	for i, k := range quiet {
 		time.Sleep(time.Until(start.Add(time.Duration(i) * cfg.Every))) // pacing the load
 		for j := range noise {
 			q.add(fmt.Sprintf("noisy/ns-%d/obj-%d-%d", j%10, i, j), 0)
 		}
-		addedAt[i].Store(time.Now().UnixNano())
+		tr.added(i)
 		q.add(k, 0)
 	}
-	select {
-	case <-all:
-	case <-time.After(5 * time.Minute):
-		err = fmt.Errorf("handed out %d of %d keys in 5 minutes", handed.Load(), total)
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	q.ShutDown()
-	workers.Wait()
-	if err != nil {
+	if err := tr.wait(ctx, q, 5*time.Minute); err != nil {
 		return fairResult{}, err
 	}
-	for i := range got {
-		if got[i].Load() != 1 {
-			return fairResult{}, fmt.Errorf("quiet key %s handed out %d times", quiet[i], got[i].Load())
-		}
-	}
-	slices.Sort(latency)
-	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-	return fairResult{p50: us(latency[n/2]), p99: us(latency[n*99/100])}, nil
+	p50, p99 := tr.percentiles()
+	return fairResult{p50: p50, p99: p99}, nil
 }
