@@ -2,7 +2,10 @@ package fleet_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"strings"
@@ -22,6 +25,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/debug"
 	"github.com/ctrlkit/ctrlkit/fleet"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/object"
@@ -144,6 +148,28 @@ func TestFleet_aClusterDownStopsOnlyItself(t *testing.T) {
 	}
 	if ua, ub := up("a"), up("b"); ua != 1 || ub != 0 {
 		t.Errorf("ctrlkit_fleet_cluster_up: a %v, b %v; want 1 and 0", ua, ub)
+	}
+	// The debug page's state: a row per cluster's informer, b's failing.
+	req := httptest.NewRequest(http.MethodGet, debug.Path+"/state.json", nil)
+	req.RemoteAddr, req.Host = "127.0.0.1:40000", "localhost"
+	rec := httptest.NewRecorder()
+	debug.New(f.DebugSource(), debug.Options{}).ServeHTTP(rec, req)
+	var state debug.State
+	if err := json.Unmarshal(rec.Body.Bytes(), &state); err != nil {
+		t.Fatalf("state.json (%d): %v: %s", rec.Code, err, rec.Body.String())
+	}
+	failingRows := map[string]bool{}
+	for _, in := range state.Informers {
+		failingRows[in.Name] = in.Failing
+	}
+	if failing, ok := failingRows["b: ConfigMap"]; !ok || !failing {
+		t.Errorf("debug state's informers %v: want b's ConfigMap informer failing", failingRows)
+	}
+	if failing, ok := failingRows["a: ConfigMap"]; !ok || failing {
+		t.Errorf("debug state's informers %v: want a's ConfigMap informer well", failingRows)
+	}
+	if len(state.Controllers) != 1 || state.Controllers[0].Name != "mirror" {
+		t.Errorf("debug state's controllers %+v, want the fleet's, mirror", state.Controllers)
 	}
 	made := time.Now()
 	create(kubeA, "during")

@@ -14,9 +14,10 @@
 // sharing the fleet's connections to that cluster.
 //
 // With Options.Ring the clusters are spread over the replicas of a Lease
-// ring (package shard), each moved by drain-then-release. Not built yet:
-// the manager option (a manager's controllers made multi-cluster) and a
-// section per cluster on the debug page.
+// ring (package shard), each moved by drain-then-release. DebugSource is
+// the fleet for package debug's page: a row per cluster's informer. Not
+// built yet: the manager option (a manager's controllers made
+// multi-cluster), and explaining a fleet's key on the debug page.
 package fleet
 
 import (
@@ -34,6 +35,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/shard"
@@ -339,6 +341,10 @@ type sourceRun struct {
 	reader  any    // store.Reader[T]
 	// primaries lists the cached objects' names, for the For source only.
 	primaries func() []object.ObjectName
+	// For the debug page: the informer's snapshot, its kind and scope.
+	stats func() informer.Stats
+	kind  string
+	scope Scope
 }
 
 func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -128,7 +129,8 @@ func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, sc
 		return sourceRun{}, err
 	}
 	r := sourceRun{run: inf.Run, synced: inf.HasSynced, lastErr: inf.LastError,
-		remove: reg.Remove, close: inf.Close, reader: inf.Reader()}
+		remove: reg.Remove, close: inf.Close, reader: inf.Reader(), stats: inf.Stats,
+		kind: strings.TrimPrefix(gvk.GroupVersion().String()+" "+gvk.Kind, "/"), scope: scope}
 	if primary {
 		r.primaries = inf.Reader().Keys
 	}

@@ -167,7 +167,7 @@ var allowed = map[string][]string{
 	"election": {"lease", "internal/run"},
 	"ledger":   {"object", "internal/apiwrite"},
 	"tracing":  {"object", "internal/apiwrite"},
-	"fleet":    {"object", "listwatch", "informer", "handler", "controller", "store", "client", "telemetry", "shard", "internal/safefile"},
+	"fleet":    {"object", "listwatch", "informer", "handler", "controller", "store", "client", "telemetry", "shard", "debug", "internal/safefile"},
 	"client":   {"object", "listwatch"},
 	"apply":    {"object"},
 	"debug":    {"object", "informer", "controller", "webhook"},
