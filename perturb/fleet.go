@@ -268,16 +268,55 @@ func (f *fleet) history() []Write {
 // runErrors says what the runs that ended returned, other than the end of
 // their context or a crash; "" when nothing else.
 func (f *fleet) runErrors() string {
-	var errs []string
+	var errs []runError
 	for _, r := range f.all() {
 		if !r.over() {
 			continue
 		}
 		if r.err != nil && !errors.Is(r.err, context.Canceled) && !errors.Is(r.err, ErrCrashed) {
-			errs = append(errs, fmt.Sprintf("replica %s, run %d: %v", r.replica, r.restart+1, r.err))
+			errs = append(errs, runError{replica: r.replica, run: r.restart + 1, err: r.err.Error()})
 		}
 	}
-	return strings.Join(errs, "; ")
+	return groupRunErrors(errs)
+}
+
+// runError is what one run of a replica returned.
+type runError struct {
+	replica string
+	run     int
+	err     string
+}
+
+// groupRunErrors says errs once per replica and message, in the order they
+// first came, with the runs that returned it: a controller that cannot
+// start returns the same error at every restart (every 100ms), which once
+// filled a failure with 291 copies.
+func groupRunErrors(errs []runError) string {
+	type group struct {
+		first, last, n int
+	}
+	var order []runError
+	groups := map[runError]*group{}
+	for _, e := range errs {
+		k := runError{replica: e.replica, err: e.err}
+		g := groups[k]
+		if g == nil {
+			g = &group{first: e.run}
+			groups[k] = g
+			order = append(order, k)
+		}
+		g.last, g.n = e.run, g.n+1
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		g := groups[k]
+		if g.n == 1 {
+			out = append(out, fmt.Sprintf("replica %s, run %d: %s", k.replica, g.first, k.err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("replica %s, runs %d to %d (%d times): %s", k.replica, g.first, g.last, g.n, k.err))
+	}
+	return strings.Join(out, "; ")
 }
 
 // failure is err with what the runs of the controller returned.

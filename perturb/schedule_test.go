@@ -84,3 +84,25 @@ func TestCheck_aScenarioThatCannotRunFailsAtSetup(t *testing.T) {
 		}
 	}
 }
+
+// A controller's Run that returns the same error at every restart is said
+// once, with the runs that returned it; different errors each once, in
+// the order they first came.
+func TestGroupRunErrors_saysARepeatedErrorOnceWithItsCount(t *testing.T) {
+	var errs []runError
+	for run := 1; run <= 291; run++ {
+		errs = append(errs, runError{replica: "a", run: run, err: "no such kind Foo"})
+		if run == 5 {
+			errs = append(errs, runError{replica: "b", run: 1, err: "lease lost"})
+		}
+	}
+	errs = append(errs, runError{replica: "a", run: 292, err: "another"})
+	got := groupRunErrors(errs)
+	want := "replica a, runs 1 to 291 (291 times): no such kind Foo; replica b, run 1: lease lost; replica a, run 292: another"
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if groupRunErrors(nil) != "" {
+		t.Error("no error: want an empty string")
+	}
+}
