@@ -8,6 +8,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/shard"
 	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
@@ -36,6 +37,17 @@ func FromInformer(st informer.Stats, failing error, now time.Time) Informer {
 	for _, h := range st.Handlers {
 		out.Handlers = append(out.Handlers, Handler{Name: h.Name, Synced: h.Synced, PendingKeys: h.PendingKeys,
 			OldestPendingSeconds: h.OldestPending.Seconds(), Panics: h.Panics})
+	}
+	return out
+}
+
+// FromShard converts a sharder's snapshot: ring is its table's
+// namespace/name, ready what its Ready returned.
+func FromShard(ring string, st shard.ShardStats, ready error) *Shard {
+	out := &Shard{Ring: ring, Holder: st.Holder, Members: st.Members, Open: len(st.Open), Pending: len(st.Pending),
+		Virtual: st.Virtual}
+	if ready != nil {
+		out.Ready = ready.Error()
 	}
 	return out
 }

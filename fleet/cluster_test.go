@@ -28,6 +28,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/debug"
 	"github.com/ctrlkit/ctrlkit/fleet"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/metrics"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/telemetry"
 )
@@ -213,36 +214,22 @@ func TestFleet_aClusterDownStopsOnlyItself(t *testing.T) {
 	}
 }
 
-// metricValue returns the value of the gauge or counter name with the
-// labels want among reg's, or -1 if there is none.
+// metricValue returns the value of the series name with the labels
+// want among reg's, or -1 if there is none.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
+	n, err := metrics.Count(reg, name, want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue metric
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
+	if n == 0 {
+		return -1
 	}
-	return -1
+	v, err := metrics.Sum(reg, name, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // The fixed memory of an engaged cluster with an empty cache: clusters

@@ -39,12 +39,7 @@ func (s debugSource) State() debug.State {
 	}
 	st.Controllers = append(st.Controllers, debug.FromController(f.ctrl.Stats(), "", now))
 	if sh := f.sharder; sh != nil {
-		ss := sh.Stats()
-		st.Shard = &debug.Shard{Ring: f.opts.Ring.Namespace + "/" + f.opts.Ring.Name, Holder: ss.Holder,
-			Members: ss.Members, Open: len(ss.Open), Pending: len(ss.Pending), Virtual: ss.Virtual}
-		if err := sh.Ready(); err != nil {
-			st.Shard.Ready = err.Error()
-		}
+		st.Shard = debug.FromShard(f.opts.Ring.Namespace+"/"+f.opts.Ring.Name, sh.Stats(), sh.Ready())
 	}
 	return st
 }

@@ -132,7 +132,7 @@ func (d Directory) apply(f *Fleet, files map[string]file, seen, refused map[stri
 				continue
 			}
 			delete(seen, name)
-			if err := d.update(f, name, fl, log); err != nil { // rotated credentials keep the cache, another server does not
+			if err := d.engage(f, name, fl, true, log); err != nil { // rotated credentials keep the cache, another server does not
 				_ = f.Disengage(name)
 				log.Warn("fleet: cluster not engaged", "cluster", name, "err", err)
 				refused[name] = sum
@@ -144,7 +144,7 @@ func (d Directory) apply(f *Fleet, files map[string]file, seen, refused map[stri
 		if bad, ok := refused[name]; ok && bad == sum {
 			continue // the same content was refused before
 		}
-		if err := d.engage(f, name, fl, log); err != nil {
+		if err := d.engage(f, name, fl, false, log); err != nil {
 			if !errors.Is(err, ErrEngaged) { // engaged by someone else: not ours to manage
 				log.Warn("fleet: cluster not engaged", "cluster", name, "err", err)
 			}
@@ -156,8 +156,10 @@ func (d Directory) apply(f *Fleet, files map[string]file, seen, refused map[stri
 	}
 }
 
-// update gives the engaged cluster of file fl what fl now says.
-func (d Directory) update(f *Fleet, name string, fl file, log *slog.Logger) error {
+// engage engages the cluster of file fl or, when changed is set (the
+// cluster is engaged from an earlier version of the file), gives it what
+// fl now says (Fleet.Update).
+func (d Directory) engage(f *Fleet, name string, fl file, changed bool, log *slog.Logger) error {
 	if fl.err != nil {
 		return fl.err
 	}
@@ -165,25 +167,13 @@ func (d Directory) update(f *Fleet, name string, fl file, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	if err := f.Update(name, cfg); err != nil {
+	give, what := f.Engage, "fleet: cluster engaged"
+	if changed {
+		give, what = f.Update, "fleet: cluster's kubeconfig changed"
+	}
+	if err := give(name, cfg); err != nil {
 		return err
 	}
-	log.Info("fleet: cluster's kubeconfig changed", "cluster", name, "server", cfg.Host)
-	return nil
-}
-
-// engage engages the cluster of file fl.
-func (d Directory) engage(f *Fleet, name string, fl file, log *slog.Logger) error {
-	if fl.err != nil {
-		return fl.err
-	}
-	cfg, err := kubeconfigPolicy{allowExec: d.AllowExec, allowFiles: true}.restConfig(fl.b)
-	if err != nil {
-		return err
-	}
-	if err := f.Engage(name, cfg); err != nil {
-		return err
-	}
-	log.Info("fleet: cluster engaged", "cluster", name, "server", cfg.Host)
+	log.Info(what, "cluster", name, "server", cfg.Host)
 	return nil
 }

@@ -30,20 +30,9 @@ func (f *Fleet) newSharder() (*shard.Sharder, error) {
 		Acquired: f.queueAcquired, Telemetry: f.opts.Controller.Telemetry})
 }
 
-// clusterHash places a cluster in the ring: the shard package's hash of
-// its name (FNV-1a, as the API server hashes namespaces and UIDs), mixed
-// by a 64-bit finalizer. FNV-1a alone leaves the high bits, which pick the
-// virtual shard, nearly equal for names that differ in a character or two
-// ("east-1", "east-2"): 24 such names all fell in one of 16 shards.
-func clusterHash(name string) uint64 {
-	h := shard.Hash(name)
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
-}
+// clusterHash places a cluster in the ring (see shard.SpreadHash: cluster
+// names are often alike).
+func clusterHash(name string) uint64 { return shard.SpreadHash(name) }
 
 // clusterPartition lets the controller reconcile a key only while its
 // cluster's shard is open on this replica.

@@ -170,7 +170,7 @@ var allowed = map[string][]string{
 	"fleet":    {"object", "listwatch", "informer", "handler", "controller", "store", "client", "telemetry", "shard", "debug", "internal/safefile"},
 	"client":   {"object", "listwatch"},
 	"apply":    {"object"},
-	"debug":    {"object", "informer", "controller", "webhook"},
+	"debug":    {"object", "informer", "controller", "webhook", "shard"},
 	"webhook":  {"object", "internal/program", "internal/safefile", "internal/certs"},
 	"perturb":  nil,
 	"manager": {"object", "reflector", "listwatch", "informer", "handler", "workqueue", "controller", "client", "apply", "debug",

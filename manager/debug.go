@@ -86,12 +86,7 @@ func (s debugSource) State() debug.State {
 			Leading: el.IsLeader()}
 	}
 	if sh := m.sharder; sh != nil {
-		ss := sh.Stats()
-		st.Shard = &debug.Shard{Ring: m.opts.Sharding.Namespace + "/" + m.opts.Sharding.Name, Holder: ss.Holder,
-			Members: ss.Members, Open: len(ss.Open), Pending: len(ss.Pending), Virtual: ss.Virtual}
-		if err := sh.Ready(); err != nil {
-			st.Shard.Ready = err.Error()
-		}
+		st.Shard = debug.FromShard(m.opts.Sharding.Namespace+"/"+m.opts.Sharding.Name, sh.Stats(), sh.Ready())
 	}
 	for _, w := range m.waitingFor() {
 		st.Waiting = append(st.Waiting, debug.Waiting{Kind: w.gvk.String(), CRD: w.crd})

@@ -85,6 +85,13 @@ func (s Selector) String() string {
 	return strings.Join(parts, " || ")
 }
 
+// SpreadHash is Hash with its bits spread (splitmix64's finalizer), for
+// names only the client places, never filtered by the server: FNV-1a
+// alone leaves the high bits, which pick the virtual shard, nearly equal
+// for names that differ in their last characters ("east-1", "east-2"; 24
+// such names fell in one of 16 shards).
+func SpreadHash(value string) uint64 { return mix(Hash(value)) }
+
 // Hash is the 64-bit FNV-1a hash of value, as the server computes it. It
 // allocates nothing: Matches runs on every watch event.
 func Hash(value string) uint64 {

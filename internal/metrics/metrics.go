@@ -30,6 +30,32 @@ func Sum(g prometheus.Gatherer, name string, match map[string]string) (float64, 
 	return sum, nil
 }
 
+// Count gathers g and counts the series of the family name whose labels
+// include all of match: 0 tells a series that is gone from one whose
+// value is 0.
+func Count(g prometheus.Gatherer, name string, match map[string]string) (int, error) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if matches(labels, match) {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
 func matches(labels, match map[string]string) bool {
 	for k, v := range match {
 		if labels[k] != v {

@@ -36,3 +36,19 @@ func TestSum_addsTheMatchingCountersAndGauges(t *testing.T) {
 		})
 	}
 }
+
+func TestCount_countsTheMatchingSeriesZeroValuedOnesToo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "up", Help: "h"}, []string{"cluster"})
+	reg.MustRegister(g)
+	g.WithLabelValues("a").Set(1)
+	g.WithLabelValues("b").Set(0)
+	for match, want := range map[string]int{"a": 1, "b": 1, "gone": 0} {
+		if n, err := Count(reg, "up", map[string]string{"cluster": match}); err != nil || n != want {
+			t.Errorf("Count(cluster=%s) = %d, %v; want %d", match, n, err, want)
+		}
+	}
+	if n, _ := Count(reg, "up", nil); n != 2 {
+		t.Errorf("Count(every series) = %d, want 2", n)
+	}
+}
