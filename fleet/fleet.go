@@ -59,6 +59,10 @@ type Options struct {
 	// Controller configures the fleet's one controller. Its queue's flows
 	// default to the cluster (Fairness.FlowKey): a cluster with a burst of
 	// changes takes its turn with the others instead of starving them.
+	// From 4 Workers up, a cluster's keys in flight default to three
+	// quarters of them (Fairness.MaxInFlight): a quarter of the workers
+	// stays free for the other clusters, whose keys then wait for no
+	// reconcile of the busy one to end; set MaxInFlight to -1 for no cap.
 	Controller controller.Options[Key]
 	// Ring, when named, spreads the clusters over the replicas running the
 	// same ring (see package shard): each engages only the clusters whose
@@ -123,6 +127,9 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 	}
 	if opts.Controller.Fairness.FlowKey == nil {
 		opts.Controller.Fairness.FlowKey = func(k Key) string { return k.Cluster }
+	}
+	if w := opts.Controller.Workers; opts.Controller.Fairness.MaxInFlight == 0 && w >= 4 {
+		opts.Controller.Fairness.MaxInFlight = w - w/4
 	}
 	f := &Fleet{opts: opts, offered: map[string]*rest.Config{}, clusters: map[string]*member{}, wake: make(chan struct{}),
 		serializer: serializer.NewCodecFactory(opts.Scheme).WithoutConversion()}

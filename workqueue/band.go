@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/ctrlkit/ctrlkit/internal/fifo"
@@ -26,7 +27,11 @@ type flow[K comparable] struct {
 	live    int    // live elements in keys
 	round   uint64 // the round its next key goes out in
 	served  int    // live keys handed out in round (< the band's quantum)
-	inReady bool   // in band.ready; exactly when keys is not empty
+	inReady bool   // in band.ready
+	// parked: out of ready while the flow has as many keys in flight as
+	// the queue's MaxInFlight; in band.parked. A flow holds elements
+	// exactly when it is in ready or parked, never both.
+	parked bool
 }
 
 // turn is a flow's place in a band's ready: its round and the seq of its
@@ -65,8 +70,13 @@ func (t turn[K]) before(u turn[K]) bool {
 // already reached, so going idle and coming back gains it nothing. Once
 // the band is empty every flow starts afresh: nobody was waiting.
 //
+// A flow with as many keys in flight as the queue allows (MaxInFlight) is
+// parked when its turn comes: taken out of ready into parked, its keys
+// kept, until one of its keys is done (core.unpark); it then joins the
+// current round as a flow coming back from idle does.
+//
 // Invariants (checked by core.checkInvariants): ready holds exactly the
-// flows whose keys are not empty, once each,
+// flows whose keys are not empty and that are not parked, once each,
 // with their round and head, in a round from round to top, with served <
 // quantum; idle counts the flows of flows that are not in ready; live is
 // the sum of the flows' live counts and of the ages buckets' counts; a
@@ -78,8 +88,9 @@ type band[K comparable] struct {
 	round   uint64              // the round of the last key handed out
 	top     uint64              // the latest round a flow has reached
 	flows   map[string]*flow[K] // every flow of the band; idle ones until swept
-	ready   ready[K]            // flows holding elements, by turn
-	idle    int                 // flows not in ready
+	ready   ready[K]            // flows holding elements, by turn, but those parked
+	parked  []*flow[K]          // flows at their in-flight cap holding elements: a few (each has keys in flight)
+	idle    int                 // flows neither in ready nor parked
 	kept    int                 // idle flows the last sweep kept
 	last    *flow[K]            // the flow pushed to last: skips the map for runs of one flow
 	ages    ages                // when the live elements were pushed, coarsely
@@ -110,14 +121,20 @@ func (b *band[K]) push(k K, name string, seq uint32, at time.Time, res time.Dura
 	f.keys.Push(element[K]{key: k, seq: seq, bucket: b.ages.add(at, res)})
 	f.live++
 	b.live++
-	if !f.inReady {
-		if f.round < b.round {
-			f.round, f.served = b.round, 0
-		}
-		f.inReady = true
+	if !f.inReady && !f.parked {
 		b.idle--
-		b.ready.push(turn[K]{round: f.round, head: seq, f: f})
+		b.enter(f)
 	}
+}
+
+// enter puts f, which holds elements and is neither in ready nor parked,
+// into ready: in the current round, or the later one it already reached.
+func (b *band[K]) enter(f *flow[K]) {
+	if f.round < b.round {
+		f.round, f.served = b.round, 0
+	}
+	f.inReady = true
+	b.ready.push(turn[K]{round: f.round, head: f.keys.Front().seq, f: f})
 }
 
 // kill accounts for the live element of a key that left the band without
@@ -132,17 +149,29 @@ func (b *band[K]) kill(name string) {
 }
 
 // next pops elements of the flow first in ready until one is live
-// (its key's entry in keys has its seq and band) and returns it. While a flow holds
+// (its key's entry in keys has its seq and band) and returns it with its
+// flow. While a flow holds
 // no dead element (all its elements are live) it skips the lookup. A live
 // element counts in its flow's quantum; the flow then moves to its place in
-// ready for its new head, or leaves ready once empty. It must only be
-// called when live > 0.
-func (b *band[K]) next(keys map[K]entry) element[K] {
+// ready for its new head, or leaves ready once empty. A flow that comes
+// first while full(its name) is parked instead. ok is false when no flow is
+// left in ready (every one holding a live element is parked). full is nil
+// when flows have no in-flight cap.
+func (b *band[K]) next(keys map[K]entry, full func(string) bool) (el element[K], f *flow[K], ok bool) {
 	for {
+		if b.ready.len() == 0 {
+			return el, nil, false
+		}
 		first, inRun := b.ready.first()
-		f := first.f
+		f = first.f
+		if full != nil && full(f.name) {
+			b.ready.drop(inRun)
+			f.inReady, f.parked = false, true
+			b.parked = append(b.parked, f)
+			continue
+		}
 		live := f.keys.Len() == f.live
-		el := f.keys.Pop()
+		el = f.keys.Pop()
 		b.ages.remove(el.bucket)
 		if !live {
 			e, ok := keys[el.key]
@@ -167,9 +196,23 @@ func (b *band[K]) next(keys map[K]entry) element[K] {
 			b.ready.replace(inRun, turn[K]{round: f.round, head: f.keys.Front().seq, f: f})
 		}
 		if live {
-			return el
+			return el, f, true
 		}
 	}
+}
+
+// unpark puts the flow name back into ready if it is parked; it reports
+// whether it was.
+func (b *band[K]) unpark(name string) bool {
+	for i, f := range b.parked {
+		if f.name == name {
+			b.parked = slices.Delete(b.parked, i, i+1)
+			f.parked = false
+			b.enter(f)
+			return true
+		}
+	}
+	return false
 }
 
 // ready orders the turns of a band's flows. Most turns come in order (a
@@ -312,7 +355,7 @@ func (b *band[K]) sweep() {
 	kept := 0
 	for name, f := range b.flows {
 		switch {
-		case f.inReady:
+		case f.inReady, f.parked:
 		case f.round < b.round || f.round == b.round && f.served == 0:
 			delete(b.flows, name)
 		default:
@@ -327,20 +370,30 @@ func (b *band[K]) sweep() {
 // any flow's, so every flow starts afresh.
 func (b *band[K]) reset() {
 	for _, t := range b.ready.all() {
-		f := t.f
-		f.keys.Reset()
-		if f.keys.Cap() > 1024 {
-			f.keys = fifo.Queue[element[K]]{} // a burst's array is not kept by an idle flow
-		}
-		f.inReady = false
-		f.live = 0
-		b.idle++
+		b.empty(t.f)
 	}
+	for _, f := range b.parked {
+		b.empty(f)
+	}
+	clear(b.parked)
+	b.parked = b.parked[:0]
 	b.ready.reset()
 	b.top++
 	b.round = b.top
 	b.ages.reset()
 	b.sweep()
+}
+
+// empty drops the (dead) elements of f, in ready or parked, and makes it
+// idle.
+func (b *band[K]) empty(f *flow[K]) {
+	f.keys.Reset()
+	if f.keys.Cap() > 1024 {
+		f.keys = fifo.Queue[element[K]]{} // a burst's array is not kept by an idle flow
+	}
+	f.inReady, f.parked = false, false
+	f.live = 0
+	b.idle++
 }
 
 // ages counts a band's elements by when they were pushed, in buckets

@@ -36,6 +36,8 @@ import (
 //     len(active) > 1;
 //   - readded has exactly the re-added keys; processing counts the keys
 //     processing or re-added;
+//   - with a cap, inFlight counts them by flow, none above the cap, and a
+//     parked flow is at the cap;
 //   - when stamps is set, every queued and re-added key's entry is stamped
 //     with when it became dirty, and started has exactly the processing and
 //     re-added keys.
@@ -65,6 +67,14 @@ type core[K comparable] struct {
 	// multi is len(active) > 1, written under the queue's lock and read
 	// without it by Queue.Add to decide whether to read the clock.
 	multi atomic.Bool
+
+	// With an in-flight cap per flow (Fairness.MaxInFlight): inFlight
+	// counts the keys of each flow processing or re-added (flows with
+	// none are not in it), and full reports whether a flow is at the cap.
+	// full is nil without a cap, and nothing is counted.
+	maxInFlight int
+	inFlight    map[string]int
+	full        func(flow string) bool
 
 	// stamps records times for the metrics; nil when metrics are off.
 	stamps *stamps[K]
@@ -107,9 +117,14 @@ type stamps[K comparable] struct {
 func (s *stamps[K]) dirtied(d time.Duration) time.Time { return s.base.Add(d) }
 
 // init readies an empty core; with timed set it keeps stamps. step is the
-// aging step (> 0), quantum the keys a flow gets per round (> 0).
-func (c *core[K]) init(timed bool, step time.Duration, quantum int) {
+// aging step (> 0), quantum the keys a flow gets per round (> 0),
+// maxInFlight the keys of a flow processed at once (0: no cap).
+func (c *core[K]) init(timed bool, step time.Duration, quantum, maxInFlight int) {
 	c.keys, c.readded = map[K]entry{}, map[K]string{}
+	if maxInFlight > 0 {
+		c.maxInFlight, c.inFlight = maxInFlight, map[string]int{}
+		c.full = func(flow string) bool { return c.inFlight[flow] >= c.maxInFlight }
+	}
 	c.bands = map[int]*band[K]{}
 	c.step, c.res, c.quantum = step, max(step/16, 1), quantum
 	if timed {
@@ -208,14 +223,33 @@ func (c *core[K]) push(k K, prio int32, flow string, at time.Time, dirtied time.
 
 // get hands out the next key and moves it to processing. It returns when
 // the key became dirty (zero without stamps) and ok=false when nothing is
-// queued.
+// queued, or every queued key's flow is at its in-flight cap. When the
+// band whose turn it is holds only such flows, the next active band that
+// holds another serves.
 func (c *core[K]) get(now time.Time) (k K, since time.Time, ok bool) {
 	if c.queued == 0 {
 		return k, since, false
 	}
 	c.see(now)
 	b := c.pick()
-	k = b.next(c.keys).key
+	el, f, ok := b.next(c.keys, c.full)
+	for _, o := range c.active {
+		if ok {
+			break
+		}
+		if o != b {
+			if el, f, ok = o.next(c.keys, c.full); ok {
+				b = o
+			}
+		}
+	}
+	if !ok {
+		return k, since, false
+	}
+	if c.full != nil {
+		c.inFlight[f.name]++
+	}
+	k = el.key
 	c.queued--
 	c.lastPrio = b.prio
 	c.emptied(b)
@@ -229,16 +263,25 @@ func (c *core[K]) get(now time.Time) (k K, since time.Time, ok bool) {
 	return k, since, true
 }
 
-// done ends the processing of k. A key that was re-added meanwhile goes back
-// into its band (requeued). ok is false, and nothing changes, when k was not
-// being processed. started is when get handed k out (zero without stamps).
-func (c *core[K]) done(k K, now time.Time) (started time.Time, requeued, ok bool) {
+// done ends the processing of k, of flow (used only with an in-flight
+// cap). A key that was re-added meanwhile goes back into its band, and a
+// flow parked at its cap goes back into the turns: wake reports a key a
+// waiting worker can get (re-added, or of a flow that was at its cap). ok is false, and nothing changes, when k
+// was not being processed. started is when get handed k out (zero without
+// stamps).
+func (c *core[K]) done(k K, flow string, now time.Time) (started time.Time, wake, ok bool) {
 	e, ok := c.keys[k]
 	if !ok || (e.seq != processingSeq && e.seq != 0) {
 		return started, false, false
 	}
 	c.processing--
 	c.see(now)
+	if c.full != nil {
+		if re, ok := c.readded[k]; ok {
+			flow = re
+		}
+		wake = c.landed(flow)
+	}
 	if c.stamps != nil {
 		started = c.stamps.started[k]
 		delete(c.stamps.started, k)
@@ -247,13 +290,38 @@ func (c *core[K]) done(k K, now time.Time) (started time.Time, requeued, ok bool
 	if e.seq == processingSeq {
 		delete(c.keys, k)
 		c.keys = peak.Shrink(&c.keysPeak, c.keys)
-		return started, false, true
+		return started, wake, true
 	}
-	flow := c.readded[k]
+	flow = c.readded[k]
 	delete(c.readded, k)
 	c.readded = peak.Shrink(&c.readdedPeak, c.readded)
 	c.keys[k] = c.push(k, e.prio, flow, now, e.dirtied)
 	return started, true, true
+}
+
+// landed counts a key of flow out of flight and, if that takes the flow
+// below its cap, puts it back into the turns of the bands where it is
+// parked. It reports whether the flow has keys queued then: a worker
+// waiting may get one (an add to a flow at its cap wakes nobody).
+func (c *core[K]) landed(flow string) (wake bool) {
+	n := c.inFlight[flow] - 1
+	if n > 0 {
+		c.inFlight[flow] = n
+	} else {
+		delete(c.inFlight, flow)
+	}
+	if n != c.maxInFlight-1 {
+		return false
+	}
+	for _, b := range c.active {
+		if f := b.flows[flow]; f != nil && (f.parked || f.inReady) {
+			wake = true
+			if f.parked {
+				b.unpark(flow)
+			}
+		}
+	}
+	return wake
 }
 
 // pick returns the band whose turn it is. The highest active band always

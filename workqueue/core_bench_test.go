@@ -23,7 +23,7 @@ func BenchmarkCore_AddGetDone(b *testing.B) {
 					keys[i] = fmt.Sprintf("%s/k-%d", flows[i], i)
 				}
 				var c core[string]
-				c.init(stamps, DefaultAgingStep, DefaultQuantum)
+				c.init(stamps, DefaultAgingStep, DefaultQuantum, 0)
 				var at time.Time // zero: the caller read no clock
 				if stamps {
 					at = time.Unix(1, 0)
@@ -34,7 +34,7 @@ func BenchmarkCore_AddGetDone(b *testing.B) {
 				i := tc.depth
 				for b.Loop() {
 					k, _, _ := c.get(at)
-					c.done(k, at)
+					c.done(k, "", at)
 					c.add(keys[i%n], 0, flows[i%n], at)
 					i++
 				}

@@ -197,14 +197,18 @@ func TestQueue_RandomPrioritiesDelaysAndShutDownsLoseNoKey(t *testing.T) {
 // while producers run: every plain add that returned before ShutDown must
 // still be processed after it. Otherwise the queue is drained once every
 // delay has passed: every add must be processed after it. No key may be
-// held by two workers at once, and nothing may be left running.
+// held by two workers at once, nor more keys of a flow than its in-flight
+// cap (none, 1 or 2 by seed), and nothing may be left running.
 func randomRun(t *testing.T, seed uint64, early bool) {
 	t.Logf("seed %d (rerun with -fairseed %d)", seed, seed)
 	const keys = 32
+	maxInFlight := int(seed % 3)
 	q := newTestQueue(t, Options[int]{
-		Fairness:    Fairness[int]{AgingStep: time.Millisecond, FlowKey: func(k int) string { return fmt.Sprint(k % 4) }},
+		Fairness: Fairness[int]{AgingStep: time.Millisecond, FlowKey: func(k int) string { return fmt.Sprint(k % 4) },
+			MaxInFlight: maxInFlight},
 		RateLimiter: NewItemExponential[int](time.Millisecond, 20*time.Millisecond),
 	})
+	var inFlight [4]atomic.Int64 // keys held by workers, per flow
 	tr := newTracker(t, keys)
 	var returned [keys]atomic.Int64 // plain adds that returned, per key
 	prios := []int{LowPriority, -1, 0, 3}
@@ -227,6 +231,10 @@ func randomRun(t *testing.T, seed uint64, early bool) {
 	var rndMu sync.Mutex
 	workRnd := rand.New(rand.NewPCG(seed, 1000))
 	wait := runWorkers(q, 3, func(k int) {
+		if n := inFlight[k%4].Add(1); maxInFlight > 0 && n > int64(maxInFlight) {
+			t.Errorf("flow %d: %d keys held at once, cap %d", k%4, n, maxInFlight)
+		}
+		defer inFlight[k%4].Add(-1)
 		tr.work(k)
 		rndMu.Lock()
 		if producing.Load() && workRnd.IntN(4) == 0 {
@@ -313,4 +321,79 @@ func TestQueue_ForgettingIdleFlowsGivesNoFreshShare(t *testing.T) {
 		}
 	}
 	t.Fatalf("v/2 not handed out; a had %d keys out", noisy)
+}
+
+// TestQueue_AFlowAtItsInFlightCapLeavesWorkersToTheOthers: with
+// MaxInFlight 2, a flow with two keys out waits while the others' keys go
+// out, a worker with nothing else to get waits for one of its keys to be
+// Done, and keys left parked at ShutDown still go out to the workers that
+// finish that flow's keys.
+func TestQueue_AFlowAtItsInFlightCapLeavesWorkersToTheOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newTestQueue(t, Options[string]{Fairness: Fairness[string]{MaxInFlight: 2}})
+		for i := range 5 {
+			q.Add(fmt.Sprintf("noisy/k%d", i))
+		}
+		got := make(chan string, 1)
+		get := func() {
+			go func() {
+				k, shutdown := q.Get()
+				if shutdown {
+					k = "shutdown"
+				}
+				got <- k
+			}()
+			synctest.Wait()
+		}
+		expect := func(want string) {
+			t.Helper()
+			select {
+			case k := <-got:
+				if k != want {
+					t.Fatalf("Get() = %s, want %s", k, want)
+				}
+			default:
+				t.Fatalf("Get() waits, want %s", want)
+			}
+		}
+		get()
+		expect("noisy/k0")
+		get()
+		expect("noisy/k1")
+		get() // noisy has 2 out: this worker waits
+		select {
+		case k := <-got:
+			t.Fatalf("Get() = %s with noisy at its cap and nothing else queued", k)
+		default:
+		}
+		q.Add("quiet/a")
+		synctest.Wait()
+		expect("quiet/a")
+		get()
+		q.Done("noisy/k0") // noisy is under its cap again: the waiting worker gets its next key
+		synctest.Wait()
+		expect("noisy/k2")
+		if n := q.Len(); n != 2 {
+			t.Fatalf("Len() = %d, want 2 (noisy/k3, noisy/k4 parked)", n)
+		}
+		q.ShutDown()
+		get() // noisy at its cap: a worker with nothing to get is told to stop
+		expect("shutdown")
+		q.Done("noisy/k1") // the worker that held it gets the flow's next key
+		get()
+		expect("noisy/k3")
+		q.Done("noisy/k2")
+		get()
+		expect("noisy/k4")
+		q.Done("noisy/k3")
+		q.Done("noisy/k4")
+		q.Done("quiet/a")
+		get()
+		expect("shutdown")
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if err := q.core.checkInvariants(q.flowKey); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

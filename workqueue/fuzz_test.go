@@ -20,20 +20,26 @@ import (
 // joins the round of the last key handed out, or stays in a later one; an
 // empty band forgets its flows. A key that moves to a higher band leaves a
 // ghost behind that keeps its flow's place in push order, and its push
-// time in the band's age, until it comes up (or its band empties).
+// time in the band's age, until it comes up (or its band empties). With an
+// in-flight cap, a flow whose turn comes while it has that many keys
+// processing is parked: passed over until one of them is done, when it
+// joins the band's current round (or stays in a later one it reached). A
+// band with every flow parked leaves the turn to the next band down.
 type model struct {
-	flowOf     func(byte) string
-	step       time.Duration
-	quantum    int
-	bands      map[int]*modelBand // bands with live keys
-	band       map[byte]int       // the band of each queued key
-	processing map[byte]bool      // handed out, not done
-	readded    map[byte]int       // added while processing, with the priority to queue it at
-	latest     time.Time          // the latest time passed to the queue
-	multiSince time.Time          // when two bands last became active
-	lastPrio   int                // the band served last
-	shutdown   bool
-	seq        int
+	flowOf      func(byte) string
+	step        time.Duration
+	quantum     int
+	maxInFlight int                // 0: no cap
+	inFlight    map[string]int     // keys processing by flow
+	bands       map[int]*modelBand // bands with live keys
+	band        map[byte]int       // the band of each queued key
+	processing  map[byte]bool      // handed out, not done
+	readded     map[byte]int       // added while processing, with the priority to queue it at
+	latest      time.Time          // the latest time passed to the queue
+	multiSince  time.Time          // when two bands last became active
+	lastPrio    int                // the band served last
+	shutdown    bool
+	seq         int
 }
 
 type modelBand struct {
@@ -42,6 +48,7 @@ type modelBand struct {
 	round  int                   // the round of the last key handed out
 	live   map[byte]struct{}     // the keys queued in the band
 	lastAt time.Time             // the time of the last push
+	parked map[string]bool       // flows passed over at their in-flight cap
 }
 
 type modelFlow struct {
@@ -55,9 +62,23 @@ type modelElem struct {
 	at    time.Time // when it was pushed; zero: not known
 }
 
-func newModel(flowOf func(byte) string, step time.Duration, quantum int) *model {
-	return &model{flowOf: flowOf, step: step, quantum: quantum, bands: map[int]*modelBand{}, band: map[byte]int{},
-		processing: map[byte]bool{}, readded: map[byte]int{}}
+func newModel(flowOf func(byte) string, step time.Duration, quantum, maxInFlight int) *model {
+	return &model{flowOf: flowOf, step: step, quantum: quantum, maxInFlight: maxInFlight, inFlight: map[string]int{},
+		bands: map[int]*modelBand{}, band: map[byte]int{}, processing: map[byte]bool{}, readded: map[byte]int{}}
+}
+
+// full reports whether flow is at its in-flight cap.
+func (m *model) full(flow string) bool { return m.maxInFlight > 0 && m.inFlight[flow] >= m.maxInFlight }
+
+// gettable reports whether a queued key's flow is below its cap: whether
+// Get returns without waiting.
+func (m *model) gettable() bool {
+	for k := range m.band {
+		if !m.full(m.flowOf(k)) {
+			return true
+		}
+	}
+	return false
 }
 
 // stamp returns the time the queue passes with an add (and, at priority 0,
@@ -118,7 +139,7 @@ func (m *model) push(k byte, prio int, at time.Time) {
 		if at.IsZero() && len(m.bands) > 0 {
 			at = m.latest
 		}
-		b = &modelBand{live: map[byte]struct{}{}, flows: map[string]*modelFlow{}}
+		b = &modelBand{live: map[byte]struct{}{}, flows: map[string]*modelFlow{}, parked: map[string]bool{}}
 		m.bands[prio] = b
 		if len(m.bands) == 2 {
 			m.multiSince = at
@@ -147,6 +168,18 @@ func (m *model) done(k byte, now time.Time) {
 	}
 	delete(m.processing, k)
 	m.see(now)
+	if flow := m.flowOf(k); m.maxInFlight > 0 {
+		if m.inFlight[flow]--; m.inFlight[flow] == m.maxInFlight-1 {
+			for _, b := range m.bands {
+				if b.parked[flow] {
+					delete(b.parked, flow)
+					if f := b.flows[flow]; f.round < b.round {
+						f.round, f.served = b.round, 0
+					}
+				}
+			}
+		}
+	}
 	if p, ok := m.readded[k]; ok {
 		delete(m.readded, k)
 		m.push(k, p, now)
@@ -159,19 +192,42 @@ func (m *model) get(now time.Time) (k byte, ok bool) {
 		return 0, false
 	}
 	m.see(now)
-	prio := m.pick()
+	picked := m.pick()
+	if k, ok := m.getFrom(picked); ok {
+		return k, true
+	}
+	for _, p := range m.prios() {
+		if _, ok := m.bands[p]; ok && p != picked {
+			if k, ok := m.getFrom(p); ok {
+				return k, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// getFrom hands out band prio's next key, parking the flows at their cap
+// whose turn comes; ok is false when every flow left is parked.
+func (m *model) getFrom(prio int) (k byte, ok bool) {
 	b := m.bands[prio]
 	for {
-		// The first element of each flow is a candidate; the earliest round
-		// wins, then the earliest push.
+		// The first element of each flow not parked is a candidate; the
+		// earliest round wins, then the earliest push.
 		i := -1
 		for j, e := range b.elems {
 			first := !slices.ContainsFunc(b.elems[:j], func(o modelElem) bool { return o.flow == e.flow })
-			if first && (i < 0 || b.flows[e.flow].round < b.flows[b.elems[i].flow].round) {
+			if first && !b.parked[e.flow] && (i < 0 || b.flows[e.flow].round < b.flows[b.elems[i].flow].round) {
 				i = j
 			}
 		}
+		if i < 0 {
+			return 0, false
+		}
 		e := b.elems[i]
+		if m.full(e.flow) {
+			b.parked[e.flow] = true
+			continue
+		}
 		b.elems = slices.Delete(b.elems, i, i+1)
 		if e.ghost {
 			continue
@@ -187,18 +243,27 @@ func (m *model) get(now time.Time) (k byte, ok bool) {
 			delete(m.bands, prio)
 		}
 		m.processing[e.key] = true
+		if m.maxInFlight > 0 {
+			m.inFlight[e.flow]++
+		}
 		m.lastPrio = prio
 		return e.key, true
 	}
 }
 
-func (m *model) pick() int {
+// prios returns the priorities of the bands with live keys, highest first.
+func (m *model) prios() []int {
 	var prios []int
 	for p := range m.bands {
 		prios = append(prios, p)
 	}
 	slices.Sort(prios)
 	slices.Reverse(prios)
+	return prios
+}
+
+func (m *model) pick() int {
+	prios := m.prios()
 	top := prios[0]
 	if top < m.lastPrio {
 		return top
@@ -233,8 +298,9 @@ var fuzzPriorities = []int{0, -1, 1, -3}
 // the model, and fails when they disagree or an invariant breaks. Keys are
 // 0-7 in three flows; priorities are 0, -1, 1 and -3; the clock is fake and
 // the aging step is a second; the quantum is 1 to 4 keys (by the number of
-// operations). Get is only called when it cannot block. Odd lengths run
-// with metrics on, so the queue reads the clock on every add.
+// operations), the in-flight cap per flow none, 1 or 2 (likewise). Get is
+// only called when it cannot block. Odd lengths run with metrics on, so
+// the queue reads the clock on every add.
 func FuzzQueue(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 1, 0, 2, 1, 0, 2, 1, 0, 1, 2, 1})
 	f.Add([]byte{0, 1, 1, 0, 0, 1, 2, 1, 1, 0, 2, 1})
@@ -247,7 +313,9 @@ func fuzzQueue(t *testing.T, ops []byte) {
 	clk := newFakeClock()
 	flowOf := func(k byte) string { return string(rune('a' + k%3)) }
 	quantum := len(ops)/2%4 + 1
-	opts := Options[byte]{Clock: clk, Fairness: Fairness[byte]{FlowKey: flowOf, AgingStep: time.Second, Quantum: quantum}}
+	maxInFlight := len(ops) / 8 % 3
+	opts := Options[byte]{Clock: clk, Fairness: Fairness[byte]{FlowKey: flowOf, AgingStep: time.Second, Quantum: quantum,
+		MaxInFlight: maxInFlight}}
 	metrics := len(ops)%2 == 1
 	if metrics {
 		opts.Name, opts.Registerer = "fuzz", prometheus.NewRegistry()
@@ -257,7 +325,7 @@ func fuzzQueue(t *testing.T, ops []byte) {
 		t.Fatal(err)
 	}
 	defer q.ShutDown()
-	m := newModel(flowOf, time.Second, quantum)
+	m := newModel(flowOf, time.Second, quantum, maxInFlight)
 	for i := 0; i+1 < len(ops); i += 2 {
 		applyOp(t, q, m, clk, metrics, ops[i]%7, ops[i+1])
 		if err := q.core.checkInvariants(q.flowKey); err != nil {
@@ -347,7 +415,7 @@ func applyOp(t *testing.T, q *Queue[byte], m *model, clk *fakeClock, metrics boo
 
 func stepGet(t *testing.T, q *Queue[byte], m *model, now time.Time) {
 	t.Helper()
-	if len(m.band) == 0 && !m.shutdown {
+	if !m.gettable() && !m.shutdown {
 		return // Get would block
 	}
 	got, shutdown := q.Get()

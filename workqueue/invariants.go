@@ -33,6 +33,9 @@ func (c *core[K]) checkInvariants(flowOf func(K) string) error {
 	if processing != c.processing {
 		return fmt.Errorf("workqueue: %d keys processing, counted %d", processing, c.processing)
 	}
+	if err := c.checkInFlight(flowOf); err != nil {
+		return err
+	}
 	if queued != c.queued {
 		return fmt.Errorf("workqueue: %d queued keys, counted %d", queued, c.queued)
 	}
@@ -91,14 +94,22 @@ func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
 	if err != nil {
 		return err
 	}
+	parked := map[*flow[K]]bool{}
+	for _, f := range b.parked {
+		if parked[f] || !f.parked || f.inReady || b.flows[f.name] != f || c.full == nil || !c.full(f.name) {
+			return fmt.Errorf("workqueue: band %d: flow %q parked twice, not marked, in ready, not filed or not at its cap",
+				b.prio, f.name)
+		}
+		parked[f] = true
+	}
 	idle, live := 0, 0
 	buckets := map[uint32]int{}
 	for name, f := range b.flows {
-		if f.name != name || f.inReady != inReady[f] || (f.keys.Len() > 0) != f.inReady {
-			return fmt.Errorf("workqueue: band %d: flow %q filed as %q, in ready %v, marked %v, %d elements",
-				b.prio, f.name, name, inReady[f], f.inReady, f.keys.Len())
+		if f.name != name || f.inReady != inReady[f] || f.parked != parked[f] || (f.keys.Len() > 0) != (f.inReady || f.parked) {
+			return fmt.Errorf("workqueue: band %d: flow %q filed as %q, in ready %v, marked %v, parked %v, marked %v, %d elements",
+				b.prio, f.name, name, inReady[f], f.inReady, parked[f], f.parked, f.keys.Len())
 		}
-		if !inReady[f] {
+		if !inReady[f] && !parked[f] {
 			idle++
 		}
 		n := 0
@@ -125,8 +136,9 @@ func (c *core[K]) checkBand(b *band[K], flowOf func(K) string) error {
 	if idle != b.idle || live != b.live {
 		return fmt.Errorf("workqueue: band %d: %d idle flows and %d live keys, counted %d and %d", b.prio, idle, live, b.idle, b.live)
 	}
-	if b.live == 0 && (b.ready.len() > 0 || b.ages.buckets.Len() > 0) {
-		return fmt.Errorf("workqueue: band %d holds no live key but %d flows in ready, %d age buckets", b.prio, b.ready.len(), b.ages.buckets.Len())
+	if b.live == 0 && (b.ready.len() > 0 || len(b.parked) > 0 || b.ages.buckets.Len() > 0) {
+		return fmt.Errorf("workqueue: band %d holds no live key but %d flows in ready, %d parked, %d age buckets",
+			b.prio, b.ready.len(), len(b.parked), b.ages.buckets.Len())
 	}
 	return b.ages.check(buckets)
 }
@@ -151,6 +163,34 @@ func (a *ages) check(want map[uint32]int) error {
 	}
 	if len(want) > 0 {
 		return fmt.Errorf("workqueue: live elements in %d age buckets that do not exist", len(want))
+	}
+	return nil
+}
+
+// checkInFlight checks that, with a cap, inFlight counts the keys
+// processing or re-added by flow, none above the cap; without one, that
+// nothing is counted.
+func (c *core[K]) checkInFlight(flowOf func(K) string) error {
+	if c.full == nil {
+		if len(c.inFlight) > 0 {
+			return fmt.Errorf("workqueue: %d flows counted in flight with no cap", len(c.inFlight))
+		}
+		return nil
+	}
+	want := map[string]int{}
+	for k, e := range c.keys {
+		if e.seq == 0 || e.seq == processingSeq {
+			want[flowOf(k)]++
+		}
+	}
+	for flow, n := range c.inFlight {
+		if n != want[flow] || n > c.maxInFlight {
+			return fmt.Errorf("workqueue: flow %q: %d keys in flight, counted %d (cap %d)", flow, want[flow], n, c.maxInFlight)
+		}
+		delete(want, flow)
+	}
+	if len(want) > 0 {
+		return fmt.Errorf("workqueue: flows with keys in flight not counted: %v", want)
 	}
 	return nil
 }

@@ -62,6 +62,16 @@ type Fairness[K comparable] struct {
 	// Default: 100ms, so a LowPriority key takes turns with priority-0
 	// keys once it has waited 10s.
 	AgingStep time.Duration
+	// MaxInFlight caps the keys of one flow handed out and not yet Done:
+	// a flow at its cap waits, and the other flows' keys go out, until
+	// one of its keys is Done (it then takes its turn in the current
+	// round). Set below the number of workers, it keeps workers free for
+	// the other flows: a flow's burst, however long, then never makes the
+	// keys of the others wait for a reconcile to end (package fleet keeps
+	// a quarter of its workers so for the other clusters). The cost: while
+	// only capped flows have keys, the workers above the cap wait. With a
+	// cap, Done calls FlowKey too. Values <= 0 mean no cap. Default: none.
+	MaxInFlight int
 }
 
 // DefaultAgingStep is Options.AgingStep's default.
@@ -200,7 +210,7 @@ func New[K comparable](opts Options[K]) (*Queue[K], error) {
 		limiter: opts.RateLimiter,
 		flowKey: opts.FlowKey,
 	}
-	q.core.init(opts.Registerer != nil, opts.AgingStep, opts.Quantum)
+	q.core.init(opts.Registerer != nil, opts.AgingStep, opts.Quantum, max(opts.MaxInFlight, 0))
 	q.cond.L = &q.mu
 	q.delay = newDelayer(opts.Clock, q.add)
 	if opts.Registerer != nil {
@@ -260,8 +270,10 @@ func (q *Queue[K]) add(k K, prio int32) {
 }
 
 // addChunk adds keys, whose flows are flows, at prio under one lock, then
-// wakes one waiting worker per key queued (a Get counts itself waiting
-// under the lock, before it waits). It reports false after ShutDown.
+// wakes one waiting worker per key queued that a worker can get (not of a
+// flow at its in-flight cap: the Done that takes it below wakes one). A Get
+// counts itself waiting under the lock, before it waits. It reports false
+// after ShutDown.
 func (q *Queue[K]) addChunk(keys []K, flows []string, prio int32) bool {
 	now := q.addTime(prio)
 	dirtied, queued := 0, 0
@@ -275,7 +287,7 @@ func (q *Queue[K]) addChunk(keys []K, flows []string, prio int32) bool {
 		if d {
 			dirtied++
 		}
-		if qd {
+		if qd && (q.core.full == nil || !q.core.full(flows[n])) {
 			queued++
 		}
 	}
@@ -311,15 +323,27 @@ func (q *Queue[K]) addChunk(keys []K, flows []string, prio int32) bool {
 func (q *Queue[K]) Get() (k K, shutdown bool) {
 	q.yieldIfSaturated()
 	q.mu.Lock()
-	waits := q.core.queued == 0 && !q.shuttingDown
-	if waits {
-		q.waiting.Add(1)
-		for q.core.queued == 0 && !q.shuttingDown {
-			q.cond.Wait()
+	var (
+		now   time.Time
+		since time.Time
+		ok    bool
+		waits bool
+	)
+	for {
+		if q.core.queued > 0 || q.shuttingDown {
+			now = q.now() // after waiting: the key is handed out now
+			// Nothing to get with keys queued: every one's flow is at its
+			// in-flight cap; a Done wakes a worker when that changes.
+			if k, since, ok = q.core.get(now); ok || q.shuttingDown {
+				break
+			}
 		}
+		if !waits {
+			waits = true
+			q.waiting.Add(1)
+		}
+		q.cond.Wait()
 	}
-	now := q.now() // after waiting: the key is handed out now
-	k, since, ok := q.core.get(now)
 	q.mu.Unlock()
 	if waits {
 		q.waited.Store(int64(time.Since(q.born))) // idle until now
@@ -408,12 +432,16 @@ func (q *Queue[K]) calmUntil(until time.Duration) {
 // that is not being processed does nothing. It does not block; safe for
 // concurrent use.
 func (q *Queue[K]) Done(k K) {
+	var flow string
+	if q.core.full != nil {
+		flow = q.flowKey(k)
+	}
 	now := q.now()
 	q.mu.Lock()
-	started, requeued, ok := q.core.done(k, now)
+	started, wake, ok := q.core.done(k, flow, now)
 	q.closeIfDrainedLocked()
 	q.mu.Unlock()
-	if requeued {
+	if wake {
 		q.cond.Signal()
 	}
 	if ok && q.metrics != nil {

@@ -11,7 +11,7 @@ import (
 // up, re-added and drained across the wrap keep the invariants.
 func TestCore_seqWrapsAroundSkippingItsMarks(t *testing.T) {
 	var c core[string]
-	c.init(false, DefaultAgingStep, DefaultQuantum)
+	c.init(false, DefaultAgingStep, DefaultQuantum, 0)
 	flowOf := func(k string) string { return k[:1] }
 	var at time.Time
 	check := func(when string) {
@@ -38,14 +38,14 @@ func TestCore_seqWrapsAroundSkippingItsMarks(t *testing.T) {
 	}
 	c.add("a1", 0, "a", at) // re-added while processing
 	check("a1 re-added")
-	if _, requeued, ok := c.done("a1", at); !requeued || !ok {
+	if _, requeued, ok := c.done("a1", "", at); !requeued || !ok {
 		t.Fatalf("done(a1) = requeued %v, ok %v; want both", requeued, ok)
 	}
 	check("a1 requeued")
 	var got []string
 	for c.queued > 0 {
 		k, _, _ := c.get(at)
-		c.done(k, at)
+		c.done(k, "", at)
 		got = append(got, k)
 		check("drain")
 	}
