@@ -34,7 +34,10 @@
 // order, up to Options.Quantum keys of each flow a round, so a namespace
 // with 100,000 queued keys delays another namespace's first key by at most
 // 4 keys (8 if that namespace had its share of the round already), not
-// 100,000. Across priorities the highest band goes first, but a lower band
+// 100,000. Options.MaxInFlight caps the keys of one flow being processed:
+// a flow at its cap sits out until one of its keys is Done, which keeps
+// workers free for the other flows (a quiet flow's key then waits for no
+// reconcile to end). Across priorities the highest band goes first, but a lower band
 // q takes turns with the highest band p once its oldest key has waited
 // (p - q) * Options.AgingStep (100ms by default: 10s for LowPriority under
 // a priority-0 load). Bands reports the bands waiting; with metrics on,
