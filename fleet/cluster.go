@@ -31,6 +31,7 @@ type Cluster struct {
 	kube     kubernetes.Interface
 	kubeErr  error
 	clients  sync.Map // reflect.Type of T → *client.Client[T]
+	recs     sync.Map // *perCluster → *clusterRec: PerCluster's reconcilers of this cluster
 }
 
 // Name returns the cluster's name in the fleet (Key.Cluster).

@@ -51,6 +51,7 @@ func (s debugSource) State() debug.State {
 	m.mu.Lock()
 	entries := slices.Clone(m.informers)
 	ctrls := slices.Clone(m.controllers)
+	fleets := slices.Clone(m.fleets)
 	m.mu.Unlock()
 	st := debug.State{Time: now, Informers: []debug.Informer{}, Controllers: []debug.Controller{}}
 	byName := map[string]informerEntry{}
@@ -75,6 +76,14 @@ func (s debugSource) State() debug.State {
 	}
 	for _, c := range ctrls {
 		st.Controllers = append(st.Controllers, debug.FromController(c.c.Stats(), m.leaderState(c), now))
+	}
+	for _, f := range fleets { // a row per engaged cluster's informer, and the fleet's controller
+		fs := f.DebugSource().State()
+		st.Informers = append(st.Informers, fs.Informers...)
+		st.Controllers = append(st.Controllers, fs.Controllers...)
+		if st.Shard == nil {
+			st.Shard = fs.Shard
+		}
 	}
 	if el := m.elector; el != nil {
 		le := m.opts.LeaderElection

@@ -10,8 +10,10 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/election"
+	"github.com/ctrlkit/ctrlkit/fleet"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/store"
 )
 
 // A controller that prints the name of every Pod labelled app=web that
@@ -149,6 +151,48 @@ func ExampleInNamespaces() {
 				}
 			}
 		}()
+		return m.Run(ctx)
+	}
+	_ = run
+}
+
+// podPrinter is a reconciler written for one cluster: it holds that
+// cluster's Pod reader.
+type podPrinter struct {
+	pods store.Reader[*corev1.Pod]
+}
+
+func (p *podPrinter) Reconcile(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+	if pod, ok := p.pods.Get(name); ok {
+		fmt.Println(name, pod.Status.Phase)
+	}
+	return controller.Result{}, nil
+}
+
+// The same single-cluster reconciler over every cluster whose kubeconfig
+// Secret (as Cluster API writes them) is in the namespace "clusters" of
+// the manager's cluster: fleet.PerCluster makes one per cluster, with that
+// cluster's reader, and the fleet's one queue takes the clusters' keys in
+// turns. (Not run as a test: it needs clusters; fleet_test.go runs the
+// same wiring on the real API server.)
+func ExampleNewFleet() {
+	run := func(ctx context.Context, cfg *rest.Config) error {
+		m, err := manager.New(cfg, manager.Options{})
+		if err != nil {
+			return err
+		}
+		var pods *fleet.Cache[*corev1.Pod]
+		perCluster := fleet.PerCluster(func(c *fleet.Cluster) (controller.Reconciler[object.ObjectName], error) {
+			r, _ := pods.Reader(c.Name())
+			return &podPrinter{pods: r}, nil
+		})
+		f, err := manager.NewFleet(m, perCluster, fleet.Options{}, fleet.Secrets{Kube: m.Kube(), Namespace: "clusters"})
+		if err != nil {
+			return err
+		}
+		if pods, err = fleet.For[*corev1.Pod](f, fleet.Scope{LabelSelector: "app=web"}); err != nil {
+			return err
+		}
 		return m.Run(ctx)
 	}
 	_ = run

@@ -32,6 +32,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/election"
+	"github.com/ctrlkit/ctrlkit/fleet"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/run"
 	"github.com/ctrlkit/ctrlkit/ledger"
@@ -340,6 +341,7 @@ type Manager struct {
 	webhookAddr string
 	metricsAddr string
 
+	fleets      []*fleet.Fleet                           // NewFleet's, for the debug page; guarded by mu
 	clients     map[reflect.Type]any                     // T → *client.Client[T], made by Client; guarded by mu
 	projections map[reflect.Type]schema.GroupVersionKind // projection type → its full type's kind; guarded by mu
 }

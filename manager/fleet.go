@@ -1,0 +1,78 @@
+package manager
+
+import (
+	"context"
+	"net/http"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/fleet"
+)
+
+// NewFleet makes a controller over a fleet of clusters (package fleet)
+// that runs with m, and the providers that engage its clusters: Run starts
+// them and stops them with the rest. With fleet.PerCluster as rec, a
+// reconciler written for one cluster runs over every cluster unchanged.
+//
+// What m gives the fleet: its scheme (unless opts.Scheme is set), its
+// registry and logger (unless opts.Controller's Telemetry sets them), so
+// the fleet's metrics are on /metrics; a readiness check on /readyz
+// ("fleet-" and the controller's name: the ring's, if opts.Ring is set; a
+// cluster that is down never makes the process unready); and the fleet's
+// clusters' informers and its controller on the debug page. With
+// Options.LeaderElection the fleet runs on the leader only, unless
+// opts.Ring spreads its clusters over the replicas: then on every one.
+// Call it before Run. opts.Controller.Name defaults to "fleet".
+func NewFleet(m *Manager, rec controller.Reconciler[fleet.Key], opts fleet.Options, providers ...fleet.Provider) (*fleet.Fleet, error) {
+	if opts.Scheme == nil {
+		opts.Scheme = m.scheme
+	}
+	t := &opts.Controller.Telemetry
+	if t.Registerer == nil {
+		t.Registerer = m.opts.Registry
+	}
+	if t.Logger == nil {
+		t.Logger = m.opts.Logger
+	}
+	if opts.Controller.Name == "" {
+		opts.Controller.Name = "fleet"
+	}
+	m.mu.Lock()
+	err := m.once.Before("manager")
+	m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	f, err := fleet.New(rec, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Add(fleetRunnable{f: f, providers: providers, every: opts.Ring.Name != ""}); err != nil {
+		f.Controller().Close()
+		return nil, err
+	}
+	m.AddReadyCheck("fleet-"+opts.Controller.Name, func(*http.Request) error { return f.Ready() })
+	m.mu.Lock()
+	m.fleets = append(m.fleets, f)
+	m.mu.Unlock()
+	return f, nil
+}
+
+// fleetRunnable runs a fleet and its providers under the manager.
+type fleetRunnable struct {
+	f         *fleet.Fleet
+	providers []fleet.Provider
+	every     bool // on every replica: the fleet's ring spreads the clusters
+}
+
+func (r fleetRunnable) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.f.Run(ctx) })
+	for _, p := range r.providers {
+		g.Go(func() error { return p.Run(ctx, r.f) })
+	}
+	return g.Wait()
+}
+
+func (r fleetRunnable) NeedLeaderElection() bool { return !r.every }

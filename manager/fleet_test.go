@@ -1,0 +1,105 @@
+package manager_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/debug"
+	"github.com/ctrlkit/ctrlkit/fleet"
+	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/manager"
+	"github.com/ctrlkit/ctrlkit/object"
+)
+
+// TestNewFleet_runsASingleClusterReconcilerOverEveryClusterWithTheManager:
+// the single-cluster mirror reconciler, unchanged, made per cluster by
+// fleet.PerCluster, runs over two clusters a provider engages (two names
+// for the test's API server, so each has its own cache), with the
+// manager: its /readyz, its /metrics, its debug page.
+func TestNewFleet_runsASingleClusterReconcilerOverEveryClusterWithTheManager(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	m, err := manager.New(srv.Config(), quiet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cms *fleet.Cache[*corev1.ConfigMap]
+	var mu sync.Mutex
+	made := map[string]*mirror{} // by cluster
+	newRec := func(c *fleet.Cluster) (controller.Reconciler[object.ObjectName], error) {
+		kube, err := c.Kube()
+		if err != nil {
+			return nil, err
+		}
+		r, _ := cms.Reader(c.Name())
+		rec := &mirror{cms: r.Get, kube: kube}
+		mu.Lock()
+		defer mu.Unlock()
+		if made[c.Name()] != nil {
+			t.Errorf("cluster %s: a second reconciler made", c.Name())
+		}
+		made[c.Name()] = rec
+		return rec, nil
+	}
+	engage := fleet.ProviderFunc(func(ctx context.Context, f *fleet.Fleet) error {
+		for _, name := range []string{"east", "west"} {
+			if err := f.Engage(name, srv.Config()); err != nil {
+				return err
+			}
+		}
+		<-ctx.Done()
+		return nil
+	})
+	f, err := manager.NewFleet(m, fleet.PerCluster(newRec), fleet.Options{}, engage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cms, err = fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	base := start(t, m)
+	kube := apiserver.Client(t, srv.Config())
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "a"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "both clusters' reconcilers reconcile the ConfigMap, and its Secret is written", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(made) != 2 || made["east"].count.Load() == 0 || made["west"].count.Load() == 0 {
+			return false
+		}
+		s, err := kube.CoreV1().Secrets(ns).Get(t.Context(), "a", metav1.GetOptions{})
+		return err == nil && string(s.Data["k"]) == "v"
+	})
+	if code, body := get(t, base+"/readyz"); code != 200 {
+		t.Errorf("/readyz = %d:\n%s", code, body)
+	}
+	_, metrics := get(t, base+"/metrics")
+	for _, want := range []string{`ctrlkit_fleet_clusters{fleet="fleet"} 2`, `ctrlkit_fleet_cluster_synced{cluster="east",fleet="fleet"} 1`,
+		`ctrlkit_fleet_reconciles_total{cluster="west",fleet="fleet",result="success"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+	var st debug.State
+	if code := getJSON(t, base+debug.Path+"/state.json", &st); code != 200 {
+		t.Fatalf("state.json: %d", code)
+	}
+	var informers []string
+	for _, inf := range st.Informers {
+		informers = append(informers, inf.Name)
+	}
+	if len(st.Controllers) != 1 || st.Controllers[0].Name != "fleet" || len(informers) != 2 {
+		t.Errorf("debug page: controllers %+v, informers %v; want the fleet's controller and an informer per cluster", st.Controllers, informers)
+	}
+}
