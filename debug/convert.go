@@ -98,14 +98,12 @@ type Cache interface {
 }
 
 // Explain explains key of the controller called name from its KeyStats
-// and its primary cache (nil: none), at now.
-func Explain[K comparable](name string, key K, ks controller.KeyStats[K], cache Cache, now time.Time) Explanation {
+// and its primary cache (nil: none), where the key's object is obj, at now.
+func Explain[K comparable](name string, key K, obj object.ObjectName, ks controller.KeyStats[K], cache Cache, now time.Time) Explanation {
 	e := Explanation{Controller: name, Key: fmt.Sprint(key), Adds: ks.Adds, Attempts: ks.Attempts}
 	if cache != nil {
 		e.Informer = cache.Name()
-		if n, err := object.ParseObjectName(e.Key); err == nil {
-			e.ResourceVersion, e.Cached = cache.CachedVersion(n)
-		}
+		e.ResourceVersion, e.Cached = cache.CachedVersion(obj)
 	}
 	q := ks.Queue
 	e.Queued, e.Processing = q.Queued, q.Processing

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/ctrlkit/ctrlkit/object"
 )
 
 // Path is where New's handler expects to be mounted: the page is Path, the JSON
@@ -17,17 +16,23 @@ import (
 const Path = "/debug/ctrlkit"
 
 // ErrUnknownController is what Source.Explain returns for a controller it
-// does not have (wrap it to add the names it has).
-var ErrUnknownController = errors.New("debug: unknown controller")
+// does not have (wrap it to add the names it has); ErrMalformedKey for a
+// key that is not one of the controller's (wrap it to say what is).
+var (
+	ErrUnknownController = errors.New("debug: unknown controller")
+	ErrMalformedKey      = errors.New("debug: malformed key")
+)
 
 // Source is what the page shows: a manager implements it.
 type Source interface {
 	// State returns the pipeline's state now. It must be safe for
 	// concurrent use and cheap: it runs on every poll of every open page.
 	State() State
-	// Explain explains key of the controller called name, or fails with
-	// an error wrapping ErrUnknownController.
-	Explain(name string, key object.ObjectName) (Explanation, error)
+	// Explain explains key of the controller called name, as the
+	// controller's keys print ("namespace/name", "name"; a fleet's
+	// "cluster/namespace/name"), or fails with an error wrapping
+	// ErrUnknownController or ErrMalformedKey.
+	Explain(name, key string) (Explanation, error)
 }
 
 // Options configure New and Guard.
@@ -82,15 +87,13 @@ func serveExplain(w http.ResponseWriter, r *http.Request, src Source) {
 		writeError(w, http.StatusBadRequest, "missing parameter controller: explain?controller=NAME&key=NAMESPACE/NAME")
 		return
 	}
-	key, err := object.ParseObjectName(raw)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "malformed key "+quote(raw)+
-			": want namespace/name, or name for a cluster-scoped object ("+err.Error()+")")
-		return
-	}
-	e, err := src.Explain(name, key)
+	e, err := src.Explain(name, raw)
 	if errors.Is(err, ErrUnknownController) {
 		writeError(w, http.StatusNotFound, err.Error())
+		return
+	}
+	if errors.Is(err, ErrMalformedKey) {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if err != nil {

@@ -35,9 +35,13 @@ func (fakeCache) CachedVersion(name object.ObjectName) (string, bool) {
 	return "", false
 }
 
-func (s fakeSource) Explain(name string, key object.ObjectName) (debug.Explanation, error) {
+func (s fakeSource) Explain(name, raw string) (debug.Explanation, error) {
 	if name != "c" {
 		return debug.Explanation{}, fmt.Errorf("%w %q", debug.ErrUnknownController, name)
+	}
+	key, err := object.ParseObjectName(raw)
+	if err != nil {
+		return debug.Explanation{}, fmt.Errorf("%w %q: want namespace/name (%v)", debug.ErrMalformedKey, raw, err)
 	}
 	var ks controller.KeyStats[object.ObjectName]
 	if key.String() == "ns/queued" {
@@ -46,7 +50,7 @@ func (s fakeSource) Explain(name string, key object.ObjectName) (debug.Explanati
 		ks.Last, ks.Adds, ks.Attempts = ks.First, 1, 2
 		ks.LastError = &controller.KeyError[object.ObjectName]{Key: key, Err: "boom", At: s.now, Attempt: 2}
 	}
-	return debug.Explain(name, key, ks, fakeCache{}, s.now), nil
+	return debug.Explain(name, key, key, ks, fakeCache{}, s.now), nil
 }
 
 // serve sends a GET to h from remote (host:port) with the Authorization
@@ -253,7 +257,7 @@ func TestIsLoopbackAddr(t *testing.T) {
 }
 
 func TestExplain_wrapsUnknownController(t *testing.T) {
-	_, err := fakeSource{}.Explain("x", object.ObjectName{Namespace: "a", Name: "b"})
+	_, err := fakeSource{}.Explain("x", "a/b")
 	if !errors.Is(err, debug.ErrUnknownController) {
 		t.Fatalf("err = %v", err)
 	}

@@ -42,8 +42,12 @@ func (s bigSource) State() debug.State {
 		Controllers: []debug.Controller{debug.FromController(s.ctrl.Stats(), "", now)}}
 }
 
-func (s bigSource) Explain(name string, key object.ObjectName) (debug.Explanation, error) {
-	return debug.Explain(name, key, s.ctrl.KeyStats(key), s.inf, time.Now()), nil
+func (s bigSource) Explain(name, raw string) (debug.Explanation, error) {
+	key, err := object.ParseObjectName(raw)
+	if err != nil {
+		return debug.Explanation{}, fmt.Errorf("%w: %v", debug.ErrMalformedKey, err)
+	}
+	return debug.Explain(name, key, key, s.ctrl.KeyStats(key), s.inf, time.Now()), nil
 }
 
 // configMaps returns n ConfigMaps of about 400 bytes each.
@@ -153,7 +157,7 @@ func TestStateJSON_answersQuicklyWith100kCachedObjects(t *testing.T) {
 		t.Errorf("state.json took %s with %d cached objects; want well under a second", worst, bigN)
 	}
 	start := time.Now()
-	e, _ := src.Explain("big", object.ObjectName{Namespace: "ns-99", Name: fmt.Sprintf("cm-%06d", bigN-1)})
+	e, _ := src.Explain("big", fmt.Sprintf("ns-99/cm-%06d", bigN-1))
 	t.Logf("explain of the last queued key: %s (%s)", time.Since(start), e.Summary)
 	if !e.Queued || e.Position != bigN-1 || !e.Cached {
 		t.Errorf("explain = %+v", e)

@@ -1,8 +1,8 @@
 package fleet
 
 import (
-	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ctrlkit/ctrlkit/debug"
@@ -10,13 +10,15 @@ import (
 )
 
 // DebugSource is the fleet as package debug's page shows it: mount
-// debug.New(f.DebugSource(), opts) on a listener. Each cluster engaged on
-// this replica is a row per source's informer, named "<cluster>: <Kind>",
-// with its health (its last list or watch error, failing while the
-// cluster is down); the fleet's controller is one row, its queue's keys
-// naming their cluster; with a ring, this replica's share. Keys are not
-// explained yet (a fleet's key has three parts; the page's explain form
-// takes two).
+// debug.New(f.DebugSource(), opts) on a listener (manager.NewFleet puts it
+// on the manager's page). Each cluster engaged on this replica is a row
+// per source's informer, named "<cluster>: <Kind>", with its health (its
+// last list or watch error, failing while the cluster is down); the
+// fleet's controller is one row, its queue's keys naming their cluster;
+// with a ring, this replica's share. A key is explained as it prints,
+// "cluster/namespace/name" ("cluster/name" for a cluster-scoped object),
+// looked up in the For source's cache of its cluster when that cluster is
+// engaged here.
 func (f *Fleet) DebugSource() debug.Source { return debugSource{f} }
 
 type debugSource struct{ f *Fleet }
@@ -44,12 +46,27 @@ func (s debugSource) State() debug.State {
 	return st
 }
 
-// errNoExplain is Explain's error: see DebugSource.
-var errNoExplain = errors.New("a fleet's keys name their cluster and cannot be explained by namespace/name yet")
-
-func (s debugSource) Explain(name string, _ object.ObjectName) (debug.Explanation, error) {
-	if name != s.f.ctrl.Name() {
+func (s debugSource) Explain(name, raw string) (debug.Explanation, error) {
+	f := s.f
+	if name != f.ctrl.Name() {
 		return debug.Explanation{}, fmt.Errorf("fleet: %q: %w", name, debug.ErrUnknownController)
 	}
-	return debug.Explanation{}, fmt.Errorf("fleet: %w", errNoExplain)
+	cluster, rest, _ := strings.Cut(raw, "/")
+	n, err := object.ParseObjectName(rest)
+	if cluster == "" || err != nil {
+		return debug.Explanation{}, fmt.Errorf("fleet: %w %q: want cluster/namespace/name, or cluster/name for a cluster-scoped object",
+			debug.ErrMalformedKey, raw)
+	}
+	k := Key{Cluster: cluster, ObjectName: n}
+	var cache debug.Cache
+	f.mu.Lock()
+	if m := f.clusters[cluster]; m != nil {
+		for _, r := range m.runs {
+			if r.cache != nil {
+				cache = r.cache
+			}
+		}
+	}
+	f.mu.Unlock()
+	return debug.Explain(name, k, n, f.ctrl.KeyStats(k), cache, time.Now()), nil
 }

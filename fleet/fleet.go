@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/debug"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
@@ -346,8 +347,10 @@ type sourceRun struct {
 	remove  func() // its handler's registration
 	close   func() // the informer's Close: its metrics unregistered
 	reader  any    // store.Reader[T]
-	// primaries lists the cached objects' names, for the For source only.
+	// primaries lists the cached objects' names, and cache looks one up
+	// (for the debug page), for the For source only.
 	primaries func() []object.ObjectName
+	cache     debug.Cache
 	// For the debug page: the informer's snapshot, its kind and scope.
 	stats func() informer.Stats
 	kind  string

@@ -132,7 +132,7 @@ func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, sc
 		remove: reg.Remove, close: inf.Close, reader: inf.Reader(), stats: inf.Stats,
 		kind: strings.TrimPrefix(gvk.GroupVersion().String()+" "+gvk.Kind, "/"), scope: scope}
 	if primary {
-		r.primaries = inf.Reader().Keys
+		r.primaries, r.cache = inf.Reader().Keys, inf
 	}
 	return r, nil
 }

@@ -122,9 +122,9 @@ func (m *Manager) leaderState(c controllerEntry) string {
 	return "standby"
 }
 
-// Explain explains key for the controller called name, looking it up in
-// the controller's For informer.
-func (s debugSource) Explain(name string, key object.ObjectName) (debug.Explanation, error) {
+// Explain explains key ("namespace/name" or "name") for the controller
+// called name, looking it up in the controller's For informer.
+func (s debugSource) Explain(name, raw string) (debug.Explanation, error) {
 	m := s.m
 	m.mu.Lock()
 	var found *controllerEntry
@@ -136,9 +136,21 @@ func (s debugSource) Explain(name string, key object.ObjectName) (debug.Explanat
 			found = &e
 		}
 	}
+	fleets := slices.Clone(m.fleets)
 	m.mu.Unlock()
 	if found == nil {
+		for _, f := range fleets {
+			if f.Controller().Name() == name {
+				return f.DebugSource().Explain(name, raw)
+			}
+			names = append(names, f.Controller().Name())
+		}
 		return debug.Explanation{}, fmt.Errorf("%w %q; the controllers are %q", debug.ErrUnknownController, name, names)
 	}
-	return debug.Explain(name, key, found.c.KeyStats(key), found.primary, time.Now()), nil
+	key, err := object.ParseObjectName(raw)
+	if err != nil {
+		return debug.Explanation{}, fmt.Errorf("%w %q: want namespace/name, or name for a cluster-scoped object (%v)",
+			debug.ErrMalformedKey, raw, err)
+	}
+	return debug.Explain(name, key, key, found.c.KeyStats(key), found.primary, time.Now()), nil
 }

@@ -102,4 +102,16 @@ func TestNewFleet_runsASingleClusterReconcilerOverEveryClusterWithTheManager(t *
 	if len(st.Controllers) != 1 || st.Controllers[0].Name != "fleet" || len(informers) != 2 {
 		t.Errorf("debug page: controllers %+v, informers %v; want the fleet's controller and an informer per cluster", st.Controllers, informers)
 	}
+	var e debug.Explanation
+	if code := getJSON(t, base+debug.Path+"/explain?controller=fleet&key=west/"+ns+"/a", &e); code != 200 {
+		t.Fatalf("explain west/%s/a: %d", ns, code)
+	}
+	if e.Key != "west/"+ns+"/a" || !e.Cached || e.Informer != "west: ConfigMap" || e.ResourceVersion == "" || !e.Known {
+		t.Errorf("explain west/%s/a = %+v; want it cached in west's ConfigMap informer", ns, e)
+	}
+	for _, bad := range []string{"west", "/" + ns + "/a", "west/" + ns + "/"} {
+		if code, body := get(t, base+debug.Path+"/explain?controller=fleet&key="+bad); code != 400 || !strings.Contains(body, "cluster/namespace/name") {
+			t.Errorf("explain %q = %d %s; want 400 naming the key's form", bad, code, body)
+		}
+	}
 }
