@@ -90,6 +90,18 @@ type Options[K comparable] struct {
 	// traceparent annotation (see package tracing). Default: none, and
 	// then tracing costs nothing.
 	Tracer trace.Tracer
+	// TraceSampling, with a Tracer, is the share of events (and
+	// requeues) drawn for tracing, each by a random draw as it is added:
+	// a reconcile gets a span only if an event merged into it was drawn
+	// (or its object's traceparent annotation is sampled), and its span
+	// links the drawn events. An event not drawn costs the draw and
+	// nothing else: no link kept, no span started. Sampling here, rather
+	// than in the TracerProvider's sampler, is what makes a low rate cheap
+	// (give the provider ParentBased(AlwaysSample), or its ratio applies
+	// on top). Self-triggered reconciles are then counted among the drawn.
+	// Values <= 0 or >= 1 mean every event: each reconcile is started as
+	// a span and the provider's sampler decides. Default: every event.
+	TraceSampling float64
 	// Writes, with a Tracer, is where the traced writes are recorded (by
 	// tracing.Transport), so that a link can name the write that caused
 	// its event and a controller's own writes count as self-triggered.
@@ -196,6 +208,9 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 	c.track.epoch = time.Now()
 	if opts.Tracer != nil {
 		c.track.tracing, c.spanName = true, "reconcile "+opts.Name
+		if p := opts.TraceSampling; p > 0 && p < 1 {
+			c.track.drawBelow = uint64(p * (1 << 63) * 2) // exact for p < 1: below 2^64
+		}
 	}
 	return c, nil
 }

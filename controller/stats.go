@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"github.com/ctrlkit/ctrlkit/object"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -120,10 +121,13 @@ type tracker[K comparable] struct {
 	}
 	// With a tracer (tracing true): the links of each key's next
 	// reconcile, and the trace id of each key's latest.
-	tracing  bool
-	links    map[K]*links
-	free     []*links // emptied links, for reuse
-	traceIDs map[K]trace.TraceID
+	tracing bool
+	// drawBelow is Options.TraceSampling as a bound on a uniform uint64
+	// (an event is drawn when one falls below it); 0: every event.
+	drawBelow uint64
+	links     map[K]*links
+	free      []*links // emptied links, for reuse
+	traceIDs  map[K]trace.TraceID
 }
 
 // why are the reasons a key was added for: 56 bytes and no pointer, so a
@@ -217,7 +221,7 @@ func (t *tracker[K]) note(key K, r Reason) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.noteLocked(key, r)
-	if t.tracing {
+	if t.tracing && t.draw() {
 		t.linkLocked(key, r, nil)
 	}
 }
@@ -234,7 +238,7 @@ func (t *tracker[K]) noteBatch(keys []K, reasons []Reason, causes []Cause, now t
 			r.At = now
 		}
 		t.noteLocked(key, r)
-		if causes != nil {
+		if causes != nil && causes[i].Object != (object.ObjectName{}) {
 			t.linkLocked(key, r, &causes[i])
 		}
 	}

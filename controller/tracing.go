@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -78,9 +79,19 @@ const (
 // (Options.Tracer set): a source builds Causes only then.
 func (c *Controller[K]) Tracing() bool { return c.opts.Tracer != nil }
 
+// Drawn reports whether an event is drawn for tracing (see
+// Options.TraceSampling): a random draw, true for every event without
+// sampling. A source asks once per event and gives the events not drawn a
+// zero Cause, unless their object carries a sampled traceparent.
+func (c *Controller[K]) Drawn() bool { return c.track.draw() }
+
+// draw is Drawn.
+func (t *tracker[K]) draw() bool { return t.drawBelow == 0 || rand.Uint64() < t.drawBelow }
+
 // AddBatchCaused is AddBatchBecause with a Cause for each key, linked from
-// the span of the key's next reconcile. Without a tracer the causes are
-// ignored. It panics if the slices differ in length.
+// the span of the key's next reconcile; a zero Cause (no Object: an event
+// not drawn) links nothing. Without a tracer the causes are ignored. It
+// panics if the slices differ in length.
 func (c *Controller[K]) AddBatchCaused(keys []K, reasons []Reason, causes []Cause, priority int) {
 	if len(causes) != len(keys) || len(reasons) != len(keys) {
 		panic(fmt.Sprintf("controller: AddBatchCaused with %d keys, %d reasons and %d causes", len(keys), len(reasons), len(causes)))
@@ -212,13 +223,17 @@ var (
 )
 
 // startSpan starts the span of key's reconcile and returns ctx carrying
-// it. A span the sampler records gets a link per
+// it; with sampling (Options.TraceSampling), none when no event merged
+// into the reconcile was drawn (span nil). A span the sampler records gets a link per
 // event merged into the reconcile and the key's attributes; one it drops
 // costs no more than its start (its links are not made; the sampler sees
 // none, as it sees no attribute). Either way a link to the controller's
 // own write counts the reconcile as self-triggered.
 func (c *Controller[K]) startSpan(ctx context.Context, key K) (context.Context, trace.Span) {
 	l := c.track.takeLinks(key)
+	if l == nil && c.track.drawBelow != 0 {
+		return ctx, nil // no event of this reconcile was drawn: no span
+	}
 	opts := rootSpan
 	if l != nil && l.parent.IsValid() {
 		ctx, opts = trace.ContextWithRemoteSpanContext(ctx, l.parent), childSpan

@@ -192,3 +192,45 @@ func hasExemplar(t *testing.T, reg *prometheus.Registry, name, traceID string) b
 	}
 	return false
 }
+
+// With TraceSampling, a reconcile has a span only if an event merged into
+// it was drawn (a zero Cause is one not drawn), a requeue is drawn like an
+// event, and about that share of the keys' reconciles are traced.
+func TestController_traceSamplingTracesOnlyTheReconcilesOfDrawnEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		exp := tracetest.NewInMemoryExporter()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+		c := newController(t, func(context.Context, string) (Result, error) { return Result{}, nil },
+			Options[string]{Name: "sampled", Tracer: tp.Tracer("test"), TraceSampling: 0.5})
+		stop := runInBubble(t, c)
+		drawn := Cause{Object: object.ObjectName{Namespace: "ns", Name: "drawn"}, ResourceVersion: "1", Handler: "For"}
+		c.AddBatchCaused([]string{"ns/drawn", "ns/undrawn"}, []Reason{{Event: "add"}, {Event: "add"}}, []Cause{drawn, {}}, 0)
+		synctest.Wait()
+		const keys = 400
+		drawnAdds := 0
+		for i := range keys {
+			if c.Drawn() {
+				drawnAdds++
+			}
+			c.Add(fmt.Sprintf("ns/k%d", i)) // a plain add draws for itself
+		}
+		synctest.Wait()
+		stop()
+		byKey := map[string]int{}
+		for _, s := range exp.GetSpans() {
+			byKey[spanAttr(s, "ctrlkit.key")]++
+		}
+		if byKey["ns/drawn"] != 1 || byKey["ns/undrawn"] != 0 {
+			t.Errorf("spans of the drawn and the undrawn event's reconciles: %d and %d, want 1 and 0", byKey["ns/drawn"], byKey["ns/undrawn"])
+		}
+		traced := len(exp.GetSpans()) - byKey["ns/drawn"]
+		// Binomial(400, 0.5): outside 120..280 with probability below 1e-15.
+		if traced < 120 || traced > 280 || drawnAdds < 120 || drawnAdds > 280 {
+			t.Errorf("%d of %d reconciles traced, %d of %d draws true; want about half", traced, keys, drawnAdds, keys)
+		}
+		if c.KeyStats("ns/undrawn").TraceID != "" {
+			t.Error("an untraced reconcile has a trace id in KeyStats")
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -369,6 +370,9 @@ func (m *Manager) controllerOptions(name string, opts ControllerOptions) (contro
 	if co.Tracer == nil {
 		co.Tracer = m.tracer
 	}
+	if co.TraceSampling == 0 {
+		co.TraceSampling = m.opts.TraceSampling
+	}
 	if co.Writes == nil {
 		co.Writes = m.writes
 	}
@@ -496,7 +500,7 @@ func (s *sourceKeys[T]) Enqueue(events []handler.Event[T]) {
 			why = append(why, r)
 		}
 		if tracing && len(keys) > n {
-			s.causes = s.cause(s.causes, &events[i], len(keys)-n)
+			s.causes = s.cause(s.causes, &events[i], n, len(keys)-n)
 		}
 	}
 	s.keys, s.why = s.flush(keys, why, bg)
@@ -525,21 +529,36 @@ func (s *sourceKeys[T]) flush(keys []object.ObjectName, why []controller.Reason,
 }
 
 // cause appends n copies of the cause of e (its object, version and
-// traceparent) to causes, for a traced controller.
-func (s *sourceKeys[T]) cause(causes []controller.Cause, e *handler.Event[T], n int) []controller.Cause {
+// traceparent) to causes, for a traced controller, if e is drawn for
+// tracing (Controller.Drawn) or its object's traceparent is sampled; else
+// n zero causes, which link nothing. causes stays empty until an event of
+// the batch is drawn: it is then filled up to before, the keys already in
+// the batch.
+func (s *sourceKeys[T]) cause(causes []controller.Cause, e *handler.Event[T], before, n int) []controller.Cause {
 	obj, ok := e.Obj, e.Type != handler.DeleteEvent
 	if !ok {
 		obj, ok = e.Deleted.Obj, e.Deleted.HasObj
 	}
-	c := controller.Cause{Handler: s.handler}
-	if s.m != nil && s.knownResource() {
-		c.Resource = s.resource
-	}
+	var parent trace.SpanContext
 	if ok {
-		c.Object, c.ResourceVersion = object.NameOf(obj), obj.GetResourceVersion()
-		c.Traceparent, _ = tracing.FromObject(obj)
-	} else {
-		c.Object = e.Deleted.Name
+		parent, _ = tracing.FromObject(obj)
+	}
+	var c controller.Cause
+	if s.c.Drawn() || parent.IsSampled() {
+		c = controller.Cause{Handler: s.handler, Traceparent: parent}
+		if s.m != nil && s.knownResource() {
+			c.Resource = s.resource
+		}
+		if ok {
+			c.Object, c.ResourceVersion = object.NameOf(obj), obj.GetResourceVersion()
+		} else {
+			c.Object = e.Deleted.Name
+		}
+		for len(causes) < before {
+			causes = append(causes, controller.Cause{})
+		}
+	} else if len(causes) == 0 {
+		return causes
 	}
 	for range n {
 		causes = append(causes, c)

@@ -204,6 +204,15 @@ type Options struct {
 	// A controller's own ControllerOptions.Tracer wins. Default: none,
 	// and tracing costs nothing.
 	TracerProvider trace.TracerProvider
+	// TraceSampling, with a TracerProvider, is the share of events whose
+	// reconciles are traced, drawn as each event is queued (see
+	// controller.Options.TraceSampling, which a controller's own options
+	// may set): the cheap way to sample. At 1% with the provider's sampler
+	// ParentBased(AlwaysSample) it costs about 1% CPU per event, against
+	// 14% for the provider's TraceIDRatioBased(0.01) (every reconcile then
+	// starts a span the sampler drops; docs/benchmarks.md). Default: every
+	// event, the provider's sampler deciding.
+	TraceSampling float64
 	// KeepKlogOutput leaves klog, client-go's logger (leader election, API
 	// deprecation warnings, ...), as it is: text to stderr in klog's format,
 	// or what the program set with klog.SetLogger. Default: klog's output

@@ -194,3 +194,68 @@ func TestManager_tracesWhyEachReconcileRan(t *testing.T) {
 		t.Errorf("KeyStats.TraceID = %q, want the merged reconcile's trace", got)
 	}
 }
+
+// With Options.TraceSampling drawing (almost) no event, the reconciles of
+// plain objects get no span, and an object carrying a sampled traceparent
+// still gets its reconcile traced in its trace: a source draws per event
+// and links the undrawn only when their object's trace is sampled.
+func TestManager_traceSamplingTracesOnlyDrawnEventsAndSampledTraceparents(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	kube := apiserver.Client(t, srv.Config())
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	opts := quiet(t)
+	opts.TracerProvider, opts.TraceSampling = tp, 1e-15
+	m, err := manager.New(srv.Config(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
+	var seen sync.Map
+	if _, err := manager.NewController(m, "sampled", controller.ReconcileFunc[object.ObjectName](
+		func(_ context.Context, n object.ObjectName) (controller.Result, error) {
+			seen.Store(n.Name, true)
+			return controller.Result{}, nil
+		}), manager.ControllerOptions{}, manager.For(cms)); err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	const plain = 20
+	for i := range plain {
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "plain-" + strings.Repeat("x", i+1)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rootCtx, root := tp.Tracer("kubectl").Start(context.Background(), "kubectl apply")
+	traced := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "traced", Namespace: ns}}
+	tracing.Inject(rootCtx, traced)
+	root.End()
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), traced, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "every ConfigMap reconciled", func() bool {
+		n := 0
+		seen.Range(func(any, any) bool { n++; return true })
+		return n == plain+1
+	})
+	var spans []tracetest.SpanStub
+	eventually(t, 10*time.Second, "the traced ConfigMap's reconcile span ended", func() bool { // it ends after the reconcile returns
+		spans = spansOf(exp, "reconcile sampled", "ctrlkit.controller", "sampled")
+		return len(spans) > 0
+	})
+	if len(spans) != 1 || spans[0].SpanContext.TraceID() != root.SpanContext().TraceID() {
+		var keys []string
+		for _, s := range spans {
+			for _, kv := range s.Attributes {
+				if kv.Key == "ctrlkit.key" {
+					keys = append(keys, kv.Value.Emit())
+				}
+			}
+		}
+		t.Fatalf("reconcile spans of %v; want only the traced ConfigMap's, in its trace", keys)
+	}
+}

@@ -444,9 +444,10 @@ func startPipeline(ctx context.Context, side string, lws pipelineLWs, r *pipelin
 const CtrlkitManager = "ctrlkit manager"
 
 // CtrlkitManagerTraced1 and CtrlkitManagerTraced100 are CtrlkitManager
-// with the manager's Options.TracerProvider set: OpenTelemetry's SDK
-// sampling 1% and all of the reconciles' traces (parent-based, each
-// reconcile a root), their spans batched to an exporter that drops them.
+// with the manager's Options.TracerProvider set (OpenTelemetry's SDK, its
+// spans batched to an exporter that drops them): 1% of the events drawn
+// for tracing by the manager (Options.TraceSampling 0.01, the SDK's
+// sampler ParentBased(AlwaysSample)), and every reconcile traced.
 const (
 	CtrlkitManagerTraced1   = "ctrlkit manager + tracing 1%"
 	CtrlkitManagerTraced100 = "ctrlkit manager + tracing 100%"
@@ -591,15 +592,15 @@ func startCtrlkitPipeline(ctx context.Context, lw reflector.ListerWatcher[*corev
 // startManagerPipeline adds a controller of a manager that is never run
 // (manager.New makes no request) with For(inf), and runs inf and the
 // controller; with sampled >= 0, the manager traces that share of its
-// reconciles.
+// events' reconciles (Options.TraceSampling).
 func startManagerPipeline(ctx context.Context, inf *informer.SharedIndexInformer[*corev1.ConfigMap],
 	observe func(object.ObjectName, *corev1.ConfigMap, bool), workers int, sampled float64) (*ctrlkitPipeline, error) {
 	opts := manager.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HTTPAddr: "0"}
 	var tp *sdktrace.TracerProvider
 	if sampled >= 0 {
-		tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(sampled))),
+		tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
 			sdktrace.WithBatcher(tracetest.NewNoopExporter()))
-		opts.TracerProvider = tp
+		opts.TracerProvider, opts.TraceSampling = tp, sampled
 	}
 	m, err := manager.New(&rest.Config{Host: "https://127.0.0.1:1"}, opts)
 	if err != nil {
