@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-
 )
 
 // Path is where New's handler expects to be mounted: the page is Path, the JSON
