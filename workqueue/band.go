@@ -72,13 +72,14 @@ func (t turn[K]) before(u turn[K]) bool {
 //
 // A flow with as many keys in flight as the queue allows (MaxInFlight) is
 // parked when its turn comes: taken out of ready into parked, its keys
-// kept, until one of its keys is done (core.unpark); it then joins the
+// kept, until one of its keys is done (core.landed, band.unpark); it then joins the
 // current round as a flow coming back from idle does.
 //
 // Invariants (checked by core.checkInvariants): ready holds exactly the
 // flows whose keys are not empty and that are not parked, once each,
 // with their round and head, in a round from round to top, with served <
-// quantum; idle counts the flows of flows that are not in ready; live is
+// quantum; parked holds exactly the flows marked parked; idle counts the
+// flows of flows neither in ready nor parked; live is
 // the sum of the flows' live counts and of the ages buckets' counts; a
 // band with no live element holds no element at all (reset empties it).
 type band[K comparable] struct {

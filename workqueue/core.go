@@ -266,9 +266,9 @@ func (c *core[K]) get(now time.Time) (k K, since time.Time, ok bool) {
 // done ends the processing of k, of flow (used only with an in-flight
 // cap). A key that was re-added meanwhile goes back into its band, and a
 // flow parked at its cap goes back into the turns: wake reports a key a
-// waiting worker can get (re-added, or of a flow that was at its cap). ok is false, and nothing changes, when k
-// was not being processed. started is when get handed k out (zero without
-// stamps).
+// waiting worker can get (re-added, or of a flow that was at its cap). ok
+// is false, and nothing changes, when k was not being processed. started
+// is when get handed k out (zero without stamps).
 func (c *core[K]) done(k K, flow string, now time.Time) (started time.Time, wake, ok bool) {
 	e, ok := c.keys[k]
 	if !ok || (e.seq != processingSeq && e.seq != 0) {
