@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/controller"
@@ -37,6 +38,27 @@ func spansOf(exp *tracetest.InMemoryExporter, name, key, value string) []tracete
 	return out
 }
 
+// tracedManager returns a manager, not started, on the test's API server,
+// tracing to an in-memory exporter with Options.TraceSampling sampling,
+// with its provider, a client and a fresh namespace.
+func tracedManager(t *testing.T, sampling float64) (*manager.Manager, *sdktrace.TracerProvider, *tracetest.InMemoryExporter,
+	kubernetes.Interface, string) {
+	t.Helper()
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	opts := quiet(t)
+	opts.TracerProvider, opts.TraceSampling = tp, sampling
+	m, err := manager.New(srv.Config(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, tp, exp, apiserver.Client(t, srv.Config()), ns
+}
+
 func linkAttr(l sdktrace.Link, key string) string {
 	for _, kv := range l.Attributes {
 		if string(kv.Key) == key {
@@ -53,19 +75,7 @@ func linkAttr(l sdktrace.Link, key string) string {
 // object comes back as a self-triggered reconcile (link and metric); ten
 // updates merged into one reconcile give one span with ten links.
 func TestManager_tracesWhyEachReconcileRan(t *testing.T) {
-	srv := env.Get(t)
-	ns := srv.Namespace(t)
-	leakcheck.Check(t)
-	kube := apiserver.Client(t, srv.Config())
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	opts := quiet(t)
-	opts.TracerProvider = tp
-	m, err := manager.New(srv.Config(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, tp, exp, kube, ns := tracedManager(t, 0)
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
 	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns})
 	cmClient, secretClient := manager.Client[*corev1.ConfigMap](m), manager.Client[*corev1.Secret](m)
@@ -200,19 +210,7 @@ func TestManager_tracesWhyEachReconcileRan(t *testing.T) {
 // still gets its reconcile traced in its trace: a source draws per event
 // and links the undrawn only when their object's trace is sampled.
 func TestManager_traceSamplingTracesOnlyDrawnEventsAndSampledTraceparents(t *testing.T) {
-	srv := env.Get(t)
-	ns := srv.Namespace(t)
-	leakcheck.Check(t)
-	kube := apiserver.Client(t, srv.Config())
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	opts := quiet(t)
-	opts.TracerProvider, opts.TraceSampling = tp, 1e-15
-	m, err := manager.New(srv.Config(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, tp, exp, kube, ns := tracedManager(t, 1e-15)
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
 	var seen sync.Map
 	if _, err := manager.NewController(m, "sampled", controller.ReconcileFunc[object.ObjectName](
