@@ -20,6 +20,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/client"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/poll"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -193,16 +194,7 @@ func installWidgetCRD(t *testing.T, f fixture) {
 // eventually polls cond every 100ms until it holds, or fails t after d.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(d)
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		case <-tick.C:
-		}
-	}
+	poll.Until(t, d, 100*time.Millisecond, what, cond)
 }
 
 // NewForConfig is the one call from a rest.Config to a working client, for

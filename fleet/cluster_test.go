@@ -271,9 +271,9 @@ func TestFleet_memoryPerEngagedCluster(t *testing.T) {
 	}
 	engage(0, 2) // the first clusters: what is made once (codecs, type caches)
 	const n = 20
-	before, goroutines := liveHeap(), runtime.NumGoroutine()
+	before, goroutines := leakcheck.LiveHeap(), runtime.NumGoroutine()
 	engage(2, 2+n)
-	after, goroutinesAfter := liveHeap(), runtime.NumGoroutine()
+	after, goroutinesAfter := leakcheck.LiveHeap(), runtime.NumGoroutine()
 	perCluster := (int64(after) - int64(before)) / n
 	t.Logf("%d clusters engaged with empty caches (For and Owns): %d bytes of live heap each, %.1f goroutines each",
 		n, perCluster, float64(goroutinesAfter-goroutines)/n)

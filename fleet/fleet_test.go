@@ -19,6 +19,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/fleet"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/poll"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -59,21 +60,7 @@ func (s *seen) at(k fleet.Key) (time.Time, bool) {
 
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a real server, not synchronising goroutines
-	}
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	poll.Until(t, d, 10*time.Millisecond, what, cond)
 }
 
 // startServer starts an API server of the test's own, with namespace ns.
@@ -206,19 +193,19 @@ func TestFleet_oneControllerOverClustersThatComeAndGo(t *testing.T) {
 	for range 5 {
 		cycle()
 	}
-	goroutines, heap := runtime.NumGoroutine(), liveHeap()
+	goroutines, heap := runtime.NumGoroutine(), leakcheck.LiveHeap()
 	var worstLeave time.Duration
 	for range cycles {
 		worstLeave = max(worstLeave, cycle())
 	}
 	eventually(t, 10*time.Second, "the goroutines of the disengaged cluster gone", func() bool { return runtime.NumGoroutine() <= goroutines })
-	mid := liveHeap()
+	mid := leakcheck.LiveHeap()
 	// As many cycles again: memory a cycle left behind would grow with them.
 	for range cycles {
 		worstLeave = max(worstLeave, cycle())
 	}
 	eventually(t, 10*time.Second, "the goroutines of the disengaged cluster gone", func() bool { return runtime.NumGoroutine() <= goroutines })
-	after := liveHeap()
+	after := leakcheck.LiveHeap()
 	t.Logf("2 x %d engage/disengage cycles: %d goroutines before, %d after; live heap %d bytes before, %d after the first %d "+
 		"(%+.2f%%), %d after the next %d (%+.2f%%); Disengage took at most %v", cycles, goroutines, runtime.NumGoroutine(),
 		heap, mid, cycles, 100*(float64(mid)/float64(heap)-1), after, cycles, 100*(float64(after)/float64(mid)-1),

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/ctrlkit/ctrlkit/internal/poll"
 	"github.com/ctrlkit/ctrlkit/reflector"
 )
 
@@ -183,13 +184,5 @@ func (w *fakeWatch) ResultChan() <-chan watch.Event { return w.ch }
 // at least every 10ms, for at most d.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		<-tick.C
-	}
+	poll.Until(t, d, 10*time.Millisecond, what, cond)
 }

@@ -185,6 +185,7 @@ var allowed = map[string][]string{
 	"internal":           nil,
 	"internal/chaos":     nil,
 	"internal/leakcheck": nil,
+	"internal/poll":      nil,
 	"internal/metrics":   nil,
 	"internal/fifo":      nil,
 	"internal/peak":      nil,

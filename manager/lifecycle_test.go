@@ -133,7 +133,7 @@ func TestManager_controllersComeAndGoWhileItRuns(t *testing.T) {
 
 	// The name is free again, and a controller comes and goes many times,
 	// each time reconciling, leaving no goroutine and no memory behind.
-	goroutines, heap := runtime.NumGoroutine(), liveHeap()
+	goroutines, heap := runtime.NumGoroutine(), leakcheck.LiveHeap()
 	const cycles = 1000
 	for i := range cycles {
 		again := &counting{reconciled: make(chan struct{})}
@@ -153,7 +153,7 @@ func TestManager_controllersComeAndGoWhileItRuns(t *testing.T) {
 	eventually(t, 10*time.Second, "the goroutines of the added and removed controllers gone", func() bool {
 		return runtime.NumGoroutine() <= goroutines
 	})
-	after := liveHeap()
+	after := leakcheck.LiveHeap()
 	t.Logf("%d add/remove cycles: %d goroutines before, %d after; live heap %d bytes before, %d after (%+.2f%%)",
 		cycles, goroutines, runtime.NumGoroutine(), heap, after, 100*(float64(after)/float64(heap)-1))
 	// A constant of about 60 kB (pools and maps grown for one more
@@ -173,13 +173,6 @@ func TestManager_controllersComeAndGoWhileItRuns(t *testing.T) {
 }
 
 // liveHeap is the heap's live bytes after two collections.
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
 
 // With leader election, a controller added while the replica leads runs
 // inside the fence, as the ones added before Run do.
@@ -401,13 +394,13 @@ func TestManager_whenServedFollowsItsCRD(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("CTRLKIT_CRD_CYCLES")); err == nil && n > 0 {
 		cycles = n
 	}
-	goroutines, heap := runtime.NumGoroutine(), liveHeap()
+	goroutines, heap := runtime.NumGoroutine(), leakcheck.LiveHeap()
 	for i := range cycles {
 		serveAndReconcile(2 + i)
 		unserve()
 	}
 	eventually(t, 10*time.Second, "the goroutines of the cycles gone", func() bool { return runtime.NumGoroutine() <= goroutines })
-	after := liveHeap()
+	after := leakcheck.LiveHeap()
 	t.Logf("%d CRD cycles: %d goroutines before, %d after; live heap %d bytes before, %d after (%+.2f%%)",
 		cycles, goroutines, runtime.NumGoroutine(), heap, after, 100*(float64(after)/float64(heap)-1))
 	if after > heap+1<<20 {

@@ -31,6 +31,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/examples/foo/config"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/poll"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -122,13 +123,7 @@ func get(t *testing.T, url string) (int, string) {
 // eventually polls cond every 100ms until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond) // polling a real server, not synchronising goroutines
-	}
+	poll.Until(t, d, 100*time.Millisecond, what, cond)
 }
 
 func TestManager_runsAForAndOwnsControllerAndServesMetricsAndProbes(t *testing.T) {

@@ -223,7 +223,7 @@ func TestManager_namespaceSetsChangeWhileItRuns(t *testing.T) {
 	}
 
 	// Many cycles of a namespace added and removed leave nothing behind.
-	goroutines, heap := runtime.NumGoroutine(), liveHeap()
+	goroutines, heap := runtime.NumGoroutine(), leakcheck.LiveHeap()
 	cycles := 50
 	if n, err := strconv.Atoi(os.Getenv("CTRLKIT_NAMESPACE_CYCLES")); err == nil {
 		cycles = n
@@ -243,7 +243,7 @@ func TestManager_namespaceSetsChangeWhileItRuns(t *testing.T) {
 	eventually(t, 10*time.Second, "the goroutines of the added and removed namespaces gone", func() bool {
 		return runtime.NumGoroutine() <= goroutines
 	})
-	grown := liveHeap()
+	grown := leakcheck.LiveHeap()
 	t.Logf("%d namespace add/remove cycles: %d goroutines before, %d after; live heap %d bytes before, %d after (%+.2f%%)",
 		cycles, goroutines, runtime.NumGoroutine(), heap, grown, 100*(float64(grown)/float64(heap)-1))
 	if grown > heap+1<<20 {

@@ -27,6 +27,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/examples/foo"
 	"github.com/ctrlkit/ctrlkit/examples/foo/api/v1alpha1"
 	"github.com/ctrlkit/ctrlkit/examples/foo/config"
+	"github.com/ctrlkit/ctrlkit/internal/poll"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -103,15 +104,7 @@ func (f fixture) get(t *testing.T, name string) (*v1alpha1.Foo, error) {
 // eventually polls cond against the server until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		<-tick.C
-	}
+	poll.Until(t, d, 50*time.Millisecond, what, cond)
 }
 
 func (f fixture) deployment(t *testing.T, name string) (*appsv1.Deployment, bool) {

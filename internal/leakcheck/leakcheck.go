@@ -1,7 +1,9 @@
-// Package leakcheck fails a test that leaves goroutines behind.
+// Package leakcheck fails a test that leaves goroutines behind, and
+// measures the live heap a test compares before and after.
 package leakcheck
 
 import (
+	"runtime"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -28,4 +30,15 @@ func Check(t testing.TB) {
 	t.Helper()
 	opts := append([]goleak.Option{goleak.IgnoreCurrent()}, pooled...)
 	t.Cleanup(func() { goleak.VerifyNone(t, opts...) })
+}
+
+// LiveHeap returns the heap in use after two collections (the second
+// frees what the first found unreachable and finalised): the baseline a
+// test compares after releasing something, to show it was collected.
+func LiveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
