@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ctrlkit/ctrlkit/debug"
+	"github.com/ctrlkit/ctrlkit/fleet"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -77,14 +78,6 @@ func (s debugSource) State() debug.State {
 	for _, c := range ctrls {
 		st.Controllers = append(st.Controllers, debug.FromController(c.c.Stats(), m.leaderState(c), now))
 	}
-	for _, f := range fleets { // a row per engaged cluster's informer, and the fleet's controller
-		fs := f.DebugSource().State()
-		st.Informers = append(st.Informers, fs.Informers...)
-		st.Controllers = append(st.Controllers, fs.Controllers...)
-		if st.Shard == nil {
-			st.Shard = fs.Shard
-		}
-	}
 	if el := m.elector; el != nil {
 		le := m.opts.LeaderElection
 		ns := le.Namespace
@@ -97,6 +90,7 @@ func (s debugSource) State() debug.State {
 	if sh := m.sharder; sh != nil {
 		st.Shard = debug.FromShard(m.opts.Sharding.Namespace+"/"+m.opts.Sharding.Name, sh.Stats(), sh.Ready())
 	}
+	addFleets(&st, fleets)
 	for _, w := range m.waitingFor() {
 		st.Waiting = append(st.Waiting, debug.Waiting{Kind: w.gvk.String(), CRD: w.crd})
 	}
@@ -107,6 +101,19 @@ func (s debugSource) State() debug.State {
 		st.Webhooks = debug.FromWebhooks(m.webhooks.Stats(), addr)
 	}
 	return st
+}
+
+// addFleets adds NewFleet's fleets to st: a row per engaged cluster's
+// informer, the fleet's controller, and its ring's share if st has none.
+func addFleets(st *debug.State, fleets []*fleet.Fleet) {
+	for _, f := range fleets {
+		fs := f.DebugSource().State()
+		st.Informers = append(st.Informers, fs.Informers...)
+		st.Controllers = append(st.Controllers, fs.Controllers...)
+		if st.Shard == nil {
+			st.Shard = fs.Shard
+		}
+	}
 }
 
 // leaderState is debug.Controller.Leader for the controller c.
