@@ -217,18 +217,27 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 
 // Add queues key for reconciliation. Event handlers call it (it satisfies
 // handler.Adder). It never blocks; safe for concurrent use.
-func (c *Controller[K]) Add(key K) { c.queue.Add(key) }
+func (c *Controller[K]) Add(key K) {
+	c.track.drawPlain(key)
+	c.queue.Add(key)
+}
 
 // AddWithPriority queues key at priority (see workqueue.AddOpts.Priority).
 // It satisfies handler.PriorityAdder, so the enqueue helpers queue the
 // initial list and resyncs at workqueue.LowPriority. It never blocks; safe for
 // concurrent use.
-func (c *Controller[K]) AddWithPriority(key K, priority int) { c.queue.AddWithPriority(key, priority) }
+func (c *Controller[K]) AddWithPriority(key K, priority int) {
+	c.track.drawPlain(key)
+	c.queue.AddWithPriority(key, priority)
+}
 
 // AddBatch queues keys in order at priority, under one lock of the queue
 // (handler.BatchAdder: an informer's batch of events). It never blocks;
 // safe for concurrent use.
-func (c *Controller[K]) AddBatch(keys []K, priority int) { c.queue.AddBatch(keys, priority) }
+func (c *Controller[K]) AddBatch(keys []K, priority int) {
+	c.track.drawPlain(keys...)
+	c.queue.AddBatch(keys, priority)
+}
 
 // Reserve makes room in the queue for about n new keys
 // (workqueue.Queue.Reserve, handler.Reserver). Safe for concurrent use.

@@ -226,10 +226,12 @@ func (t *tracker[K]) note(key K, r Reason) {
 	}
 }
 
-// noteBatch records reasons[i] for keys[i], and with causes (a traced
-// controller's) a link of causes[i] for its next reconcile, under one
-// lock; a reason without a time is dated now.
-func (t *tracker[K]) noteBatch(keys []K, reasons []Reason, causes []Cause, now time.Time) {
+// noteBatch records reasons[i] for keys[i], and for a traced controller
+// the links of their next reconciles, under one lock: with causes, a link
+// of each causes[i] that is not zero (drawn by the source); without, with
+// draw set, a link of each reason drawn (AddBatchBecause). A reason
+// without a time is dated now.
+func (t *tracker[K]) noteBatch(keys []K, reasons []Reason, causes []Cause, draw bool, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i, key := range keys {
@@ -238,8 +240,13 @@ func (t *tracker[K]) noteBatch(keys []K, reasons []Reason, causes []Cause, now t
 			r.At = now
 		}
 		t.noteLocked(key, r)
-		if causes != nil && causes[i].Object != (object.ObjectName{}) {
-			t.linkLocked(key, r, &causes[i])
+		switch {
+		case len(causes) > 0:
+			if causes[i].Object != (object.ObjectName{}) {
+				t.linkLocked(key, r, &causes[i])
+			}
+		case draw && t.tracing && t.draw():
+			t.linkLocked(key, r, nil)
 		}
 	}
 }
@@ -341,7 +348,7 @@ func (c *Controller[K]) AddBatchBecause(keys []K, reasons []Reason, priority int
 	if len(keys) == 0 {
 		return
 	}
-	c.track.noteBatch(keys, reasons, nil, c.track.now())
+	c.track.noteBatch(keys, reasons, nil, true, c.track.now())
 	c.queue.AddBatch(keys, priority)
 }
 

@@ -89,19 +89,44 @@ func (c *Controller[K]) Drawn() bool { return c.track.draw() }
 func (t *tracker[K]) draw() bool { return t.drawBelow == 0 || rand.Uint64() < t.drawBelow }
 
 // AddBatchCaused is AddBatchBecause with a Cause for each key, linked from
-// the span of the key's next reconcile; a zero Cause (no Object: an event
-// not drawn) links nothing. Without a tracer the causes are ignored. It
-// panics if the slices differ in length.
+// the span of the key's next reconcile. The source has drawn its events
+// (Drawn): a zero Cause (no Object) is one not drawn and links nothing,
+// and no causes at all (nil) is a batch none of whose events was drawn.
+// Without a tracer the causes are ignored. It panics if the slices differ
+// in length (causes may be nil).
 func (c *Controller[K]) AddBatchCaused(keys []K, reasons []Reason, causes []Cause, priority int) {
-	if len(causes) != len(keys) || len(reasons) != len(keys) {
+	if (len(causes) != 0 && len(causes) != len(keys)) || len(reasons) != len(keys) {
 		panic(fmt.Sprintf("controller: AddBatchCaused with %d keys, %d reasons and %d causes", len(keys), len(reasons), len(causes)))
 	}
 	if c.opts.Tracer == nil || len(keys) == 0 {
 		c.AddBatchBecause(keys, reasons, priority)
 		return
 	}
-	c.track.noteBatch(keys, reasons, causes, c.track.now())
+	c.track.noteBatch(keys, reasons, causes, false, c.track.now())
 	c.queue.AddBatch(keys, priority)
+}
+
+// drawPlain draws keys added with no reason (Add, AddWithPriority,
+// AddBatch) for tracing, with sampling on: a drawn key's next reconcile is
+// traced, a span with no link. Without sampling every reconcile is
+// offered to the tracer anyway, and nothing is done.
+func (t *tracker[K]) drawPlain(keys ...K) {
+	if t.drawBelow == 0 {
+		return
+	}
+	for _, k := range keys {
+		if !t.draw() {
+			continue
+		}
+		t.mu.Lock()
+		if t.links == nil {
+			t.links = map[K]*links{}
+		}
+		if t.links[k] == nil {
+			t.links[k] = t.newLinksLocked()
+		}
+		t.mu.Unlock()
+	}
 }
 
 // linkLocked adds the link of r and cause (nil: a requeue or retry) to

@@ -517,7 +517,7 @@ func (s *sourceKeys[T]) flush(keys []object.ObjectName, why []controller.Reason,
 	if bg {
 		prio = workqueue.LowPriority
 	}
-	if len(s.causes) > 0 {
+	if s.c.Tracing() { // the source drew its events (cause): none drawn is no causes
 		s.c.AddBatchCaused(keys, why, s.causes, prio)
 		clear(s.causes)
 		s.causes = s.causes[:0]
