@@ -90,8 +90,10 @@ type Options[K comparable] struct {
 	// traceparent annotation (see package tracing). Default: none, and
 	// then tracing costs nothing.
 	Tracer trace.Tracer
-	// TraceSampling, with a Tracer, is the share of events (and
-	// requeues) drawn for tracing, each by a random draw as it is added:
+	// TraceSampling, with a Tracer, is the share of events (and requeues,
+	// retries and plain adds) drawn for tracing, each by a random draw as
+	// it is added (a source that gives causes draws its events itself:
+	// Drawn):
 	// a reconcile gets a span only if an event merged into it was drawn
 	// (or its object's traceparent annotation is sampled), and its span
 	// links the drawn events. An event not drawn costs the draw and
