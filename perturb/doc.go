@@ -21,7 +21,11 @@
 //   - failover: two replicas electing a leader; the leader paused right
 //     before one of its writes until the other leads, then resumed, its
 //     write landing late;
-//   - a crash right after each write of the controller, and a restart.
+//   - a crash right after each write of the controller, and a restart;
+//   - for a controller over a fleet of clusters (Scenario.Clusters), one
+//     cluster cut off, as a server that is down or partitioned away,
+//     until the others have settled: they must, while it is cut; then it
+//     comes back and must catch up.
 //
 // The controller under test talks to the API server through a transport
 // of the package (Env.Config), which records its writes (not Leases',

@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 )
 
 // fleet is the controller under test in one trial: its replicas (one, or
@@ -26,6 +29,8 @@ type fleet struct {
 	runs   []*run    // every run of every replica, in start order
 	done   bool      // stop was called: start nothing more
 	quiet0 time.Time // quietFor counts from here at the earliest
+
+	cut atomic.Pointer[string] // the cluster cut off now, if one is (ClusterCuts)
 }
 
 // run is one run of one replica of the controller (one process's life).
@@ -93,8 +98,15 @@ func (f *fleet) start(ctx context.Context, replica string, restart, crashAfter, 
 	}
 	f.runs = append(f.runs, r)
 	f.mu.Unlock()
+	r.t.cut = f.isCut
 	env := f.env
-	env.Config, env.Replica = r.t.wrap(f.env.Config), replica
+	env.Config, env.Replica = r.t.wrap(f.env.Config, ""), replica
+	if len(f.env.Clusters) > 0 {
+		env.Clusters = make(map[string]*rest.Config, len(f.env.Clusters))
+		for name, cfg := range f.env.Clusters {
+			env.Clusters[name] = r.t.wrap(cfg, name)
+		}
+	}
 	go func() {
 		defer close(r.ended)
 		r.err = f.s.Run(rctx, env)
@@ -181,6 +193,61 @@ func (f *fleet) perturb(ctx context.Context, holds []hold) {
 	}
 }
 
+// isCut reports whether cluster is cut off now.
+func (f *fleet) isCut(cluster string) bool {
+	c := f.cut.Load()
+	return c != nil && *c == cluster
+}
+
+// cutCluster cuts p.cut off at p.cutAt from the trial's start: every
+// request of the controller to it fails (ErrClusterCut) and its watch
+// streams end, in every run, until the workload is done and the other
+// clusters have settled (Settled, given an Env without the cut one). If
+// they do not within Stall of the workload's end, it sends the failure.
+// Then the cluster is back.
+func (f *fleet) cutCluster(ctx context.Context, env Env, p perturbation, workloadDone <-chan struct{}, failed chan<- error) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Until(f.began.Add(p.cutAt))):
+	}
+	f.cut.Store(&p.cut)
+	for _, r := range f.all() {
+		r.t.cutStreams(p.cut)
+	}
+	defer func() {
+		f.cut.Store(nil)
+		f.floor(time.Now()) // quiet counts from the cluster's return
+	}()
+	select {
+	case <-ctx.Done():
+		return
+	case <-workloadDone:
+	}
+	others := env
+	others.Clusters = maps.Clone(env.Clusters)
+	delete(others.Clusters, p.cut)
+	ended := time.Now()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := f.s.Settled(ctx, others)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if time.Since(ended) >= f.s.Stall {
+			failed <- fmt.Errorf("with cluster %s cut off, the other clusters did not settle within %s (Scenario.Stall): %w",
+				p.cut, f.s.Stall, err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // missed says why p was not applied ("" when it was): the controller made
 // fewer writes than in the unperturbed trial.
 func (f *fleet) missed(p perturbation) string {
@@ -226,6 +293,9 @@ func (f *fleet) floor(at time.Time) {
 // quietFor is how long no run that is still going has started, made a
 // write or been perturbed (0 while a perturbation is under way).
 func (f *fleet) quietFor() time.Duration {
+	if f.cut.Load() != nil {
+		return 0
+	}
 	f.mu.Lock()
 	last := f.quiet0
 	f.mu.Unlock()

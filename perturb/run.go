@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,11 +33,20 @@ import (
 // resources too, in the workload, the checks or the invariants:
 // client.NewForConfig[T](e.Config, scheme) (perturbed, as the
 // controller's) or over Kube's configuration (unperturbed).
+//
+// Clusters, with Scenario.Clusters, are the clusters of a controller over
+// a fleet, by name; the trial's Namespace exists in each. Run's go through
+// the trial's perturbations (its writes to them recorded and checked, a
+// cluster cut off in a Faults.ClusterCuts trial); the workload's,
+// Settled's and the invariants' are Scenario.Clusters' own. Settled must
+// judge the clusters in its Env's Clusters: a cluster-cut trial asks it
+// about the others alone.
 type Env struct {
 	Config    *rest.Config
 	Namespace string
 	Kube      kubernetes.Interface
 	Replica   string
+	Clusters  map[string]*rest.Config
 
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
@@ -101,8 +112,15 @@ type Scenario struct {
 	// longer than this between writes (a RequeueAfter schedule) needs a
 	// larger Stall. Default: a quarter of Timeout.
 	Stall time.Duration
+	// Clusters, for a controller over a fleet of clusters, are the
+	// clusters (each an API server of its own, e.g. the embedded one's)
+	// by name, beside Config's (where the Leases live; it may be one of
+	// them). Each trial makes its namespace in every one. Run reaches them
+	// through Env.Clusters.
+	Clusters map[string]*rest.Config
 
-	kube kubernetes.Interface // Check's unperturbed client
+	kube     kubernetes.Interface            // Check's unperturbed client
+	clusters map[string]kubernetes.Interface // Check's unperturbed clients of Clusters
 }
 
 // Faults are the perturbations a Scenario tries.
@@ -146,6 +164,18 @@ type Faults struct {
 	// contexts ended meanwhile (a paused process's write already on its
 	// way is not called back).
 	Failovers int
+	// ClusterCuts is how many trials cut one of Scenario.Clusters off (the
+	// cluster and the moment, within MaxHold/2 of the start, from the
+	// seed), as a cluster whose API server is down or partitioned away:
+	// every request of the controller to it fails (ErrClusterCut) and its
+	// watch streams end. The cut lasts until the workload is done and the
+	// other clusters have settled (Settled, given an Env whose Clusters
+	// lack the cut one): a controller whose work on the others waits for
+	// the cut cluster fails the trial once Stall has passed. Then the
+	// cluster comes back, and the trial goes on as any other: everything
+	// settles, a fresh controller changes nothing. Needs two Clusters or
+	// more.
+	ClusterCuts int
 }
 
 // Failure is one trial that broke an invariant or did not converge.
@@ -203,6 +233,20 @@ func Check(ctx context.Context, s Scenario) Result {
 		defer utilnet.CloseIdleConnectionsFor(hc.Transport)
 		s.kube, err = kubernetes.NewForConfigAndClient(s.Config, hc)
 	}
+	if err == nil && len(s.Clusters) > 0 {
+		s.clusters = map[string]kubernetes.Interface{}
+		for name, cfg := range s.Clusters {
+			chc, cerr := rest.HTTPClientFor(cfg)
+			if cerr == nil {
+				defer utilnet.CloseIdleConnectionsFor(chc.Transport)
+				s.clusters[name], cerr = kubernetes.NewForConfigAndClient(cfg, chc)
+			}
+			if cerr != nil {
+				err = fmt.Errorf("cluster %s: %w", name, cerr)
+				break
+			}
+		}
+	}
 	if err != nil {
 		res.Failures = append(res.Failures, Failure{Seed: s.Seed, Trial: "setup", Err: err})
 		return res
@@ -243,6 +287,9 @@ type perturbation struct {
 	// resumeAfter is how long the stalled leader stays stalled once the
 	// other replica leads.
 	resumeAfter time.Duration
+	// cut is the cluster cut off at cutAt (ClusterCuts), "" for none.
+	cut   string
+	cutAt time.Duration
 }
 
 // schedule is every perturbed trial of s, in order, drawn from the seed
@@ -266,6 +313,12 @@ func (s Scenario) schedule(writes int) []perturbation {
 		n, more := 1+rnd.IntN(writes), time.Duration(rnd.Int64N(int64(s.Faults.MaxHold)))
 		ps = append(ps, perturbation{name: fmt.Sprintf("failover, trial %d: the leader stalls before write %d of %d "+
 			"until the other replica leads, and %s more", i+1, n, writes, more.Round(time.Millisecond)), stallAt: n, resumeAfter: more})
+	}
+	clusters := slices.Sorted(maps.Keys(s.Clusters))
+	for i := range s.Faults.ClusterCuts {
+		c, at := clusters[rnd.IntN(len(clusters))], time.Duration(rnd.Int64N(int64(s.Faults.MaxHold)/2+1))
+		ps = append(ps, perturbation{name: fmt.Sprintf("cluster cut, trial %d: %s cut off at +%s until the other clusters settle",
+			i+1, c, at.Round(time.Millisecond)), cut: c, cutAt: at})
 	}
 	if s.Faults.CrashAtEveryWrite {
 		for n := 1; n <= writes; n++ {
@@ -309,7 +362,11 @@ func (s Scenario) validate() error {
 	if s.Faults.RelistTrials > 0 && len(s.Faults.Relists) == 0 {
 		errs = append(errs, fmt.Errorf("%d relist trials, but no resource in Faults.Relists", s.Faults.RelistTrials))
 	}
-	if s.Timeout < 0 || s.Quiet < 0 || s.Stall < 0 || s.Faults.MaxHold < 0 || s.Faults.StaleTrials < 0 || s.Faults.RelistTrials < 0 || s.Faults.Failovers < 0 {
+	if s.Faults.ClusterCuts > 0 && len(s.Clusters) < 2 {
+		errs = append(errs, fmt.Errorf("%d cluster-cut trials need two Clusters or more, not %d", s.Faults.ClusterCuts, len(s.Clusters)))
+	}
+	if s.Timeout < 0 || s.Quiet < 0 || s.Stall < 0 || s.Faults.MaxHold < 0 || s.Faults.StaleTrials < 0 || s.Faults.RelistTrials < 0 ||
+		s.Faults.Failovers < 0 || s.Faults.ClusterCuts < 0 {
 		errs = append(errs, errors.New("a negative duration or count"))
 	}
 	if err := errors.Join(errs...); err != nil {

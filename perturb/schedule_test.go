@@ -13,7 +13,8 @@ import (
 // alone (and from the unperturbed run's count of writes).
 func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 	s := Scenario{Seed: 42, Faults: Faults{StaleReads: []string{"secrets", "pods"}, Relists: []string{"configmaps"},
-		Failovers: 2, CrashAtEveryWrite: true}}.withDefaults()
+		Failovers: 2, CrashAtEveryWrite: true, ClusterCuts: 2},
+		Clusters: map[string]*rest.Config{"east": {}, "west": {}, "north": {}}}.withDefaults()
 	names := func(s Scenario, writes int) []string {
 		var out []string
 		for _, p := range s.schedule(writes) {
@@ -25,7 +26,7 @@ func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 	if again := s.schedule(5); !slices.EqualFunc(first, again, samePerturbation) {
 		t.Fatalf("seed 42 drew different trials twice, the second time:\n%s", strings.Join(names(s, 5), "\n"))
 	}
-	if got, want := len(first), 3+3+2+5; got != want {
+	if got, want := len(first), 3+3+2+2+5; got != want {
 		t.Fatalf("%d trials, want %d: %s", got, want, strings.Join(names(s, 5), "\n"))
 	}
 	for _, p := range first {
@@ -36,6 +37,10 @@ func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 		}
 		if failover := strings.HasPrefix(p.name, "failover"); failover && (p.stallAt < 1 || p.stallAt > 5) || !failover && p.stallAt != 0 {
 			t.Errorf("%s: stalls at write %d of 5", p.name, p.stallAt)
+		}
+		if cut := strings.HasPrefix(p.name, "cluster cut"); cut && (s.Clusters[p.cut] == nil || p.cutAt < 0 || p.cutAt > s.Faults.MaxHold/2) ||
+			!cut && p.cut != "" {
+			t.Errorf("%s: cuts %q at %s", p.name, p.cut, p.cutAt)
 		}
 	}
 	other := s
@@ -52,14 +57,14 @@ func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 		}
 	}
 	none := s.schedule(0)
-	if len(none) != 3+3 || slices.ContainsFunc(none, func(p perturbation) bool { return p.stallAt > 0 || p.crashAfter > 0 }) {
+	if len(none) != 3+3+2 || slices.ContainsFunc(none, func(p perturbation) bool { return p.stallAt > 0 || p.crashAfter > 0 }) {
 		t.Fatalf("with no writes to stop at: %s", strings.Join(names(s, 0), "\n"))
 	}
 }
 
 func samePerturbation(a, b perturbation) bool {
 	return a.name == b.name && slices.Equal(a.holds, b.holds) && a.crashAfter == b.crashAfter && a.stallAt == b.stallAt &&
-		a.resumeAfter == b.resumeAfter
+		a.resumeAfter == b.resumeAfter && a.cut == b.cut && a.cutAt == b.cutAt
 }
 
 // A scenario that cannot run fails at setup, saying why, before any trial.
@@ -76,6 +81,9 @@ func TestCheck_aScenarioThatCannotRunFailsAtSetup(t *testing.T) {
 			Faults: Faults{RelistTrials: 1}}, "1 relist trials, but no resource in Faults.Relists"},
 		{Scenario{Config: &rest.Config{Host: "127.0.0.1:1"}, Run: noop, Workload: noop, Settled: noop,
 			Faults: Faults{Failovers: -1}}, "a negative duration or count"},
+		{Scenario{Config: &rest.Config{Host: "127.0.0.1:1"}, Run: noop, Workload: noop, Settled: noop,
+			Clusters: map[string]*rest.Config{"east": {Host: "127.0.0.1:1"}},
+			Faults:   Faults{ClusterCuts: 1}}, "1 cluster-cut trials need two Clusters or more, not 1"},
 	} {
 		res := Check(t.Context(), c.s)
 		if res.Trials != 0 || len(res.Failures) != 1 || res.Failures[0].Trial != "setup" ||

@@ -15,11 +15,17 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// ErrCrashed is what every request of a crashed controller fails with.
-var ErrCrashed = errors.New("perturb: the controller crashed here")
+// ErrCrashed is what every request of a crashed controller fails with;
+// ErrClusterCut what every request to a cluster cut off fails with (see
+// Faults.ClusterCuts).
+var (
+	ErrCrashed    = errors.New("perturb: the controller crashed here")
+	ErrClusterCut = errors.New("perturb: this cluster is cut off")
+)
 
 // Write is one write the controller made, as the history a failure prints.
 type Write struct {
+	Cluster string // the cluster of Scenario.Clusters written to; "" for Scenario.Config's
 	Replica string // "a", or "b" in a failover trial
 	Restart int    // 0 in the replica's first run, n after its nth restart
 	N       int    // 1 for the first write of this run
@@ -36,6 +42,9 @@ func (w Write) String() string {
 	}
 	if w.Restart > 0 {
 		who += fmt.Sprintf(" (after restart %d)", w.Restart)
+	}
+	if w.Cluster != "" {
+		who = " in cluster " + w.Cluster + who
 	}
 	return fmt.Sprintf("#%d %s %s%s -> %d (+%s)", w.N, w.Method, w.Path, who, w.Status, w.At.Round(time.Millisecond))
 }
@@ -67,6 +76,9 @@ type transport struct {
 	gone       map[string]bool        // watch -> answer its next request 410 Gone
 	relisting  map[string]bool        // watch -> cut, its informer has not read again since
 	stirred    time.Duration          // since start: when a hold ended or a relist began reading
+	// cut reports whether a cluster of Scenario.Clusters is cut off now
+	// (the trial's, shared by its runs); nil: none ever is.
+	cut func(cluster string) bool
 }
 
 func newTransport(replica string, restart int, start time.Time, crashAfter, stallAt int, crash func()) *transport {
@@ -75,21 +87,23 @@ func newTransport(replica string, restart int, start time.Time, crashAfter, stal
 		streams: map[*heldBody]struct{}{}, gone: map[string]bool{}, relisting: map[string]bool{}}
 }
 
-// wrap returns a copy of cfg whose requests go through t.
-func (t *transport) wrap(cfg *rest.Config) *rest.Config {
+// wrap returns a copy of cfg, the configuration of cluster ("" for
+// Scenario.Config's), whose requests go through t.
+func (t *transport) wrap(cfg *rest.Config, cluster string) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &wrapped{t: t, next: rt} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &wrapped{t: t, next: rt, cluster: cluster} })
 	return cfg
 }
 
-// wrapped is t in front of one client's round tripper.
+// wrapped is t in front of one client's round tripper, to cluster.
 type wrapped struct {
-	t    *transport
-	next http.RoundTripper
+	t       *transport
+	next    http.RoundTripper
+	cluster string
 }
 
 func (w *wrapped) RoundTrip(req *http.Request) (*http.Response, error) {
-	return w.t.roundTrip(w.next, req)
+	return w.t.roundTrip(w.next, req, w.cluster)
 }
 
 // WrappedRoundTripper returns the round tripper w wraps, so that
@@ -119,7 +133,10 @@ func collectionOf(req *http.Request) string {
 	return strings.TrimRight(req.URL.Path, "/") + "?" + q.Get("labelSelector") + "&" + q.Get("fieldSelector")
 }
 
-func (t *transport) roundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error) {
+func (t *transport) roundTrip(next http.RoundTripper, req *http.Request, cluster string) (*http.Response, error) {
+	if cluster != "" && t.cut != nil && t.cut(cluster) {
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, ErrClusterCut)
+	}
 	if stall := t.admit(req); stall != nil {
 		<-stall // a paused process sees nothing, its context's end included
 		if isWrite(req.Method) {
@@ -141,11 +158,11 @@ func (t *transport) roundTrip(next http.RoundTripper, req *http.Request) (*http.
 	case gone:
 		return expired(req), nil
 	case watch:
-		return t.roundTripWatch(next, req, coll)
+		return t.roundTripWatch(next, req, coll, cluster)
 	}
 	resp, err := next.RoundTrip(req)
 	if isWrite(req.Method) && !isRuntimes(req.URL.Path) {
-		t.recordWrite(req, resp)
+		t.recordWrite(req, resp, cluster)
 	} else if req.Method == http.MethodGet {
 		t.read(coll, resp)
 	}
@@ -220,7 +237,7 @@ func (t *transport) settling() (busy bool, since time.Duration) {
 }
 
 // roundTripWatch opens a watch stream t can hold back and cut.
-func (t *transport) roundTripWatch(next http.RoundTripper, req *http.Request, watch string) (*http.Response, error) {
+func (t *transport) roundTripWatch(next http.RoundTripper, req *http.Request, watch, cluster string) (*http.Response, error) {
 	ctx, cut := context.WithCancel(req.Context())
 	resp, err := next.RoundTrip(req.WithContext(ctx))
 	if err != nil {
@@ -228,7 +245,7 @@ func (t *transport) roundTripWatch(next http.RoundTripper, req *http.Request, wa
 		return resp, err
 	}
 	t.read(watch, resp)
-	b := &heldBody{ReadCloser: resp.Body, t: t, resource: resourceOf(req.URL.Path), watch: watch, ctx: ctx, cancel: cut}
+	b := &heldBody{ReadCloser: resp.Body, t: t, resource: resourceOf(req.URL.Path), watch: watch, cluster: cluster, ctx: ctx, cancel: cut}
 	t.mu.Lock()
 	t.streams[b] = struct{}{}
 	t.mu.Unlock()
@@ -250,10 +267,10 @@ func expired(req *http.Request) *http.Response {
 	}
 }
 
-func (t *transport) recordWrite(req *http.Request, resp *http.Response) {
+func (t *transport) recordWrite(req *http.Request, resp *http.Response, cluster string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	w := Write{Replica: t.replica, Restart: t.restart, N: len(t.writes) + 1, Method: req.Method, Path: req.URL.Path,
+	w := Write{Cluster: cluster, Replica: t.replica, Restart: t.restart, N: len(t.writes) + 1, Method: req.Method, Path: req.URL.Path,
 		At: time.Since(t.start)}
 	if resp != nil {
 		w.Status = resp.StatusCode
@@ -318,6 +335,22 @@ func (t *transport) relist(resource string) {
 	t.release(resource)
 }
 
+// cutStreams ends every open watch stream to cluster, as a network
+// partition does (its informers' next requests fail while it is cut).
+func (t *transport) cutStreams(cluster string) {
+	t.mu.Lock()
+	var cut []*heldBody
+	for b := range t.streams {
+		if b.cluster == cluster {
+			cut = append(cut, b)
+		}
+	}
+	t.mu.Unlock()
+	for _, b := range cut {
+		b.cutOff()
+	}
+}
+
 // gate returns a channel closed when resource is no longer held, and
 // whether the wait is a stall (which the stream's context does not end);
 // nil when the stream may go on.
@@ -345,6 +378,7 @@ type heldBody struct {
 	t        *transport
 	resource string
 	watch    string
+	cluster  string
 	ctx      context.Context
 	cancel   context.CancelFunc // aborts the request
 	cut      atomic.Bool

@@ -35,6 +35,9 @@ func (s Scenario) trial(ctx context.Context, p perturbation) outcome {
 		// Best effort: a server without the namespace controller (the
 		// embedded one) leaves it terminating, which costs nothing.
 		_ = s.kube.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), env.Namespace, metav1.DeleteOptions{})
+		for _, kube := range s.clusters {
+			_ = kube.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), env.Namespace, metav1.DeleteOptions{})
+		}
 	}
 	return out
 }
@@ -44,16 +47,21 @@ func (s Scenario) trial(ctx context.Context, p perturbation) outcome {
 func (s Scenario) run(ctx context.Context, env Env, p perturbation) outcome {
 	f := &fleet{s: s, env: env, began: time.Now()}
 	f.supervise(ctx, "a", p.crashAfter, p.stallAt)
-	failed := make(chan error, 2) // the invariants' watch and the failover each send at most once
+	failed := make(chan error, 3) // the invariants' watch, the failover and the cluster cut each send at most once
 	checking, stopChecks := context.WithCancel(ctx)
-	var bg sync.WaitGroup
-	perturbed := make(chan struct{})
+	var bg, perturbing sync.WaitGroup
+	perturbed, workloadDone := make(chan struct{}), make(chan struct{})
 	bg.Go(func() { failed <- s.watchInvariants(checking, env) })
-	bg.Go(func() { f.perturb(checking, p.holds); close(perturbed) })
+	perturbing.Go(func() { f.perturb(checking, p.holds) })
+	if p.cut != "" {
+		perturbing.Go(func() { f.cutCluster(checking, env, p, workloadDone, failed) })
+	}
+	bg.Go(func() { perturbing.Wait(); close(perturbed) })
 	if p.stallAt > 0 {
 		bg.Go(func() { f.failover(checking, p.resumeAfter, failed) })
 	}
 	err := s.Workload(ctx, env)
+	close(workloadDone)
 	if err != nil {
 		err = fmt.Errorf("workload: %w", err)
 	} else {
@@ -89,7 +97,13 @@ func (s Scenario) namespace(ctx context.Context) (Env, error) {
 	if err != nil {
 		return Env{}, fmt.Errorf("perturb: create the trial's namespace: %w", err)
 	}
-	return Env{Config: s.Config, Namespace: ns.Name, Kube: s.kube, LeaseDuration: trialLeaseDuration,
+	for name, kube := range s.clusters { // the same namespace in every cluster of the fleet
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+			ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, metav1.CreateOptions{}); err != nil {
+			return Env{}, fmt.Errorf("perturb: create the trial's namespace in cluster %s: %w", name, err)
+		}
+	}
+	return Env{Config: s.Config, Namespace: ns.Name, Kube: s.kube, Clusters: s.Clusters, LeaseDuration: trialLeaseDuration,
 		RenewDeadline: trialRenewDeadline, RetryPeriod: trialRetryPeriod}, nil
 }
 
