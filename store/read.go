@@ -16,6 +16,23 @@ func (s *Indexer[T]) Get(obj T) (item T, exists bool, err error) {
 	return item, exists, nil
 }
 
+// getByName is GetByKey of name's key ("namespace/name", or "name"),
+// built in a buffer on the stack: a map lookup through string(bytes)
+// copies nothing, so a reconcile's read by typed name allocates no key.
+func (s *Indexer[T]) getByName(name object.ObjectName) (item T, exists bool) {
+	if name.Namespace == "" {
+		return s.GetByKey(name.Name)
+	}
+	var buf [256]byte // a longer key spills to the heap, as String would
+	key := append(append(append(buf[:0], name.Namespace...), '/'), name.Name...)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if e := s.c.items[string(key)]; e != nil {
+		return e.obj, true
+	}
+	return item, false
+}
+
 // GetByKey returns the object stored under key ("namespace/name" or
 // "name"), and whether there is one. The object is read-only for the caller.
 func (s *Indexer[T]) GetByKey(key string) (item T, exists bool) {

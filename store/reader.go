@@ -18,8 +18,9 @@ type Reader[T object.Object] struct {
 // NewReader returns a read-only view of s.
 func NewReader[T object.Object](s *Indexer[T]) Reader[T] { return Reader[T]{s: s} }
 
-// Get returns the object called name, and whether the cache holds it.
-func (r Reader[T]) Get(name object.ObjectName) (T, bool) { return r.s.GetByKey(name.String()) }
+// Get returns the object called name, and whether the cache holds it. It
+// allocates nothing (the key is built on the stack).
+func (r Reader[T]) Get(name object.ObjectName) (T, bool) { return r.s.getByName(name) }
 
 // GetByKey returns the object whose MetaNamespaceKeyFunc key is key, for
 // controllers keyed by such strings (handler.EnqueueKey), as in client-go.

@@ -333,3 +333,38 @@ func TestIndexer_ANamespaceThatShrinksGivesBackItsRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A Reader's Get by typed name finds what GetByKey finds, namespaced or
+// cluster-scoped, and allocates nothing for its key.
+func TestReader_GetByNameAllocatesNothing(t *testing.T) {
+	s, err := New(Options[*corev1.Pod]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPod("ns", "a", "1")
+	mustAdd(t, s, p)
+	cluster := newPod("", "node-pod", "1")
+	mustAdd(t, s, cluster)
+	r := NewReader(s)
+	if got, ok := r.Get(object.ObjectName{Namespace: "ns", Name: "a"}); !ok || got != p {
+		t.Fatalf("Get(ns/a) = %v, %v", got, ok)
+	}
+	if got, ok := r.Get(object.ObjectName{Name: "node-pod"}); !ok || got != cluster {
+		t.Fatalf("Get(node-pod) = %v, %v", got, ok)
+	}
+	if _, ok := r.Get(object.ObjectName{Namespace: "ns", Name: "b"}); ok {
+		t.Fatal("Get(ns/b) found an object")
+	}
+	long := object.ObjectName{Namespace: strings.Repeat("n", 200), Name: strings.Repeat("x", 200)} // beyond the stack buffer
+	if _, ok := r.Get(long); ok {
+		t.Fatal("Get of a long name found an object")
+	}
+	name := object.ObjectName{Namespace: "ns", Name: "a"}
+	if allocs := testing.AllocsPerRun(100, func() {
+		if _, ok := r.Get(name); !ok {
+			t.Fatal("not found")
+		}
+	}); allocs != 0 {
+		t.Errorf("Get by name allocates %v times; want 0", allocs)
+	}
+}
