@@ -62,8 +62,9 @@ func (s debugSource) Explain(name, raw string) (debug.Explanation, error) {
 	f.mu.Lock()
 	if m := f.clusters[cluster]; m != nil {
 		for _, r := range m.runs {
-			if r.cache != nil {
+			if r.cache != nil { // For's
 				cache = r.cache
+				break
 			}
 		}
 	}

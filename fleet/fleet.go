@@ -15,9 +15,9 @@
 //
 // With Options.Ring the clusters are spread over the replicas of a Lease
 // ring (package shard), each moved by drain-then-release. DebugSource is
-// the fleet for package debug's page: a row per cluster's informer. Not
-// built yet: the manager option (a manager's controllers made
-// multi-cluster), and explaining a fleet's key on the debug page.
+// the fleet for package debug's page: a row per cluster's informer, and
+// keys explained. PerCluster runs a reconciler written for one cluster
+// over every cluster; manager.NewFleet runs a fleet with a manager.
 package fleet
 
 import (

@@ -406,6 +406,11 @@ func (m *Manager) nameFreeLocked(name string) error {
 			return fmt.Errorf("%w: %s", ErrDuplicateName, name)
 		}
 	}
+	for _, f := range m.fleets {
+		if f.Controller().Name() == name {
+			return fmt.Errorf("%w: %s (a fleet's)", ErrDuplicateName, name)
+		}
+	}
 	return nil
 }
 

@@ -40,6 +40,9 @@ func NewFleet(m *Manager, rec controller.Reconciler[fleet.Key], opts fleet.Optio
 	}
 	m.mu.Lock()
 	err := m.once.Before("manager")
+	if err == nil {
+		err = m.nameFreeLocked(opts.Controller.Name) // the controllers' and fleets' names label one registry's series
+	}
 	m.mu.Unlock()
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/controller"
@@ -113,5 +115,33 @@ func TestNewFleet_runsASingleClusterReconcilerOverEveryClusterWithTheManager(t *
 		if code, body := get(t, base+debug.Path+"/explain?controller=fleet&key="+bad); code != 400 || !strings.Contains(body, "cluster/namespace/name") {
 			t.Errorf("explain %q = %d %s; want 400 naming the key's form", bad, code, body)
 		}
+	}
+}
+
+// A fleet's controller name is one of the manager's: NewFleet refuses a
+// name a controller has, and NewController one a fleet has.
+func TestNewFleet_refusesANameTheManagerHas(t *testing.T) {
+	m, err := manager.New(&rest.Config{Host: "https://127.0.0.1:1"}, quiet(t)) // makes no request
+	if err != nil {
+		t.Fatal(err)
+	}
+	nop := controller.ReconcileFunc[object.ObjectName](func(context.Context, object.ObjectName) (controller.Result, error) {
+		return controller.Result{}, nil
+	})
+	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{})
+	if _, err := manager.NewController(m, "mirror", nop, manager.ControllerOptions{}, manager.For(cms)); err != nil {
+		t.Fatal(err)
+	}
+	fleetRec := controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
+		return controller.Result{}, nil
+	})
+	if _, err := manager.NewFleet(m, fleetRec, fleet.Options{Controller: controller.Options[fleet.Key]{Name: "mirror"}}); !errors.Is(err, manager.ErrDuplicateName) {
+		t.Errorf("NewFleet named as a controller: %v, want ErrDuplicateName", err)
+	}
+	if _, err := manager.NewFleet(m, fleetRec, fleet.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := manager.NewController(m, "fleet", nop, manager.ControllerOptions{}, manager.For(cms)); !errors.Is(err, manager.ErrDuplicateName) {
+		t.Errorf("NewController named as the fleet: %v, want ErrDuplicateName", err)
 	}
 }
