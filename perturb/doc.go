@@ -68,9 +68,19 @@
 // (Env.LeaseDuration, RenewDeadline, RetryPeriod) so a takeover takes
 // seconds.
 //
-// Time is real: the API server's, the controller's and the workload's. A
-// seed replays the same perturbations (Result.Ran names them), not the
-// same interleaving, so a race may take a few runs to show again.
+// Time. Each trial has a Clock (Env.Clock) that runs with real time and
+// jumps ahead when the workload advances it: Clock.Advance(ctx, 3*time.Hour)
+// takes the controller through three hours in a second or so, jumping to
+// each timer of its queue in turn (RequeueAfter, retry delays) once the
+// controller is quiet, never while it is being restarted. Give the clock to
+// the controller's queues (controller.Options.Clock) and take the
+// controller's own time from it (Clock.Now where it would call time.Now):
+// a schedule, an expiry or a rotation is then tested in seconds, crashes
+// and restarts included (the clock is the trial's, not the run's), and a
+// failure's writes say how far the clock was ahead (Write.Ahead). The API
+// server's time stays real. A seed replays the same perturbations
+// (Result.Ran names them), not the same interleaving, so a race may take a
+// few runs to show again.
 //
 // Cost, measured on a 2-core machine with the package's tests: a crash
 // trial takes about 2 seconds, a stale-read or relist trial 3 to 5, a

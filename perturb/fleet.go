@@ -98,7 +98,7 @@ func (f *fleet) start(ctx context.Context, replica string, restart, crashAfter, 
 	}
 	f.runs = append(f.runs, r)
 	f.mu.Unlock()
-	r.t.cut = f.isCut
+	r.t.cut, r.t.clock = f.isCut, f.env.Clock
 	env := f.env
 	env.Config, env.Replica = r.t.wrap(f.env.Config, ""), replica
 	if len(f.env.Clusters) > 0 {
@@ -313,6 +313,29 @@ func (f *fleet) quietFor() time.Duration {
 		last = latest(last, r.started, f.began.Add(since))
 	}
 	return time.Since(last)
+}
+
+// runWarmup is how long a run starting (after a crash, say) counts as
+// busy for the trial's clock: its caches fill and it reconciles what it
+// finds before the clock jumps past it.
+const runWarmup = 500 * time.Millisecond
+
+// quietForClock is quietFor, but a replica being restarted, or whose run
+// started less than runWarmup ago, counts as busy: the clock's Advance
+// jumps only once it is quiet, and never past a restart.
+func (f *fleet) quietForClock() time.Duration {
+	q := f.quietFor()
+	latest := map[string]*run{}
+	for _, r := range f.all() { // in start order: the last one of a replica is its latest
+		latest[r.replica] = r
+	}
+	for _, r := range latest {
+		if r.over() {
+			return 0
+		}
+		q = min(q, time.Since(r.started)-runWarmup)
+	}
+	return q
 }
 
 func latest(ts ...time.Time) time.Time {

@@ -47,6 +47,10 @@ type Env struct {
 	Kube      kubernetes.Interface
 	Replica   string
 	Clusters  map[string]*rest.Config
+	// Clock is the trial's time: give it to the controller's queues
+	// (controller.Options.Clock) and take the controller's own time from
+	// it; the workload moves it on (Clock.Advance).
+	Clock *Clock
 
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }

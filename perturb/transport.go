@@ -33,6 +33,7 @@ type Write struct {
 	Path    string
 	Status  int           // 0 when the request failed
 	At      time.Duration // since the trial began
+	Ahead   time.Duration // how far the trial's Clock had jumped ahead of real time
 }
 
 func (w Write) String() string {
@@ -46,7 +47,11 @@ func (w Write) String() string {
 	if w.Cluster != "" {
 		who = " in cluster " + w.Cluster + who
 	}
-	return fmt.Sprintf("#%d %s %s%s -> %d (+%s)", w.N, w.Method, w.Path, who, w.Status, w.At.Round(time.Millisecond))
+	clock := ""
+	if w.Ahead > 0 {
+		clock = ", clock ahead " + w.Ahead.Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("#%d %s %s%s -> %d (+%s%s)", w.N, w.Method, w.Path, who, w.Status, w.At.Round(time.Millisecond), clock)
 }
 
 // transport sits between one run of the controller and the API server. It
@@ -79,6 +84,8 @@ type transport struct {
 	// cut reports whether a cluster of Scenario.Clusters is cut off now
 	// (the trial's, shared by its runs); nil: none ever is.
 	cut func(cluster string) bool
+	// clock is the trial's, for the writes' Ahead; nil: none.
+	clock *Clock
 }
 
 func newTransport(replica string, restart int, start time.Time, crashAfter, stallAt int, crash func()) *transport {
@@ -272,6 +279,9 @@ func (t *transport) recordWrite(req *http.Request, resp *http.Response, cluster 
 	defer t.mu.Unlock()
 	w := Write{Cluster: cluster, Replica: t.replica, Restart: t.restart, N: len(t.writes) + 1, Method: req.Method, Path: req.URL.Path,
 		At: time.Since(t.start)}
+	if t.clock != nil {
+		w.Ahead = t.clock.Ahead()
+	}
 	if resp != nil {
 		w.Status = resp.StatusCode
 	}

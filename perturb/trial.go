@@ -45,7 +45,9 @@ func (s Scenario) trial(ctx context.Context, p perturbation) outcome {
 // run runs the controller, the workload, the perturbation and the oracles
 // of one trial in env.
 func (s Scenario) run(ctx context.Context, env Env, p perturbation) outcome {
-	f := &fleet{s: s, env: env, began: time.Now()}
+	f := &fleet{s: s, began: time.Now()}
+	env.Clock = newClock(f.quietForClock) // the trial's time, kept across restarts and for the fresh controller
+	f.env = env
 	f.supervise(ctx, "a", p.crashAfter, p.stallAt)
 	failed := make(chan error, 3) // the invariants' watch, the failover and the cluster cut each send at most once
 	checking, stopChecks := context.WithCancel(ctx)
