@@ -199,7 +199,7 @@ var allowed = map[string][]string{
 	"examples/foo":              {"object", "store", "controller", "client", "manager", "webhook", "examples/foo/api/v1alpha1", "examples/foo/config"},
 	"examples/foo/api/v1alpha1": nil,
 	"examples/foo/config":       nil,
-	"examples/guide":            {"object", "store", "controller", "manager", "perturb", "internal/guidetest"},
+	"examples/guide":            {"object", "store", "workqueue", "controller", "manager", "perturb", "internal/guidetest"},
 	"examples/mirror":           {"object", "store", "controller", "manager", "apply"},
 	"examples/fleet":            {"object", "store", "controller", "fleet", "apply"},
 	"examples/podlogger":        {"object", "store", "controller", "manager"},

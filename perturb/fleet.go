@@ -55,8 +55,8 @@ func (r *run) over() bool {
 
 // supervise starts the replica and, whenever its run ends before the trial
 // does, starts it again after 100ms, as a kubelet restarts a container.
-func (f *fleet) supervise(ctx context.Context, replica string, crashAfter, stallAt int) {
-	r := f.start(ctx, replica, 0, crashAfter, stallAt)
+func (f *fleet) supervise(ctx context.Context, replica string, rf runFaults) {
+	r := f.start(ctx, replica, 0, rf)
 	if r == nil {
 		return
 	}
@@ -80,16 +80,16 @@ func (f *fleet) supervise(ctx context.Context, replica string, crashAfter, stall
 			case <-ctx.Done():
 				return
 			}
-			r = f.start(ctx, replica, n, 0, 0)
+			r = f.start(ctx, replica, n, runFaults{})
 		}
 	}()
 }
 
 // start starts a run, nil once stop was called.
-func (f *fleet) start(ctx context.Context, replica string, restart, crashAfter, stallAt int) *run {
+func (f *fleet) start(ctx context.Context, replica string, restart int, rf runFaults) *run {
 	rctx, cancel := context.WithCancel(ctx)
 	r := &run{replica: replica, restart: restart, started: time.Now(), cancel: cancel, ended: make(chan struct{}),
-		t: newTransport(replica, restart, f.began, crashAfter, stallAt, cancel)}
+		t: newTransport(replica, restart, f.began, rf, cancel)}
 	f.mu.Lock()
 	if f.done {
 		f.mu.Unlock()
@@ -100,7 +100,7 @@ func (f *fleet) start(ctx context.Context, replica string, restart, crashAfter, 
 	f.mu.Unlock()
 	r.t.cut, r.t.clock = f.isCut, f.env.Clock
 	env := f.env
-	env.Config, env.Replica = r.t.wrap(f.env.Config, ""), replica
+	env.Config, env.Replica, env.run = r.t.wrap(f.env.Config, ""), replica, r.t
 	if len(f.env.Clusters) > 0 {
 		env.Clusters = make(map[string]*rest.Config, len(f.env.Clusters))
 		for name, cfg := range f.env.Clusters {
@@ -126,7 +126,7 @@ func (f *fleet) failover(ctx context.Context, more time.Duration, failed chan<- 
 		failed <- err
 		return
 	}
-	f.supervise(ctx, "b", 0, 0)
+	f.supervise(ctx, "b", runFaults{})
 	select {
 	case <-a.stalled:
 	case <-ctx.Done():
@@ -261,6 +261,8 @@ func (f *fleet) missed(p perturbation) string {
 		default:
 			return fmt.Sprintf("the leader made fewer than %d writes", p.stallAt)
 		}
+	case max(p.dropCall, p.loseCall) > a.externalWrites():
+		return fmt.Sprintf("the controller made fewer than %d external writes", max(p.dropCall, p.loseCall))
 	}
 	return ""
 }

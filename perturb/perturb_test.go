@@ -250,6 +250,14 @@ func newManager(e perturb.Env) (*manager.Manager, error) {
 // the same trials.
 func findsAndPassesFix(t *testing.T, bug, want string, buggy, fixed perturb.Scenario) {
 	t.Helper()
+	finds(t, bug, want, buggy)
+	passes(t, fixed)
+}
+
+// finds checks that some trial of buggy fails, and that every failure says
+// want.
+func finds(t *testing.T, bug, want string, buggy perturb.Scenario) {
+	t.Helper()
 	env.Get(t)
 	leakcheck.Check(t)
 	found := perturb.Check(t.Context(), buggy)
@@ -266,6 +274,13 @@ func findsAndPassesFix(t *testing.T, bug, want string, buggy, fixed perturb.Scen
 		t.Logf("found by %s, after %s", f.Trial, f.After.Round(time.Millisecond))
 	}
 	t.Logf("first failure:\n%v", found.Failures[0])
+}
+
+// passes checks that every trial of fixed passes.
+func passes(t *testing.T, fixed perturb.Scenario) {
+	t.Helper()
+	env.Get(t)
+	leakcheck.Check(t)
 	passed := perturb.Check(t.Context(), fixed)
 	t.Logf("fixed controller: %d trials in %s", passed.Trials, passed.Took.Round(time.Millisecond))
 	if err := passed.Err(); err != nil {

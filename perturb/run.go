@@ -52,6 +52,8 @@ type Env struct {
 	// it; the workload moves it on (Clock.Advance).
 	Clock *Clock
 
+	run *transport // the controller's run's, for External; nil outside one
+
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
@@ -180,6 +182,16 @@ type Faults struct {
 	// settles, a fresh controller changes nothing. Needs two Clusters or
 	// more.
 	ClusterCuts int
+	// ExternalTimeouts runs two trials per write the controller made to
+	// the application it manages (through Env.External) in the
+	// unperturbed run: in one, that call times out before it reaches the
+	// application (dropped); in the other, the application acts on it and
+	// its answer is lost (the call times out all the same). The controller
+	// sees ErrExternalTimeout in both and cannot tell which: it must
+	// neither take a lost answer for a failure (create twice) nor a
+	// timeout for a success (remove a finalizer over a delete that never
+	// happened).
+	ExternalTimeouts bool
 }
 
 // Failure is one trial that broke an invariant or did not converge.
@@ -255,7 +267,7 @@ func Check(ctx context.Context, s Scenario) Result {
 		res.Failures = append(res.Failures, Failure{Seed: s.Seed, Trial: "setup", Err: err})
 		return res
 	}
-	trial := func(p perturbation) int {
+	trial := func(p perturbation) outcome {
 		res.Trials++
 		out := s.trial(ctx, p)
 		name := p.name
@@ -267,11 +279,11 @@ func Check(ctx context.Context, s Scenario) Result {
 			res.Failures = append(res.Failures, Failure{Seed: s.Seed, Trial: name, Namespace: out.namespace,
 				Err: out.err, History: out.history, After: time.Since(began)})
 		}
-		return out.writes
+		return out
 	}
-	writes := trial(perturbation{name: "no perturbation"})
+	first := trial(perturbation{name: "no perturbation"})
 	if len(res.Failures) == 0 {
-		for _, p := range s.schedule(writes) {
+		for _, p := range s.schedule(first.writes, first.calls) {
 			if ctx.Err() != nil {
 				break
 			}
@@ -284,10 +296,9 @@ func Check(ctx context.Context, s Scenario) Result {
 
 // perturbation is what one trial does to the controller.
 type perturbation struct {
-	name       string
-	holds      []hold
-	crashAfter int // stop the controller after its Nth write
-	stallAt    int // failover: the leader stalls before its Nth write
+	name  string
+	holds []hold
+	runFaults
 	// resumeAfter is how long the stalled leader stays stalled once the
 	// other replica leads.
 	resumeAfter time.Duration
@@ -297,9 +308,9 @@ type perturbation struct {
 }
 
 // schedule is every perturbed trial of s, in order, drawn from the seed
-// alone: the same seed and the same count of writes in the unperturbed
-// run give the same trials.
-func (s Scenario) schedule(writes int) []perturbation {
+// alone: the same seed and the same counts of writes and external writes
+// (calls) in the unperturbed run give the same trials.
+func (s Scenario) schedule(writes, calls int) []perturbation {
 	rnd := rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
 	var ps []perturbation
 	for i := range s.Faults.StaleTrials {
@@ -316,7 +327,7 @@ func (s Scenario) schedule(writes int) []perturbation {
 		}
 		n, more := 1+rnd.IntN(writes), time.Duration(rnd.Int64N(int64(s.Faults.MaxHold)))
 		ps = append(ps, perturbation{name: fmt.Sprintf("failover, trial %d: the leader stalls before write %d of %d "+
-			"until the other replica leads, and %s more", i+1, n, writes, more.Round(time.Millisecond)), stallAt: n, resumeAfter: more})
+			"until the other replica leads, and %s more", i+1, n, writes, more.Round(time.Millisecond)), runFaults: runFaults{stallAt: n}, resumeAfter: more})
 	}
 	clusters := slices.Sorted(maps.Keys(s.Clusters))
 	for i := range s.Faults.ClusterCuts {
@@ -324,9 +335,17 @@ func (s Scenario) schedule(writes int) []perturbation {
 		ps = append(ps, perturbation{name: fmt.Sprintf("cluster cut, trial %d: %s cut off at +%s until the other clusters settle",
 			i+1, c, at.Round(time.Millisecond)), cut: c, cutAt: at})
 	}
+	if s.Faults.ExternalTimeouts {
+		for n := 1; n <= calls; n++ {
+			ps = append(ps, perturbation{name: fmt.Sprintf("external write %d of %d dropped: it times out before it reaches the application", n, calls),
+				runFaults: runFaults{dropCall: n}})
+			ps = append(ps, perturbation{name: fmt.Sprintf("external write %d of %d: the application acts on it, its answer is lost (a timeout)", n, calls),
+				runFaults: runFaults{loseCall: n}})
+		}
+	}
 	if s.Faults.CrashAtEveryWrite {
 		for n := 1; n <= writes; n++ {
-			ps = append(ps, perturbation{name: fmt.Sprintf("crash after write %d of %d", n, writes), crashAfter: n})
+			ps = append(ps, perturbation{name: fmt.Sprintf("crash after write %d of %d", n, writes), runFaults: runFaults{crashAfter: n}})
 		}
 	}
 	return ps
@@ -377,6 +396,15 @@ func (s Scenario) validate() error {
 		return fmt.Errorf("perturb: %w", err)
 	}
 	return nil
+}
+
+// runFaults are the perturbations of one run of the controller (the
+// first run of a trial's replica a), counted in its writes; 0 for none.
+type runFaults struct {
+	crashAfter int // stop the controller after its Nth write
+	stallAt    int // failover: the leader stalls before its Nth write
+	dropCall   int // its Nth external write times out before it reaches the application
+	loseCall   int // its Nth external write reaches the application, and its answer is lost
 }
 
 // hold is one span of stale reads: resource held from at for d, and

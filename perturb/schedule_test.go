@@ -13,20 +13,20 @@ import (
 // alone (and from the unperturbed run's count of writes).
 func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 	s := Scenario{Seed: 42, Faults: Faults{StaleReads: []string{"secrets", "pods"}, Relists: []string{"configmaps"},
-		Failovers: 2, CrashAtEveryWrite: true, ClusterCuts: 2},
+		Failovers: 2, CrashAtEveryWrite: true, ClusterCuts: 2, ExternalTimeouts: true},
 		Clusters: map[string]*rest.Config{"east": {}, "west": {}, "north": {}}}.withDefaults()
 	names := func(s Scenario, writes int) []string {
 		var out []string
-		for _, p := range s.schedule(writes) {
+		for _, p := range s.schedule(writes, 2) {
 			out = append(out, p.name)
 		}
 		return out
 	}
-	first := s.schedule(5)
-	if again := s.schedule(5); !slices.EqualFunc(first, again, samePerturbation) {
+	first := s.schedule(5, 2)
+	if again := s.schedule(5, 2); !slices.EqualFunc(first, again, samePerturbation) {
 		t.Fatalf("seed 42 drew different trials twice, the second time:\n%s", strings.Join(names(s, 5), "\n"))
 	}
-	if got, want := len(first), 3+3+2+2+5; got != want {
+	if got, want := len(first), 3+3+2+2+2*2+5; got != want {
 		t.Fatalf("%d trials, want %d: %s", got, want, strings.Join(names(s, 5), "\n"))
 	}
 	for _, p := range first {
@@ -38,6 +38,10 @@ func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 		if failover := strings.HasPrefix(p.name, "failover"); failover && (p.stallAt < 1 || p.stallAt > 5) || !failover && p.stallAt != 0 {
 			t.Errorf("%s: stalls at write %d of 5", p.name, p.stallAt)
 		}
+		if ext := strings.HasPrefix(p.name, "external"); ext && p.dropCall+p.loseCall == 0 || p.dropCall > 2 || p.loseCall > 2 ||
+			!ext && p.dropCall+p.loseCall > 0 {
+			t.Errorf("%s: drops external write %d, loses %d's answer (of 2)", p.name, p.dropCall, p.loseCall)
+		}
 		if cut := strings.HasPrefix(p.name, "cluster cut"); cut && (s.Clusters[p.cut] == nil || p.cutAt < 0 || p.cutAt > s.Faults.MaxHold/2) ||
 			!cut && p.cut != "" {
 			t.Errorf("%s: cuts %q at %s", p.name, p.cut, p.cutAt)
@@ -45,7 +49,7 @@ func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 	}
 	other := s
 	other.Seed = 43
-	if slices.EqualFunc(first, other.schedule(5), samePerturbation) {
+	if slices.EqualFunc(first, other.schedule(5, 2), samePerturbation) {
 		t.Fatalf("seeds 42 and 43 drew the same trials:\n%s", strings.Join(names(other, 5), "\n"))
 	}
 	// Spans follow one another: each starts after the previous ended.
@@ -56,14 +60,14 @@ func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 			}
 		}
 	}
-	none := s.schedule(0)
+	none := s.schedule(0, 0)
 	if len(none) != 3+3+2 || slices.ContainsFunc(none, func(p perturbation) bool { return p.stallAt > 0 || p.crashAfter > 0 }) {
 		t.Fatalf("with no writes to stop at: %s", strings.Join(names(s, 0), "\n"))
 	}
 }
 
 func samePerturbation(a, b perturbation) bool {
-	return a.name == b.name && slices.Equal(a.holds, b.holds) && a.crashAfter == b.crashAfter && a.stallAt == b.stallAt &&
+	return a.name == b.name && slices.Equal(a.holds, b.holds) && a.runFaults == b.runFaults &&
 		a.resumeAfter == b.resumeAfter && a.cut == b.cut && a.cutAt == b.cutAt
 }
 

@@ -34,6 +34,13 @@ type Write struct {
 	Status  int           // 0 when the request failed
 	At      time.Duration // since the trial began
 	Ahead   time.Duration // how far the trial's Clock had jumped ahead of real time
+	// External marks a write to the application the controller manages
+	// (through Env.External); Path is then the URL's host and path.
+	External bool
+	// Fault is what the trial did to this write: "dropped" (it never
+	// reached the application) or "answer lost" (Status is the
+	// application's answer, the controller got a timeout); "" for none.
+	Fault string
 }
 
 func (w Write) String() string {
@@ -47,11 +54,18 @@ func (w Write) String() string {
 	if w.Cluster != "" {
 		who = " in cluster " + w.Cluster + who
 	}
+	if w.External {
+		who = " (external)" + who
+	}
 	clock := ""
 	if w.Ahead > 0 {
 		clock = ", clock ahead " + w.Ahead.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("#%d %s %s%s -> %d (+%s%s)", w.N, w.Method, w.Path, who, w.Status, w.At.Round(time.Millisecond), clock)
+	fault := ""
+	if w.Fault != "" {
+		fault = ", " + w.Fault
+	}
+	return fmt.Sprintf("#%d %s %s%s -> %d%s (+%s%s)", w.N, w.Method, w.Path, who, w.Status, fault, w.At.Round(time.Millisecond), clock)
 }
 
 // transport sits between one run of the controller and the API server. It
@@ -66,21 +80,21 @@ type transport struct {
 	restart int
 	start   time.Time
 
-	mu         sync.Mutex
-	writes     []Write
-	crashAfter int // 0: never
-	crashed    bool
-	crash      func()
-	stallAt    int           // 0: never
-	issued     int           // writes sent or stalled so far
-	stall      chan struct{} // non-nil while stalled, closed by resume
-	stalled    chan struct{} // closed when the stall begins
-	stopped    bool          // shut down: no stall begins any more
-	held       map[string]chan struct{}
-	streams    map[*heldBody]struct{} // open watch streams
-	gone       map[string]bool        // watch -> answer its next request 410 Gone
-	relisting  map[string]bool        // watch -> cut, its informer has not read again since
-	stirred    time.Duration          // since start: when a hold ended or a relist began reading
+	mu     sync.Mutex
+	writes []Write
+	runFaults
+	crashed   bool
+	crash     func()
+	issued    int           // writes sent or stalled so far
+	calls     int           // external writes sent or stalled so far
+	stall     chan struct{} // non-nil while stalled, closed by resume
+	stalled   chan struct{} // closed when the stall begins
+	stopped   bool          // shut down: no stall begins any more
+	held      map[string]chan struct{}
+	streams   map[*heldBody]struct{} // open watch streams
+	gone      map[string]bool        // watch -> answer its next request 410 Gone
+	relisting map[string]bool        // watch -> cut, its informer has not read again since
+	stirred   time.Duration          // since start: when a hold ended or a relist began reading
 	// cut reports whether a cluster of Scenario.Clusters is cut off now
 	// (the trial's, shared by its runs); nil: none ever is.
 	cut func(cluster string) bool
@@ -88,9 +102,9 @@ type transport struct {
 	clock *Clock
 }
 
-func newTransport(replica string, restart int, start time.Time, crashAfter, stallAt int, crash func()) *transport {
-	return &transport{replica: replica, restart: restart, start: start, crashAfter: crashAfter, crash: crash,
-		stallAt: stallAt, stalled: make(chan struct{}), held: map[string]chan struct{}{},
+func newTransport(replica string, restart int, start time.Time, rf runFaults, crash func()) *transport {
+	return &transport{replica: replica, restart: restart, start: start, runFaults: rf, crash: crash,
+		stalled: make(chan struct{}), held: map[string]chan struct{}{},
 		streams: map[*heldBody]struct{}{}, gone: map[string]bool{}, relisting: map[string]bool{}}
 }
 
@@ -144,7 +158,7 @@ func (t *transport) roundTrip(next http.RoundTripper, req *http.Request, cluster
 	if cluster != "" && t.cut != nil && t.cut(cluster) {
 		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, ErrClusterCut)
 	}
-	if stall := t.admit(req); stall != nil {
+	if stall, _ := t.admit(isWrite(req.Method) && !isRuntimes(req.URL.Path), false); stall != nil {
 		<-stall // a paused process sees nothing, its context's end included
 		if isWrite(req.Method) {
 			// Its write goes out when it resumes, even if its context
@@ -169,27 +183,33 @@ func (t *transport) roundTrip(next http.RoundTripper, req *http.Request, cluster
 	}
 	resp, err := next.RoundTrip(req)
 	if isWrite(req.Method) && !isRuntimes(req.URL.Path) {
-		t.recordWrite(req, resp, cluster)
+		t.recordWrite(req, resp, cluster, false, "")
 	} else if req.Method == http.MethodGet {
 		t.read(coll, resp)
 	}
 	return resp, err
 }
 
-// admit counts req if it is one of the controller's writes, starts the
-// stall at the stallAt-th, and returns the channel req must wait on (nil
-// when t is not stalled).
-func (t *transport) admit(req *http.Request) <-chan struct{} {
+// admit counts a request that is one of the controller's writes (and
+// external: a write to the application it manages, numbered among those),
+// starts the stall at the stallAt-th write, and returns the channel the
+// request must wait on (nil when t is not stalled) and, for an external
+// write, its number.
+func (t *transport) admit(write, external bool) (stall <-chan struct{}, call int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if isWrite(req.Method) && !isRuntimes(req.URL.Path) {
+	if write {
 		t.issued++
 		if t.issued == t.stallAt && !t.stopped {
 			t.stall = make(chan struct{})
 			close(t.stalled)
 		}
+		if external {
+			t.calls++
+			call = t.calls
+		}
 	}
-	return t.stall
+	return t.stall, call
 }
 
 // resume ends a stall: the requests it held go out.
@@ -274,11 +294,14 @@ func expired(req *http.Request) *http.Response {
 	}
 }
 
-func (t *transport) recordWrite(req *http.Request, resp *http.Response, cluster string) {
+func (t *transport) recordWrite(req *http.Request, resp *http.Response, cluster string, external bool, fault string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	w := Write{Cluster: cluster, Replica: t.replica, Restart: t.restart, N: len(t.writes) + 1, Method: req.Method, Path: req.URL.Path,
-		At: time.Since(t.start)}
+		At: time.Since(t.start), External: external, Fault: fault}
+	if external {
+		w.Path = req.URL.Host + req.URL.Path
+	}
 	if t.clock != nil {
 		w.Ahead = t.clock.Ahead()
 	}

@@ -68,7 +68,7 @@ const cmWatch = "/api/v1/namespaces/ns/configmaps?watch=true&labelSelector=a"
 func TestTransport_holdsAWatchStreamUntilReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newFake()
-		tr := newTransport("a", 0, time.Now(), 0, 0, func() {})
+		tr := newTransport("a", 0, time.Now(), runFaults{}, func() {})
 		rt := &wrapped{t: tr, next: srv}
 		resp, err := do(t, rt, t.Context(), http.MethodGet, cmWatch)
 		if err != nil {
@@ -102,7 +102,7 @@ func TestTransport_holdsAWatchStreamUntilReleased(t *testing.T) {
 func TestTransport_relistCutsEachWatchOfTheResourceAndRefusesItsNextRequestOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newFake()
-		tr := newTransport("a", 0, time.Now(), 0, 0, func() {})
+		tr := newTransport("a", 0, time.Now(), runFaults{}, func() {})
 		rt := &wrapped{t: tr, next: srv}
 		other := "/api/v1/namespaces/ns/configmaps?watch=true&labelSelector=b"
 		secrets := "/api/v1/namespaces/ns/secrets?watch=true"
@@ -148,7 +148,7 @@ func TestTransport_relistCutsEachWatchOfTheResourceAndRefusesItsNextRequestOnce(
 func TestTransport_stallHoldsEveryRequestAndSendsTheHeldWriteEvenIfItsContextEnded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := newFake()
-		tr := newTransport("a", 0, time.Now(), 0, 2, func() {})
+		tr := newTransport("a", 0, time.Now(), runFaults{stallAt: 2}, func() {})
 		rt := &wrapped{t: tr, next: srv}
 		if _, err := do(t, rt, t.Context(), http.MethodPost, "/api/v1/namespaces/ns/configmaps"); err != nil {
 			t.Fatal(err)
@@ -191,7 +191,7 @@ func TestTransport_stallHoldsEveryRequestAndSendsTheHeldWriteEvenIfItsContextEnd
 func TestTransport_runtimeWritesAreNotTheControllers(t *testing.T) {
 	srv := newFake()
 	crashed := make(chan struct{})
-	tr := newTransport("a", 0, time.Now(), 1, 0, func() { close(crashed) })
+	tr := newTransport("a", 0, time.Now(), runFaults{crashAfter: 1}, func() { close(crashed) })
 	rt := &wrapped{t: tr, next: srv}
 	for _, u := range []string{"/api/v1/namespaces/ns/events", "/apis/events.k8s.io/v1/namespaces/ns/events",
 		"/apis/coordination.k8s.io/v1/namespaces/ns/leases/controller", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"} {
@@ -213,7 +213,7 @@ func TestTransport_runtimeWritesAreNotTheControllers(t *testing.T) {
 
 func TestTransport_noStallBeginsAfterShutdown(t *testing.T) {
 	srv := newFake()
-	tr := newTransport("a", 0, time.Now(), 0, 1, func() {})
+	tr := newTransport("a", 0, time.Now(), runFaults{stallAt: 1}, func() {})
 	tr.shutdown()
 	if _, err := do(t, &wrapped{t: tr, next: srv}, t.Context(), http.MethodPost, "/api/v1/namespaces/ns/configmaps"); err != nil {
 		t.Fatal(err)

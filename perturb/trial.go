@@ -14,6 +14,7 @@ import (
 // outcome is what one trial found.
 type outcome struct {
 	writes    int    // the controller's first run's writes
+	calls     int    // how many of them were external (Env.External)
 	missed    string // why the perturbation was not applied, "" when it was
 	namespace string
 	err       error   // nil when the trial passed
@@ -48,7 +49,7 @@ func (s Scenario) run(ctx context.Context, env Env, p perturbation) outcome {
 	f := &fleet{s: s, began: time.Now()}
 	env.Clock = newClock(f.quietForClock) // the trial's time, kept across restarts and for the fresh controller
 	f.env = env
-	f.supervise(ctx, "a", p.crashAfter, p.stallAt)
+	f.supervise(ctx, "a", p.runFaults)
 	failed := make(chan error, 3) // the invariants' watch, the failover and the cluster cut each send at most once
 	checking, stopChecks := context.WithCancel(ctx)
 	var bg, perturbing sync.WaitGroup
@@ -85,7 +86,8 @@ func (s Scenario) run(ctx context.Context, env Env, p perturbation) outcome {
 	if e := f.stop(); e != nil && err == nil {
 		err = e
 	}
-	out := outcome{writes: len(f.first().history()), missed: f.missed(p)}
+	ws := f.first().history()
+	out := outcome{writes: len(ws), calls: countExternal(ws), missed: f.missed(p)}
 	if err != nil {
 		out.err, out.history = f.failure(err), f.history()
 	}
@@ -194,7 +196,7 @@ func (s Scenario) freshChangesNothing(ctx context.Context, env Env, f *fleet) er
 		return err
 	}
 	fresh := &fleet{s: s, env: env, began: time.Now()}
-	fresh.supervise(ctx, "a", 0, 0)
+	fresh.supervise(ctx, "a", runFaults{})
 	err := s.watchFresh(ctx, fresh)
 	if e := fresh.stop(); e != nil && err == nil {
 		err = e
@@ -236,4 +238,14 @@ func (s Scenario) watchFresh(ctx context.Context, fresh *fleet) error {
 		return fmt.Errorf("a fresh controller changed the settled state: %v", changed)
 	}
 	return nil
+}
+
+func countExternal(ws []Write) int {
+	n := 0
+	for _, w := range ws {
+		if w.External {
+			n++
+		}
+	}
+	return n
 }
