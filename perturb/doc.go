@@ -22,14 +22,27 @@
 //     before one of its writes until the other leads, then resumed, its
 //     write landing late;
 //   - a crash right after each write of the controller, and a restart;
+//   - at a moment the user names (Faults.Moments: a state of the cluster,
+//     as a watch shows it, e.g. "an owner's Secret exists"), at each time
+//     it comes: chosen resources held back (stale reads) or held and
+//     relisted from there, or a crash before the controller's next write
+//     (between what it read and the write it decided). Timed spans find a
+//     state-dependent bug only when a span happens to cover the state;
+//     a moment finds it whenever the workload reaches the state;
 //   - for a controller over a fleet of clusters (Scenario.Clusters), one
 //     cluster cut off, as a server that is down or partitioned away,
 //     until the others have settled: they must, while it is cut; then it
-//     comes back and must catch up.
+//     comes back and must catch up;
+//   - for a controller that calls the application it manages (a cloud
+//     API behind a finalizer) through Env.External, each of those writes
+//     in turn dropped (it times out before it reaches the application)
+//     or answered and the answer lost (it times out all the same): the
+//     controller cannot tell which, and must be right in both.
 //
 // The controller under test talks to the API server through a transport
-// of the package (Env.Config), which records its writes (not Leases',
-// access reviews' or Events'), holds back, cuts and refuses watch streams,
+// of the package (Env.Config), and to its application through
+// Env.External, which records its writes (not Leases', access reviews' or
+// Events'), holds back, cuts and refuses watch streams,
 // pauses every request of a stalled replica and fails every request after
 // a crash. A replica whose Run returns is started again, as its Pod would
 // be. A trial ends once every perturbation is over, Settled holds and the
@@ -41,7 +54,10 @@
 // for Scenario.Stall, a quarter of Timeout by default, once the workload and
 // the perturbations are over) fails the trial as stuck, with Settled's
 // error, instead of waiting out Timeout. A passing trial's
-// namespace is deleted, a failing one's kept and named in the failure. A
+// namespace is deleted, a failing one's kept and named in the failure,
+// whose list of writes has the test's own (the workload's, through
+// Env.Kube; "test:") and what the trial did at a moment ("trial:") in
+// their places among the controller's. A
 // crash or failover trial whose controller makes fewer writes than the
 // unperturbed one never reaches its write: Result.Ran says so.
 //

@@ -65,7 +65,7 @@ func (t *transport) roundTripExternal(next http.RoundTripper, req *http.Request)
 			req = req.WithContext(context.WithoutCancel(req.Context()))
 		}
 	}
-	if t.isCrashed() {
+	if t.isCrashed() || write && t.crashesBefore(req, "", true) {
 		return nil, ErrCrashed
 	}
 	if !write {

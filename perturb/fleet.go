@@ -30,7 +30,8 @@ type fleet struct {
 	done   bool      // stop was called: start nothing more
 	quiet0 time.Time // quietFor counts from here at the earliest
 
-	cut atomic.Pointer[string] // the cluster cut off now, if one is (ClusterCuts)
+	cut   atomic.Pointer[string] // the cluster cut off now, if one is (ClusterCuts)
+	fired atomic.Bool            // the trial's Moment came, and it acted there
 }
 
 // run is one run of one replica of the controller (one process's life).
@@ -261,6 +262,8 @@ func (f *fleet) missed(p perturbation) string {
 		default:
 			return fmt.Sprintf("the leader made fewer than %d writes", p.stallAt)
 		}
+	case p.moment > 0 && !f.fired.Load():
+		return fmt.Sprintf("moment %q came fewer than %d times", f.s.Faults.Moments[p.moment-1].Name, p.occurrence)
 	case max(p.dropCall, p.loseCall) > a.externalWrites():
 		return fmt.Sprintf("the controller made fewer than %d external writes", max(p.dropCall, p.loseCall))
 	}

@@ -126,6 +126,7 @@ type Scenario struct {
 	Clusters map[string]*rest.Config
 
 	kube     kubernetes.Interface            // Check's unperturbed client
+	acts     *actions                        // what the test writes through kube and clusters
 	clusters map[string]kubernetes.Interface // Check's unperturbed clients of Clusters
 }
 
@@ -192,6 +193,16 @@ type Faults struct {
 	// timeout for a success (remove a finalizer over a delete that never
 	// happened).
 	ExternalTimeouts bool
+	// Moments are states of the cluster to perturb the controller at, as
+	// it reads them: for each, trials at each of its occurrences in the
+	// unperturbed run (so that what they find does not hang on the seed):
+	// one holding the watch
+	// streams of its Stale resources for MaxHold from then, one holding
+	// those of its Relist resources and then cutting them, and one
+	// crashing the controller at its first write after the moment, before
+	// that write is sent (a crash between what it read and the write it
+	// decided). A failure's writes show where the moment came.
+	Moments []Moment
 }
 
 // Failure is one trial that broke an invariant or did not converge.
@@ -242,8 +253,9 @@ func Check(ctx context.Context, s Scenario) Result {
 	var res Result
 	err := s.validate()
 	var hc *http.Client
+	s.acts = &actions{}
 	if err == nil {
-		hc, err = rest.HTTPClientFor(s.Config)
+		hc, err = rest.HTTPClientFor(s.acts.wrap(s.Config, ""))
 	}
 	if err == nil {
 		defer utilnet.CloseIdleConnectionsFor(hc.Transport)
@@ -283,7 +295,7 @@ func Check(ctx context.Context, s Scenario) Result {
 	}
 	first := trial(perturbation{name: "no perturbation"})
 	if len(res.Failures) == 0 {
-		for _, p := range s.schedule(first.writes, first.calls) {
+		for _, p := range s.schedule(first.writes, first.calls, first.seen) {
 			if ctx.Err() != nil {
 				break
 			}
@@ -305,12 +317,17 @@ type perturbation struct {
 	// cut is the cluster cut off at cutAt (ClusterCuts), "" for none.
 	cut   string
 	cutAt time.Duration
+	// moment is the Faults.Moments (1 for the first) at whose occurrence
+	// the trial does atMoment; 0 for none.
+	moment, occurrence int
+	atMoment           string
 }
 
 // schedule is every perturbed trial of s, in order, drawn from the seed
-// alone: the same seed and the same counts of writes and external writes
-// (calls) in the unperturbed run give the same trials.
-func (s Scenario) schedule(writes, calls int) []perturbation {
+// alone: the same seed and the same counts of writes, external writes
+// (calls) and occurrences of each Moment (seen) in the unperturbed run
+// give the same trials.
+func (s Scenario) schedule(writes, calls int, seen []int) []perturbation {
 	rnd := rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15))
 	var ps []perturbation
 	for i := range s.Faults.StaleTrials {
@@ -334,6 +351,9 @@ func (s Scenario) schedule(writes, calls int) []perturbation {
 		c, at := clusters[rnd.IntN(len(clusters))], time.Duration(rnd.Int64N(int64(s.Faults.MaxHold)/2+1))
 		ps = append(ps, perturbation{name: fmt.Sprintf("cluster cut, trial %d: %s cut off at +%s until the other clusters settle",
 			i+1, c, at.Round(time.Millisecond)), cut: c, cutAt: at})
+	}
+	for i := range s.Faults.Moments {
+		ps = append(ps, s.momentTrials(i, seen[i])...)
 	}
 	if s.Faults.ExternalTimeouts {
 		for n := 1; n <= calls; n++ {
@@ -384,6 +404,11 @@ func (s Scenario) validate() error {
 	}
 	if s.Faults.RelistTrials > 0 && len(s.Faults.Relists) == 0 {
 		errs = append(errs, fmt.Errorf("%d relist trials, but no resource in Faults.Relists", s.Faults.RelistTrials))
+	}
+	for i, m := range s.Faults.Moments {
+		if m.Name == "" || m.Watch == nil || m.When == nil {
+			errs = append(errs, fmt.Errorf("Moments[%d] needs a Name, a Watch and a When", i))
+		}
 	}
 	if s.Faults.ClusterCuts > 0 && len(s.Clusters) < 2 {
 		errs = append(errs, fmt.Errorf("%d cluster-cut trials need two Clusters or more, not %d", s.Faults.ClusterCuts, len(s.Clusters)))

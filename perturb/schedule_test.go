@@ -13,20 +13,23 @@ import (
 // alone (and from the unperturbed run's count of writes).
 func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 	s := Scenario{Seed: 42, Faults: Faults{StaleReads: []string{"secrets", "pods"}, Relists: []string{"configmaps"},
-		Failovers: 2, CrashAtEveryWrite: true, ClusterCuts: 2, ExternalTimeouts: true},
+		Failovers: 2, CrashAtEveryWrite: true, ClusterCuts: 2, ExternalTimeouts: true,
+		Moments: []Moment{{Name: "ready", Stale: []string{"pods"}, Relist: []string{"pods"}}}},
 		Clusters: map[string]*rest.Config{"east": {}, "west": {}, "north": {}}}.withDefaults()
 	names := func(s Scenario, writes int) []string {
 		var out []string
-		for _, p := range s.schedule(writes, 2) {
+		for _, p := range s.schedule(writes, 2, []int{2}) {
 			out = append(out, p.name)
 		}
 		return out
 	}
-	first := s.schedule(5, 2)
-	if again := s.schedule(5, 2); !slices.EqualFunc(first, again, samePerturbation) {
+	first := s.schedule(5, 2, []int{2})
+	if again := s.schedule(5, 2, []int{2}); !slices.EqualFunc(first, again, samePerturbation) {
 		t.Fatalf("seed 42 drew different trials twice, the second time:\n%s", strings.Join(names(s, 5), "\n"))
 	}
-	if got, want := len(first), 3+3+2+2+2*2+5; got != want {
+	// 3 stale, 3 relist, 2 failovers, 2 cuts, three kinds at each of the
+	// moment's 2 occurrences, 2 external writes twice, 5 crashes.
+	if got, want := len(first), 3+3+2+2+3*2+2*2+5; got != want {
 		t.Fatalf("%d trials, want %d: %s", got, want, strings.Join(names(s, 5), "\n"))
 	}
 	for _, p := range first {
@@ -37,6 +40,10 @@ func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 		}
 		if failover := strings.HasPrefix(p.name, "failover"); failover && (p.stallAt < 1 || p.stallAt > 5) || !failover && p.stallAt != 0 {
 			t.Errorf("%s: stalls at write %d of 5", p.name, p.stallAt)
+		}
+		if at := strings.HasPrefix(p.name, "at moment"); at && (p.moment != 1 || p.occurrence < 1 || p.occurrence > 2 || p.atMoment == "") ||
+			!at && p.moment != 0 {
+			t.Errorf("%s: at occurrence %d of moment %d: %q", p.name, p.occurrence, p.moment, p.atMoment)
 		}
 		if ext := strings.HasPrefix(p.name, "external"); ext && p.dropCall+p.loseCall == 0 || p.dropCall > 2 || p.loseCall > 2 ||
 			!ext && p.dropCall+p.loseCall > 0 {
@@ -49,7 +56,7 @@ func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 	}
 	other := s
 	other.Seed = 43
-	if slices.EqualFunc(first, other.schedule(5, 2), samePerturbation) {
+	if slices.EqualFunc(first, other.schedule(5, 2, []int{2}), samePerturbation) {
 		t.Fatalf("seeds 42 and 43 drew the same trials:\n%s", strings.Join(names(other, 5), "\n"))
 	}
 	// Spans follow one another: each starts after the previous ended.
@@ -60,14 +67,14 @@ func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 			}
 		}
 	}
-	none := s.schedule(0, 0)
+	none := s.schedule(0, 0, []int{0})
 	if len(none) != 3+3+2 || slices.ContainsFunc(none, func(p perturbation) bool { return p.stallAt > 0 || p.crashAfter > 0 }) {
 		t.Fatalf("with no writes to stop at: %s", strings.Join(names(s, 0), "\n"))
 	}
 }
 
 func samePerturbation(a, b perturbation) bool {
-	return a.name == b.name && slices.Equal(a.holds, b.holds) && a.runFaults == b.runFaults &&
+	return a.name == b.name && slices.Equal(a.holds, b.holds) && a.runFaults == b.runFaults && a.moment == b.moment && a.occurrence == b.occurrence && a.atMoment == b.atMoment &&
 		a.resumeAfter == b.resumeAfter && a.cut == b.cut && a.cutAt == b.cutAt
 }
 
@@ -88,6 +95,8 @@ func TestCheck_aScenarioThatCannotRunFailsAtSetup(t *testing.T) {
 		{Scenario{Config: &rest.Config{Host: "127.0.0.1:1"}, Run: noop, Workload: noop, Settled: noop,
 			Clusters: map[string]*rest.Config{"east": {Host: "127.0.0.1:1"}},
 			Faults:   Faults{ClusterCuts: 1}}, "1 cluster-cut trials need two Clusters or more, not 1"},
+		{Scenario{Config: &rest.Config{Host: "127.0.0.1:1"}, Run: noop, Workload: noop, Settled: noop,
+			Faults: Faults{Moments: []Moment{{Name: "ready"}}}}, "Moments[0] needs a Name, a Watch and a When"},
 	} {
 		res := Check(t.Context(), c.s)
 		if res.Trials != 0 || len(res.Failures) != 1 || res.Failures[0].Trial != "setup" ||

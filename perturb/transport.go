@@ -41,6 +41,12 @@ type Write struct {
 	// reached the application) or "answer lost" (Status is the
 	// application's answer, the controller got a timeout); "" for none.
 	Fault string
+	// Test marks a write of the test's own (the workload's, through
+	// Env.Kube), not the controller's; N counts the test's writes.
+	Test bool
+	// Note, on an entry of the test's, says what the trial did there (a
+	// perturbation at a Moment) instead of a write.
+	Note string
 }
 
 func (w Write) String() string {
@@ -56,6 +62,12 @@ func (w Write) String() string {
 	}
 	if w.External {
 		who = " (external)" + who
+	}
+	if w.Note != "" {
+		return fmt.Sprintf("trial: %s (+%s)", w.Note, w.At.Round(time.Millisecond))
+	}
+	if w.Test {
+		return fmt.Sprintf("test: %s %s%s -> %d (+%s)", w.Method, w.Path, who, w.Status, w.At.Round(time.Millisecond))
 	}
 	clock := ""
 	if w.Ahead > 0 {
@@ -84,6 +96,7 @@ type transport struct {
 	writes []Write
 	runFaults
 	crashed   bool
+	crashNext bool // crash at the next write, before it is sent (a Moment's)
 	crash     func()
 	issued    int           // writes sent or stalled so far
 	calls     int           // external writes sent or stalled so far
@@ -165,6 +178,9 @@ func (t *transport) roundTrip(next http.RoundTripper, req *http.Request, cluster
 			// ended meanwhile: it was already on its way.
 			req = req.WithContext(context.WithoutCancel(req.Context()))
 		}
+	}
+	if isWrite(req.Method) && !isRuntimes(req.URL.Path) && t.crashesBefore(req, cluster, false) {
+		return nil, ErrCrashed
 	}
 	coll, watch := collectionOf(req), req.URL.Query().Get("watch") == "true"
 	t.mu.Lock()

@@ -1,9 +1,11 @@
 package perturb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 type outcome struct {
 	writes    int    // the controller's first run's writes
 	calls     int    // how many of them were external (Env.External)
+	seen      []int  // how many times each of Faults.Moments came
 	missed    string // why the perturbation was not applied, "" when it was
 	namespace string
 	err       error   // nil when the trial passed
@@ -47,6 +50,7 @@ func (s Scenario) trial(ctx context.Context, p perturbation) outcome {
 // of one trial in env.
 func (s Scenario) run(ctx context.Context, env Env, p perturbation) outcome {
 	f := &fleet{s: s, began: time.Now()}
+	s.acts.begin(f.began)
 	env.Clock = newClock(f.quietForClock) // the trial's time, kept across restarts and for the fresh controller
 	f.env = env
 	f.supervise(ctx, "a", p.runFaults)
@@ -63,11 +67,18 @@ func (s Scenario) run(ctx context.Context, env Env, p perturbation) outcome {
 	if p.stallAt > 0 {
 		bg.Go(func() { f.failover(checking, p.resumeAfter, failed) })
 	}
-	err := s.Workload(ctx, env)
+	seen := make([]int, len(s.Faults.Moments)) // written by watchMoments until bg.Wait
+	moments, err := f.openMoments(checking)
+	if len(moments) > 0 {
+		bg.Go(func() { f.watchMoments(checking, moments, p, seen) })
+	}
+	if err == nil {
+		if err = s.Workload(ctx, env); err != nil {
+			err = fmt.Errorf("workload: %w", err)
+		}
+	}
 	close(workloadDone)
-	if err != nil {
-		err = fmt.Errorf("workload: %w", err)
-	} else {
+	if err == nil {
 		err = s.settle(ctx, env, f, perturbed, failed)
 	}
 	if err == nil {
@@ -87,9 +98,9 @@ func (s Scenario) run(ctx context.Context, env Env, p perturbation) outcome {
 		err = e
 	}
 	ws := f.first().history()
-	out := outcome{writes: len(ws), calls: countExternal(ws), missed: f.missed(p)}
+	out := outcome{writes: len(ws), calls: countExternal(ws), seen: seen, missed: f.missed(p)}
 	if err != nil {
-		out.err, out.history = f.failure(err), f.history()
+		out.err, out.history = f.failure(err), withActions(f.history(), s.acts.list())
 	}
 	return out
 }
@@ -248,4 +259,11 @@ func countExternal(ws []Write) int {
 		}
 	}
 	return n
+}
+
+// withActions merges the test's writes into the controller's, by time.
+func withActions(ws, acts []Write) []Write {
+	ws = append(ws, acts...)
+	slices.SortStableFunc(ws, func(x, y Write) int { return cmp.Compare(x.At, y.At) })
+	return ws
 }
