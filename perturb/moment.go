@@ -4,17 +4,23 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
 // Moment is a state the cluster reaches, at which a trial perturbs the
 // controller (Faults.Moments): an owner whose child now exists, a
-// condition set, an object deleted. A watch of the test's shows it; the
-// controller's own watch shows it at about the same time, so what the
-// trial does there happens as the controller reads that state.
+// condition set, an object deleted. A watch of the test's shows it, and
+// the trial acts then: a hold lets through every event up to the moment's
+// (by resource version) and stops the ones after, so the controller
+// reads the state as it was at the moment. The controller's own watch
+// shows the moment at about the same time as the test's: a controller
+// that acts on it and hears back within those few milliseconds may have
+// been given one later event before the hold begins.
 type Moment struct {
 	// Name says what the state is, e.g. "an owner's Secret exists".
 	Name string
@@ -26,7 +32,7 @@ type Moment struct {
 	When func(watch.Event) bool
 	// Stale lists resources (e.g. "configmaps") whose watch streams a
 	// trial holds back from the moment for Faults.MaxHold: the
-	// controller reads them as they were. Relist lists resources held
+	// controller reads them as they were then. Relist lists resources held
 	// the same way and then cut, as after a compaction (their events of
 	// the span coalesced). Each, when set, is a trial; a crash at the
 	// moment always is.
@@ -102,10 +108,10 @@ func (f *fleet) watchMoments(ctx context.Context, ws []watch.Interface, p pertur
 	for i, m := range f.s.Faults.Moments {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			f.watchMoment(ctx, m, ws[i], func() {
+			f.watchMoment(ctx, m, ws[i], func(ev watch.Event) {
 				seen[i]++
 				if p.moment == i+1 && seen[i] == p.occurrence {
-					f.atMoment(ctx, p)
+					f.atMoment(ctx, p, versionOf(ev))
 				}
 			})
 		}()
@@ -117,13 +123,13 @@ func (f *fleet) watchMoments(ctx context.Context, ws []watch.Interface, p pertur
 
 // watchMoment calls at for each event of w, m's watch, that is the moment,
 // until ctx ends; a watch that ends is opened again.
-func (f *fleet) watchMoment(ctx context.Context, m Moment, w watch.Interface, at func()) {
+func (f *fleet) watchMoment(ctx context.Context, m Moment, w watch.Interface, at func(watch.Event)) {
 	stop := context.AfterFunc(ctx, func() { w.Stop() })
 	defer stop()
 	for {
 		for ev := range w.ResultChan() {
 			if m.When(ev) {
-				at()
+				at(ev)
 			}
 		}
 		w.Stop()
@@ -143,9 +149,25 @@ func (f *fleet) watchMoment(ctx context.Context, m Moment, w watch.Interface, at
 	}
 }
 
-// atMoment perturbs the controller's latest run as p says, and notes it in
-// the trial's record.
-func (f *fleet) atMoment(ctx context.Context, p perturbation) {
+// versionOf is the resource version of ev's object; 0 when it has none
+// (a hold from it then stops every event).
+func versionOf(ev watch.Event) uint64 {
+	obj, err := meta.Accessor(ev.Object)
+	if err != nil {
+		return 0
+	}
+	rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return rv
+}
+
+// atMoment perturbs the controller's latest run as p says, the moment's
+// object being at resource version rv, and notes it in the trial's
+// record. A hold stops the events after rv: what came up to the moment
+// reaches the controller, what comes after does not.
+func (f *fleet) atMoment(ctx context.Context, p perturbation, rv uint64) {
 	t := f.latest()
 	f.fired.Store(true)
 	f.noteMoment(p.name)
@@ -159,7 +181,7 @@ func (f *fleet) atMoment(ctx context.Context, p perturbation) {
 		resources, relist = m.Relist, true
 	}
 	for _, r := range resources {
-		t.hold(r)
+		t.holdAfter(r, rv)
 	}
 	go func() {
 		select {

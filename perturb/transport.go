@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -98,12 +99,12 @@ type transport struct {
 	crashed   bool
 	crashNext bool // crash at the next write, before it is sent (a Moment's)
 	crash     func()
-	issued    int           // writes sent or stalled so far
-	calls     int           // external writes sent or stalled so far
-	stall     chan struct{} // non-nil while stalled, closed by resume
-	stalled   chan struct{} // closed when the stall begins
-	stopped   bool          // shut down: no stall begins any more
-	held      map[string]chan struct{}
+	issued    int                    // writes sent or stalled so far
+	calls     int                    // external writes sent or stalled so far
+	stall     chan struct{}          // non-nil while stalled, closed by resume
+	stalled   chan struct{}          // closed when the stall begins
+	stopped   bool                   // shut down: no stall begins any more
+	held      map[string]*span       // by resource
 	streams   map[*heldBody]struct{} // open watch streams
 	gone      map[string]bool        // watch -> answer its next request 410 Gone
 	relisting map[string]bool        // watch -> cut, its informer has not read again since
@@ -117,7 +118,7 @@ type transport struct {
 
 func newTransport(replica string, restart int, start time.Time, rf runFaults, crash func()) *transport {
 	return &transport{replica: replica, restart: restart, start: start, runFaults: rf, crash: crash,
-		stalled: make(chan struct{}), held: map[string]chan struct{}{},
+		stalled: make(chan struct{}), held: map[string]*span{},
 		streams: map[*heldBody]struct{}{}, gone: map[string]bool{}, relisting: map[string]bool{}}
 }
 
@@ -288,7 +289,8 @@ func (t *transport) roundTripWatch(next http.RoundTripper, req *http.Request, wa
 		return resp, err
 	}
 	t.read(watch, resp)
-	b := &heldBody{ReadCloser: resp.Body, t: t, resource: resourceOf(req.URL.Path), watch: watch, cluster: cluster, ctx: ctx, cancel: cut}
+	b := &heldBody{ReadCloser: resp.Body, t: t, resource: resourceOf(req.URL.Path), watch: watch, cluster: cluster, ctx: ctx, cancel: cut,
+		frames: newFrames(resp.Header.Get("Content-Type"))}
 	t.mu.Lock()
 	t.streams[b] = struct{}{}
 	t.mu.Unlock()
@@ -344,21 +346,34 @@ func (t *transport) history() []Write {
 	return append([]Write(nil), t.writes...)
 }
 
+// span is a hold of a resource's watch streams: the events whose resource
+// version is above after are not delivered until c is closed.
+type span struct {
+	c     chan struct{}
+	after uint64
+}
+
 // hold stops delivering watch events of resource (e.g. "configmaps") until
 // release.
-func (t *transport) hold(resource string) {
+func (t *transport) hold(resource string) { t.holdAfter(resource, 0) }
+
+// holdAfter stops delivering the watch events of resource whose resource
+// version is above rv until release: what the controller had been given
+// up to rv still reaches it (an event of a stream whose encoding the
+// transport does not know is held whatever its version).
+func (t *transport) holdAfter(resource string, rv uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.held[resource]; !ok && !t.stopped {
-		t.held[resource] = make(chan struct{})
+		t.held[resource] = &span{c: make(chan struct{}), after: rv}
 	}
 }
 
 func (t *transport) release(resource string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if c, ok := t.held[resource]; ok {
-		close(c)
+	if s, ok := t.held[resource]; ok {
+		close(s.c)
 		delete(t.held, resource)
 		t.stirred = time.Since(t.start)
 	}
@@ -400,16 +415,19 @@ func (t *transport) cutStreams(cluster string) {
 	}
 }
 
-// gate returns a channel closed when resource is no longer held, and
-// whether the wait is a stall (which the stream's context does not end);
-// nil when the stream may go on.
-func (t *transport) gate(resource string) (<-chan struct{}, bool) {
+// gate returns a channel closed when an event of resource at version rv
+// is no longer held, and whether the wait is a stall (which the stream's
+// context does not end); nil when the stream may go on.
+func (t *transport) gate(resource string, rv uint64) (<-chan struct{}, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stall != nil {
 		return t.stall, true
 	}
-	return t.held[resource], false
+	if s := t.held[resource]; s != nil && rv > s.after {
+		return s.c, false
+	}
+	return nil, false
 }
 
 // resourceOf returns the resource of a collection's path: "configmaps" in
@@ -431,25 +449,52 @@ type heldBody struct {
 	ctx      context.Context
 	cancel   context.CancelFunc // aborts the request
 	cut      atomic.Bool
+	frames   *frames // nil: an encoding not known, held byte by byte
+	ready    []byte  // an event let through, not yet read
 }
 
 func (b *heldBody) Read(p []byte) (int, error) {
-	b.wait()
+	if b.frames != nil {
+		return b.readEvents(p)
+	}
+	b.wait(math.MaxUint64)
 	if b.cut.Load() {
 		return 0, io.EOF
 	}
 	n, err := b.ReadCloser.Read(p)
-	b.wait()          // what arrived once the hold began is held too
-	if b.cut.Load() { // what arrived as it was cut is lost with it
+	b.wait(math.MaxUint64) // what arrived once the hold began is held too
+	if b.cut.Load() {      // what arrived as it was cut is lost with it
 		return 0, io.EOF
 	}
 	return n, err
 }
 
-// wait blocks while the stream's resource is held (until its context
-// ends) or its transport stalled.
-func (b *heldBody) wait() {
-	for g, stall := b.t.gate(b.resource); g != nil; g, stall = b.t.gate(b.resource) {
+// readEvents reads a stream split into events: each is delivered once no
+// hold stops it (by its resource version).
+func (b *heldBody) readEvents(p []byte) (int, error) {
+	for len(b.ready) == 0 {
+		if b.cut.Load() {
+			return 0, io.EOF
+		}
+		ev, rv, err := b.frames.next(b.ReadCloser)
+		if err != nil {
+			return 0, err
+		}
+		b.wait(rv)
+		if b.cut.Load() { // what arrived as it was cut is lost with it
+			return 0, io.EOF
+		}
+		b.ready = ev
+	}
+	n := copy(p, b.ready)
+	b.ready = b.ready[n:]
+	return n, nil
+}
+
+// wait blocks while an event at version rv of the stream's resource is
+// held (until its context ends) or its transport stalled.
+func (b *heldBody) wait(rv uint64) {
+	for g, stall := b.t.gate(b.resource, rv); g != nil; g, stall = b.t.gate(b.resource, rv) {
 		if stall {
 			<-g
 			continue

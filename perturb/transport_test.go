@@ -22,6 +22,9 @@ type fakeServer struct {
 	got      []string // "METHOD path", in order
 	canceled []bool
 	streams  map[string]*io.PipeWriter // by the watch's URL
+	// watchType is the Content-Type of its watch streams; "" for none
+	// (the transport then holds them byte by byte).
+	watchType string
 }
 
 func (s *fakeServer) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -36,7 +39,11 @@ func (s *fakeServer) RoundTrip(req *http.Request) (*http.Response, error) {
 		context.AfterFunc(req.Context(), func() { w.CloseWithError(req.Context().Err()) })
 		body = r
 	}
-	return &http.Response{StatusCode: http.StatusOK, Body: body, Request: req}, nil
+	resp := &http.Response{StatusCode: http.StatusOK, Body: body, Request: req, Header: http.Header{}}
+	if s.watchType != "" && req.URL.Query().Get("watch") == "true" {
+		resp.Header.Set("Content-Type", s.watchType)
+	}
+	return resp, nil
 }
 
 func (s *fakeServer) stream(u string) *io.PipeWriter {
