@@ -312,9 +312,9 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 	// Reconciles run under work, which outlives ctx by up to ShutdownTimeout.
 	work, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stop(nil)
-	if c.opts.Tracer != nil {
-		work = tracing.WithController(work, c.opts.Name) // once, not per reconcile
-	}
+	// Once, not per reconcile: the writes made with it name their
+	// controller (in spans, and in the records of perturb's trials).
+	work = tracing.WithController(work, c.opts.Name)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for range c.opts.Workers {

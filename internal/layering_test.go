@@ -172,7 +172,7 @@ var allowed = map[string][]string{
 	"apply":    {"object"},
 	"debug":    {"object", "informer", "controller", "webhook", "shard"},
 	"webhook":  {"object", "internal/program", "internal/safefile", "internal/certs"},
-	"perturb":  {"workqueue"},
+	"perturb":  {"workqueue", "tracing"},
 	"manager": {"object", "reflector", "listwatch", "informer", "handler", "workqueue", "controller", "client", "apply", "debug",
 		"election", "ledger", "shard", "lease", "webhook", "tracing", "fleet", "internal/run", "internal/program", "internal/certs"},
 	"ociimage": nil,

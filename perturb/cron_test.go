@@ -180,3 +180,16 @@ func runsOf(ctx context.Context, e perturb.Env) (map[int64][]string, error) {
 func TestCheck_findsAScheduleThatRunsATickTwiceAfterARestartAndPassesTheFix(t *testing.T) {
 	findsAndPassesFix(t, "the tick run twice", "ran 2 times", tickerScenario(t, true), tickerScenario(t, false))
 }
+
+// The same schedule under API errors (409, 429, 500, timeouts, answers
+// lost) given to writes the seed picks: the run created under a generated
+// name whose answer was lost is created again for the same tick; the one
+// named by its tick passes every error.
+func TestCheck_findsARunCreatedTwiceAfterItsAnswerWasLostAndPassesTheFix(t *testing.T) {
+	withErrors := func(buggy bool) perturb.Scenario {
+		s := tickerScenario(t, buggy)
+		s.Faults = perturb.Faults{APIErrors: 3} // seed 11: write 3 of 4 (the second tick's create) has its answer lost
+		return s
+	}
+	findsAndPassesFix(t, "the tick run twice", "ran 2 times", withErrors(true), withErrors(false))
+}

@@ -22,6 +22,9 @@
 //     before one of its writes until the other leads, then resumed, its
 //     write landing late;
 //   - a crash right after each write of the controller, and a restart;
+//   - an error given to a write of the controller's instead of the
+//     server's answer (Faults.APIErrors): 409, 429, 500, a timeout before
+//     the server saw it, or a timeout after it applied it;
 //   - at a moment the user names (Faults.Moments: a state of the cluster,
 //     as a watch shows it, e.g. "an owner's Secret exists"), at each time
 //     it comes: chosen resources held back (stale reads) or held and
@@ -57,7 +60,9 @@
 // namespace is deleted, a failing one's kept and named in the failure,
 // whose list of writes has the test's own (the workload's, through
 // Env.Kube; "test:") and what the trial did at a moment ("trial:") in
-// their places among the controller's. A
+// their places among the controller's, each of those naming the
+// controller that made it (a ctrlkit controller's reconcile context
+// carries its name). A
 // crash or failover trial whose controller makes fewer writes than the
 // unperturbed one never reaches its write: Result.Ran says so.
 //

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ctrlkit/ctrlkit/tracing"
 )
 
 // The Nth external write is dropped (never sent) or its answer lost (sent,
@@ -33,8 +35,9 @@ func TestExternal_dropsOrLosesTheChosenWriteAndRecordsEveryOne(t *testing.T) {
 			app := newFake()
 			tr := newTransport("a", 0, time.Now(), c.rf, func() {})
 			rt := Env{run: tr}.External(app)
+			ctx := tracing.WithController(t.Context(), "things") // as a ctrlkit controller's reconcile
 			for i, call := range calls {
-				resp, err := do(t, rt, t.Context(), call.method, call.path)
+				resp, err := do(t, rt, ctx, call.method, call.path)
 				if i+1 == c.failed {
 					var ne net.Error
 					if !errors.Is(err, ErrExternalTimeout) || !errors.As(err, &ne) || !ne.Timeout() {
@@ -52,8 +55,8 @@ func TestExternal_dropsOrLosesTheChosenWriteAndRecordsEveryOne(t *testing.T) {
 			}
 			var got []string
 			for _, w := range tr.history() {
-				if !w.External || w.Replica != "a" {
-					t.Errorf("write %s: not recorded as the external write of replica a", w)
+				if !w.External || w.Replica != "a" || w.Controller != "things" {
+					t.Errorf("write %s: not recorded as the external write of replica a by controller things", w)
 				}
 				got = append(got, w.Method)
 				if w.Fault != "" {

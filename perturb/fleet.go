@@ -264,6 +264,8 @@ func (f *fleet) missed(p perturbation) string {
 		}
 	case p.moment > 0 && !f.fired.Load():
 		return fmt.Sprintf("moment %q came fewer than %d times", f.s.Faults.Moments[p.moment-1].Name, p.occurrence)
+	case p.errAt > a.writesToServer():
+		return fmt.Sprintf("the controller made fewer than %d writes to the API server", p.errAt)
 	case max(p.dropCall, p.loseCall) > a.externalWrites():
 		return fmt.Sprintf("the controller made fewer than %d external writes", max(p.dropCall, p.loseCall))
 	}

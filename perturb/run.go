@@ -126,7 +126,7 @@ type Scenario struct {
 	Clusters map[string]*rest.Config
 
 	kube     kubernetes.Interface            // Check's unperturbed client
-	acts     *actions                        // what the test writes through kube and clusters
+	acts     *actions                        // what the test writes through kube
 	clusters map[string]kubernetes.Interface // Check's unperturbed clients of Clusters
 }
 
@@ -193,15 +193,24 @@ type Faults struct {
 	// timeout for a success (remove a finalizer over a delete that never
 	// happened).
 	ExternalTimeouts bool
+	// APIErrors is how many trials give one write of the controller to
+	// the API server (which, from the seed, among the unperturbed run's)
+	// an error instead of its answer, the error from the seed too: 409
+	// Conflict, 429 Too Many Requests with Retry-After (client-go waits
+	// and sends it again), 500, a timeout before it reaches the server
+	// (ErrTimeout), or a timeout after the server applied it (its answer
+	// lost: a create the controller sends again finds it there, or makes a
+	// second under a generated name).
+	APIErrors int
 	// Moments are states of the cluster to perturb the controller at, as
 	// it reads them: for each, trials at each of its occurrences in the
 	// unperturbed run (so that what they find does not hang on the seed):
-	// one holding the watch
-	// streams of its Stale resources for MaxHold from then, one holding
-	// those of its Relist resources and then cutting them, and one
-	// crashing the controller at its first write after the moment, before
-	// that write is sent (a crash between what it read and the write it
-	// decided). A failure's writes show where the moment came.
+	// one holding the watch streams of its Stale resources for MaxHold
+	// from then, one holding those of its Relist resources and then
+	// cutting them, and one crashing the controller at its first write
+	// after the moment, before that write is sent (a crash between what
+	// it read and the write it decided). A failure's writes show where
+	// the moment came.
 	Moments []Moment
 }
 
@@ -211,7 +220,7 @@ type Failure struct {
 	Trial     string // the perturbation, e.g. "crash after write 3"
 	Namespace string // the trial's, kept for a look (a passing trial's is deleted)
 	Err       error
-	History   []Write       // the controller's writes in the trial, in order
+	History   []Write       // the controller's writes in the trial, the test's (Write.Test) and what the trial did (Write.Note), in order
 	After     time.Duration // how long Check had run when the trial ended
 }
 
@@ -352,6 +361,15 @@ func (s Scenario) schedule(writes, calls int, seen []int) []perturbation {
 		ps = append(ps, perturbation{name: fmt.Sprintf("cluster cut, trial %d: %s cut off at +%s until the other clusters settle",
 			i+1, c, at.Round(time.Millisecond)), cut: c, cutAt: at})
 	}
+	for i := range s.Faults.APIErrors {
+		api := writes - calls
+		if api == 0 {
+			break
+		}
+		n, kind := 1+rnd.IntN(api), apiError(rnd.IntN(int(apiErrors)))
+		ps = append(ps, perturbation{name: fmt.Sprintf("API error, trial %d: write %d of %d to the API server gets %s", i+1, n, api, kind),
+			runFaults: runFaults{errAt: n, errKind: kind}})
+	}
 	for i := range s.Faults.Moments {
 		ps = append(ps, s.momentTrials(i, seen[i])...)
 	}
@@ -414,7 +432,7 @@ func (s Scenario) validate() error {
 		errs = append(errs, fmt.Errorf("%d cluster-cut trials need two Clusters or more, not %d", s.Faults.ClusterCuts, len(s.Clusters)))
 	}
 	if s.Timeout < 0 || s.Quiet < 0 || s.Stall < 0 || s.Faults.MaxHold < 0 || s.Faults.StaleTrials < 0 || s.Faults.RelistTrials < 0 ||
-		s.Faults.Failovers < 0 || s.Faults.ClusterCuts < 0 {
+		s.Faults.Failovers < 0 || s.Faults.ClusterCuts < 0 || s.Faults.APIErrors < 0 {
 		errs = append(errs, errors.New("a negative duration or count"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -430,6 +448,8 @@ type runFaults struct {
 	stallAt    int // failover: the leader stalls before its Nth write
 	dropCall   int // its Nth external write times out before it reaches the application
 	loseCall   int // its Nth external write reaches the application, and its answer is lost
+	errAt      int // its Nth write to the API server gets errKind instead of its answer
+	errKind    apiError
 }
 
 // hold is one span of stale reads: resource held from at for d, and

@@ -13,7 +13,7 @@ import (
 // alone (and from the unperturbed run's count of writes).
 func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 	s := Scenario{Seed: 42, Faults: Faults{StaleReads: []string{"secrets", "pods"}, Relists: []string{"configmaps"},
-		Failovers: 2, CrashAtEveryWrite: true, ClusterCuts: 2, ExternalTimeouts: true,
+		Failovers: 2, CrashAtEveryWrite: true, ClusterCuts: 2, ExternalTimeouts: true, APIErrors: 2,
 		Moments: []Moment{{Name: "ready", Stale: []string{"pods"}, Relist: []string{"pods"}}}},
 		Clusters: map[string]*rest.Config{"east": {}, "west": {}, "north": {}}}.withDefaults()
 	names := func(s Scenario, writes int) []string {
@@ -27,9 +27,9 @@ func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 	if again := s.schedule(5, 2, []int{2}); !slices.EqualFunc(first, again, samePerturbation) {
 		t.Fatalf("seed 42 drew different trials twice, the second time:\n%s", strings.Join(names(s, 5), "\n"))
 	}
-	// 3 stale, 3 relist, 2 failovers, 2 cuts, three kinds at each of the
-	// moment's 2 occurrences, 2 external writes twice, 5 crashes.
-	if got, want := len(first), 3+3+2+2+3*2+2*2+5; got != want {
+	// 3 stale, 3 relist, 2 failovers, 2 cuts, 2 API errors, three kinds at
+	// each of the moment's 2 occurrences, 2 external writes twice, 5 crashes.
+	if got, want := len(first), 3+3+2+2+2+3*2+2*2+5; got != want {
 		t.Fatalf("%d trials, want %d: %s", got, want, strings.Join(names(s, 5), "\n"))
 	}
 	for _, p := range first {
@@ -40,6 +40,9 @@ func TestSchedule_aSeedReplaysTheSamePerturbations(t *testing.T) {
 		}
 		if failover := strings.HasPrefix(p.name, "failover"); failover && (p.stallAt < 1 || p.stallAt > 5) || !failover && p.stallAt != 0 {
 			t.Errorf("%s: stalls at write %d of 5", p.name, p.stallAt)
+		}
+		if api := strings.HasPrefix(p.name, "API error"); api && (p.errAt < 1 || p.errAt > 3 || p.errKind >= apiErrors) || !api && p.errAt != 0 {
+			t.Errorf("%s: error %v at write %d of the 3 to the API server", p.name, p.errKind, p.errAt)
 		}
 		if at := strings.HasPrefix(p.name, "at moment"); at && (p.moment != 1 || p.occurrence < 1 || p.occurrence > 2 || p.atMoment == "") ||
 			!at && p.moment != 0 {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/ctrlkit/ctrlkit/tracing"
 )
 
 // ErrCrashed is what every request of a crashed controller fails with;
@@ -48,6 +50,9 @@ type Write struct {
 	// Note, on an entry of the test's, says what the trial did there (a
 	// perturbation at a Moment) instead of a write.
 	Note string
+	// Controller names the controller whose reconcile made the write,
+	// when its context said so (a ctrlkit controller's does); "" if not.
+	Controller string
 }
 
 func (w Write) String() string {
@@ -60,6 +65,9 @@ func (w Write) String() string {
 	}
 	if w.Cluster != "" {
 		who = " in cluster " + w.Cluster + who
+	}
+	if w.Controller != "" {
+		who = " by " + w.Controller + who
 	}
 	if w.External {
 		who = " (external)" + who
@@ -101,6 +109,7 @@ type transport struct {
 	crash     func()
 	issued    int                    // writes sent or stalled so far
 	calls     int                    // external writes sent or stalled so far
+	apiWrites int                    // writes to the API server sent or stalled so far
 	stall     chan struct{}          // non-nil while stalled, closed by resume
 	stalled   chan struct{}          // closed when the stall begins
 	stopped   bool                   // shut down: no stall begins any more
@@ -172,7 +181,9 @@ func (t *transport) roundTrip(next http.RoundTripper, req *http.Request, cluster
 	if cluster != "" && t.cut != nil && t.cut(cluster) {
 		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, ErrClusterCut)
 	}
-	if stall, _ := t.admit(isWrite(req.Method) && !isRuntimes(req.URL.Path), false); stall != nil {
+	write := isWrite(req.Method) && !isRuntimes(req.URL.Path)
+	stall, n := t.admit(write, false)
+	if stall != nil {
 		<-stall // a paused process sees nothing, its context's end included
 		if isWrite(req.Method) {
 			// Its write goes out when it resumes, even if its context
@@ -180,7 +191,7 @@ func (t *transport) roundTrip(next http.RoundTripper, req *http.Request, cluster
 			req = req.WithContext(context.WithoutCancel(req.Context()))
 		}
 	}
-	if isWrite(req.Method) && !isRuntimes(req.URL.Path) && t.crashesBefore(req, cluster, false) {
+	if write && t.crashesBefore(req, cluster, false) {
 		return nil, ErrCrashed
 	}
 	coll, watch := collectionOf(req), req.URL.Query().Get("watch") == "true"
@@ -197,9 +208,11 @@ func (t *transport) roundTrip(next http.RoundTripper, req *http.Request, cluster
 		return expired(req), nil
 	case watch:
 		return t.roundTripWatch(next, req, coll, cluster)
+	case write && n == t.errAt:
+		return t.injectError(next, req, cluster)
 	}
 	resp, err := next.RoundTrip(req)
-	if isWrite(req.Method) && !isRuntimes(req.URL.Path) {
+	if write {
 		t.recordWrite(req, resp, cluster, false, "")
 	} else if req.Method == http.MethodGet {
 		t.read(coll, resp)
@@ -207,12 +220,12 @@ func (t *transport) roundTrip(next http.RoundTripper, req *http.Request, cluster
 	return resp, err
 }
 
-// admit counts a request that is one of the controller's writes (and
-// external: a write to the application it manages, numbered among those),
-// starts the stall at the stallAt-th write, and returns the channel the
-// request must wait on (nil when t is not stalled) and, for an external
-// write, its number.
-func (t *transport) admit(write, external bool) (stall <-chan struct{}, call int) {
+// admit counts a request that is one of the controller's writes (to the
+// API server, or external: to the application it manages), starts the
+// stall at the stallAt-th write, and returns the channel the request must
+// wait on (nil when t is not stalled) and, for a write, its number among
+// the writes of its kind (the API server's, or the external ones).
+func (t *transport) admit(write, external bool) (stall <-chan struct{}, n int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if write {
@@ -223,10 +236,13 @@ func (t *transport) admit(write, external bool) (stall <-chan struct{}, call int
 		}
 		if external {
 			t.calls++
-			call = t.calls
+			n = t.calls
+		} else {
+			t.apiWrites++
+			n = t.apiWrites
 		}
 	}
-	return t.stall, call
+	return t.stall, n
 }
 
 // resume ends a stall: the requests it held go out.
@@ -301,22 +317,14 @@ func (t *transport) roundTripWatch(next http.RoundTripper, req *http.Request, wa
 // expired is the answer to a watch the server can no longer serve from
 // the client's resource version (its history was compacted): 410 Gone.
 func expired(req *http.Request) *http.Response {
-	body := `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",` +
-		`"message":"perturb: too old resource version (history compacted)","reason":"Expired","code":410}`
-	return &http.Response{
-		Status: "410 Gone", StatusCode: http.StatusGone, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header:        http.Header{"Content-Type": []string{"application/json"}},
-		Body:          io.NopCloser(strings.NewReader(body)),
-		ContentLength: int64(len(body)),
-		Request:       req,
-	}
+	return status(req, http.StatusGone, "Expired", "perturb: too old resource version (history compacted)")
 }
 
 func (t *transport) recordWrite(req *http.Request, resp *http.Response, cluster string, external bool, fault string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	w := Write{Cluster: cluster, Replica: t.replica, Restart: t.restart, N: len(t.writes) + 1, Method: req.Method, Path: req.URL.Path,
-		At: time.Since(t.start), External: external, Fault: fault}
+		At: time.Since(t.start), External: external, Fault: fault, Controller: tracing.ControllerFrom(req.Context())}
 	if external {
 		w.Path = req.URL.Host + req.URL.Path
 	}

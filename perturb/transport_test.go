@@ -231,3 +231,47 @@ func TestTransport_noStallBeginsAfterShutdown(t *testing.T) {
 	default:
 	}
 }
+
+// A write the trial gives an error to: a 409, 429 or 500 answer the server
+// never sees, a timeout before it or after the server applied it; each
+// recorded with what was done to it; the other writes go through.
+func TestTransport_injectsAnAPIErrorIntoTheChosenWrite(t *testing.T) {
+	const cms = "/api/v1/namespaces/ns/configmaps"
+	for _, c := range []struct {
+		kind   apiError
+		status int // 0: a timeout error
+		sent   bool
+	}{
+		{errConflict, http.StatusConflict, false},
+		{errThrottled, http.StatusTooManyRequests, false},
+		{errInternal, http.StatusInternalServerError, false},
+		{errTimeout, 0, false},
+		{errLost, 0, true},
+	} {
+		t.Run(c.kind.String(), func(t *testing.T) {
+			srv := newFake()
+			tr := newTransport("a", 0, time.Now(), runFaults{errAt: 2, errKind: c.kind}, func() {})
+			rt := &wrapped{t: tr, next: srv}
+			for i := 1; i <= 3; i++ {
+				resp, err := do(t, rt, t.Context(), http.MethodPost, cms)
+				switch {
+				case i != 2 && (err != nil || resp.StatusCode != http.StatusOK):
+					t.Fatalf("write %d: %v, want it through", i, err)
+				case i == 2 && c.status == 0 && !errors.Is(err, ErrTimeout):
+					t.Fatalf("write 2: %v, want ErrTimeout", err)
+				case i == 2 && c.status != 0 && (err != nil || resp.StatusCode != c.status || resp.Header.Get("Content-Type") != "application/json"):
+					t.Fatalf("write 2: %v, %+v; want a %d Status", err, resp, c.status)
+				}
+				if resp != nil {
+					_ = resp.Body.Close()
+				}
+			}
+			if want := 2 + map[bool]int{true: 1}[c.sent]; len(srv.requests()) != want {
+				t.Errorf("the server got %d writes, want %d", len(srv.requests()), want)
+			}
+			if ws := tr.history(); len(ws) != 3 || ws[1].Fault == "" || ws[0].Fault != "" || ws[2].Fault != "" {
+				t.Errorf("recorded %v: want three writes, the second marked", ws)
+			}
+		})
+	}
+}
