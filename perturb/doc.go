@@ -106,5 +106,6 @@
 // Cost, measured on a 2-core machine with the package's tests: a crash
 // trial takes about 2 seconds, a stale-read or relist trial 3 to 5, a
 // failover trial about 6 on the Env's lease timings (the takeover waits out
-// the 2-second lease).
+// the 2-second lease), a trial at a moment about 3, an external-call or
+// API-error trial 2 to 4 (a 429 waits out its Retry-After).
 package perturb
