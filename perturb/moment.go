@@ -124,27 +124,30 @@ func (f *fleet) watchMoments(ctx context.Context, ws []watch.Interface, p pertur
 // watchMoment calls at for each event of w, m's watch, that is the moment,
 // until ctx ends; a watch that ends is opened again.
 func (f *fleet) watchMoment(ctx context.Context, m Moment, w watch.Interface, at func(watch.Event)) {
-	stop := context.AfterFunc(ctx, func() { w.Stop() })
-	defer stop()
 	for {
-		for ev := range w.ResultChan() {
-			if m.When(ev) {
-				at(ev)
+		select {
+		case <-ctx.Done():
+			w.Stop()
+			return
+		case ev, ok := <-w.ResultChan():
+			if ok {
+				if m.When(ev) {
+					at(ev)
+				}
+				continue
 			}
 		}
-		w.Stop()
-		for ctx.Err() == nil {
+		w.Stop() // it ended: open it again
+		for {
 			var err error
 			if w, err = m.Watch(ctx, f.env); err == nil {
 				break
 			}
 			select {
 			case <-ctx.Done():
+				return
 			case <-time.After(100 * time.Millisecond):
 			}
-		}
-		if ctx.Err() != nil {
-			return
 		}
 	}
 }
