@@ -33,25 +33,21 @@ func (a *actions) list() []Write {
 	return slices.Clone(a.writes)
 }
 
-// wrap returns a copy of cfg, the configuration of cluster ("" for
-// Scenario.Config's), whose writes a records.
-func (a *actions) wrap(cfg *rest.Config, cluster string) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &recording{a: a, next: rt, cluster: cluster} })
-	return cfg
+// wrap returns a copy of cfg whose writes a records.
+func (a *actions) wrap(cfg *rest.Config) *rest.Config {
+	return wrapConfig(cfg, func(rt http.RoundTripper) http.RoundTripper { return &recording{a: a, next: rt} })
 }
 
 // recording is a in front of one client's round tripper.
 type recording struct {
-	a       *actions
-	next    http.RoundTripper
-	cluster string
+	a    *actions
+	next http.RoundTripper
 }
 
 func (r *recording) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := r.next.RoundTrip(req)
 	if isWrite(req.Method) && !isRuntimes(req.URL.Path) {
-		w := Write{Cluster: r.cluster, Test: true, Method: req.Method, Path: req.URL.Path}
+		w := Write{Test: true, Method: req.Method, Path: req.URL.Path}
 		if resp != nil {
 			w.Status = resp.StatusCode
 		}

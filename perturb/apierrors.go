@@ -29,11 +29,13 @@ func (e apiError) String() string {
 // ErrTimeout is what a write to the API server returns in a trial that
 // gives it a timeout (Faults.APIErrors), whether the server applied it or
 // not: a net.Error whose Timeout is true, as a request that timed out.
-var ErrTimeout error = timeoutError{}
+var ErrTimeout error = timeoutError("perturb: the request timed out")
 
-type timeoutError struct{}
+// timeoutError is a net.Error that timed out: ErrTimeout's and
+// ErrExternalTimeout's type.
+type timeoutError string
 
-func (timeoutError) Error() string   { return "perturb: the request timed out" }
+func (e timeoutError) Error() string { return string(e) }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
 

@@ -12,13 +12,7 @@ import (
 // (it is a net.Error whose Timeout is true, wrapped by net/http's client
 // in a *url.Error). Nothing in it tells the two apart: in production
 // nothing does.
-var ErrExternalTimeout error = externalTimeout{}
-
-type externalTimeout struct{}
-
-func (externalTimeout) Error() string   { return "perturb: the call to the application timed out" }
-func (externalTimeout) Timeout() bool   { return true }
-func (externalTimeout) Temporary() bool { return true }
+var ErrExternalTimeout error = timeoutError("perturb: the call to the application timed out")
 
 // External returns rt routed through the trial, for the controller's calls
 // to the application it manages (a database's admin API, a cloud API

@@ -23,6 +23,7 @@ import (
 type frames struct {
 	proto bool
 	buf   []byte // read, not yet split off
+	chunk []byte // where reads land, reused
 	scan  int    // JSON: how far buf has been scanned for the end of its first object
 	depth int
 	inStr bool
@@ -51,9 +52,11 @@ func (f *frames) next(r io.Reader) ([]byte, uint64, error) {
 			f.buf, f.scan = f.buf[n:], 0
 			return frame, f.resourceVersion(frame), nil
 		}
-		chunk := make([]byte, 32<<10)
-		n, err := r.Read(chunk)
-		f.buf = append(f.buf, chunk[:n]...)
+		if f.chunk == nil {
+			f.chunk = make([]byte, 32<<10)
+		}
+		n, err := r.Read(f.chunk)
+		f.buf = append(f.buf, f.chunk[:n]...)
 		if err != nil && n == 0 {
 			return nil, 0, err
 		}

@@ -264,7 +264,7 @@ func Check(ctx context.Context, s Scenario) Result {
 	var hc *http.Client
 	s.acts = &actions{}
 	if err == nil {
-		hc, err = rest.HTTPClientFor(s.acts.wrap(s.Config, ""))
+		hc, err = rest.HTTPClientFor(s.acts.wrap(s.Config))
 	}
 	if err == nil {
 		defer utilnet.CloseIdleConnectionsFor(hc.Transport)

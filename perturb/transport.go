@@ -134,8 +134,14 @@ func newTransport(replica string, restart int, start time.Time, rf runFaults, cr
 // wrap returns a copy of cfg, the configuration of cluster ("" for
 // Scenario.Config's), whose requests go through t.
 func (t *transport) wrap(cfg *rest.Config, cluster string) *rest.Config {
+	return wrapConfig(cfg, func(rt http.RoundTripper) http.RoundTripper { return &wrapped{t: t, next: rt, cluster: cluster} })
+}
+
+// wrapConfig returns a copy of cfg whose clients' round trippers go
+// through in front.
+func wrapConfig(cfg *rest.Config, in func(http.RoundTripper) http.RoundTripper) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &wrapped{t: t, next: rt, cluster: cluster} })
+	cfg.Wrap(in)
 	return cfg
 }
 

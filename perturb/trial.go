@@ -98,7 +98,7 @@ func (s Scenario) run(ctx context.Context, env Env, p perturbation) outcome {
 		err = e
 	}
 	ws := f.first().history()
-	out := outcome{writes: len(ws), calls: countExternal(ws), seen: seen, missed: f.missed(p)}
+	out := outcome{writes: len(ws), calls: f.first().externalWrites(), seen: seen, missed: f.missed(p)}
 	if err != nil {
 		out.err, out.history = f.failure(err), withActions(f.history(), s.acts.list())
 	}
@@ -249,16 +249,6 @@ func (s Scenario) watchFresh(ctx context.Context, fresh *fleet) error {
 		return fmt.Errorf("a fresh controller changed the settled state: %v", changed)
 	}
 	return nil
-}
-
-func countExternal(ws []Write) int {
-	n := 0
-	for _, w := range ws {
-		if w.External {
-			n++
-		}
-	}
-	return n
 }
 
 // withActions merges the test's writes into the controller's, by time.
