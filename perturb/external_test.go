@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -243,6 +244,11 @@ func thingKeeperScenario(t *testing.T, bug string, app *thingsApp, srv *httptest
 					return c.Annotations["thing"] == ""
 				}), err
 			}); err != nil {
+				return err
+			}
+			// A user's pace: the owners live a while before some are
+			// deleted (the invariants look every 20ms).
+			if err := pace(ctx, 300*time.Millisecond); err != nil {
 				return err
 			}
 			for i := range deleted {
