@@ -195,6 +195,16 @@ func runWarmWith(t *testing.T, lw *countingLW, cms typedcorev1.ConfigMapInterfac
 	if during != nil {
 		during()
 	}
+	// Synced says the start state is in (the snapshot's, or a list's); what
+	// changed since comes next on the watch: let it arrive before stopping.
+	state := serverState(t, cms)
+	waitFor(t, wait, "the cache and the handler to catch up with the server", func() bool {
+		want, cached := state(), map[string]string{}
+		for _, c := range inf.Reader().List("", nil) {
+			cached[c.Name] = c.ResourceVersion
+		}
+		return maps.Equal(cached, want) && maps.Equal(h.view(), want)
+	})
 	r := warmRun{start: inf.Start(), heard: h, lw: lw, cached: map[string]string{}}
 	cancel()
 	if err := <-done; err != nil {
