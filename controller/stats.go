@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"github.com/ctrlkit/ctrlkit/object"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -10,6 +9,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ctrlkit/ctrlkit/internal/peak"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
@@ -108,8 +109,13 @@ type tracker[K comparable] struct {
 	why     map[K]why         // keys added with a reason since their last reconcile started
 	running map[K]why         // keys being reconciled, with their reasons (none when added without)
 	failing map[K]KeyError[K] // keys whose last reconcile failed
-	recent  [RecentErrors]KeyError[K]
-	next, n int
+	// The peaks of why and failing: a map that held a large backlog (the
+	// initial list's keys, a failure storm) is rebuilt small once drained,
+	// else every later access probes a table sized for the backlog, cold in
+	// the processor's cache.
+	whyPeak, failingPeak peak.Tracker
+	recent               [RecentErrors]KeyError[K]
+	next, n              int
 	// labels are the texts of the reasons' events and sources, each kept
 	// once: a reason holds their indexes (see reason). label is the index
 	// of each; last the latest text looked up and its index.
@@ -264,14 +270,20 @@ func (t *tracker[K]) noteLocked(key K, r Reason) {
 	w.last = p
 	w.adds++
 	t.why[key] = w
+	if !ok {
+		t.whyPeak.Grew(len(t.why))
+	}
 }
 
 // started moves key, with its reasons if it has any, to the running set.
 func (t *tracker[K]) started(key K) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	w := t.why[key]
-	delete(t.why, key)
+	w, ok := t.why[key]
+	if ok {
+		delete(t.why, key)
+		t.why = peak.Shrink(&t.whyPeak, t.why)
+	}
 	if t.running == nil {
 		t.running = map[K]why{}
 	}
@@ -297,7 +309,10 @@ func (t *tracker[K]) finished(key K, err error, attempt int, now time.Time) {
 	defer t.mu.Unlock()
 	delete(t.running, key)
 	if err == nil {
-		delete(t.failing, key)
+		if _, ok := t.failing[key]; ok {
+			delete(t.failing, key)
+			t.failing = peak.Shrink(&t.failingPeak, t.failing)
+		}
 		return
 	}
 	t.errors.Add(1)
@@ -306,6 +321,7 @@ func (t *tracker[K]) finished(key K, err error, attempt int, now time.Time) {
 		t.failing = map[K]KeyError[K]{}
 	}
 	t.failing[key] = e
+	t.failingPeak.Grew(len(t.failing))
 	t.recent[t.next] = e
 	t.next = (t.next + 1) % len(t.recent)
 	t.n = min(t.n+1, len(t.recent))

@@ -136,3 +136,25 @@ func (r *recordingPlain) calls() []string {
 	}
 	return out
 }
+
+func TestEvent_BackgroundTrustsAnInformersResyncAndComparesVersionsOfAHandBuiltEvent(t *testing.T) {
+	v1, alsoV1, v2 := cm("ns", "a", "1", nil), cm("ns", "a", "1", nil), cm("ns", "a", "2", nil)
+	for _, c := range []struct {
+		name string
+		ev   handler.Event[*corev1.ConfigMap]
+		want bool
+	}{
+		{"an informer's update", handler.Event[*corev1.ConfigMap]{Type: handler.UpdateEvent, Key: "ns/a", Old: v1, Obj: v2}, false},
+		{"an informer's resync (one object)", handler.Event[*corev1.ConfigMap]{Type: handler.UpdateEvent, Key: "ns/a", Old: v1, Obj: v1, Resync: true}, true},
+		{"an informer's relist at the same version", handler.Event[*corev1.ConfigMap]{Type: handler.UpdateEvent, Key: "ns/a", Old: v1, Obj: alsoV1, Resync: true}, true},
+		{"an informer's update it says is new (versions not read)", handler.Event[*corev1.ConfigMap]{Type: handler.UpdateEvent, Key: "ns/a", Old: v1, Obj: alsoV1}, false},
+		{"a hand-built update at the same version", handler.Event[*corev1.ConfigMap]{Type: handler.UpdateEvent, Old: v1, Obj: alsoV1}, true},
+		{"a hand-built update to a new version", handler.Event[*corev1.ConfigMap]{Type: handler.UpdateEvent, Old: v1, Obj: v2}, false},
+		{"an initial add", handler.Event[*corev1.ConfigMap]{Type: handler.AddEvent, Key: "ns/a", Obj: v1, Initial: true}, true},
+		{"a delete", handler.Event[*corev1.ConfigMap]{Type: handler.DeleteEvent, Key: "ns/a"}, false},
+	} {
+		if got := c.ev.Background(); got != c.want {
+			t.Errorf("%s: Background() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

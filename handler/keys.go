@@ -34,6 +34,12 @@ type Event[T object.Object] struct {
 	Old T
 	// Initial reports an AddEvent of the initial list (isInInitialList).
 	Initial bool
+	// Resync reports an UpdateEvent that changes nothing: Obj is Old again
+	// (a periodic resync) or at Old's resource version (a relist whose
+	// versions the informer could not trust). Informers set it, so that
+	// Background need not read Old, an object last touched long ago; for an
+	// event built by hand (Key "") Background compares the versions itself.
+	Resync bool
 	// Deleted is the tombstone (DeleteEvent).
 	Deleted object.Deleted[T]
 }
@@ -46,8 +52,11 @@ func (e *Event[T]) Background() bool {
 	case AddEvent:
 		return e.Initial
 	case UpdateEvent:
-		if any(e.Old) == any(e.Obj) {
+		if e.Resync || any(e.Old) == any(e.Obj) {
 			return true
+		}
+		if e.Key != "" { // an informer's: it said Resync
+			return false
 		}
 		rv := e.Obj.GetResourceVersion()
 		return rv != "" && rv == e.Old.GetResourceVersion()

@@ -28,6 +28,7 @@ func merge[T object.Object](p []notification[T], n notification[T]) []notificati
 			return append(p, n)
 		}
 		p[last].Obj = n.Obj // an add stays an add; an update keeps its old
+		p[last].Resync = p[last].Resync && n.Resync
 		return p
 	}
 	if last >= 0 && p[last].Type == handler.AddEvent {

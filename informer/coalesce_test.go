@@ -19,14 +19,15 @@ func cm(rv string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: rv}}
 }
 
-// parse reads "add 1", "add* 1" (initial), "update 1 2", "delete 3".
+// parse reads "add 1", "add* 1" (initial), "update 1 2", "resync 2 2" (an
+// update the informer marks Resync), "delete 3".
 func parse(s string) notification[*corev1.ConfigMap] {
 	w := strings.Fields(s)
 	switch w[0] {
 	case "add", "add*":
 		return notification[*corev1.ConfigMap]{Type: handler.AddEvent, Obj: cm(w[1]), Initial: w[0] == "add*"}
-	case "update":
-		return notification[*corev1.ConfigMap]{Type: handler.UpdateEvent, Old: cm(w[1]), Obj: cm(w[2])}
+	case "update", "resync":
+		return notification[*corev1.ConfigMap]{Type: handler.UpdateEvent, Old: cm(w[1]), Obj: cm(w[2]), Resync: w[0] == "resync"}
 	}
 	return notification[*corev1.ConfigMap]{Type: handler.DeleteEvent, Deleted: object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "a"}, Obj: cm(w[1]), HasObj: true}}
 }
@@ -39,7 +40,11 @@ func show[T object.Object](n notification[T]) string {
 		}
 		return "add " + n.Obj.GetResourceVersion()
 	case handler.UpdateEvent:
-		return fmt.Sprintf("update %s %s", n.Old.GetResourceVersion(), n.Obj.GetResourceVersion())
+		kind := "update"
+		if n.Resync {
+			kind = "resync"
+		}
+		return fmt.Sprintf("%s %s %s", kind, n.Old.GetResourceVersion(), n.Obj.GetResourceVersion())
 	}
 	return "delete " + n.Deleted.Obj.GetResourceVersion()
 }
@@ -58,6 +63,10 @@ func TestMerge_coalescesPerKey(t *testing.T) {
 		{name: "delete then add is a re-creation kept in order", in: []string{"delete 1", "add 2", "update 2 3"}, want: []string{"delete 1", "add 3"}},
 		{name: "delete, add, delete keeps the first delete", in: []string{"delete 1", "add 2", "delete 3"}, want: []string{"delete 1"}},
 		{name: "a resync update folds into a pending update", in: []string{"update 1 2", "update 2 2"}, want: []string{"update 1 2"}},
+		{name: "a resync folds into a pending update, which stays a change", in: []string{"update 1 2", "resync 2 2"}, want: []string{"update 1 2"}},
+		{name: "an update folds into a pending resync, which becomes a change", in: []string{"resync 1 1", "update 1 2"}, want: []string{"update 1 2"}},
+		{name: "resyncs fold into one resync", in: []string{"resync 1 1", "resync 1 1"}, want: []string{"resync 1 1"}},
+		{name: "an add stays an add when a resync folds into it", in: []string{"add 1", "resync 1 1"}, want: []string{"add 1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var p []notification[*corev1.ConfigMap]

@@ -330,7 +330,7 @@ func (i *SharedIndexInformer[T]) resyncListener(l *listener[T]) {
 	defer i.flushHeldLocked()
 	now := time.Now()
 	for _, obj := range i.idx.List() {
-		l.enqueue(object.NameOf(obj).String(), notification[T]{Type: handler.UpdateEvent, Old: obj, Obj: obj}, now)
+		l.enqueue(object.NameOf(obj).String(), notification[T]{Type: handler.UpdateEvent, Old: obj, Obj: obj, Resync: true}, now)
 	}
 }
 

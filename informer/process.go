@@ -156,8 +156,12 @@ func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool, no
 	switch {
 	case !existed:
 		i.dispatchLocked(key, notification[T]{Type: handler.AddEvent, Obj: obj, Initial: relist && !i.synced}, now)
-	case !relist || i.distrust || changed(old, obj):
+	case !relist: // a watch's event: a new version
 		i.dispatchLocked(key, notification[T]{Type: handler.UpdateEvent, Old: old, Obj: obj}, now)
+	case changed(old, obj):
+		i.dispatchLocked(key, notification[T]{Type: handler.UpdateEvent, Old: old, Obj: obj}, now)
+	case i.distrust:
+		i.dispatchLocked(key, notification[T]{Type: handler.UpdateEvent, Old: old, Obj: obj, Resync: true}, now)
 	}
 }
 

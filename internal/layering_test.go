@@ -160,7 +160,7 @@ var allowed = map[string][]string{
 	"deltafifo":  {"object", "internal/fifo", "internal/peak"},
 	"handler":    {"object", "workqueue"},
 	"informer":   {"object", "reflector", "deltafifo", "store", "handler", "intern", "snapshot", "internal/fifo", "internal/peak", "internal/run"},
-	"controller": {"object", "workqueue", "tracing", "internal/run"},
+	"controller": {"object", "workqueue", "tracing", "internal/peak", "internal/run"},
 
 	"lease":    nil,
 	"shard":    {"lease"},
