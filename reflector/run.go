@@ -295,14 +295,8 @@ func (r *Reflector[T]) watch(ctx context.Context, d *driver[T], a watchReq) inpu
 func (r *Reflector[T]) readEvent(ctx context.Context, d *driver[T], relist <-chan relistReq) (event[T], input) {
 	if d.quick == quickReads {
 		d.quick = 0
-		select {
-		case <-ctx.Done():
-			return event[T]{}, nil
-		case req := <-relist:
-			return event[T]{}, r.answerRelist(req)
-		case <-d.quiet:
-			return event[T]{}, r.wentQuiet(d)
-		default:
+		if in, ok := r.otherReady(ctx, d, relist); ok {
+			return event[T]{}, in
 		}
 	}
 	select {
@@ -322,6 +316,30 @@ func (r *Reflector[T]) readEvent(ctx context.Context, d *driver[T], relist <-cha
 	case ev, ok := <-d.w.ResultChan():
 		return r.received(ctx, d, ev, ok)
 	}
+}
+
+// otherReady looks, without waiting, at what readEvent waits for beside
+// events, in order: the context's end (ok with a nil input), a relist
+// request, the quiet timer. ok is false when none is ready. One channel
+// at a time: a select over one channel and a default takes no lock when
+// nothing is ready.
+func (r *Reflector[T]) otherReady(ctx context.Context, d *driver[T], relist <-chan relistReq) (in input, ok bool) {
+	select {
+	case <-ctx.Done():
+		return nil, true
+	default:
+	}
+	select {
+	case req := <-relist:
+		return r.answerRelist(req), true
+	default:
+	}
+	select {
+	case <-d.quiet:
+		return r.wentQuiet(d), true
+	default:
+	}
+	return nil, false
 }
 
 // quickReads is how many events readEvent takes in a row, while they come
