@@ -14,7 +14,8 @@
 // sharing the fleet's connections to that cluster.
 //
 // With Options.Ring the clusters are spread over the replicas of a Lease
-// ring (package shard), each moved by drain-then-release. DebugSource is
+// ring (package shard), each moved by drain-then-release; a cluster named
+// in Options.Spread has its objects spread instead, one by one. DebugSource is
 // the fleet for package debug's page: a row per cluster's informer, and
 // keys explained. PerCluster runs a reconciler written for one cluster
 // over every cluster; manager.NewFleet runs a fleet with a manager.
@@ -77,6 +78,14 @@ type Options struct {
 	// every replica and offers every cluster; Engaged and Clusters report
 	// those offered, Here those engaged on this replica.
 	Ring shard.Ring
+	// Spread names clusters too big for one replica (it needs Ring): every
+	// replica engages each of them, and reconciles a key of theirs only
+	// while the shard its "cluster/namespace/name" hashes into is open
+	// here, so their objects, not each cluster as a whole, are spread over
+	// the replicas and move by drain-then-release as clusters do. Every
+	// replica caches the whole of a spread cluster: its informers are not
+	// cut by shard.
+	Spread []string
 	// RingConfig reaches the cluster where the ring's Leases live (the
 	// management cluster). Required with Ring. The fleet makes its own
 	// client of it, with no client-side rate limit: a renewal must never
@@ -95,7 +104,8 @@ type Fleet struct {
 	// made once.
 	serializer runtime.NegotiatedSerializer
 
-	sharder *shard.Sharder // with Options.Ring
+	sharder *shard.Sharder  // with Options.Ring
+	spread  map[string]bool // Options.Spread
 
 	mu      sync.Mutex
 	sources []source
@@ -134,6 +144,15 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 	}
 	f := &Fleet{opts: opts, offered: map[string]*rest.Config{}, clusters: map[string]*member{}, wake: make(chan struct{}),
 		serializer: serializer.NewCodecFactory(opts.Scheme).WithoutConversion()}
+	if len(opts.Spread) > 0 && opts.Ring.Name == "" {
+		return nil, errors.New("fleet: Options.Spread needs Options.Ring (the replicas to spread the clusters' objects over)")
+	}
+	for _, name := range opts.Spread {
+		if f.spread == nil {
+			f.spread = map[string]bool{}
+		}
+		f.spread[name] = true
+	}
 	if opts.Ring.Name != "" {
 		if opts.Controller.Partition != nil {
 			return nil, errors.New("fleet: Options.Ring and Options.Controller.Partition are exclusive: the ring partitions the keys by cluster")
@@ -142,7 +161,7 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 		if f.sharder, err = f.newSharder(); err != nil {
 			return nil, err
 		}
-		opts.Controller.Partition = clusterPartition{f.sharder}
+		opts.Controller.Partition = ringPartition{f}
 	}
 	c, err := controller.New[Key](controller.ReconcileFunc[Key](func(ctx context.Context, k Key) (controller.Result, error) {
 		c, ok := f.Cluster(k.Cluster)

@@ -34,18 +34,28 @@ func (f *Fleet) newSharder() (*shard.Sharder, error) {
 // names are often alike).
 func clusterHash(name string) uint64 { return shard.SpreadHash(name) }
 
-// clusterPartition lets the controller reconcile a key only while its
-// cluster's shard is open on this replica.
-type clusterPartition struct{ s *shard.Sharder }
-
-func (p clusterPartition) Enter(ctx context.Context, k Key) (context.Context, func(), bool) {
-	return p.s.Enter(ctx, clusterHash(k.Cluster))
+// keyHash places a key in the ring: by its cluster's name, or for a
+// spread cluster (Options.Spread) by the whole key.
+func (f *Fleet) keyHash(k Key) uint64 {
+	if f.spread[k.Cluster] {
+		return shard.SpreadHash(k.String())
+	}
+	return clusterHash(k.Cluster)
 }
 
-// local reports whether the cluster called name is this replica's: always
-// without a ring, else when its name hashes into the shards it holds.
+// ringPartition lets the controller reconcile a key only while its shard
+// (see keyHash) is open on this replica.
+type ringPartition struct{ f *Fleet }
+
+func (p ringPartition) Enter(ctx context.Context, k Key) (context.Context, func(), bool) {
+	return p.f.sharder.Enter(ctx, p.f.keyHash(k))
+}
+
+// local reports whether the cluster called name is engaged on this
+// replica: always without a ring or for a spread cluster, else when its
+// name hashes into the shards this replica holds.
 func (f *Fleet) local(name string) bool {
-	if f.sharder == nil {
+	if f.sharder == nil || f.spread[name] {
 		return true
 	}
 	sel := f.sharder.Selector()
@@ -127,25 +137,31 @@ func (f *Fleet) rebalance(ctx context.Context) error {
 	return nil
 }
 
-// queueAcquired queues every cached primary object of the clusters in the
-// shards this replica just opened: their previous replica may have left
-// work undone.
+// queueAcquired queues every cached primary object in the shards this
+// replica just opened (of the clusters in them, and of the spread clusters
+// the objects in them): their previous replica may have left work undone.
 func (f *Fleet) queueAcquired(in func(hash uint64) bool) {
 	f.mu.Lock()
 	var ms []*member
 	for name, m := range f.clusters {
-		if in(clusterHash(name)) {
+		if f.spread[name] || in(clusterHash(name)) {
 			ms = append(ms, m)
 		}
 	}
 	f.mu.Unlock()
 	for _, m := range ms {
+		event := "its cluster moved to this replica"
+		if f.spread[m.name] {
+			event = "its shard moved to this replica"
+		}
 		for _, r := range m.runs {
 			if r.primaries == nil {
 				continue
 			}
 			for _, n := range r.primaries() {
-				f.ctrl.AddBecause(Key{Cluster: m.name, ObjectName: n}, controller.Reason{Event: "its cluster moved to this replica"})
+				if k := (Key{Cluster: m.name, ObjectName: n}); !f.spread[m.name] || in(f.keyHash(k)) {
+					f.ctrl.AddBecause(k, controller.Reason{Event: event})
+				}
 			}
 		}
 	}

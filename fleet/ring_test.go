@@ -38,8 +38,15 @@ const (
 )
 
 // ringClusters is how many clusters the ring's replicas share; all of
-// them are the one test server under different names.
-const ringClusters = 24
+// them are the one test server under different names. Beside them, every
+// replica engages the server once more as spreadCluster, whose objects
+// (spreadObjects ConfigMaps beside the tick) are spread over the replicas
+// one by one (Options.Spread).
+const (
+	ringClusters  = 24
+	spreadCluster = "big"
+	spreadObjects = 23
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envRingReplica) != "" {
@@ -63,12 +70,23 @@ func ringReplicaMain() int {
 	}
 	defer log.Close()
 	var mu sync.Mutex
+	// What a reconcile is recorded under: its cluster, or for the spread
+	// cluster the whole key (its objects move one by one).
+	unit := func(k fleet.Key) string {
+		if k.Cluster == spreadCluster {
+			return k.String()
+		}
+		return k.Cluster
+	}
 	record := func(what string, k fleet.Key) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(log, "%s %d %s\n", what, time.Now().UnixNano(), k.Cluster)
+		fmt.Fprintf(log, "%s %d %s\n", what, time.Now().UnixNano(), unit(k))
 	}
 	f, err := fleet.New(controller.ReconcileFunc[fleet.Key](func(ctx context.Context, k fleet.Key) (controller.Result, error) {
+		if k.Cluster != spreadCluster && k.Name != "tick" {
+			return controller.Result{}, nil // a whole cluster moves as one: its tick says who holds it
+		}
 		record("start", k)
 		defer record("end", k)
 		select {
@@ -78,6 +96,7 @@ func ringReplicaMain() int {
 		return controller.Result{}, nil
 	}), fleet.Options{Controller: controller.Options[fleet.Key]{Workers: 4,
 		Telemetry: telemetry.Telemetry{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)).With("replica", id)}}, RingConfig: cfg,
+		Spread: []string{spreadCluster},
 		Ring: shard.Ring{Name: "fleet", Namespace: "ring", Identity: id, VirtualShards: 16,
 			Timing: lease.Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond}}})
 	if err != nil {
@@ -90,6 +109,9 @@ func ringReplicaMain() int {
 		if err := f.Engage(fmt.Sprintf("c%02d", i), cfg); err != nil {
 			return fail(err)
 		}
+	}
+	if err := f.Engage(spreadCluster, cfg); err != nil {
+		return fail(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -171,6 +193,12 @@ func TestFleet_ringMovesClustersWithoutOverlap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for i := range spreadObjects {
+		if _, err := kube.CoreV1().ConfigMaps("work").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("obj-%02d", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	dir := t.TempDir()
 	type replica struct {
 		cmd  *exec.Cmd
@@ -215,7 +243,7 @@ func TestFleet_ringMovesClustersWithoutOverlap(t *testing.T) {
 		return all
 	}
 	owners := func(since int64) map[string]string { // cluster → the replica that reconciled it last
-		return ownersBetween(spans(), since, math.MaxInt64)
+		return ownersBetween(wholeClusters(spans()), since, math.MaxInt64)
 	}
 	// A writer changes the ConfigMap every 50 ms: each change is reconciled
 	// in every cluster, by whichever replica holds it.
@@ -286,7 +314,7 @@ func TestFleet_ringMovesClustersWithoutOverlap(t *testing.T) {
 	for _, s := range all {
 		byCluster[s.cluster] = append(byCluster[s.cluster], s)
 	}
-	ownerAfter := ownersBetween(all, joined, ended)
+	ownerAfter := ownersBetween(wholeClusters(all), joined, ended)
 	moved, worst := 0, time.Duration(0)
 	for c, ss := range byCluster {
 		sort.Slice(ss, func(i, j int) bool { return ss[i].start < ss[j].start })
@@ -327,6 +355,56 @@ func TestFleet_ringMovesClustersWithoutOverlap(t *testing.T) {
 		ringClusters, moved, held, len(all), worst.Round(time.Millisecond))
 	if moved == 0 || held["r3"] == 0 {
 		t.Errorf("no cluster moved to the replica that joined (held after: %v)", held)
+	}
+	checkSpread(t, all, joined, ended)
+}
+
+// wholeClusters returns the spans of the clusters that move as one (not
+// the spread cluster's objects).
+func wholeClusters(spans []reconcileSpan) []reconcileSpan {
+	var out []reconcileSpan
+	for _, s := range spans {
+		if !strings.HasPrefix(s.cluster, spreadCluster+"/") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// checkSpread checks the spread cluster's objects before the replicas
+// stopped at ended: each reconciled, by more than one replica among them
+// (they are spread, not held as one cluster), and some by the replica
+// that joined at joined, after it did (their shards moved to it, and it
+// queued what it acquired). That none was reconciled by two replicas at
+// once is checked with the clusters.
+func checkSpread(t *testing.T, all []reconcileSpan, joined, ended int64) {
+	t.Helper()
+	byReplica := map[string]map[string]bool{} // replica → the objects it reconciled
+	objects := map[string]bool{}
+	for _, s := range all {
+		if !strings.HasPrefix(s.cluster, spreadCluster+"/") {
+			continue
+		}
+		objects[s.cluster] = true
+		r := s.replica
+		if s.start >= ended || r == "r3" && s.start < joined {
+			continue
+		}
+		if byReplica[r] == nil {
+			byReplica[r] = map[string]bool{}
+		}
+		byReplica[r][s.cluster] = true
+	}
+	counts := map[string]int{}
+	for r, objs := range byReplica {
+		counts[r] = len(objs)
+	}
+	t.Logf("spread cluster %s: %d objects reconciled, by replica %v", spreadCluster, len(objects), counts)
+	if len(objects) != spreadObjects+1 {
+		t.Errorf("%d of the spread cluster's %d objects reconciled", len(objects), spreadObjects+1)
+	}
+	if counts["r1"] == 0 || counts["r2"] == 0 || counts["r3"] == 0 {
+		t.Errorf("the spread cluster's objects reconciled by replica %v: want some by each (r3's after it joined)", counts)
 	}
 }
 
