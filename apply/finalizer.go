@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -52,11 +51,9 @@ type Finalizer[T Object] struct {
 	err     error // why the finalizer cannot work, from NewFinalizer
 }
 
-// Object is what the API types of client-go and controller-gen are.
-type Object interface {
-	metav1.Object
-	runtime.Object
-}
+// Object is what the API types of client-go and controller-gen are: the
+// one interface of that name (object.APIObject).
+type Object = object.APIObject
 
 // NewFinalizer returns the finalizer called name (domain-qualified, e.g.
 // "example.com/cleanup", as the API server expects), written through c,

@@ -20,11 +20,9 @@ import (
 
 // Object is what a Client reads and writes: a pointer to an API type with
 // object metadata (*corev1.ConfigMap, a custom resource's Go type),
-// registered in the client's scheme.
-type Object interface {
-	metav1.Object
-	runtime.Object
-}
+// registered in the client's scheme. It is object.APIObject, as
+// manager.Object and apply.Object are.
+type Object = object.APIObject
 
 // ErrNoStatusSubresource reports a status write (UpdateStatus, PatchStatus,
 // ApplyStatus) on a resource the server serves without a status

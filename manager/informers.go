@@ -22,11 +22,9 @@ import (
 
 // Object is what the manager caches: a Kubernetes API type with object
 // metadata, registered in the manager's scheme (*corev1.Pod,
-// *appsv1.Deployment, a custom resource's Go type, ...).
-type Object interface {
-	metav1.Object
-	runtime.Object
-}
+// *appsv1.Deployment, a custom resource's Go type, ...). It is
+// object.APIObject, as client.Object and apply.Object are.
+type Object = object.APIObject
 
 // Scope selects what one informer lists and watches. The zero value is
 // every object of the type.

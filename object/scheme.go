@@ -21,3 +21,13 @@ func AddToScheme(gv schema.GroupVersion, types ...runtime.Object) func(*runtime.
 		return nil
 	}
 }
+
+// APIObject is an API type as client-go and controller-gen make them: a
+// pointer to a struct with object metadata that is a runtime.Object
+// (*corev1.Pod, a custom resource's Go type). It is what a typed client
+// reads and writes, a manager caches and a finalizer patches:
+// client.Object, manager.Object and apply.Object are this one interface.
+type APIObject interface {
+	metav1.Object
+	runtime.Object
+}
