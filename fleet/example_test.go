@@ -6,9 +6,11 @@ import (
 	"log"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/fleet"
+	"github.com/ctrlkit/ctrlkit/shard"
 )
 
 // One controller over every cluster whose kubeconfig is in a folder: it
@@ -38,4 +40,32 @@ func ExampleFleet() {
 		return f.Run(ctx)
 	}
 	_ = run
+}
+
+// Replicas of a ring share the fleet's clusters; one cluster is too big
+// for a single replica, so every replica engages it and reconciles only
+// the share of its objects whose keys fall in the ring's shards it holds
+// (each replica still caches the whole of it). Spread without a ring is
+// refused.
+func ExampleOptions_spread() {
+	rec := controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
+		return controller.Result{}, nil
+	})
+	_, err := fleet.New(rec, fleet.Options{Spread: []string{"prod-big"}})
+	fmt.Println(err)
+
+	management := &rest.Config{Host: "https://management.example:6443"} // where the ring's Leases live
+	f, err := fleet.New(rec, fleet.Options{
+		Ring:       shard.Ring{Name: "mirror", Namespace: "ring", Identity: "replica-0"},
+		RingConfig: management,
+		Spread:     []string{"prod-big"},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(f.Here()) // nothing engaged before Run and a provider
+	// Output:
+	// fleet: Options.Spread needs Options.Ring (the replicas to spread the clusters' objects over)
+	// []
 }
