@@ -45,8 +45,8 @@ func ExampleFleet() {
 // Replicas of a ring share the fleet's clusters; one cluster is too big
 // for a single replica, so every replica engages it and reconciles only
 // the share of its objects whose keys fall in the ring's shards it holds
-// (each replica still caches the whole of it). Spread without a ring is
-// refused.
+// (and caches only those, with the objects they control). Spread without
+// a ring is refused.
 func ExampleOptions_spread() {
 	rec := controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
 		return controller.Result{}, nil

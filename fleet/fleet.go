@@ -82,9 +82,13 @@ type Options struct {
 	// replica engages each of them, and reconciles a key of theirs only
 	// while the shard its "cluster/namespace/name" hashes into is open
 	// here, so their objects, not each cluster as a whole, are spread over
-	// the replicas and move by drain-then-release as clusters do. Every
-	// replica caches the whole of a spread cluster: its informers are not
-	// cut by shard.
+	// the replicas and move by drain-then-release as clusters do. A
+	// replica caches only its share of a spread cluster: the For objects
+	// whose keys fall in the shards it holds or is acquiring, and the Owns
+	// objects they control (a Watches source's informer keeps every
+	// object). The API server cannot select by these keys, so the informers
+	// filter on the client (every object is still received), and list
+	// again when the replica's shards change, before it opens new ones.
 	Spread []string
 	// RingConfig reaches the cluster where the ring's Leases live (the
 	// management cluster). Required with Ring. The fleet makes its own
@@ -374,6 +378,9 @@ type sourceRun struct {
 	stats func() informer.Stats
 	kind  string
 	scope Scope
+	// relist lists again an informer cut to this replica's share of a
+	// spread cluster, once its shards changed; nil for others.
+	relist func(context.Context, error) error
 }
 
 func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {

@@ -4,12 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/listwatch"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/shard"
 )
 
@@ -125,6 +131,9 @@ func (f *Fleet) rebalance(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := f.relistSpread(ctx, added); err != nil {
+		return err
+	}
 	for _, m := range added {
 		for !m.cluster.Synced() && m.cluster.Err() == nil {
 			select {
@@ -188,3 +197,94 @@ func (f *Fleet) Here() []string {
 	defer f.mu.Unlock()
 	return sortedKeys(f.clusters)
 }
+
+// spreadShard is the share of a spread cluster's objects a replica caches:
+// those whose key falls in the shards it holds or is acquiring; for an
+// owned object (owner set: the For kind), its controller owner's key. An
+// owned object with no such owner queues nothing, and is not cached. The
+// API server cannot select by these keys: the informer filters on the
+// client (every object is still received).
+type spreadShard struct {
+	f       *Fleet
+	sel     *shard.Selector
+	cluster string
+	owner   schema.GroupKind
+}
+
+// spreadShard returns the listwatch shard of a spread cluster's source:
+// this replica's selection as it is at each call.
+func (f *Fleet) spreadShard(cluster string, owner schema.GroupKind) func() listwatch.Shard {
+	return func() listwatch.Shard {
+		sel := f.sharder.Selector()
+		if sel == nil {
+			return nil
+		}
+		return spreadShard{f: f, sel: sel, cluster: cluster, owner: owner}
+	}
+}
+
+func (s spreadShard) ServerSelector() string { return "" }
+
+func (s spreadShard) Contains(obj metav1.Object) bool {
+	name := object.ObjectName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	if !s.owner.Empty() {
+		var ok bool
+		if name, ok = handler.ControllerOf(obj, s.owner); !ok {
+			return false
+		}
+	}
+	return s.sel.MatchesHash(s.f.keyHash(Key{Cluster: s.cluster, ObjectName: name}))
+}
+
+// relistSpread lists again, in each spread cluster engaged here and not
+// just engaged (skip), the informers cut to this replica's share, and
+// returns once they reflect its shards, or once a cluster reports an error
+// (a cluster that is down must not hold up the ring: its informers list
+// when it answers).
+func (f *Fleet) relistSpread(ctx context.Context, skip []*member) error {
+	f.mu.Lock()
+	var ms []*member
+	for name, m := range f.clusters {
+		if f.spread[name] && !slices.Contains(skip, m) {
+			ms = append(ms, m)
+		}
+	}
+	f.mu.Unlock()
+	for _, m := range ms {
+		for _, r := range m.runs {
+			if r.relist == nil {
+				continue
+			}
+			done := make(chan error, 1)
+			go func() { done <- r.relist(ctx, errShardsChanged) }()
+			if err := f.awaitRelist(ctx, m, done); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// awaitRelist waits for a relist of m's to end (done), for m to report an
+// error, or for ctx.
+func (f *Fleet) awaitRelist(ctx context.Context, m *member, done <-chan error) error {
+	for {
+		select {
+		case err := <-done:
+			if err != nil && ctx.Err() == nil && m.cluster.Err() == nil {
+				return fmt.Errorf("fleet: cluster %s: %w", m.name, err)
+			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond): // polling the cluster's health, owned by its informers
+			if m.cluster.Err() != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// errShardsChanged is the cause of a spread cluster's relist after this
+// replica's shards changed.
+var errShardsChanged = errors.New("fleet: this replica's shards changed")

@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/shard"
@@ -44,5 +48,40 @@ func TestKeyHash_spreadsASpreadClustersObjects(t *testing.T) {
 	if _, err := New(controller.ReconcileFunc[Key](func(context.Context, Key) (controller.Result, error) { return controller.Result{}, nil }),
 		Options{Spread: []string{"big"}}); err == nil || !strings.Contains(err.Error(), "Spread needs Options.Ring") {
 		t.Errorf("New with Spread and no Ring: %v, want an error saying Spread needs Ring", err)
+	}
+}
+
+// A spread cluster's share: an object by its own key, an owned object by
+// its controller owner's of the For kind (none of that kind: not cached).
+func TestSpreadShard_containsByKeyAndByControllerOwner(t *testing.T) {
+	f := &Fleet{spread: map[string]bool{"big": true}}
+	in := Key{Cluster: "big", ObjectName: object.ObjectName{Namespace: "work", Name: "in"}}
+	h := f.keyHash(in)
+	sel := &shard.Selector{Key: shard.Namespace, Ranges: []shard.Range{{Start: h, End: h + 1}}} // just in's hash
+	app := schema.GroupKind{Group: "apps", Kind: "Deployment"}
+	owned := func(kind, apiVersion, owner string, controller bool) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "work", Name: "child",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: owner, Controller: &controller}}}}
+	}
+	for _, c := range []struct {
+		name  string
+		owner schema.GroupKind
+		obj   *corev1.ConfigMap
+		want  bool
+	}{
+		{"a primary whose key is in", schema.GroupKind{}, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "work", Name: "in"}}, true},
+		{"a primary whose key is out", schema.GroupKind{}, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "work", Name: "out"}}, false},
+		{"owned, its controller's key in", app, owned("Deployment", "apps/v1", "in", true), true},
+		{"owned, its controller's key out", app, owned("Deployment", "apps/v1", "out", true), false},
+		{"owned by an owner that is not its controller", app, owned("Deployment", "apps/v1", "in", false), false},
+		{"owned by another kind", app, owned("StatefulSet", "apps/v1", "in", true), false},
+	} {
+		s := spreadShard{f: f, sel: sel, cluster: "big", owner: c.owner}
+		if got := s.Contains(c.obj); got != c.want {
+			t.Errorf("%s: Contains = %v, want %v", c.name, got, c.want)
+		}
+		if s.ServerSelector() != "" {
+			t.Errorf("a spread cluster's shard sent to the server: %q", s.ServerSelector())
+		}
 	}
 }

@@ -102,7 +102,8 @@ func ringReplicaMain() int {
 	if err != nil {
 		return fail(err)
 	}
-	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: "work"}); err != nil {
+	cms, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: "work"})
+	if err != nil {
 		return fail(err)
 	}
 	for i := range ringClusters {
@@ -115,6 +116,24 @@ func ringReplicaMain() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// Every 100 ms: how many of the spread cluster's objects this replica
+	// caches (its share, once its shards settled).
+	sizes := make(chan struct{})
+	go func() {
+		defer close(sizes)
+		for ctx.Err() == nil {
+			if r, ok := cms.Reader(spreadCluster); ok {
+				mu.Lock()
+				fmt.Fprintf(log, "cached %d %d\n", time.Now().UnixNano(), r.Len())
+				mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond): // a sample, not synchronisation
+			}
+		}
+	}()
+	defer func() { <-sizes }()
 	if err := f.Run(ctx); err != nil {
 		return fail(err)
 	}
@@ -357,6 +376,38 @@ func TestFleet_ringMovesClustersWithoutOverlap(t *testing.T) {
 		t.Errorf("no cluster moved to the replica that joined (held after: %v)", held)
 	}
 	checkSpread(t, all, joined, ended)
+	cached := map[string]int{} // replica → its last count of the spread cluster's cached objects before ended
+	for id, r := range replicas {
+		cached[id] = lastCached(t, r.log, ended)
+	}
+	t.Logf("the spread cluster's objects cached by each replica once the ring settled: %v", cached)
+	if cached["r1"]+cached["r2"]+cached["r3"] != spreadObjects+1 || cached["r1"] >= spreadObjects+1 ||
+		cached["r2"] >= spreadObjects+1 || cached["r3"] >= spreadObjects+1 {
+		t.Errorf("the spread cluster's %d objects cached by replica %v: want each cached by one replica, none caching all",
+			spreadObjects+1, cached)
+	}
+}
+
+// lastCached returns the last count of the spread cluster's cached objects
+// a replica's log at path recorded before until.
+func lastCached(t *testing.T, path string, until int64) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := -1
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "cached" {
+			continue
+		}
+		at, _ := strconv.ParseInt(f[1], 10, 64)
+		if at < until {
+			n, _ = strconv.Atoi(f[2])
+		}
+	}
+	return n
 }
 
 // wholeClusters returns the spans of the clusters that move as one (not

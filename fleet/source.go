@@ -99,18 +99,28 @@ func add[T object.Object](f *Fleet, scope Scope, names func(owner schema.GroupKi
 		f.primary = gvk.GroupKind()
 	}
 	keys := names(f.primary)
+	owner := f.primary
 	f.sources = append(f.sources, source{build: func(f *Fleet, m *member) (sourceRun, error) {
-		return build[T](f, m, gvk, scope, keys, role == sourceFor)
+		return build[T](f, m, gvk, scope, keys, role, owner)
 	}})
 	return &Cache[T]{f: f, index: len(f.sources) - 1}, nil
 }
 
 // build makes the informer of T in m and puts its handler, naming keys as
-// names does, on the fleet's controller; primary marks For's.
+// names does, on the fleet's controller; role is the source's, owner the
+// For kind. In a spread cluster, For's and Owns's informers cache only
+// this replica's share (see spreadShard).
 func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, scope Scope,
-	names handler.KeyFunc[T, object.ObjectName], primary bool) (sourceRun, error) {
-	lw := listwatch.Kind[T](m.discovery, gvk, listwatch.KindOptions{Namespace: scope.Namespace,
-		Options: listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}})
+	names handler.KeyFunc[T, object.ObjectName], role int, owner schema.GroupKind) (sourceRun, error) {
+	opts := listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}
+	cut := f.spread[m.name] && role != sourceMapped
+	if cut {
+		if role == sourceFor {
+			owner = schema.GroupKind{}
+		}
+		opts.Shard = f.spreadShard(m.name, owner)
+	}
+	lw := listwatch.Kind[T](m.discovery, gvk, listwatch.KindOptions{Namespace: scope.Namespace, Options: opts})
 	inf, err := informer.New[T](lw, informer.Options[T]{Name: m.name + ": " + gvk.Kind,
 		FactoryOptions: informer.FactoryOptions{Telemetry: f.opts.Controller.Telemetry}})
 	if err != nil {
@@ -131,8 +141,11 @@ func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, sc
 	r := sourceRun{run: inf.Run, synced: inf.HasSynced, lastErr: inf.LastError,
 		remove: reg.Remove, close: inf.Close, reader: inf.Reader(), stats: inf.Stats,
 		kind: strings.TrimPrefix(gvk.GroupVersion().String()+" "+gvk.Kind, "/"), scope: scope}
-	if primary {
+	if role == sourceFor {
 		r.primaries, r.cache = inf.Reader().Keys, inf
+	}
+	if cut {
+		r.relist = inf.Relist
 	}
 	return r, nil
 }
