@@ -123,18 +123,26 @@ func (f *Fleet) place() ([]*member, error) {
 
 // rebalance is the sharder's Relist: it places the clusters for the
 // shards this replica now holds and returns once the caches of those it
-// engaged have listed, or cannot (a cluster whose informers report an
-// error, one that is down, does not hold up the others' shards: its keys
-// fail and are retried until it answers).
+// engaged have listed, and those cut to its share of a spread cluster
+// listed again (at the same time), or cannot (a cluster whose informers
+// report an error, one that is down, does not hold up the others' shards:
+// its keys fail and are retried until it answers).
 func (f *Fleet) rebalance(ctx context.Context) error {
 	added, err := f.place()
 	if err != nil {
 		return err
 	}
-	if err := f.relistSpread(ctx, added); err != nil {
+	relisted := make(chan error, 1) // the relists end with ctx at the latest
+	go func() { relisted <- f.relistSpread(ctx, added) }()
+	if err := f.awaitSynced(ctx, added); err != nil {
 		return err
 	}
-	for _, m := range added {
+	return <-relisted
+}
+
+// awaitSynced waits until each of ms has synced or reports an error.
+func (f *Fleet) awaitSynced(ctx context.Context, ms []*member) error {
+	for _, m := range ms {
 		for !m.cluster.Synced() && m.cluster.Err() == nil {
 			select {
 			case <-ctx.Done():
