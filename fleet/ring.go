@@ -14,6 +14,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/handler"
+	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/shard"
@@ -274,12 +275,13 @@ func (f *Fleet) relistSpread(ctx context.Context, skip []*member) error {
 }
 
 // awaitRelist waits for a relist of m's to end (done), for m to report an
-// error, or for ctx.
+// error, or for ctx. A relist of an informer that stopped (m left the
+// fleet meanwhile) is no error.
 func (f *Fleet) awaitRelist(ctx context.Context, m *member, done <-chan error) error {
 	for {
 		select {
 		case err := <-done:
-			if err != nil && ctx.Err() == nil && m.cluster.Err() == nil {
+			if err != nil && ctx.Err() == nil && m.cluster.Err() == nil && !errors.Is(err, informer.ErrStopped) {
 				return fmt.Errorf("fleet: cluster %s: %w", m.name, err)
 			}
 			return nil

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/shard"
 )
@@ -83,5 +85,39 @@ func TestSpreadShard_containsByKeyAndByControllerOwner(t *testing.T) {
 		if s.ServerSelector() != "" {
 			t.Errorf("a spread cluster's shard sent to the server: %q", s.ServerSelector())
 		}
+	}
+}
+
+// A spread cluster's relist is waited for; one of an informer that stopped
+// (its cluster left) is no error, nor one of a cluster that reports an
+// error (it lists when it answers); another failure is.
+func TestAwaitRelist_toleratesAStoppedInformerAndAClusterThatIsDown(t *testing.T) {
+	var down error
+	m := &member{name: "big", runs: []sourceRun{{lastErr: func() error { return down }}}}
+	m.cluster = &Cluster{member: m}
+	f := &Fleet{}
+	ended := func(err error) <-chan error {
+		c := make(chan error, 1)
+		c <- err
+		return c
+	}
+	if err := f.awaitRelist(t.Context(), m, ended(nil)); err != nil {
+		t.Errorf("a relist that ended: %v", err)
+	}
+	if err := f.awaitRelist(t.Context(), m, ended(fmt.Errorf("informer big: relist: %w", informer.ErrStopped))); err != nil {
+		t.Errorf("a relist of a stopped informer: %v, want no error", err)
+	}
+	if err := f.awaitRelist(t.Context(), m, ended(errors.New("boom"))); err == nil || !strings.Contains(err.Error(), "cluster big: boom") {
+		t.Errorf("a relist that failed: %v, want the error naming the cluster", err)
+	}
+	down = errors.New("connection refused")
+	if err := f.awaitRelist(t.Context(), m, make(chan error)); err != nil {
+		t.Errorf("a relist of a cluster that is down: %v, want no error (and no wait)", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	down = nil
+	if err := f.awaitRelist(ctx, m, make(chan error)); !errors.Is(err, context.Canceled) {
+		t.Errorf("a relist when the context ended: %v, want context.Canceled", err)
 	}
 }
