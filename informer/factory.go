@@ -283,7 +283,7 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() reflector.Lister
 		return nil, err
 	}
 	f.informers[scope] = &shared{name: name, inf: inf, run: inf.Run, synced: inf.syncedC, lastErr: inf.LastError,
-		stats: inf.refl.Stats, start: inf.Start, close: inf.Close}
+		stats: inf.refl.Stats, start: inf.CacheStart, close: inf.Close}
 	select {
 	case f.wake <- struct{}{}:
 	default:

@@ -71,7 +71,7 @@ func (i *SharedIndexInformer[T]) collect(ch chan<- prometheus.Metric, m *metrics
 	i.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(m.cached, prometheus.GaugeValue, float64(i.idx.Len()))
 	if i.snap != nil {
-		if st := i.Start(); st.Decided {
+		if st := i.CacheStart(); st.Decided {
 			warm := 0.0
 			if st.Warm {
 				warm = 1

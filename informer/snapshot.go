@@ -440,9 +440,9 @@ func (s *snapshots[T]) relistEnds(resume reflector.Resume) {
 	s.warm.relistEnds(resume)
 }
 
-// Start says how the cache started: warm from a snapshot, or cold and why.
+// CacheStart says how the cache started: warm from a snapshot, or cold and why.
 // Decided is false until the informer has synced. Safe for concurrent use.
-func (i *SharedIndexInformer[T]) Start() CacheStart {
+func (i *SharedIndexInformer[T]) CacheStart() CacheStart {
 	if i.snap == nil {
 		return CacheStart{Reason: "no snapshot configured", Decided: true}
 	}

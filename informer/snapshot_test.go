@@ -205,7 +205,7 @@ func runWarmWith(t *testing.T, lw *countingLW, cms typedcorev1.ConfigMapInterfac
 		}
 		return maps.Equal(cached, want) && maps.Equal(h.view(), want)
 	})
-	r := warmRun{start: inf.Start(), heard: h, lw: lw, cached: map[string]string{}}
+	r := warmRun{start: inf.CacheStart(), heard: h, lw: lw, cached: map[string]string{}}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -679,7 +679,7 @@ func TestInformer_aWarmStartInternsAsAColdStartDoes(t *testing.T) {
 			waitFor(t, wait, "sync", inf.HasSynced)
 			a, _ = inf.Reader().Get(object.ObjectName{Namespace: ns, Name: "a"})
 			b, _ = inf.Reader().Get(object.ObjectName{Namespace: ns, Name: "b"})
-			start := inf.Start()
+			start := inf.CacheStart()
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatal(err)

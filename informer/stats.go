@@ -65,7 +65,7 @@ const SampleSize = 64
 func (i *SharedIndexInformer[T]) Stats() Stats {
 	now := time.Now()
 	st := Stats{Name: i.name, Synced: i.HasSynced(), Queued: i.fifo.Len(),
-		ResourceVersion: i.idx.ResourceVersion(), Reflector: i.refl.Stats(), Start: i.Start(), Snapshot: i.SnapshotStats()}
+		ResourceVersion: i.idx.ResourceVersion(), Reflector: i.refl.Stats(), Start: i.CacheStart(), Snapshot: i.SnapshotStats()}
 	sample, n := i.idx.Sample(SampleSize)
 	st.Objects = n
 	st.ApproxBytes = approxBytes(sample, n)

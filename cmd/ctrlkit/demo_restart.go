@@ -97,7 +97,7 @@ func (d *demo) showRestart(ctx context.Context, timeout time.Duration) (*manager
 		return nil, err
 	}
 	fmt.Fprintf(d.out, "  started again, caches synced in %s: Foos %s; Deployments %s\n",
-		time.Since(began).Round(time.Millisecond), foos.Start(), deps.Start())
+		time.Since(began).Round(time.Millisecond), foos.CacheStart(), deps.CacheStart())
 	converged, detail := d.waitConverged(ctx, timeout, r.ctrlErr)
 	if !converged {
 		return nil, fmt.Errorf("%w after the restart: %s", errNotConverged, detail)

@@ -205,7 +205,7 @@ func runCtrlkit(ctx context.Context, kube kubernetes.Interface, cfg *rest.Config
 		return result{}, err
 	}
 	res.Heard, res.Cached = count.heard(), reader.Len()
-	start := inf.Start()
+	start := inf.CacheStart()
 	res.Warm, res.Reason, res.SnapshotObjects = start.Warm, start.Reason, start.Objects
 	res.Snapshot, err = stopAndWrite(cancel, done, inf.SnapshotStats)
 	return res, err
