@@ -55,19 +55,23 @@ func (rs *recorders) stop() {
 	}
 }
 
-// get returns the recorder of source, or nil outside Run.
-func (rs *recorders) get(source corev1.EventSource) record.EventRecorder {
+// with calls fn with the recorder of source, under the lock that stop
+// takes before it shuts the broadcaster down: an event recorded while the
+// manager stops is sent or dropped, never handed to a broadcaster that
+// stopped (which logs an error for it). Outside Run, fn is not called.
+// A recorder's calls do not block: they queue the event or drop it.
+func (rs *recorders) with(source corev1.EventSource, fn func(record.EventRecorder)) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.b == nil {
-		return nil
+		return
 	}
 	r, ok := rs.byComponent[source.Component]
 	if !ok {
 		r = rs.b.NewRecorder(rs.m.scheme, source)
 		rs.byComponent[source.Component] = r
 	}
-	return r
+	fn(r)
 }
 
 // recorder forwards to the component's recorder of the running manager.
@@ -77,19 +81,15 @@ type recorder struct {
 }
 
 func (r *recorder) Event(obj runtime.Object, eventtype, reason, message string) {
-	if rec := r.rs.get(r.source); rec != nil {
-		rec.Event(obj, eventtype, reason, message)
-	}
+	r.rs.with(r.source, func(rec record.EventRecorder) { rec.Event(obj, eventtype, reason, message) })
 }
 
 func (r *recorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
-	if rec := r.rs.get(r.source); rec != nil {
-		rec.Eventf(obj, eventtype, reason, messageFmt, args...)
-	}
+	r.rs.with(r.source, func(rec record.EventRecorder) { rec.Eventf(obj, eventtype, reason, messageFmt, args...) })
 }
 
 func (r *recorder) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
-	if rec := r.rs.get(r.source); rec != nil {
+	r.rs.with(r.source, func(rec record.EventRecorder) {
 		rec.AnnotatedEventf(obj, annotations, eventtype, reason, messageFmt, args...)
-	}
+	})
 }
