@@ -42,12 +42,16 @@ func (f *Fleet) newSharder() (*shard.Sharder, error) {
 func clusterHash(name string) uint64 { return shard.SpreadHash(name) }
 
 // keyHash places a key in the ring: by its cluster's name, or for a
-// spread cluster (Options.Spread) by the whole key.
+// spread cluster (Options.Spread) by the whole key, k.String(), hashed
+// without building it (a spread cluster's informers hash every event).
 func (f *Fleet) keyHash(k Key) uint64 {
-	if f.spread[k.Cluster] {
-		return shard.SpreadHash(k.String())
+	switch {
+	case !f.spread[k.Cluster]:
+		return clusterHash(k.Cluster)
+	case k.Namespace == "":
+		return shard.SpreadHashJoin('/', k.Cluster, k.Name)
 	}
-	return clusterHash(k.Cluster)
+	return shard.SpreadHashJoin('/', k.Cluster, k.Namespace, k.Name)
 }
 
 // ringPartition lets the controller reconcile a key only while its shard

@@ -47,6 +47,16 @@ func TestKeyHash_spreadsASpreadClustersObjects(t *testing.T) {
 		t.Errorf("%d objects of a spread cluster fall in %d of %d shards (want most), of another cluster in %d (want 1)",
 			objects, len(big), virtual, len(small))
 	}
+	for _, k := range []Key{{Cluster: "big", ObjectName: object.ObjectName{Namespace: "work", Name: "a"}},
+		{Cluster: "big", ObjectName: object.ObjectName{Name: "node-1"}}} {
+		if got, want := f.keyHash(k), shard.SpreadHash(k.String()); got != want {
+			t.Errorf("keyHash(%s) = %x, SpreadHash of the key = %x", k, got, want)
+		}
+	}
+	k := Key{Cluster: "big", ObjectName: object.ObjectName{Namespace: "work", Name: "a"}}
+	if n := testing.AllocsPerRun(100, func() { f.keyHash(k) }); n != 0 {
+		t.Errorf("keyHash of a spread cluster's key allocates %v times, want 0 (it runs on every event)", n)
+	}
 	if _, err := New(controller.ReconcileFunc[Key](func(context.Context, Key) (controller.Result, error) { return controller.Result{}, nil }),
 		Options{Spread: []string{"big"}}); err == nil || !strings.Contains(err.Error(), "Spread needs Options.Ring") {
 		t.Errorf("New with Spread and no Ring: %v, want an error saying Spread needs Ring", err)

@@ -92,13 +92,35 @@ func (s Selector) String() string {
 // such names fell in one of 16 shards).
 func SpreadHash(value string) uint64 { return mix(Hash(value)) }
 
+// SpreadHashJoin is SpreadHash of parts joined by sep, computed without
+// joining them: SpreadHashJoin('/', "a", "b") is SpreadHash("a/b"), and
+// nothing is allocated (a key hashed on every event need not be built).
+func SpreadHashJoin(sep byte, parts ...string) uint64 {
+	h := uint64(fnvOffset)
+	for i, p := range parts {
+		if i > 0 {
+			h = (h ^ uint64(sep)) * fnvPrime
+		}
+		h = fnv(h, p)
+	}
+	return mix(h)
+}
+
 // Hash is the 64-bit FNV-1a hash of value, as the server computes it. It
 // allocates nothing: Matches runs on every watch event.
-func Hash(value string) uint64 {
-	h := uint64(14695981039346656037) // FNV-1a 64 offset basis
-	for i := 0; i < len(value); i++ {
-		h ^= uint64(value[i])
-		h *= 1099511628211 // FNV-1a 64 prime
+func Hash(value string) uint64 { return fnv(fnvOffset, value) }
+
+// FNV-1a 64's offset basis and prime.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// fnv continues the FNV-1a hash h over s.
+func fnv(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
 	}
 	return h
 }

@@ -27,6 +27,25 @@ func TestHash_isTheServersHash(t *testing.T) {
 	}
 }
 
+func TestSpreadHashJoin_isSpreadHashOfTheJoinedParts(t *testing.T) {
+	for _, parts := range [][]string{{"east/ns/name"}, {"east", "ns", "name"}, {"", "x"}, {"x", ""}, {}, {"a", "b", "c", "d"}} {
+		joined := ""
+		for i, p := range parts {
+			if i > 0 {
+				joined += "/"
+			}
+			joined += p
+		}
+		if got, want := shard.SpreadHashJoin('/', parts...), shard.SpreadHash(joined); got != want {
+			t.Errorf("SpreadHashJoin('/', %q) = %x, SpreadHash(%q) = %x", parts, got, joined, want)
+		}
+	}
+	cluster, ns, name := "east", "shop", "cart"
+	if n := testing.AllocsPerRun(100, func() { shard.SpreadHashJoin('/', cluster, ns, name) }); n != 0 {
+		t.Errorf("SpreadHashJoin allocates %v times per call, want 0", n)
+	}
+}
+
 func TestSelector_stringAndMatchesAgreeWithApimachinery(t *testing.T) {
 	s := shard.Selector{Key: shard.UID, Ranges: []shard.Range{{Start: 0, End: 1 << 62}, {Start: 3 << 62}}}
 	if got, want := s.String(), "shardRange(object.metadata.uid, '0x0000000000000000', '0x4000000000000000') || "+
