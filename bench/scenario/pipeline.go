@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -137,11 +138,9 @@ type pipelineInput struct {
 	listRV     int
 	plan       []plannedEvent
 	keys       []string // by key id; ids 0..Objects-1 are the listed objects
-	ids        map[string]int
-	names      map[object.ObjectName]int // ids by typed name, for the manager's reconciler
-	initial    []int64                   // resource version of each listed key
-	final      []int64                   // resource version of each key after the last event; -1 deleted
-	sentinel   int                       // the key of the last event
+	initial    []int64  // resource version of each listed key
+	final      []int64  // resource version of each key after the last event; -1 deleted
+	sentinel   int      // the key of the last event
 }
 
 // plannedEvent is event k of the watch: its object is key id's ConfigMap
@@ -152,15 +151,12 @@ type plannedEvent struct {
 }
 
 func newPipelineInput(cfg PipelineConfig) *pipelineInput {
-	in := &pipelineInput{namespaces: cfg.Namespaces, listRV: cfg.Objects, plan: make([]plannedEvent, 0, cfg.Events),
-		ids: make(map[string]int, cfg.Objects+cfg.Events/50), names: make(map[object.ObjectName]int, cfg.Objects+cfg.Events/50)}
+	in := &pipelineInput{namespaces: cfg.Namespaces, listRV: cfg.Objects, plan: make([]plannedEvent, 0, cfg.Events)}
 	var live []int // ids of the keys that exist
 	addKey := func(rv int) int {
 		id := len(in.keys)
 		key := fmt.Sprintf("ns-%03d/cm-%07d", id%cfg.Namespaces, id) // configMap's namespace and name
-		in.keys, in.ids[key] = append(in.keys, key), id
-		n, _ := object.ParseObjectName(key)
-		in.names[n] = id
+		in.keys = append(in.keys, key)
 		live, in.final = append(live, id), append(in.final, int64(rv))
 		return id
 	}
@@ -292,14 +288,42 @@ type pipelineRun struct {
 
 // observe is the workers' work: record the version of key's cached object.
 func (r *pipelineRun) observe(key string, obj *corev1.ConfigMap, cached bool) {
-	id, ok := r.in.ids[key]
+	ns, name, _ := strings.Cut(key, "/")
+	id, ok := r.in.idOf(ns, name)
 	r.record(id, ok, obj, cached)
 }
 
 // observeName is observe for a worker given a typed name.
 func (r *pipelineRun) observeName(n object.ObjectName, obj *corev1.ConfigMap, cached bool) {
-	id, ok := r.in.names[n]
+	id, ok := r.in.idOf(n.Namespace, n.Name)
 	r.record(id, ok, obj, cached)
+}
+
+// idOf reads the key id a name says ("cm-%07d", see newPipelineInput) and
+// checks the namespace against it ("ns-%03d", the id modulo the
+// namespaces). Both observers find an id this way, at the same cost,
+// whichever form of key their library hands a worker (a map of typed names
+// costs more to look up than one of strings: the harness's work, not the
+// library's), and neither reads a table the size of the input.
+func (in *pipelineInput) idOf(ns, name string) (id int, ok bool) {
+	id, ok = digits(name, "cm-", 7)
+	nsID, nsOK := digits(ns, "ns-", 3)
+	return id, ok && nsOK && id < len(in.keys) && nsID == id%in.namespaces
+}
+
+// digits parses s as prefix followed by at least n decimal digits (a
+// number printed with %0nd).
+func digits(s, prefix string, n int) (v int, ok bool) {
+	if len(s) < len(prefix)+n || !strings.HasPrefix(s, prefix) {
+		return 0, false
+	}
+	for _, c := range []byte(s[len(prefix):]) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
 }
 
 // record notes that a worker read key id (known: the input has it).

@@ -111,6 +111,28 @@ func TestPipeline_bothLibrariesProcessEveryEventAndCacheTheSource(t *testing.T) 
 	}
 }
 
+func TestPipelineInput_idOfReadsTheIdANameSaysAndRefusesAWrongKey(t *testing.T) {
+	in := newPipelineInput(PipelineConfig{Objects: 300, Events: 100, Namespaces: 10, PageSize: 100})
+	for id, key := range in.keys {
+		ns, name, _ := strings.Cut(key, "/")
+		if got, ok := in.idOf(ns, name); !ok || got != id {
+			t.Fatalf("idOf(%q) = %d, %v; want %d", key, got, ok, id)
+		}
+	}
+	for _, bad := range [][2]string{
+		{"ns-001", "cm-0000002"}, // the namespace of another id
+		{"ns-002", "cm-2"},       // too few digits
+		{"ns-002", "cx-0000002"}, // another prefix
+		{"ns-00x", "cm-0000002"}, // not a number
+		{"ns-002", "cm-9999992"}, // an id the input does not have
+		{"", "cm-0000002"},       // cluster-scoped
+	} {
+		if id, ok := in.idOf(bad[0], bad[1]); ok {
+			t.Errorf("idOf(%q, %q) = %d, ok; want refused", bad[0], bad[1], id)
+		}
+	}
+}
+
 func TestPipeline_wireBothLibrariesDecodeTheServersBytesAndCacheTheSource(t *testing.T) {
 	s := Pipeline(PipelineConfig{Objects: 3000, Events: 20000, Namespaces: 10, PageSize: 500, Wire: true})
 	for _, side := range []string{Ctrlkit, ClientGo, ClientGoStrip, CtrlkitManager} {
