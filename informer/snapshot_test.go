@@ -16,9 +16,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/handler"
@@ -516,7 +520,7 @@ func TestInformer_periodicSnapshotsAreConsistentUnderChanges(t *testing.T) {
 }
 
 func TestInformer_shareMapsSharesEqualLabelMapsOnlyWhenAsked(t *testing.T) {
-	cms, ns := twoLabelledConfigMaps(t)
+	cms, ns := twoLabelledConfigMaps(t, "informer-share-maps")
 	for _, share := range []bool{false, true} {
 		inf := realInformer(t, cms, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{ShareMaps: share}})
 		ctx, cancel := context.WithCancel(t.Context())
@@ -657,7 +661,7 @@ func TestInformer_theServerConfirmsTheSnapshotWhileItLoads(t *testing.T) {
 // keys share one string), DisableInterning interns nothing, and ShareMaps
 // shares equal label maps whole; every object decodes to the server's.
 func TestInformer_aWarmStartInternsAsAColdStartDoes(t *testing.T) {
-	cms, ns := twoLabelledConfigMaps(t)
+	cms, ns := twoLabelledConfigMaps(t, "informer-warm-interns")
 	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
 	for _, tc := range []struct {
 		name             string
@@ -713,14 +717,40 @@ func TestInformer_aWarmStartInternsAsAColdStartDoes(t *testing.T) {
 	}
 }
 
-// twoLabelledConfigMaps creates ConfigMaps a and b in a new namespace, with
-// equal labels and one data key each (value: the name).
-func twoLabelledConfigMaps(t *testing.T) (typedcorev1.ConfigMapInterface, string) {
+// twoLabelledConfigMaps creates ConfigMaps a and b in namespace ns, with
+// equal labels and one data key each (value: the name). The namespace has
+// the fixed name it is given, not srv.Namespace's random one, as the tests
+// check which strings the informer's lossy intern table shares (a random
+// name whose hash crowds the pair of slots of two checked strings makes
+// them miss in turn, now and then); it is made when missing, and a and b of
+// a run before are deleted.
+func twoLabelledConfigMaps(t *testing.T, ns string) (typedcorev1.ConfigMapInterface, string) {
 	t.Helper()
 	srv := env.Get(t)
-	ns := srv.Namespace(t)
 	leakcheck.Check(t)
-	cms := configMaps(t, srv.Config(), ns)
+	hc, err := rest.HTTPClientFor(srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
+	cs, err := kubernetes.NewForConfigAndClient(srv.Config(), hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cms := cs.CoreV1().ConfigMaps(ns)
+	remove := func() {
+		for _, name := range []string{"a", "b"} {
+			if err := cms.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Error(err)
+			}
+		}
+	}
+	remove()
+	t.Cleanup(remove)
 	for _, name := range []string{"a", "b"} {
 		if _, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name,
 			Labels: map[string]string{"app": "web", "tier": "front"}}, Data: map[string]string{"config.yaml": name}},
