@@ -3,15 +3,20 @@ package apply
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -32,6 +37,18 @@ type Applier[T any, C runtime.ApplyConfiguration] interface {
 // reconcile thus writes only when something changed: its own write's watch
 // event, or a restart over objects already in that state, costs no request.
 //
+// When the cache holds the object, the apply carries its UID as a
+// precondition (metadata.uid, set on cfg for the request and taken off
+// after): an object deleted since the cache saw it is not created again
+// from a stale reconcile (a child of an owner deleted meanwhile, which the
+// garbage collector would have to delete a second time), and one deleted
+// and created anew is not written over. Either way nothing is written, and
+// the error (a conflict, or an invalid uid for one created anew) says so
+// and wraps the server's (errors.Is(err, ErrGone)); the reconcile's retry,
+// or the watch event of the deletion, decides again on the cache's newer
+// state. Without the object in cache, Apply creates or updates as a plain
+// apply does.
+//
 // The cache must keep the field manager's entry of metadata.managedFields,
 // which informers strip by default: list opts.FieldManager in the
 // informers' KeepManagedFieldsOf (manager.Options.Informers). Without it
@@ -49,6 +66,7 @@ func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applie
 		var zero T
 		return zero, Unchanged, fmt.Errorf("apply: %T is not an apply configuration of what the client writes (it takes %T)", cfg, *new(C))
 	}
+	var uid types.UID
 	if cache != nil && len(opts.DryRun) == 0 {
 		if name, ok := appliedName(cfg); ok {
 			if cur, ok := cache.Get(name); ok {
@@ -58,11 +76,72 @@ func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applie
 				if len(cur.GetManagedFields()) == 0 {
 					warnNoManagedFields(cur, opts.FieldManager)
 				}
+				uid = cur.GetUID()
 			}
 		}
 	}
+	if uid != "" {
+		if restore, ok := withUID(cfg, uid); ok {
+			defer restore()
+		} else {
+			uid = ""
+		}
+	}
 	obj, err := c.Apply(ctx, typed, opts)
+	if err != nil && uid != "" && uidRefused(err) {
+		name, _ := appliedName(cfg)
+		err = fmt.Errorf("apply: %s: %w: the cache holds uid %s, which the server no longer has (deleted, or deleted and "+
+			"created anew); nothing written: %w", name, ErrGone, uid, err)
+	}
 	return obj, Applied, err
+}
+
+// ErrGone is wrapped by Apply's error when the object the cache holds is
+// no longer the server's: its UID precondition failed, and nothing was
+// written.
+var ErrGone = errors.New("the cached object is gone")
+
+// withUID sets cfg's metadata.uid to uid and returns what puts back the
+// value it had; not ok when cfg has no metadata.uid to set (a type
+// other than client-go's generated apply configurations) or sets one
+// itself.
+func withUID(cfg runtime.ApplyConfiguration, uid types.UID) (restore func(), ok bool) {
+	v := reflect.ValueOf(cfg)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return nil, false
+	}
+	meta := v.Elem().FieldByName("ObjectMetaApplyConfiguration")
+	if !meta.IsValid() || meta.Type() != reflect.TypeFor[*metav1ac.ObjectMetaApplyConfiguration]() || meta.IsNil() {
+		return nil, false
+	}
+	m := meta.Interface().(*metav1ac.ObjectMetaApplyConfiguration)
+	if m.UID != nil {
+		return nil, false
+	}
+	m.UID = &uid
+	return func() { m.UID = nil }, true
+}
+
+// uidRefused reports whether err is the server refusing an apply's UID
+// precondition: a conflict that is not the field managers' (no object of
+// that UID), or metadata.uid invalid (an object of another UID: the field
+// is immutable).
+func uidRefused(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	var causes []metav1.StatusCause
+	if d := status.Status().Details; d != nil {
+		causes = d.Causes
+	}
+	switch {
+	case apierrors.IsConflict(err):
+		return !slices.ContainsFunc(causes, func(c metav1.StatusCause) bool { return c.Type == metav1.CauseTypeFieldManagerConflict })
+	case apierrors.IsInvalid(err):
+		return slices.ContainsFunc(causes, func(c metav1.StatusCause) bool { return c.Field == "metadata.uid" })
+	}
+	return false
 }
 
 // warned holds the (Go type, field manager) pairs warnNoManagedFields has

@@ -3,11 +3,13 @@ package apply_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -173,6 +175,64 @@ func TestApply_sendsNothingWhenTheCacheHoldsTheConfiguration(t *testing.T) {
 	}
 	if c.applies != 4 || strings.Count(logged.String(), "KeepManagedFieldsOf") != 1 {
 		t.Errorf("%d applies, log %q; want 4 and one warning naming KeepManagedFieldsOf", c.applies, logged.String())
+	}
+}
+
+// An apply from a cache that holds the object carries its UID: an object
+// deleted since is not created again, one deleted and created anew is not
+// written over (both ErrGone, nothing written), and cfg comes back as it
+// was given. A field managers' conflict is not taken for a gone object.
+func TestApply_neverCreatesAgainWhatTheCacheHoldsAndTheServerDeleted(t *testing.T) {
+	srv := env.Get(t)
+	ns, kube, ctx := srv.Namespace(t), apiserver.Client(t, srv.Config()), t.Context()
+	c := kube.CoreV1().Secrets(ns)
+	opts := metav1.ApplyOptions{FieldManager: "ctl", Force: true}
+	cfg := corev1ac.Secret("s", ns).WithData(map[string][]byte{"k": []byte("1")})
+	first, _, err := apply.Apply(ctx, c, nil, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := secretCache{object.NameOf(first): first}
+	if err := c.Delete(ctx, "s", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.WithData(map[string][]byte{"k": []byte("2")})
+	_, res, err := apply.Apply(ctx, c, cached, cfg, opts)
+	if !errors.Is(err, apply.ErrGone) || !apierrors.IsConflict(err) || res != apply.Applied {
+		t.Fatalf("Apply over a cached object the server deleted = %v, %v; want ErrGone wrapping the server's conflict", res, err)
+	}
+	if _, err := c.Get(ctx, "s", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after the refused apply, Get = %v; want not found: the object was created again", err)
+	}
+	if cfg.UID != nil {
+		t.Fatalf("cfg came back with uid %s: Apply must take its precondition off", *cfg.UID)
+	}
+
+	second, _, err := apply.Apply(ctx, c, nil, cfg, opts) // created anew, by someone else
+	if err != nil || second.UID == first.UID {
+		t.Fatalf("plain apply = %v, uid %s (the first was %s)", err, second.UID, first.UID)
+	}
+	cfg.WithData(map[string][]byte{"k": []byte("3")})
+	if _, _, err := apply.Apply(ctx, c, cached, cfg, opts); !errors.Is(err, apply.ErrGone) || !apierrors.IsInvalid(err) {
+		t.Fatalf("Apply over a cached object the server replaced = %v; want ErrGone wrapping the server's invalid uid", err)
+	}
+	if got, err := c.Get(ctx, "s", metav1.GetOptions{}); err != nil || string(got.Data["k"]) != "2" {
+		t.Fatalf("after the refused apply the server has %v, %v; want the replacement's data untouched", got.Data, err)
+	}
+	cached[object.NameOf(second)] = second // the cache caught up
+	if got, res, err := apply.Apply(ctx, c, cached, cfg, opts); err != nil || res != apply.Applied || string(got.Data["k"]) != "3" {
+		t.Fatalf("Apply once the cache caught up = %v, %v", res, err)
+	}
+
+	other := metav1.ApplyOptions{FieldManager: "other", Force: true}
+	owned, _, err := apply.Apply(ctx, c, nil, corev1ac.Secret("s", ns).WithData(map[string][]byte{"k": []byte("theirs")}), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached[object.NameOf(owned)] = owned
+	_, _, err = apply.Apply(ctx, c, cached, cfg, metav1.ApplyOptions{FieldManager: "ctl"})
+	if !apierrors.IsConflict(err) || errors.Is(err, apply.ErrGone) {
+		t.Fatalf("Apply of a field another manager owns, not forced = %v; want the managers' conflict, not ErrGone", err)
 	}
 }
 
