@@ -38,8 +38,8 @@ type Applier[T any, C runtime.ApplyConfiguration] interface {
 // event, or a restart over objects already in that state, costs no request.
 //
 // When the cache holds the object, the apply carries its UID as a
-// precondition (metadata.uid, set on cfg for the request and taken off
-// after): an object deleted since the cache saw it is not created again
+// precondition (metadata.uid, on a copy of cfg: cfg is not written): an
+// object deleted since the cache saw it is not created again
 // from a stale reconcile (a child of an owner deleted meanwhile, which the
 // garbage collector would have to delete a second time), and one deleted
 // and created anew is not written over. Either way nothing is written, and
@@ -81,9 +81,7 @@ func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applie
 		}
 	}
 	if uid != "" {
-		if restore, ok := withUID(cfg, uid); ok {
-			defer restore()
-		} else {
+		if typed, ok = withUID(typed, uid); !ok {
 			uid = ""
 		}
 	}
@@ -101,25 +99,34 @@ func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applie
 // written.
 var ErrGone = errors.New("the cached object is gone")
 
-// withUID sets cfg's metadata.uid to uid and returns what puts back the
-// value it had; not ok when cfg has no metadata.uid to set (a type
-// other than client-go's generated apply configurations) or sets one
-// itself.
-func withUID(cfg runtime.ApplyConfiguration, uid types.UID) (restore func(), ok bool) {
+// withUID returns a copy of cfg whose metadata.uid is uid, or cfg and not
+// ok when cfg has no metadata.uid to set (a type other than client-go's
+// generated apply configurations) or sets one itself. cfg is not written:
+// it may be shared (one configuration applied by several workers, or to
+// several clusters). The copy is shallow, but for the metadata: the
+// request only reads it.
+func withUID[C runtime.ApplyConfiguration](cfg C, uid types.UID) (C, bool) {
 	v := reflect.ValueOf(cfg)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return nil, false
+		return cfg, false
 	}
 	meta := v.Elem().FieldByName("ObjectMetaApplyConfiguration")
 	if !meta.IsValid() || meta.Type() != reflect.TypeFor[*metav1ac.ObjectMetaApplyConfiguration]() || meta.IsNil() {
-		return nil, false
+		return cfg, false
 	}
-	m := meta.Interface().(*metav1ac.ObjectMetaApplyConfiguration)
+	m := *meta.Interface().(*metav1ac.ObjectMetaApplyConfiguration)
 	if m.UID != nil {
-		return nil, false
+		return cfg, false
 	}
 	m.UID = &uid
-	return func() { m.UID = nil }, true
+	cp := reflect.New(v.Elem().Type())
+	cp.Elem().Set(v.Elem())
+	cp.Elem().FieldByName("ObjectMetaApplyConfiguration").Set(reflect.ValueOf(&m))
+	out, ok := cp.Interface().(C)
+	if !ok {
+		return cfg, false
+	}
+	return out, true
 }
 
 // uidRefused reports whether err is the server refusing an apply's UID

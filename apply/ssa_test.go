@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -222,6 +223,18 @@ func TestApply_neverCreatesAgainWhatTheCacheHoldsAndTheServerDeleted(t *testing.
 	cached[object.NameOf(second)] = second // the cache caught up
 	if got, res, err := apply.Apply(ctx, c, cached, cfg, opts); err != nil || res != apply.Applied || string(got.Data["k"]) != "3" {
 		t.Fatalf("Apply once the cache caught up = %v, %v", res, err)
+	}
+	// One configuration applied by two workers at once: Apply writes a copy
+	// (the race detector would see a write into cfg).
+	cfg.WithData(map[string][]byte{"k": []byte("4")})
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Go(func() { _, _, errs[i] = apply.Apply(ctx, c, cached, cfg, opts) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil || cfg.UID != nil {
+		t.Fatalf("two applies of one configuration = %v, its uid %v; want both applied, cfg untouched", err, cfg.UID)
 	}
 
 	other := metav1.ApplyOptions{FieldManager: "other", Force: true}
