@@ -67,17 +67,16 @@ func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applie
 		return zero, Unchanged, fmt.Errorf("apply: %T is not an apply configuration of what the client writes (it takes %T)", cfg, *new(C))
 	}
 	var uid types.UID
-	if cache != nil && len(opts.DryRun) == 0 {
-		if name, ok := appliedName(cfg); ok {
-			if cur, ok := cache.Get(name); ok {
-				if Holds(cur, cfg, opts.FieldManager) {
-					return cur, Unchanged, nil
-				}
-				if len(cur.GetManagedFields()) == 0 {
-					warnNoManagedFields(cur, opts.FieldManager)
-				}
-				uid = cur.GetUID()
+	name, named := appliedName(cfg)
+	if cache != nil && len(opts.DryRun) == 0 && named {
+		if cur, ok := cache.Get(name); ok {
+			if Holds(cur, cfg, opts.FieldManager) {
+				return cur, Unchanged, nil
 			}
+			if len(cur.GetManagedFields()) == 0 {
+				warnNoManagedFields(cur, opts.FieldManager)
+			}
+			uid = cur.GetUID()
 		}
 	}
 	if uid != "" {
@@ -87,7 +86,6 @@ func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applie
 	}
 	obj, err := c.Apply(ctx, typed, opts)
 	if err != nil && uid != "" && uidRefused(err) {
-		name, _ := appliedName(cfg)
 		err = fmt.Errorf("apply: %s: %w: the cache holds uid %s, which the server no longer has (deleted, or deleted and "+
 			"created anew); nothing written: %w", name, ErrGone, uid, err)
 	}

@@ -18,11 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/handler"
@@ -728,15 +725,7 @@ func twoLabelledConfigMaps(t *testing.T, ns string) (typedcorev1.ConfigMapInterf
 	t.Helper()
 	srv := env.Get(t)
 	leakcheck.Check(t)
-	hc, err := rest.HTTPClientFor(srv.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
-	cs, err := kubernetes.NewForConfigAndClient(srv.Config(), hc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := apiserver.Client(t, srv.Config()) // its idle connections closed before the leak check
 	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/listwatch"
 )
 
@@ -29,8 +30,7 @@ func TestKind_InternMetadataDecodesTheSameObjectsSharingTheirStrings(t *testing.
 	// hundred. With every string fixed, which pairs are crowded is too: this
 	// name crowds none that the test checks.
 	ns := "listwatch-intern-sharing"
-	cs := kubernetes.NewForConfigOrDie(srv.Config())
-	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+	if _, err := apiserver.Client(t, srv.Config()).CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,13 +30,7 @@ func TestHash_isTheServersHash(t *testing.T) {
 
 func TestSpreadHashJoin_isSpreadHashOfTheJoinedParts(t *testing.T) {
 	for _, parts := range [][]string{{"east/ns/name"}, {"east", "ns", "name"}, {"", "x"}, {"x", ""}, {}, {"a", "b", "c", "d"}} {
-		joined := ""
-		for i, p := range parts {
-			if i > 0 {
-				joined += "/"
-			}
-			joined += p
-		}
+		joined := strings.Join(parts, "/")
 		if got, want := shard.SpreadHashJoin('/', parts...), shard.SpreadHash(joined); got != want {
 			t.Errorf("SpreadHashJoin('/', %q) = %x, SpreadHash(%q) = %x", parts, got, joined, want)
 		}
