@@ -47,7 +47,7 @@ func BenchmarkController_process(b *testing.B) {
 				if shutdown {
 					b.Fatal("queue shut down")
 				}
-				c.process(ctx, key)
+				c.process(ctx, key, 0)
 			}
 		})
 	}
@@ -69,8 +69,8 @@ func BenchmarkController_add(b *testing.B) {
 					c.Add(k)
 				}
 				key, _ := c.queue.Get()
-				c.track.started(key)
-				c.track.finished(key, nil, 0, time.Time{})
+				c.track.started(key, 0)
+				c.track.finished(key, 0, nil, 0, time.Time{})
 				c.queue.Done(key)
 			}
 		})

@@ -208,6 +208,7 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 	}
 	c := &Controller[K]{rec: rec, opts: opts, queue: q, metrics: m}
 	c.track.epoch = time.Now()
+	c.track.running = make([]running[K], opts.Workers)
 	if opts.Tracer != nil {
 		c.track.tracing, c.spanName = true, "reconcile "+opts.Name
 		if p := opts.TraceSampling; p > 0 && p < 1 {
@@ -317,8 +318,8 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 	work = tracing.WithController(work, c.opts.Name)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for range c.opts.Workers {
-		wg.Go(func() { c.worker(ctx, work) })
+	for i := range c.opts.Workers {
+		wg.Go(func() { c.worker(ctx, work, i) })
 	}
 	go func() { wg.Wait(); close(done) }()
 	<-ctx.Done()
@@ -419,8 +420,8 @@ func notSynced(sources []source) []string {
 
 // worker processes keys until the queue shuts down. Once ctx has ended it
 // takes no new work: keys still queued are marked done unprocessed.
-// Reconciles run under work.
-func (c *Controller[K]) worker(ctx, work context.Context) {
+// Reconciles run under work; id is the worker's slot in the tracker.
+func (c *Controller[K]) worker(ctx, work context.Context, id int) {
 	for {
 		key, shutdown := c.queue.Get()
 		if shutdown {
@@ -449,7 +450,7 @@ func (c *Controller[K]) worker(ctx, work context.Context) {
 			}
 		}
 		c.metrics.workerBusy(1)
-		c.process(rctx, key)
+		c.process(rctx, key, id)
 		c.metrics.workerBusy(-1)
 		done()
 	}

@@ -46,10 +46,11 @@ type errPanic struct {
 
 func (e errPanic) Error() string { return fmt.Sprintf("controller: reconcile panicked: %v", e.value) }
 
-// process reconciles one key and applies the retry policy.
-func (c *Controller[K]) process(ctx context.Context, key K) {
+// process reconciles one key, as worker (its slot in the tracker), and
+// applies the retry policy.
+func (c *Controller[K]) process(ctx context.Context, key K, worker int) {
 	defer c.queue.Done(key)
-	c.track.started(key)
+	c.track.started(key, worker)
 	var span trace.Span
 	if c.opts.Tracer != nil {
 		ctx, span = c.startSpan(ctx, key)
@@ -62,7 +63,7 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 		endSpan(span, res, err)
 	}
 	ended := c.track.time(end) // dates the outcome and any requeue below
-	c.recordResult(key, err, ended)
+	c.recordResult(key, worker, err, ended)
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
@@ -89,13 +90,14 @@ func (c *Controller[K]) process(ctx context.Context, key K) {
 	}
 }
 
-// recordResult tells the tracker how a reconcile of key ended, at end.
-func (c *Controller[K]) recordResult(key K, err error, end time.Time) {
+// recordResult tells the tracker how worker's reconcile of key ended, at
+// end.
+func (c *Controller[K]) recordResult(key K, worker int, err error, end time.Time) {
 	attempt := 0
 	if err != nil {
 		attempt = c.queue.NumRequeues(key) + 1
 	}
-	c.track.finished(key, err, attempt, end)
+	c.track.finished(key, worker, err, attempt, end)
 }
 
 // reconcile calls the Reconciler with the key's own context and turns a

@@ -107,7 +107,7 @@ type tracker[K comparable] struct {
 	// the newest of the n entries of recent.
 	mu      sync.Mutex
 	why     map[K]why         // keys added with a reason since their last reconcile started
-	running map[K]why         // keys being reconciled, with their reasons (none when added without)
+	running []running[K]      // per worker: the key it reconciles, with its reasons (none when added without)
 	failing map[K]KeyError[K] // keys whose last reconcile failed
 	// The peaks of why and failing: a map that held a large backlog (the
 	// initial list's keys, a failure storm) is rebuilt small once drained,
@@ -134,6 +134,15 @@ type tracker[K comparable] struct {
 	links     map[K]*links
 	free      []*links // emptied links, for reuse
 	traceIDs  map[K]trace.TraceID
+}
+
+// running is a worker's slot of the tracker: the key it reconciles, if
+// busy. A slot per worker, not a map of keys: starting and finishing a
+// reconcile hash no key for it.
+type running[K comparable] struct {
+	key  K
+	why  why
+	busy bool
 }
 
 // why are the reasons a key was added for: 56 bytes and no pointer, so a
@@ -275,8 +284,8 @@ func (t *tracker[K]) noteLocked(key K, r Reason) {
 	}
 }
 
-// started moves key, with its reasons if it has any, to the running set.
-func (t *tracker[K]) started(key K) {
+// started moves key, with its reasons if it has any, to worker's slot.
+func (t *tracker[K]) started(key K, worker int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	w, ok := t.why[key]
@@ -284,30 +293,46 @@ func (t *tracker[K]) started(key K) {
 		delete(t.why, key)
 		t.why = peak.Shrink(&t.whyPeak, t.why)
 	}
-	if t.running == nil {
-		t.running = map[K]why{}
+	if worker >= len(t.running) {
+		t.running = append(t.running, make([]running[K], worker+1-len(t.running))...)
 	}
-	t.running[key] = w
+	t.running[worker] = running[K]{key: key, why: w, busy: true}
 }
 
 // inFlight returns the keys being reconciled.
 func (t *tracker[K]) inFlight() []K {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	keys := make([]K, 0, len(t.running))
-	for k := range t.running {
-		keys = append(keys, k)
+	var keys []K
+	for _, r := range t.running {
+		if r.busy {
+			keys = append(keys, r.key)
+		}
 	}
 	return keys
 }
 
-// finished records a reconcile's outcome; err is nil after a success.
-// attempt is the key's failures in a row, this one included.
-func (t *tracker[K]) finished(key K, err error, attempt int, now time.Time) {
+// runningWhy returns the reasons of key if a worker reconciles it. Called
+// with t.mu held.
+func (t *tracker[K]) runningWhy(key K) why {
+	for _, r := range t.running {
+		if r.busy && r.key == key {
+			return r.why
+		}
+	}
+	return why{}
+}
+
+// finished records the outcome of worker's reconcile of key; err is nil
+// after a success. attempt is the key's failures in a row, this one
+// included.
+func (t *tracker[K]) finished(key K, worker int, err error, attempt int, now time.Time) {
 	t.reconciles.Add(1)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.running, key)
+	if worker < len(t.running) {
+		t.running[worker] = running[K]{}
+	}
 	if err == nil {
 		if _, ok := t.failing[key]; ok {
 			delete(t.failing, key)
@@ -399,7 +424,7 @@ func (c *Controller[K]) KeyStats(key K) KeyStats[K] {
 	defer c.track.mu.Unlock()
 	w, ok := c.track.why[key]
 	if !ok {
-		w = c.track.running[key]
+		w = c.track.runningWhy(key)
 	}
 	if w.adds > 0 {
 		ks.First, ks.Last, ks.Adds = c.track.unpack(w.first), c.track.unpack(w.last), w.adds

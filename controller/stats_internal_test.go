@@ -25,12 +25,12 @@ func TestTracker_rebuildsItsMapsSmallOnceABacklogDrains(t *testing.T) {
 	for i := range keys {
 		keys[i] = "ns/obj-" + strconv.Itoa(i)
 		tr.note(keys[i], Reason{Event: "add", Source: "configmaps", At: tr.now()})
-		tr.finished(keys[i], errors.New("boom"), 1, tr.now())
+		tr.finished(keys[i], 0, errors.New("boom"), 1, tr.now())
 	}
 	why, failing := tr.why, tr.failing
 	for i, k := range keys {
-		tr.started(k)
-		tr.finished(k, nil, 0, tr.now())
+		tr.started(k, 0)
+		tr.finished(k, 0, nil, 0, tr.now())
 		if i < n-n/8 { // still above an eighth of the peak
 			if !sameMap(tr.why, why) || !sameMap(tr.failing, failing) {
 				t.Fatalf("a map was rebuilt after %d of %d keys drained, with %d left", i+1, n, n-i-1)
@@ -42,13 +42,13 @@ func TestTracker_rebuildsItsMapsSmallOnceABacklogDrains(t *testing.T) {
 	// eighth of their peak for half the peak's deletes.
 	for range n / 2 {
 		tr.note("ns/steady", Reason{Event: "update", At: tr.now()})
-		tr.started("ns/steady")
-		tr.finished("ns/steady", errors.New("boom"), 1, tr.now())
-		tr.started("ns/steady")
-		tr.finished("ns/steady", nil, 0, tr.now())
+		tr.started("ns/steady", 0)
+		tr.finished("ns/steady", 0, errors.New("boom"), 1, tr.now())
+		tr.started("ns/steady", 0)
+		tr.finished("ns/steady", 0, nil, 0, tr.now())
 	}
-	if len(tr.why) != 0 || len(tr.failing) != 0 || len(tr.running) != 0 {
-		t.Fatalf("after every key finished: %d reasons, %d failing, %d running; want none", len(tr.why), len(tr.failing), len(tr.running))
+	if len(tr.why) != 0 || len(tr.failing) != 0 || len(tr.inFlight()) != 0 {
+		t.Fatalf("after every key finished: %d reasons, %d failing, %d running; want none", len(tr.why), len(tr.failing), len(tr.inFlight()))
 	}
 	if sameMap(tr.why, why) || sameMap(tr.failing, failing) {
 		t.Fatalf("the reasons' and failures' maps still the ones that held %d keys (rebuilt: reasons %v, failures %v)",

@@ -149,14 +149,14 @@ func TestTracker_keepsTheLastErrorsNewestFirst(t *testing.T) {
 	var tr tracker[int]
 	now := time.Now()
 	for i := range RecentErrors + 5 {
-		tr.finished(i, errors.New("e"), 1, now.Add(time.Duration(i)))
+		tr.finished(i, 0, errors.New("e"), 1, now.Add(time.Duration(i)))
 	}
 	got := tr.lastErrors()
 	if len(got) != RecentErrors || got[0].Key != RecentErrors+4 || got[RecentErrors-1].Key != 5 {
 		t.Fatalf("last errors: %d, first %d, last %d; want %d, newest %d, oldest 5",
 			len(got), got[0].Key, got[len(got)-1].Key, RecentErrors, RecentErrors+4)
 	}
-	tr.finished(7, nil, 0, now)
+	tr.finished(7, 0, nil, 0, now)
 	if _, failing := tr.failing[7]; failing {
 		t.Error("a success did not clear the key's error")
 	}
