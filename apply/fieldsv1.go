@@ -7,7 +7,7 @@ import "encoding/json"
 // map[string]any would, without its reflection: an empty object is a nil
 // map. Input it does not expect goes to json.Unmarshal.
 func parseFieldSet(raw []byte) (map[string]any, bool) {
-	p := fieldSetParser{raw: raw}
+	p := fieldSetParser{raw: raw, str: string(raw)} // one copy: the keys are parts of it
 	set, ok := p.object()
 	if p.skipSpace(); ok && p.i == len(raw) {
 		return set, true
@@ -21,6 +21,7 @@ func parseFieldSet(raw []byte) (map[string]any, bool) {
 
 type fieldSetParser struct {
 	raw []byte
+	str string // raw as a string, when the caller made one: keys are parts of it
 	i   int
 }
 
@@ -89,7 +90,10 @@ func (p *fieldSetParser) key() (string, bool) {
 		case c == '"':
 			p.i++
 			if !escaped {
-				return string(p.raw[start : p.i-1]), true
+				return p.text(start, p.i-1), true
+			}
+			if s, ok := unescape(p.raw[start : p.i-1]); ok {
+				return s, true
 			}
 			var s string
 			if json.Unmarshal(p.raw[start-1:p.i], &s) != nil {
@@ -99,4 +103,50 @@ func (p *fieldSetParser) key() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// text is raw[start:end] as a string: a part of p.str when the parser has
+// one (the input converted once), else a copy.
+func (p *fieldSetParser) text(start, end int) string {
+	if p.str != "" {
+		return p.str[start:end]
+	}
+	return string(p.raw[start:end])
+}
+
+// unescape decodes the body of a JSON string whose escapes are the short
+// ones (the quotes inside a "k:{...}" key); not ok for \u escapes and
+// bytes beyond ASCII, which encoding/json decodes.
+func unescape(b []byte) (string, bool) {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c >= 0x80 {
+			return "", false
+		}
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		if i++; i == len(b) {
+			return "", false
+		}
+		switch b[i] {
+		case '"', '\\', '/':
+			out = append(out, b[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		default:
+			return "", false
+		}
+	}
+	return string(out), true
 }

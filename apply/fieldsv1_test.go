@@ -33,6 +33,7 @@ func FuzzParseFieldSet(f *testing.F) {
 		`{"f:data":{".":{},"f:a":{}},"f:metadata":{"f:labels":{"f:mirrored":{}},"f:ownerReferences":{"k:{\"uid\":\"u1\"}":{}}}}`,
 		`{}`, ` { "f:a" : { } } `, `{"f:\u00e9":{}}`, `{"v:\"x\"":{}}`, `{"f:a":{}`, `{"f:a":1}`, `[]`, `{"f:a":{},}`,
 		`{"f:a":{}}x`, "{\"f:\x01\":{}}", `{"f:a":{},"f:a":{"f:b":{}}}`,
+		`{"f:a\\b\/c\n\t\r\b\f\"":{}}`, `{"\u0041":{}}`, `{"f:\q":{}}`, `{"f:\":{}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -45,6 +46,35 @@ func FuzzParseFieldSet(f *testing.F) {
 		}
 		if ok && !sameFieldSet(got, want) {
 			t.Fatalf("%q: parseFieldSet = %v; encoding/json: %v", raw, got, want)
+		}
+	})
+}
+
+// FuzzParseKeys: the keys of a "k:{...}" path element are what
+// json.Unmarshal into a map[string]any gives.
+func FuzzParseKeys(f *testing.F) {
+	for _, s := range []string{
+		`{"uid":"u1"}`, `{"name":"a","protocol":"TCP"}`, `{"containerPort":80,"protocol":"TCP"}`, ` { "a" : "b" } `,
+		`{"a":"b","a":"c"}`, `{"a":"\"q\""}`, `{}`, `null`, `{"a":"b"`, `{"a":"b"}x`, `{"a":null}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		keys, ok := parseKeys(s, nil)
+		var want map[string]any
+		jerr := json.Unmarshal([]byte(s), &want)
+		if ok != (jerr == nil) {
+			t.Fatalf("%q: parseKeys ok = %v; encoding/json: %v, %v", s, ok, want, jerr)
+		}
+		if !ok {
+			return
+		}
+		got := map[string]any{}
+		for _, k := range keys {
+			got[k.name] = k.value
+		}
+		if len(keys) != len(got) || len(got) != len(want) || (len(want) > 0 && !reflect.DeepEqual(got, want)) {
+			t.Fatalf("%q: parseKeys = %v; encoding/json: %v", s, keys, want)
 		}
 	})
 }

@@ -4,10 +4,12 @@ import (
 	"encoding"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"math"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode"
 )
 
@@ -29,24 +31,69 @@ var (
 	isZeroerType      = reflect.TypeFor[interface{ IsZero() bool }]()
 )
 
-// marshals reports whether encoding/json lets t encode itself; the answer
-// is kept per type (reflect's Implements walks method tables).
-func marshals(t reflect.Type) bool {
-	if m, ok := marshalers.Load(t); ok {
-		return m.(bool)
+// selfCoding says which of a type and its pointer type encode themselves
+// (json.Marshaler, encoding.TextMarshaler).
+type selfCoding uint8
+
+const (
+	selfEncodes selfCoding = 1 << iota // the type itself
+	ptrEncodes                         // its pointer type
+)
+
+// encodingOf is t's encoding, kept per type (reflect's Implements walks
+// method tables, PointerTo looks in a global map): a plain map read,
+// copied on write, since the types a program compares are few and read on
+// every value. A type that cannot have methods is answered at once.
+func encodingOf(t reflect.Type) selfCoding {
+	if t.PkgPath() == "" {
+		switch t.Kind() {
+		case reflect.Struct, reflect.Pointer, reflect.Interface:
+			// unnamed, yet with methods: promoted ones, or a named type's
+		default:
+			return 0 // predeclared, or an unnamed slice, map, array, ...
+		}
 	}
-	m := t.Implements(jsonMarshalerType) || t.Implements(textMarshalerType)
-	marshalers.Store(t, m)
-	return m
+	if m := encodings.Load(); m != nil {
+		if e, ok := (*m)[t]; ok {
+			return e
+		}
+	}
+	var e selfCoding
+	if t.Implements(jsonMarshalerType) || t.Implements(textMarshalerType) {
+		e |= selfEncodes
+	}
+	if p := reflect.PointerTo(t); p.Implements(jsonMarshalerType) || p.Implements(textMarshalerType) {
+		e |= ptrEncodes
+	}
+	encodingsMu.Lock()
+	defer encodingsMu.Unlock()
+	old := encodings.Load()
+	next := make(map[reflect.Type]selfCoding, 1+lenOf(old))
+	if old != nil {
+		maps.Copy(next, *old)
+	}
+	next[t] = e
+	encodings.Store(&next)
+	return e
 }
 
-var marshalers sync.Map // reflect.Type -> bool
+func lenOf(m *map[reflect.Type]selfCoding) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
+}
+
+var (
+	encodings   atomic.Pointer[map[reflect.Type]selfCoding]
+	encodingsMu sync.Mutex
+)
 
 // selfEncoding reports whether encoding/json would let v's type (or, v
 // being addressable, its pointer type) encode v.
 func selfEncoding(v reflect.Value) bool {
-	t := v.Type()
-	return marshals(t) || (t.Kind() != reflect.Pointer && v.CanAddr() && marshals(reflect.PointerTo(t)))
+	e := encodingOf(v.Type())
+	return e&selfEncodes != 0 || (e&ptrEncodes != 0 && v.Kind() != reflect.Pointer && v.CanAddr())
 }
 
 // jsonValue is v as json.Marshal and then json.Unmarshal into an any would
@@ -82,7 +129,7 @@ func jsonValue(v reflect.Value) (any, bool) {
 		if v.IsNil() {
 			return nil, true
 		}
-		if e := v.Type().Elem(); e.Kind() == reflect.Uint8 && !marshals(e) && !marshals(reflect.PointerTo(e)) {
+		if e := v.Type().Elem(); e.Kind() == reflect.Uint8 && encodingOf(e) == 0 {
 			return base64.StdEncoding.EncodeToString(v.Bytes()), true
 		}
 		return jsonList(v)
@@ -169,7 +216,7 @@ func jsonStruct(v reflect.Value) (any, bool) {
 	if info.viaJSON {
 		return viaJSON(v)
 	}
-	out := make(map[string]any, len(info.fields))
+	out := make(map[string]any, min(len(info.fields), 8)) // most of a type's optional fields are unset
 	for i := range info.fields {
 		f := &info.fields[i]
 		fv, present := f.value(v)
@@ -181,55 +228,6 @@ func jsonStruct(v reflect.Value) (any, bool) {
 			return nil, false
 		}
 		out[f.name] = e
-	}
-	return out, true
-}
-
-// projectValue is project(jsonValue(v), owned), walking into structs and
-// maps only where owned names a field: the rest of the object is never
-// converted.
-func projectValue(v reflect.Value, owned map[string]any) (any, bool) {
-	if len(owned) == 0 || (len(owned) == 1 && owned["."] != nil) {
-		return jsonValue(v)
-	}
-	for v.IsValid() && (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && !v.IsNil() && !selfEncoding(v) {
-		v = v.Elem()
-	}
-	guided := v.IsValid() && !selfEncoding(v) &&
-		(v.Kind() == reflect.Struct && !structInfoOf(v.Type()).viaJSON ||
-			v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String && !v.IsNil())
-	if !guided {
-		x, ok := jsonValue(v)
-		if !ok {
-			return nil, false
-		}
-		return project(x, owned)
-	}
-	out := make(map[string]any, len(owned))
-	for k, sub := range owned {
-		if k == "." {
-			continue
-		}
-		name, ok := strings.CutPrefix(k, "f:")
-		if !ok {
-			return nil, false
-		}
-		var child reflect.Value
-		if v.Kind() == reflect.Struct {
-			f := structInfoOf(v.Type()).byName[name]
-			if f == nil {
-				return nil, false
-			}
-			if child, ok = f.value(v); !ok {
-				return nil, false
-			}
-		} else if child = v.MapIndex(reflect.ValueOf(name).Convert(v.Type().Key())); !child.IsValid() {
-			return nil, false
-		}
-		subset, _ := sub.(map[string]any)
-		if out[name], ok = projectValue(child, subset); !ok {
-			return nil, false
-		}
 	}
 	return out, true
 }

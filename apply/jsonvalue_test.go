@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -181,8 +182,9 @@ func randomOwned(r *rand.Rand, v any) map[string]any {
 	return owned
 }
 
-func TestProjectValue_isProjectOfTheWholeValue(t *testing.T) {
+func TestMatchValue_isProjectOfTheWholeValueCompared(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
+	var equal, differ int
 	for i, x := range samples(t) {
 		whole, ok := viaBytes(x)
 		if !ok {
@@ -190,14 +192,71 @@ func TestProjectValue_isProjectOfTheWholeValue(t *testing.T) {
 		}
 		for range 20 {
 			owned := randomOwned(r, whole)
-			got, gotOK := projectValue(reflect.ValueOf(x), owned)
-			want, wantOK := project(whole, owned)
-			if gotOK != wantOK || !reflect.DeepEqual(got, want) {
-				ob, _ := json.Marshal(owned)
-				t.Fatalf("sample %d (%T), owned %s:\nprojectValue = %v, %v\nproject      = %v, %v", i, x, ob, got, gotOK, want, wantOK)
+			projected, ok := project(whole, owned)
+			wants := []any{projected, mutated(r, projected), mutated(r, projected), nil, map[string]any{}}
+			for _, want := range wants {
+				got := matchValue(reflect.ValueOf(x), owned, want)
+				if expect := ok && jsonEqual(projected, want); got != expect {
+					ob, _ := json.Marshal(owned)
+					t.Fatalf("sample %d (%T), owned %s, want %v:\nmatchValue = %v, project then compare = %v (projected %v, %v)",
+						i, x, ob, want, got, expect, projected, ok)
+				} else if got {
+					equal++
+				} else {
+					differ++
+				}
 			}
 		}
 	}
+	if equal < 500 || differ < 500 {
+		t.Fatalf("too few cases of each answer to tell: %d equal, %d not", equal, differ)
+	}
+}
+
+// mutated is a copy of the JSON value v with one change at random (a
+// value replaced, a field or element dropped or added), or v itself now
+// and then.
+func mutated(r *rand.Rand, v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v)+1)
+		var keys []string
+		for k, e := range v {
+			out[k] = e
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		switch n := r.IntN(len(keys) + 2); {
+		case n < len(keys):
+			out[keys[n]] = mutated(r, v[keys[n]])
+		case n == len(keys) && len(keys) > 0:
+			delete(out, keys[r.IntN(len(keys))])
+		default:
+			out["added"] = "x"
+		}
+		return out
+	case []any:
+		out := slices.Clone(v)
+		switch n := r.IntN(len(v) + 2); {
+		case n < len(v):
+			out[n] = mutated(r, v[n])
+		case n == len(v) && len(v) > 0:
+			out = out[:len(out)-1]
+		default:
+			out = append(out, "x")
+		}
+		return out
+	case string:
+		if r.IntN(8) == 0 {
+			return v
+		}
+		return v + "!"
+	case float64:
+		return v + 1
+	case bool:
+		return !v
+	}
+	return "was null"
 }
 
 func mustJSON(v any) string {

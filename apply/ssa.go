@@ -216,13 +216,40 @@ func Holds(cur metav1.Object, cfg runtime.ApplyConfiguration, fieldManager strin
 	if owned == nil {
 		return false
 	}
-	got, ok := projectValue(reflect.ValueOf(cur), owned)
+	if !namesIdentity(owned) {
+		return matchValue(reflect.ValueOf(cur), owned, desired)
+	}
+	whole, ok := jsonValue(reflect.ValueOf(cur)) // a field set that names what dropIdentity drops: rare
+	if !ok {
+		return false
+	}
+	got, ok := project(whole, owned)
 	if !ok {
 		return false
 	}
 	have, _ := got.(map[string]any)
 	dropIdentity(have)
 	return jsonEqual(have, desired)
+}
+
+// namesIdentity reports whether the field set owned names a field that
+// dropIdentity drops (or metadata whole), which matchValue would compare.
+func namesIdentity(owned map[string]any) bool {
+	has := func(m map[string]any, k string) bool { _, ok := m[k]; return ok }
+	if has(owned, "f:apiVersion") || has(owned, "f:kind") {
+		return true
+	}
+	md, ok := owned["f:metadata"]
+	if !ok {
+		return false
+	}
+	sub, _ := md.(map[string]any)
+	return isLeaf(sub) || has(sub, "f:name") || has(sub, "f:namespace") || has(sub, "f:creationTimestamp")
+}
+
+// isLeaf reports whether a field set owns its node whole.
+func isLeaf(owned map[string]any) bool {
+	return len(owned) == 0 || (len(owned) == 1 && owned["."] != nil)
 }
 
 // desiredFields is cfg as JSON without the fields that name the object
@@ -274,7 +301,7 @@ func dropIdentity(m map[string]any) {
 // itself). An owned field missing from v makes it not ok: the apply would
 // set it again.
 func project(v any, owned map[string]any) (any, bool) {
-	if len(owned) == 0 || (len(owned) == 1 && owned["."] != nil) {
+	if isLeaf(owned) {
 		return v, true // a leaf, or an atomic value: owned whole
 	}
 	switch v := v.(type) {

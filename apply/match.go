@@ -1,0 +1,415 @@
+package apply
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// matchValue reports whether the part of v that the field set owned names
+// equals want: jsonEqual(project(jsonValue(v), owned), want), computed in
+// place. It walks v where owned names a field and compares each value it
+// reaches with want's, building nothing; only values that encode
+// themselves (metav1.Time, resource.Quantity, ...) and shapes it does not
+// walk go through jsonValue and project.
+func matchValue(v reflect.Value, owned map[string]any, want any) bool {
+	if isLeaf(owned) {
+		return equalValue(v, want) // a leaf, or an atomic value: owned whole
+	}
+	for v.IsValid() && (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && !v.IsNil() && !selfEncoding(v) {
+		v = v.Elem()
+	}
+	switch {
+	case !v.IsValid() || selfEncoding(v):
+	case v.Kind() == reflect.Struct && !structInfoOf(v.Type()).viaJSON,
+		v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String && !v.IsNil():
+		return matchFields(v, owned, want)
+	case v.Kind() == reflect.Slice && !v.IsNil() && !isBytes(v.Type()), v.Kind() == reflect.Array:
+		if ok, judged := matchList(v, owned, want); judged {
+			return ok
+		}
+	}
+	x, ok := jsonValue(v)
+	if !ok {
+		return false
+	}
+	p, ok := project(x, owned)
+	return ok && jsonEqual(p, want)
+}
+
+// matchFields is matchValue of a struct or a string-keyed map: want is an
+// object with exactly the fields owned names, each matching v's.
+func matchFields(v reflect.Value, owned map[string]any, want any) bool {
+	w, ok := want.(map[string]any)
+	if !ok || w == nil {
+		return false
+	}
+	var strs map[string]string // the maps objects are full of, read without reflect's copies
+	var bytes map[string][]byte
+	if v.Kind() == reflect.Map && v.CanInterface() {
+		strs, _ = v.Interface().(map[string]string)
+		bytes, _ = v.Interface().(map[string][]byte)
+	}
+	n := 0
+	for k, sub := range owned {
+		if k == "." {
+			continue
+		}
+		name, ok := strings.CutPrefix(k, "f:")
+		if !ok {
+			return false
+		}
+		wv, ok := w[name]
+		if !ok {
+			return false
+		}
+		subset, _ := sub.(map[string]any)
+		leaf := isLeaf(subset)
+		switch {
+		case strs != nil:
+			s, present := strs[name]
+			if ws, isStr := wv.(string); !present || !leaf || !isStr || ws != s {
+				return false
+			}
+		case bytes != nil:
+			b, present := bytes[name]
+			if !present || !leaf || !equalBytes(b, wv) {
+				return false
+			}
+		default:
+			child, present := fieldOf(v, name)
+			if !present || !matchValue(child, subset, wv) {
+				return false
+			}
+		}
+		n++
+	}
+	return n == len(w)
+}
+
+// fieldOf is the value of a struct's field or a string-keyed map's entry
+// by its JSON name, and whether encoding/json writes it.
+func fieldOf(v reflect.Value, name string) (reflect.Value, bool) {
+	if v.Kind() == reflect.Struct {
+		f := structInfoOf(v.Type()).byName[name]
+		if f == nil {
+			return reflect.Value{}, false
+		}
+		return f.value(v)
+	}
+	child := v.MapIndex(reflect.ValueOf(name).Convert(v.Type().Key()))
+	return child, child.IsValid()
+}
+
+// matchList is matchValue of a list: the elements owned names, in the
+// list's order, match want's one for one. It does not judge (judged
+// false) an element named twice, or by keys when the list's elements are
+// not objects it walks: project does.
+func matchList(v reflect.Value, owned map[string]any, want any) (ok, judged bool) {
+	type pick struct {
+		i   int
+		sub map[string]any
+	}
+	var buf [8]pick
+	picks := buf[:0]
+	for k, sub := range owned {
+		if k == "." {
+			continue
+		}
+		i, judged := elementAt(v, k)
+		if !judged {
+			return false, false
+		}
+		if i < 0 {
+			return false, true
+		}
+		subset, _ := sub.(map[string]any)
+		picks = append(picks, pick{i, subset})
+	}
+	slices.SortFunc(picks, func(a, b pick) int { return a.i - b.i })
+	for j := 1; j < len(picks); j++ {
+		if picks[j].i == picks[j-1].i {
+			return false, false
+		}
+	}
+	w, isList := want.([]any)
+	if !isList || w == nil || len(w) != len(picks) {
+		return false, true
+	}
+	for j, p := range picks {
+		if !matchValue(v.Index(p.i), p.sub, w[j]) {
+			return false, true
+		}
+	}
+	return true, true
+}
+
+// elementAt is elementOf on the list v, without converting it: the index
+// of the element the path element k names, or -1. Not judged for keys
+// ("k:{...}") when an element is not a struct or string-keyed map.
+func elementAt(v reflect.Value, k string) (i int, judged bool) {
+	switch {
+	case strings.HasPrefix(k, "k:"):
+		var buf [4]keyField
+		keys, ok := parseKeys(k[2:], buf[:0])
+		if !ok {
+			return -1, true
+		}
+		for i := range v.Len() {
+			e := v.Index(i)
+			for (e.Kind() == reflect.Pointer || e.Kind() == reflect.Interface) && !e.IsNil() && !selfEncoding(e) {
+				e = e.Elem()
+			}
+			if !e.IsValid() || selfEncoding(e) ||
+				!(e.Kind() == reflect.Struct && !structInfoOf(e.Type()).viaJSON ||
+					e.Kind() == reflect.Map && e.Type().Key().Kind() == reflect.String && !e.IsNil()) {
+				return -1, false
+			}
+			if hasKeyFields(e, keys) {
+				return i, true
+			}
+		}
+	case strings.HasPrefix(k, "v:"):
+		var want any
+		if json.Unmarshal([]byte(k[2:]), &want) != nil {
+			return -1, true
+		}
+		for i := range v.Len() {
+			if equalValue(v.Index(i), want) {
+				return i, true
+			}
+		}
+	case strings.HasPrefix(k, "i:"):
+		if i, err := strconv.Atoi(k[2:]); err == nil && i >= 0 && i < v.Len() {
+			return i, true
+		}
+	}
+	return -1, true
+}
+
+// keyField is one field of a "k:{...}" path element: a list element's key.
+type keyField struct {
+	name  string
+	value any
+}
+
+// parseKeys reads the object of a "k:" path element into keys. Its usual
+// form (string values without escapes) is read here; anything else by
+// encoding/json.
+func parseKeys(s string, keys []keyField) ([]keyField, bool) {
+	p := fieldSetParser{raw: []byte(s), str: s}
+	if p.next('{') && !p.next('}') {
+		for {
+			name, ok := p.key()
+			if !ok || !p.next(':') {
+				break
+			}
+			p.skipSpace()
+			if p.i >= len(p.raw) || p.raw[p.i] != '"' {
+				break // a number, a bool, null: encoding/json's
+			}
+			value, ok := p.key()
+			if !ok {
+				break
+			}
+			if slices.ContainsFunc(keys, func(k keyField) bool { return k.name == name }) {
+				break // named twice: encoding/json keeps the last
+			}
+			keys = append(keys, keyField{name, value})
+			if p.next('}') {
+				if p.skipSpace(); p.i == len(p.raw) {
+					return keys, true
+				}
+				break
+			}
+			if !p.next(',') {
+				break
+			}
+		}
+	}
+	var m map[string]any
+	if json.Unmarshal([]byte(s), &m) != nil {
+		return nil, false
+	}
+	keys = keys[:0]
+	for name, value := range m {
+		keys = append(keys, keyField{name, value})
+	}
+	return keys, true
+}
+
+// hasKeyFields reports whether the object e has every key's value: hasKeys
+// on e's JSON value. A field e does not write counts as null.
+func hasKeyFields(e reflect.Value, keys []keyField) bool {
+	for _, k := range keys {
+		f, present := fieldOf(e, k.name)
+		if !present {
+			if k.value != nil {
+				return false
+			}
+			continue
+		}
+		if !equalValue(f, k.value) {
+			return false
+		}
+	}
+	return true
+}
+
+// isBytes reports whether encoding/json writes a slice of type t as a
+// base64 string.
+func isBytes(t reflect.Type) bool {
+	return t.Elem().Kind() == reflect.Uint8 && encodingOf(t.Elem()) == 0
+}
+
+// equalValue is jsonEqual(jsonValue(v), want), compared in place.
+func equalValue(v reflect.Value, want any) bool {
+	if !v.IsValid() || (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() {
+		return want == nil
+	}
+	if selfEncoding(v) {
+		x, ok := viaJSON(v)
+		return ok && jsonEqual(x, want)
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		w, ok := want.(bool)
+		return ok && w == v.Bool()
+	case reflect.String:
+		w, ok := want.(string)
+		return ok && w == v.String()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		w, ok := want.(float64)
+		return ok && w == float64(v.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		w, ok := want.(float64)
+		return ok && w == float64(v.Uint())
+	case reflect.Float64:
+		f := v.Float()
+		w, ok := want.(float64)
+		return ok && !math.IsNaN(f) && !math.IsInf(f, 0) && w == f
+	case reflect.Pointer, reflect.Interface:
+		return equalValue(v.Elem(), want)
+	case reflect.Slice:
+		if v.IsNil() {
+			return want == nil
+		}
+		if isBytes(v.Type()) {
+			return equalBytes(v.Bytes(), want)
+		}
+		return equalList(v, want)
+	case reflect.Array:
+		return equalList(v, want)
+	case reflect.Map:
+		return equalMap(v, want)
+	case reflect.Struct:
+		return equalStruct(v, want)
+	}
+	x, ok := jsonValue(v) // a float32: formatted as encoding/json does
+	return ok && jsonEqual(x, want)
+}
+
+// equalBytes reports whether want is b's base64 encoding (a nil b: null),
+// encoding a chunk at a time on the stack.
+func equalBytes(b []byte, want any) bool {
+	if b == nil {
+		return want == nil
+	}
+	s, ok := want.(string)
+	if !ok || len(s) != base64.StdEncoding.EncodedLen(len(b)) {
+		return false
+	}
+	var buf [64]byte
+	for len(b) > 0 {
+		n := min(48, len(b)) // a multiple of 3: no padding but at the end
+		m := base64.StdEncoding.EncodedLen(n)
+		base64.StdEncoding.Encode(buf[:m], b[:n])
+		if string(buf[:m]) != s[:m] {
+			return false
+		}
+		b, s = b[n:], s[m:]
+	}
+	return true
+}
+
+func equalList(v reflect.Value, want any) bool {
+	w, ok := want.([]any)
+	if !ok || w == nil || len(w) != v.Len() {
+		return false
+	}
+	for i := range w {
+		if !equalValue(v.Index(i), w[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalMap(v reflect.Value, want any) bool {
+	if v.IsNil() {
+		return want == nil
+	}
+	if v.Type().Key().Kind() != reflect.String {
+		x, ok := jsonValue(v) // integer and TextMarshaler keys
+		return ok && jsonEqual(x, want)
+	}
+	w, ok := want.(map[string]any)
+	if !ok || w == nil || len(w) != v.Len() {
+		return false
+	}
+	if v.CanInterface() {
+		switch m := v.Interface().(type) {
+		case map[string]string:
+			for k, s := range m {
+				if ws, ok := w[k].(string); !ok || ws != s {
+					return false
+				}
+			}
+			return true
+		case map[string][]byte:
+			for k, b := range m {
+				if wb, ok := w[k]; !ok || !equalBytes(b, wb) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	for it := v.MapRange(); it.Next(); {
+		wv, ok := w[it.Key().String()]
+		if !ok || !equalValue(it.Value(), wv) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalStruct(v reflect.Value, want any) bool {
+	info := structInfoOf(v.Type())
+	if info.viaJSON {
+		x, ok := viaJSON(v)
+		return ok && jsonEqual(x, want)
+	}
+	w, ok := want.(map[string]any)
+	if !ok || w == nil {
+		return false
+	}
+	n := 0
+	for i := range info.fields {
+		f := &info.fields[i]
+		fv, present := f.value(v)
+		if !present {
+			continue
+		}
+		wv, ok := w[f.name]
+		if !ok || !equalValue(fv, wv) {
+			return false
+		}
+		n++
+	}
+	return n == len(w)
+}
