@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -305,4 +306,97 @@ func mustOwnerRef(owner *corev1.ConfigMap) *metav1.OwnerReference {
 	ref := ControllerReference(owner, corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	return &metav1.OwnerReference{APIVersion: *ref.APIVersion, Kind: *ref.Kind, Name: *ref.Name, UID: *ref.UID,
 		Controller: ref.Controller, BlockOwnerDeletion: ref.BlockOwnerDeletion}
+}
+
+// fullOwned is the field set that owns every field of the JSON value v:
+// what an apply of v records. Lists' elements are named by index, or now
+// and then by their "name" key.
+func fullOwned(r *rand.Rand, v any) map[string]any {
+	switch v := v.(type) {
+	case map[string]any:
+		owned := map[string]any{}
+		for k, e := range v {
+			owned["f:"+k] = fullOwned(r, e)
+		}
+		return owned
+	case []any:
+		owned := map[string]any{}
+		for i, e := range v {
+			if m, ok := e.(map[string]any); ok && m["name"] != nil && r.IntN(2) == 0 && elementOf(v, "k:"+mustJSON(map[string]any{"name": m["name"]})) == i {
+				owned["k:"+mustJSON(map[string]any{"name": m["name"]})] = fullOwned(r, e)
+			} else {
+				owned["i:"+strconv.Itoa(i)] = fullOwned(r, e)
+			}
+		}
+		return owned
+	}
+	return map[string]any{}
+}
+
+// Holds walks the apply configuration beside the cached object; it answers
+// as the JSON values do, for the objects an apply of the configuration
+// writes (cur is cfg decoded into the typed object, owning every field),
+// those objects changed at random, and field sets at random.
+func TestHolds_walkingTheConfigurationAnswersAsItsJSONValue(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var holds, not int
+	for i, x := range samples(t) {
+		var cur metav1.Object
+		switch x.(type) {
+		case *corev1ac.PodApplyConfiguration:
+			cur = &corev1.Pod{}
+		case *appsv1ac.DeploymentApplyConfiguration:
+			cur = &appsv1.Deployment{}
+		case *corev1ac.SecretApplyConfiguration:
+			cur = &corev1.Secret{}
+		default:
+			continue
+		}
+		cfg := x.(runtime.ApplyConfiguration)
+		raw, err := json.Marshal(cfg)
+		if err != nil || json.Unmarshal(raw, cur) != nil {
+			continue
+		}
+		desired, apiVersion, ok := desiredFields(cfg)
+		if !ok {
+			continue
+		}
+		whole, _ := jsonValue(reflect.ValueOf(cur))
+		for round := range 16 {
+			obj := cur
+			var owned map[string]any
+			switch round % 4 {
+			case 0, 1:
+				owned = fullOwned(r, desired)
+			case 2:
+				owned = randomOwned(r, whole)
+			case 3:
+				owned = fullOwned(r, mutated(r, desired))
+			}
+			if round%3 == 2 {
+				b, _ := json.Marshal(mutated(r, whole))
+				changed := reflect.New(reflect.TypeOf(cur).Elem()).Interface().(metav1.Object)
+				if json.Unmarshal(b, changed) != nil {
+					continue
+				}
+				obj = changed
+			}
+			fields, _ := json.Marshal(owned)
+			withEntry := reflect.ValueOf(obj).Elem().Addr().Interface().(metav1.Object)
+			withEntry.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationApply,
+				APIVersion: apiVersion, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: fields}}})
+			want := holdsByProjection(withEntry, cfg, owned) // the JSON values compared
+			if got := Holds(withEntry, cfg, "m"); got != want {
+				t.Fatalf("sample %d (%T) round %d, owned %s: Holds = %v, by JSON values %v\ncfg %s", i, x, round, fields, got, want, raw)
+			} else if got {
+				holds++
+			} else {
+				not++
+			}
+			withEntry.SetManagedFields(nil)
+		}
+	}
+	if holds < 30 || not < 30 {
+		t.Fatalf("too few cases of each answer to tell: %d hold, %d not", holds, not)
+	}
 }

@@ -1,8 +1,10 @@
 package apply
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -20,15 +22,11 @@ func matchValue(v reflect.Value, owned map[string]any, want any) bool {
 	if isLeaf(owned) {
 		return equalValue(v, want) // a leaf, or an atomic value: owned whole
 	}
-	for v.IsValid() && (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && !v.IsNil() && !selfEncoding(v) {
-		v = v.Elem()
-	}
-	switch {
-	case !v.IsValid() || selfEncoding(v):
-	case v.Kind() == reflect.Struct && !structInfoOf(v.Type()).viaJSON,
-		v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String && !v.IsNil():
+	v, isObj := walkedObject(v)
+	if isObj {
 		return matchFields(v, owned, want)
-	case v.Kind() == reflect.Slice && !v.IsNil() && !isBytes(v.Type()), v.Kind() == reflect.Array:
+	}
+	if isList(v) {
 		if ok, judged := matchList(v, owned, want); judged {
 			return ok
 		}
@@ -49,10 +47,10 @@ func matchFields(v reflect.Value, owned map[string]any, want any) bool {
 		return false
 	}
 	var strs map[string]string // the maps objects are full of, read without reflect's copies
-	var bytes map[string][]byte
+	var bins map[string][]byte
 	if v.Kind() == reflect.Map && v.CanInterface() {
 		strs, _ = v.Interface().(map[string]string)
-		bytes, _ = v.Interface().(map[string][]byte)
+		bins, _ = v.Interface().(map[string][]byte)
 	}
 	n := 0
 	for k, sub := range owned {
@@ -75,8 +73,8 @@ func matchFields(v reflect.Value, owned map[string]any, want any) bool {
 			if ws, isStr := wv.(string); !present || !leaf || !isStr || ws != s {
 				return false
 			}
-		case bytes != nil:
-			b, present := bytes[name]
+		case bins != nil:
+			b, present := bins[name]
 			if !present || !leaf || !equalBytes(b, wv) {
 				return false
 			}
@@ -110,31 +108,10 @@ func fieldOf(v reflect.Value, name string) (reflect.Value, bool) {
 // false) an element named twice, or by keys when the list's elements are
 // not objects it walks: project does.
 func matchList(v reflect.Value, owned map[string]any, want any) (ok, judged bool) {
-	type pick struct {
-		i   int
-		sub map[string]any
-	}
 	var buf [8]pick
-	picks := buf[:0]
-	for k, sub := range owned {
-		if k == "." {
-			continue
-		}
-		i, judged := elementAt(v, k)
-		if !judged {
-			return false, false
-		}
-		if i < 0 {
-			return false, true
-		}
-		subset, _ := sub.(map[string]any)
-		picks = append(picks, pick{i, subset})
-	}
-	slices.SortFunc(picks, func(a, b pick) int { return a.i - b.i })
-	for j := 1; j < len(picks); j++ {
-		if picks[j].i == picks[j-1].i {
-			return false, false
-		}
+	picks, found, judged := picked(v, owned, buf[:0])
+	if !found || !judged {
+		return false, judged
 	}
 	w, isList := want.([]any)
 	if !isList || w == nil || len(w) != len(picks) {
@@ -146,6 +123,37 @@ func matchList(v reflect.Value, owned map[string]any, want any) (ok, judged bool
 		}
 	}
 	return true, true
+}
+
+// pick is an element of a list that a field set names, and the field set
+// of its own.
+type pick struct {
+	i   int
+	sub map[string]any
+}
+
+// picked appends to picks the elements of the list v that owned names, in
+// the list's order. Not found when one is missing; not judged as
+// matchList says.
+func picked(v reflect.Value, owned map[string]any, picks []pick) (_ []pick, found, judged bool) {
+	for k, sub := range owned {
+		if k == "." {
+			continue
+		}
+		i, judged := elementAt(v, k)
+		if !judged || i < 0 {
+			return nil, false, judged
+		}
+		subset, _ := sub.(map[string]any)
+		picks = append(picks, pick{i, subset})
+	}
+	slices.SortFunc(picks, func(a, b pick) int { return a.i - b.i })
+	for j := 1; j < len(picks); j++ {
+		if picks[j].i == picks[j-1].i {
+			return nil, false, false
+		}
+	}
+	return picks, true, true
 }
 
 // elementAt is elementOf on the list v, without converting it: the index
@@ -160,13 +168,8 @@ func elementAt(v reflect.Value, k string) (i int, judged bool) {
 			return -1, true
 		}
 		for i := range v.Len() {
-			e := v.Index(i)
-			for (e.Kind() == reflect.Pointer || e.Kind() == reflect.Interface) && !e.IsNil() && !selfEncoding(e) {
-				e = e.Elem()
-			}
-			if !e.IsValid() || selfEncoding(e) ||
-				!(e.Kind() == reflect.Struct && !structInfoOf(e.Type()).viaJSON ||
-					e.Kind() == reflect.Map && e.Type().Key().Kind() == reflect.String && !e.IsNil()) {
+			e, isObj := walkedObject(v.Index(i))
+			if !isObj {
 				return -1, false
 			}
 			if hasKeyFields(e, keys) {
@@ -412,4 +415,231 @@ func equalStruct(v reflect.Value, want any) bool {
 		n++
 	}
 	return n == len(w)
+}
+
+// The comparison against an apply configuration itself: Holds walks the
+// configuration (its Go value, typically client-go's generated
+// *XApplyConfiguration) beside the cached object, where matchValue would
+// need it as a JSON value first. What a level counts as the
+// configuration's fields leaves out what names the object, as
+// desiredFields drops it.
+type level uint8
+
+const (
+	nested   level = iota
+	top            // apiVersion and kind are not state
+	metadata       // nor are name, namespace and creationTimestamp
+)
+
+// identity reports whether a field of name at lv is not compared.
+func (lv level) identity(name string) bool {
+	switch lv {
+	case top:
+		return name == "apiVersion" || name == "kind"
+	case metadata:
+		return name == "name" || name == "namespace" || name == "creationTimestamp"
+	}
+	return false
+}
+
+// walkedObject is v through non-nil pointers and interfaces, and whether
+// it is an object the walk compares field by field (a struct or a
+// string-keyed map that encoding/json does not leave to the type).
+func walkedObject(v reflect.Value) (reflect.Value, bool) {
+	v = deref(v)
+	return v, v.IsValid() && !selfEncoding(v) &&
+		(v.Kind() == reflect.Struct && !structInfoOf(v.Type()).viaJSON ||
+			v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String && !v.IsNil())
+}
+
+// deref is v through non-nil pointers and interfaces whose type does not
+// encode itself.
+func deref(v reflect.Value) reflect.Value {
+	for v.IsValid() && (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && !v.IsNil() && !selfEncoding(v) {
+		v = v.Elem()
+	}
+	return v
+}
+
+// isList reports whether encoding/json writes v (dereferenced) as a list.
+func isList(v reflect.Value) bool {
+	return v.IsValid() && !selfEncoding(v) &&
+		(v.Kind() == reflect.Slice && !v.IsNil() && !isBytes(v.Type()) || v.Kind() == reflect.Array)
+}
+
+// matchApplied is matchValue(v, owned, w) where w is the JSON value of
+// the configuration's part c (at level lv: without what names the object).
+func matchApplied(v reflect.Value, owned map[string]any, c reflect.Value, lv level) bool {
+	if isLeaf(owned) {
+		return equalApplied(v, c)
+	}
+	cObj, cIsObj := walkedObject(c)
+	vObj, vIsObj := walkedObject(v)
+	switch {
+	case cIsObj && vIsObj:
+		return matchFieldsApplied(vObj, owned, cObj, lv)
+	case lv == nested && isList(cObj):
+		if ok, judged := matchListApplied(v, owned, cObj); judged {
+			return ok
+		}
+	}
+	w, ok := jsonValue(c)
+	if !ok {
+		return false
+	}
+	if lv != nested {
+		m, _ := w.(map[string]any)
+		if lv == top {
+			dropIdentity(m)
+		} else if m != nil {
+			for _, k := range []string{"name", "namespace", "creationTimestamp"} {
+				delete(m, k)
+			}
+		}
+	}
+	return matchValue(v, owned, w)
+}
+
+// matchFieldsApplied is matchFields against the configuration's object c:
+// the fields it sets (but for the level's identity) are the ones owned
+// names, each matching v's.
+func matchFieldsApplied(v reflect.Value, owned map[string]any, c reflect.Value, lv level) bool {
+	if vm, cm, ok := stringMaps(v, c); ok && lv == nested {
+		n := 0
+		for k, sub := range owned {
+			if k == "." {
+				continue
+			}
+			name, ok := strings.CutPrefix(k, "f:")
+			cs, inC := cm[name]
+			vs, inV := vm[name]
+			if sub, _ := sub.(map[string]any); !ok || !inC || !inV || !isLeaf(sub) || cs != vs {
+				return false
+			}
+			n++
+		}
+		return n == len(cm)
+	}
+	n := 0
+	for k, sub := range owned {
+		if k == "." {
+			continue
+		}
+		name, ok := strings.CutPrefix(k, "f:")
+		if !ok || lv.identity(name) {
+			return false
+		}
+		cf, inC := fieldOf(c, name)
+		vf, inV := fieldOf(v, name)
+		if !inC || !inV {
+			return false
+		}
+		subset, _ := sub.(map[string]any)
+		sublv := nested
+		if lv == top && name == "metadata" {
+			sublv = metadata
+		}
+		if !matchApplied(vf, subset, cf, sublv) {
+			return false
+		}
+		n++
+	}
+	return n == setFields(c, lv)
+}
+
+// stringMaps returns v and c as map[string]string when both are.
+func stringMaps(v, c reflect.Value) (vm, cm map[string]string, ok bool) {
+	if v.Kind() != reflect.Map || c.Kind() != reflect.Map || !v.CanInterface() || !c.CanInterface() {
+		return nil, nil, false
+	}
+	vm, vok := v.Interface().(map[string]string)
+	cm, cok := c.Interface().(map[string]string)
+	return vm, cm, vok && cok
+}
+
+// setFields counts the fields of the object c that encoding/json writes,
+// but for the level's identity; at the top, metadata counts only when it
+// sets more than the object's name (desiredFields drops it then).
+func setFields(c reflect.Value, lv level) int {
+	if c.Kind() == reflect.Map {
+		if lv == nested {
+			return c.Len()
+		}
+		n := 0
+		for it := c.MapRange(); it.Next(); {
+			if !lv.identity(it.Key().String()) {
+				n++
+			}
+		}
+		return n
+	}
+	info := structInfoOf(c.Type())
+	n := 0
+	for i := range info.fields {
+		f := &info.fields[i]
+		fv, present := f.value(c)
+		switch {
+		case !present || lv.identity(f.name):
+		case lv == top && f.name == "metadata":
+			if md, isObj := walkedObject(fv); !isObj || setFields(md, metadata) > 0 {
+				n++
+			}
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// matchListApplied is matchList against the configuration's list c.
+func matchListApplied(v reflect.Value, owned map[string]any, c reflect.Value) (ok, judged bool) {
+	if v = deref(v); !isList(v) {
+		return false, false
+	}
+	var buf [8]pick
+	picks, found, judged := picked(v, owned, buf[:0])
+	if !found || !judged {
+		return false, judged
+	}
+	if len(picks) != c.Len() {
+		return false, true
+	}
+	for j, p := range picks {
+		if !matchApplied(v.Index(p.i), p.sub, c.Index(j), nested) {
+			return false, true
+		}
+	}
+	return true, true
+}
+
+// equalApplied is equalValue(v, jsonValue(c)): the strings, bytes and
+// string maps objects are full of compared as they are, the rest through
+// c's JSON value.
+func equalApplied(v, c reflect.Value) bool {
+	v, c = deref(v), deref(c)
+	if v.IsValid() && c.IsValid() && !selfEncoding(v) && !selfEncoding(c) {
+		switch vk, ck := v.Kind(), c.Kind(); {
+		case vk == reflect.String && ck == reflect.String:
+			return v.String() == c.String()
+		case vk == reflect.Bool && ck == reflect.Bool:
+			return v.Bool() == c.Bool()
+		case vk == reflect.Slice && ck == reflect.Slice && isBytes(v.Type()) && isBytes(c.Type()):
+			return v.IsNil() == c.IsNil() && bytes.Equal(v.Bytes(), c.Bytes())
+		case vk == reflect.Map && ck == reflect.Map:
+			if vm, cm, ok := stringMaps(v, c); ok {
+				return (vm == nil) == (cm == nil) && maps.Equal(vm, cm)
+			}
+			if v.CanInterface() && c.CanInterface() {
+				vm, vok := v.Interface().(map[string][]byte)
+				cm, cok := c.Interface().(map[string][]byte)
+				if vok && cok {
+					return (vm == nil) == (cm == nil) && maps.EqualFunc(vm, cm, func(a, b []byte) bool {
+						return (a == nil) == (b == nil) && bytes.Equal(a, b)
+					})
+				}
+			}
+		}
+	}
+	w, ok := jsonValue(c)
+	return ok && equalValue(v, w)
 }

@@ -198,8 +198,16 @@ func Holds(cur metav1.Object, cfg runtime.ApplyConfiguration, fieldManager strin
 	if v := reflect.ValueOf(cur); fieldManager == "" || !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
 		return false
 	}
-	desired, apiVersion, ok := desiredFields(cfg)
-	if !ok {
+	c, walked := walkedObject(reflect.ValueOf(cfg))
+	walked = walked && c.Kind() == reflect.Struct
+	var desired map[string]any
+	var apiVersion string
+	var ok bool
+	if walked { // the usual case: a generated apply configuration, compared as it is
+		if apiVersion, ok = stringField(c, "apiVersion"); !ok || preconditioned(c) {
+			return false
+		}
+	} else if desired, apiVersion, ok = desiredFields(cfg); !ok {
 		return false
 	}
 	var owned map[string]any
@@ -216,10 +224,25 @@ func Holds(cur metav1.Object, cfg runtime.ApplyConfiguration, fieldManager strin
 	if owned == nil {
 		return false
 	}
-	if !namesIdentity(owned) {
-		return matchValue(reflect.ValueOf(cur), owned, desired)
+	switch {
+	case namesIdentity(owned): // rare
+		return holdsByProjection(cur, cfg, owned)
+	case walked:
+		return matchApplied(reflect.ValueOf(cur), owned, c, top)
 	}
-	whole, ok := jsonValue(reflect.ValueOf(cur)) // a field set that names what dropIdentity drops: rare
+	return matchValue(reflect.ValueOf(cur), owned, desired)
+}
+
+// holdsByProjection is Holds on JSON values, for a field set that names
+// what the comparisons in place leave out (see namesIdentity): cfg as JSON
+// without what names the object, against the part of cur that owned
+// names, likewise.
+func holdsByProjection(cur metav1.Object, cfg runtime.ApplyConfiguration, owned map[string]any) bool {
+	desired, _, ok := desiredFields(cfg)
+	if !ok {
+		return false
+	}
+	whole, ok := jsonValue(reflect.ValueOf(cur))
 	if !ok {
 		return false
 	}
@@ -233,10 +256,11 @@ func Holds(cur metav1.Object, cfg runtime.ApplyConfiguration, fieldManager strin
 }
 
 // namesIdentity reports whether the field set owned names a field that
-// dropIdentity drops (or metadata whole), which matchValue would compare.
+// dropIdentity drops (or the object or its metadata whole), which
+// matchValue and matchApplied would compare.
 func namesIdentity(owned map[string]any) bool {
 	has := func(m map[string]any, k string) bool { _, ok := m[k]; return ok }
-	if has(owned, "f:apiVersion") || has(owned, "f:kind") {
+	if isLeaf(owned) || has(owned, "f:apiVersion") || has(owned, "f:kind") {
 		return true
 	}
 	md, ok := owned["f:metadata"]
@@ -275,6 +299,37 @@ func desiredFields(cfg runtime.ApplyConfiguration) (map[string]any, string, bool
 	}
 	dropIdentity(m)
 	return m, apiVersion, apiVersion != ""
+}
+
+// stringField is the string field name of the object c, if it sets one.
+func stringField(c reflect.Value, name string) (string, bool) {
+	f, ok := fieldOf(c, name)
+	for ok && (f.Kind() == reflect.Pointer || f.Kind() == reflect.Interface) && !f.IsNil() {
+		f = f.Elem()
+	}
+	if !ok || f.Kind() != reflect.String || selfEncoding(f) || f.String() == "" {
+		return "", false
+	}
+	return f.String(), true
+}
+
+// preconditioned reports whether the configuration's object c sets a
+// metadata field that is a precondition rather than state (desiredFields
+// refuses those too).
+func preconditioned(c reflect.Value) bool {
+	md, ok := fieldOf(c, "metadata")
+	if !ok {
+		return false
+	}
+	if md, ok = walkedObject(md); !ok {
+		return false
+	}
+	for _, k := range []string{"resourceVersion", "uid", "generateName", "deletionTimestamp", "generation"} {
+		if _, set := fieldOf(md, k); set {
+			return true
+		}
+	}
+	return false
 }
 
 // dropIdentity deletes apiVersion, kind, metadata.name and
