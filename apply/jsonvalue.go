@@ -41,9 +41,8 @@ const (
 )
 
 // encodingOf is t's encoding, kept per type (reflect's Implements walks
-// method tables, PointerTo looks in a global map): a plain map read,
-// copied on write, since the types a program compares are few and read on
-// every value. A type that cannot have methods is answered at once.
+// method tables, PointerTo looks in a global map). A type that cannot have
+// methods is answered at once.
 func encodingOf(t reflect.Type) selfCoding {
 	if t.PkgPath() == "" {
 		switch t.Kind() {
@@ -53,41 +52,49 @@ func encodingOf(t reflect.Type) selfCoding {
 			return 0 // predeclared, or an unnamed slice, map, array, ...
 		}
 	}
-	if m := encodings.Load(); m != nil {
-		if e, ok := (*m)[t]; ok {
-			return e
+	return encodings.get(t, func() selfCoding {
+		var e selfCoding
+		if t.Implements(jsonMarshalerType) || t.Implements(textMarshalerType) {
+			e |= selfEncodes
+		}
+		if p := reflect.PointerTo(t); p.Implements(jsonMarshalerType) || p.Implements(textMarshalerType) {
+			e |= ptrEncodes
+		}
+		return e
+	})
+}
+
+var encodings typeCache[selfCoding]
+
+// typeCache keeps a value per type: a plain map read, copied on write,
+// since the types a program compares are few and read on every value
+// (a sync.Map's lookup cost several times as much).
+type typeCache[V any] struct {
+	m  atomic.Pointer[map[reflect.Type]V]
+	mu sync.Mutex
+}
+
+// get returns t's value, computing it the first time.
+func (c *typeCache[V]) get(t reflect.Type, compute func() V) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[t]; ok {
+			return v
 		}
 	}
-	var e selfCoding
-	if t.Implements(jsonMarshalerType) || t.Implements(textMarshalerType) {
-		e |= selfEncodes
+	v := compute() // outside the lock: compute may read the cache (a struct's fields)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := map[reflect.Type]V{}
+	if old := c.m.Load(); old != nil {
+		if v, ok := (*old)[t]; ok {
+			return v // another goroutine's, which others may hold already
+		}
+		next = maps.Clone(*old)
 	}
-	if p := reflect.PointerTo(t); p.Implements(jsonMarshalerType) || p.Implements(textMarshalerType) {
-		e |= ptrEncodes
-	}
-	encodingsMu.Lock()
-	defer encodingsMu.Unlock()
-	old := encodings.Load()
-	next := make(map[reflect.Type]selfCoding, 1+lenOf(old))
-	if old != nil {
-		maps.Copy(next, *old)
-	}
-	next[t] = e
-	encodings.Store(&next)
-	return e
+	next[t] = v
+	c.m.Store(&next)
+	return v
 }
-
-func lenOf(m *map[reflect.Type]selfCoding) int {
-	if m == nil {
-		return 0
-	}
-	return len(*m)
-}
-
-var (
-	encodings   atomic.Pointer[map[reflect.Type]selfCoding]
-	encodingsMu sync.Mutex
-)
 
 // selfEncoding reports whether encoding/json would let v's type (or, v
 // being addressable, its pointer type) encode v.
@@ -250,12 +257,13 @@ type jsonField struct {
 	tagged              bool // its name comes from its tag
 }
 
-var structInfos sync.Map // reflect.Type -> *structInfo
+var structInfos typeCache[*structInfo]
 
 func structInfoOf(t reflect.Type) *structInfo {
-	if info, ok := structInfos.Load(t); ok {
-		return info.(*structInfo)
-	}
+	return structInfos.get(t, func() *structInfo { return newStructInfo(t) })
+}
+
+func newStructInfo(t reflect.Type) *structInfo {
 	info := &structInfo{byName: map[string]*jsonField{}}
 	var all []jsonField
 	info.viaJSON = !collectFields(t, nil, map[reflect.Type]bool{}, &all)
@@ -287,8 +295,7 @@ func structInfoOf(t reflect.Type) *structInfo {
 	for i := range info.fields {
 		info.byName[info.fields[i].name] = &info.fields[i]
 	}
-	actual, _ := structInfos.LoadOrStore(t, info)
-	return actual.(*structInfo)
+	return info
 }
 
 // collectFields appends the fields of struct type t, at index prefix, to

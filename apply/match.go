@@ -625,6 +625,8 @@ func equalApplied(v, c reflect.Value) bool {
 			return v.Bool() == c.Bool()
 		case vk == reflect.Slice && ck == reflect.Slice && isBytes(v.Type()) && isBytes(c.Type()):
 			return v.IsNil() == c.IsNil() && bytes.Equal(v.Bytes(), c.Bytes())
+		case vk == reflect.Struct && ck == reflect.Struct && !structInfoOf(v.Type()).viaJSON && !structInfoOf(c.Type()).viaJSON:
+			return equalStructsApplied(v, c)
 		case vk == reflect.Map && ck == reflect.Map:
 			if vm, cm, ok := stringMaps(v, c); ok {
 				return (vm == nil) == (cm == nil) && maps.Equal(vm, cm)
@@ -642,4 +644,22 @@ func equalApplied(v, c reflect.Value) bool {
 	}
 	w, ok := jsonValue(c)
 	return ok && equalValue(v, w)
+}
+
+// equalStructsApplied is equalApplied of two structs: the same fields set,
+// each equal.
+func equalStructsApplied(v, c reflect.Value) bool {
+	n := 0
+	for _, f := range structInfoOf(c.Type()).fields {
+		cf, inC := f.value(c)
+		if !inC {
+			continue
+		}
+		vf, inV := fieldOf(v, f.name)
+		if !inV || !equalApplied(vf, cf) {
+			return false
+		}
+		n++
+	}
+	return n == setFields(v, nested)
 }
