@@ -39,8 +39,9 @@ import (
 //   - with a cap, inFlight counts them by flow, none above the cap, and a
 //     parked flow is at the cap;
 //   - when stamps is set, every queued and re-added key's entry is stamped
-//     with when it became dirty, and started has exactly the processing and
-//     re-added keys.
+//     with when it became dirty, and the stamps' slots in use are exactly
+//     those of the processing and re-added keys, each named by its key's
+//     entry.
 type core[K comparable] struct {
 	keys       map[K]entry
 	readded    map[K]string // the flow of each re-added key
@@ -88,7 +89,7 @@ type core[K comparable] struct {
 // added since; no element has it.
 const processingSeq = math.MaxUint32
 
-// entry is what core knows about a key: 16 bytes, as the keys map holds one
+// entry is what core knows about a key: 24 bytes, as the keys map holds one
 // per key waiting or being processed.
 //
 // seq wraps around after 2^32 - 2 pushes. An element left dead by a key
@@ -104,13 +105,58 @@ type entry struct {
 	// own: an add writes it with the entry it writes anyway, and a get
 	// reads it with one lookup instead of a lookup and a delete.
 	dirtied time.Duration
+	// slot is the key's slot in the stamps' procs while it is processing
+	// or re-added; 0 otherwise, and without stamps.
+	slot int32
 }
 
 // stamps are the times core keeps for metrics, besides the entries' dirtied.
 type stamps[K comparable] struct {
-	base    time.Time       // what entries' dirtied count from: just before the first stamp
-	started map[K]time.Time // when each processing key was handed out
-	peak    peak.Tracker    // of started
+	base time.Time // what entries' dirtied count from: just before the first stamp
+	// procs holds, for each key processing or re-added, when it was handed
+	// out, in the slot its entry names: a get and a done touch it by index,
+	// not through a second map keyed by K, and the in-flight metrics read
+	// as many slots as keys were ever processed at once. free lists the
+	// slots not in use.
+	procs []proc[K]
+	free  []int32
+	used  int // slots in use
+}
+
+// maxIdleProcs is how many slots stamps keep once no key is processing:
+// more, left by a burst of keys handed out at once, are dropped then.
+const maxIdleProcs = 64
+
+// proc is a slot of stamps.procs.
+type proc[K comparable] struct {
+	key     K
+	started time.Time
+	used    bool
+}
+
+// take puts k, handed out at now, in a free slot and returns its index.
+func (s *stamps[K]) take(k K, now time.Time) int32 {
+	var i int32
+	if n := len(s.free); n > 0 {
+		i, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		i = int32(len(s.procs))
+		s.procs = append(s.procs, proc[K]{})
+	}
+	s.procs[i] = proc[K]{key: k, started: now, used: true}
+	s.used++
+	return i
+}
+
+// release frees slot i and returns when its key was handed out.
+func (s *stamps[K]) release(i int32) time.Time {
+	started := s.procs[i].started
+	s.procs[i] = proc[K]{} // the key is not kept alive
+	s.free = append(s.free, i)
+	if s.used--; s.used == 0 && len(s.procs) > maxIdleProcs {
+		s.procs, s.free = nil, nil
+	}
+	return started
 }
 
 // dirtied returns when an entry stamped d became dirty.
@@ -128,7 +174,7 @@ func (c *core[K]) init(timed bool, step time.Duration, quantum, maxInFlight int)
 	c.bands = map[int]*band[K]{}
 	c.step, c.res, c.quantum = step, max(step/16, 1), quantum
 	if timed {
-		c.stamps = &stamps[K]{started: map[K]time.Time{}}
+		c.stamps = &stamps[K]{}
 	}
 }
 
@@ -146,7 +192,7 @@ func (c *core[K]) add(k K, prio int32, flow string, now time.Time) (dirtied, que
 		c.keysPeak.Grew(len(c.keys))
 		return true, true
 	case e.seq == processingSeq:
-		c.keys[k] = entry{prio: prio, dirtied: c.stamp(now)}
+		c.keys[k] = entry{prio: prio, dirtied: c.stamp(now), slot: e.slot}
 		c.readded[k] = flow
 		c.readdedPeak.Grew(len(c.readded))
 		return true, false
@@ -255,10 +301,10 @@ func (c *core[K]) get(now time.Time) (k K, since time.Time, ok bool) {
 	c.emptied(b)
 	if c.stamps != nil {
 		since = c.stamps.dirtied(c.keys[k].dirtied)
-		c.stamps.started[k] = now
-		c.stamps.peak.Grew(len(c.stamps.started))
+		c.keys[k] = entry{seq: processingSeq, slot: c.stamps.take(k, now)}
+	} else {
+		c.keys[k] = entry{seq: processingSeq}
 	}
-	c.keys[k] = entry{seq: processingSeq}
 	c.processing++
 	return k, since, true
 }
@@ -283,9 +329,7 @@ func (c *core[K]) done(k K, flow string, now time.Time) (started time.Time, wake
 		wake = c.landed(flow)
 	}
 	if c.stamps != nil {
-		started = c.stamps.started[k]
-		delete(c.stamps.started, k)
-		c.stamps.started = peak.Shrink(&c.stamps.peak, c.stamps.started)
+		started = c.stamps.release(e.slot)
 	}
 	if e.seq == processingSeq {
 		delete(c.keys, k)

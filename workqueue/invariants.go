@@ -218,25 +218,35 @@ func (c *core[K]) checkActive() error {
 }
 
 // checkStamps checks that the queued and re-added keys' entries are
-// stamped (and no other's), and that stamps.started has exactly the
-// processing and re-added keys.
+// stamped (and no other's), and that the stamps' slots in use are exactly
+// those the processing and re-added keys' entries name, each holding its
+// key.
 func (c *core[K]) checkStamps() error {
 	if c.stamps == nil {
 		return nil
 	}
 	processing := 0
 	for k, e := range c.keys {
-		d := e.dirtied != 0
-		_, s := c.stamps.started[k]
-		if d != (e.seq != processingSeq) || s != (e.seq == 0 || e.seq == processingSeq) {
-			return fmt.Errorf("workqueue: key %v (seq %d): dirtied stamp %v, started stamp %v", k, e.seq, d, s)
+		if d := e.dirtied != 0; d != (e.seq != processingSeq) {
+			return fmt.Errorf("workqueue: key %v (seq %d): dirtied stamp %v", k, e.seq, d)
 		}
-		if s {
-			processing++
+		if e.seq != 0 && e.seq != processingSeq {
+			continue
+		}
+		processing++
+		if int(e.slot) >= len(c.stamps.procs) || !c.stamps.procs[e.slot].used || c.stamps.procs[e.slot].key != k {
+			return fmt.Errorf("workqueue: key %v (seq %d): its slot %d does not hold it", k, e.seq, e.slot)
 		}
 	}
-	if len(c.stamps.started) != processing {
-		return fmt.Errorf("workqueue: started stamps cover %d keys, want %d", len(c.stamps.started), processing)
+	used := 0
+	for _, p := range c.stamps.procs {
+		if p.used {
+			used++
+		}
+	}
+	if used != processing || used != c.stamps.used || used+len(c.stamps.free) != len(c.stamps.procs) {
+		return fmt.Errorf("workqueue: %d started slots in use and %d free of %d, for %d keys processing",
+			used, len(c.stamps.free), len(c.stamps.procs), processing)
 	}
 	return nil
 }

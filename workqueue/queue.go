@@ -665,8 +665,11 @@ func (p *queueProgress[K]) inFlight() (total, longest float64) {
 	now := q.clock.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, started := range q.core.stamps.started {
-		s := now.Sub(started).Seconds()
+	for _, p := range q.core.stamps.procs {
+		if !p.used {
+			continue
+		}
+		s := now.Sub(p.started).Seconds()
 		total += s
 		longest = max(longest, s)
 	}

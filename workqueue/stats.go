@@ -84,8 +84,10 @@ func (q *Queue[K]) Stats() Stats[K] {
 		}
 	}
 	if c.stamps != nil {
-		for k, at := range c.stamps.started {
-			st.Processing = append(st.Processing, KeyTime[K]{Key: k, Since: at})
+		for _, p := range c.stamps.procs {
+			if p.used {
+				st.Processing = append(st.Processing, KeyTime[K]{Key: p.key, Since: p.started})
+			}
 		}
 		return st
 	}
@@ -176,7 +178,10 @@ func (c *core[K]) stampOf(k K, started bool) time.Time {
 		return time.Time{}
 	}
 	if started {
-		return c.stamps.started[k]
+		if e, ok := c.keys[k]; ok && (e.seq == 0 || e.seq == processingSeq) {
+			return c.stamps.procs[e.slot].started
+		}
+		return time.Time{}
 	}
 	return c.stamps.dirtied(c.keys[k].dirtied)
 }
