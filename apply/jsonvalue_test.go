@@ -183,7 +183,10 @@ func randomOwned(r *rand.Rand, v any) map[string]any {
 	return owned
 }
 
-func TestMatchValue_isProjectOfTheWholeValueCompared(t *testing.T) {
+// matchApplied compares a value with a JSON value (as Holds does for a
+// configuration that encodes itself) as projecting the value's JSON and
+// comparing would.
+func TestMatchApplied_isProjectOfTheWholeValueCompared(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var equal, differ int
 	for i, x := range samples(t) {
@@ -196,10 +199,10 @@ func TestMatchValue_isProjectOfTheWholeValueCompared(t *testing.T) {
 			projected, ok := project(whole, owned)
 			wants := []any{projected, mutated(r, projected), mutated(r, projected), nil, map[string]any{}}
 			for _, want := range wants {
-				got := matchValue(reflect.ValueOf(x), owned, want)
+				got := matchApplied(reflect.ValueOf(x), owned, reflect.ValueOf(want), nested)
 				if expect := ok && jsonEqual(projected, want); got != expect {
 					ob, _ := json.Marshal(owned)
-					t.Fatalf("sample %d (%T), owned %s, want %v:\nmatchValue = %v, project then compare = %v (projected %v, %v)",
+					t.Fatalf("sample %d (%T), owned %s, want %v:\nmatchApplied = %v, project then compare = %v (projected %v, %v)",
 						i, x, ob, want, got, expect, projected, ok)
 				} else if got {
 					equal++

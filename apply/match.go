@@ -12,83 +12,6 @@ import (
 	"strings"
 )
 
-// matchValue reports whether the part of v that the field set owned names
-// equals want: jsonEqual(project(jsonValue(v), owned), want), computed in
-// place. It walks v where owned names a field and compares each value it
-// reaches with want's, building nothing; only values that encode
-// themselves (metav1.Time, resource.Quantity, ...) and shapes it does not
-// walk go through jsonValue and project.
-func matchValue(v reflect.Value, owned map[string]any, want any) bool {
-	if isLeaf(owned) {
-		return equalValue(v, want) // a leaf, or an atomic value: owned whole
-	}
-	v, isObj := walkedObject(v)
-	if isObj {
-		return matchFields(v, owned, want)
-	}
-	if isList(v) {
-		if ok, judged := matchList(v, owned, want); judged {
-			return ok
-		}
-	}
-	x, ok := jsonValue(v)
-	if !ok {
-		return false
-	}
-	p, ok := project(x, owned)
-	return ok && jsonEqual(p, want)
-}
-
-// matchFields is matchValue of a struct or a string-keyed map: want is an
-// object with exactly the fields owned names, each matching v's.
-func matchFields(v reflect.Value, owned map[string]any, want any) bool {
-	w, ok := want.(map[string]any)
-	if !ok || w == nil {
-		return false
-	}
-	var strs map[string]string // the maps objects are full of, read without reflect's copies
-	var bins map[string][]byte
-	if v.Kind() == reflect.Map && v.CanInterface() {
-		strs, _ = v.Interface().(map[string]string)
-		bins, _ = v.Interface().(map[string][]byte)
-	}
-	n := 0
-	for k, sub := range owned {
-		if k == "." {
-			continue
-		}
-		name, ok := strings.CutPrefix(k, "f:")
-		if !ok {
-			return false
-		}
-		wv, ok := w[name]
-		if !ok {
-			return false
-		}
-		subset, _ := sub.(map[string]any)
-		leaf := isLeaf(subset)
-		switch {
-		case strs != nil:
-			s, present := strs[name]
-			if ws, isStr := wv.(string); !present || !leaf || !isStr || ws != s {
-				return false
-			}
-		case bins != nil:
-			b, present := bins[name]
-			if !present || !leaf || !equalBytes(b, wv) {
-				return false
-			}
-		default:
-			child, present := fieldOf(v, name)
-			if !present || !matchValue(child, subset, wv) {
-				return false
-			}
-		}
-		n++
-	}
-	return n == len(w)
-}
-
 // fieldOf is the value of a struct's field or a string-keyed map's entry
 // by its JSON name, and whether encoding/json writes it.
 func fieldOf(v reflect.Value, name string) (reflect.Value, bool) {
@@ -103,28 +26,6 @@ func fieldOf(v reflect.Value, name string) (reflect.Value, bool) {
 	return child, child.IsValid()
 }
 
-// matchList is matchValue of a list: the elements owned names, in the
-// list's order, match want's one for one. It does not judge (judged
-// false) an element named twice, or by keys when the list's elements are
-// not objects it walks: project does.
-func matchList(v reflect.Value, owned map[string]any, want any) (ok, judged bool) {
-	var buf [8]pick
-	picks, found, judged := picked(v, owned, buf[:0])
-	if !found || !judged {
-		return false, judged
-	}
-	w, isList := want.([]any)
-	if !isList || w == nil || len(w) != len(picks) {
-		return false, true
-	}
-	for j, p := range picks {
-		if !matchValue(v.Index(p.i), p.sub, w[j]) {
-			return false, true
-		}
-	}
-	return true, true
-}
-
 // pick is an element of a list that a field set names, and the field set
 // of its own.
 type pick struct {
@@ -133,8 +34,10 @@ type pick struct {
 }
 
 // picked appends to picks the elements of the list v that owned names, in
-// the list's order. Not found when one is missing; not judged as
-// matchList says.
+// the list's order. Not found when one is missing; not judged for an
+// element named twice, or by keys when the list's elements are not objects
+// the walk compares field by field: the JSON values' projection decides
+// those.
 func picked(v reflect.Value, owned map[string]any, picks []pick) (_ []pick, found, judged bool) {
 	for k, sub := range owned {
 		if k == "." {
@@ -417,12 +320,11 @@ func equalStruct(v reflect.Value, want any) bool {
 	return n == len(w)
 }
 
-// The comparison against an apply configuration itself: Holds walks the
-// configuration (its Go value, typically client-go's generated
-// *XApplyConfiguration) beside the cached object, where matchValue would
-// need it as a JSON value first. What a level counts as the
-// configuration's fields leaves out what names the object, as
-// desiredFields drops it.
+// Holds walks the configuration (its Go value, typically client-go's
+// generated *XApplyConfiguration, or its JSON value for one that encodes
+// itself) beside the cached object, where the owned field set points. What
+// a level counts as the configuration's fields leaves out what names the
+// object, as desiredFields drops it.
 type level uint8
 
 const (
@@ -467,8 +369,13 @@ func isList(v reflect.Value) bool {
 		(v.Kind() == reflect.Slice && !v.IsNil() && !isBytes(v.Type()) || v.Kind() == reflect.Array)
 }
 
-// matchApplied is matchValue(v, owned, w) where w is the JSON value of
-// the configuration's part c (at level lv: without what names the object).
+// matchApplied reports whether the part of v that the field set owned
+// names equals the configuration's part c, as JSON (at level lv: without
+// what names the object): jsonEqual(project(jsonValue(v), owned),
+// jsonValue(c)), computed in place. It compares each value it reaches,
+// building nothing; only values that encode themselves (metav1.Time,
+// resource.Quantity, ...) and shapes it does not walk go through jsonValue
+// and project.
 func matchApplied(v reflect.Value, owned map[string]any, c reflect.Value, lv level) bool {
 	if isLeaf(owned) {
 		return equalApplied(v, c)
@@ -497,12 +404,17 @@ func matchApplied(v reflect.Value, owned map[string]any, c reflect.Value, lv lev
 			}
 		}
 	}
-	return matchValue(v, owned, w)
+	x, ok := jsonValue(v)
+	if !ok {
+		return false
+	}
+	p, ok := project(x, owned)
+	return ok && jsonEqual(p, w)
 }
 
-// matchFieldsApplied is matchFields against the configuration's object c:
-// the fields it sets (but for the level's identity) are the ones owned
-// names, each matching v's.
+// matchFieldsApplied is matchApplied of two objects: the fields c sets
+// (but for the level's identity) are the ones owned names, each matching
+// v's.
 func matchFieldsApplied(v reflect.Value, owned map[string]any, c reflect.Value, lv level) bool {
 	if vm, cm, ok := stringMaps(v, c); ok && lv == nested {
 		n := 0
@@ -591,7 +503,9 @@ func setFields(c reflect.Value, lv level) int {
 	return n
 }
 
-// matchListApplied is matchList against the configuration's list c.
+// matchListApplied is matchApplied of two lists: the elements of v that
+// owned names, in v's order, match c's one for one. Not judged as picked
+// says.
 func matchListApplied(v reflect.Value, owned map[string]any, c reflect.Value) (ok, judged bool) {
 	if v = deref(v); !isList(v) {
 		return false, false

@@ -230,7 +230,7 @@ func Holds(cur metav1.Object, cfg runtime.ApplyConfiguration, fieldManager strin
 	case walked:
 		return matchApplied(reflect.ValueOf(cur), owned, c, top)
 	}
-	return matchValue(reflect.ValueOf(cur), owned, desired)
+	return matchApplied(reflect.ValueOf(cur), owned, reflect.ValueOf(desired), top)
 }
 
 // holdsByProjection is Holds on JSON values, for a field set that names
@@ -257,7 +257,7 @@ func holdsByProjection(cur metav1.Object, cfg runtime.ApplyConfiguration, owned 
 
 // namesIdentity reports whether the field set owned names a field that
 // dropIdentity drops (or the object or its metadata whole), which
-// matchValue and matchApplied would compare.
+// matchApplied would compare.
 func namesIdentity(owned map[string]any) bool {
 	has := func(m map[string]any, k string) bool { _, ok := m[k]; return ok }
 	if isLeaf(owned) || has(owned, "f:apiVersion") || has(owned, "f:kind") {
