@@ -12,6 +12,267 @@ import (
 	"strings"
 )
 
+// Holds walks the configuration (its Go value, typically client-go's
+// generated *XApplyConfiguration, or its JSON value for one that encodes
+// itself) beside the cached object, where the owned field set points, and
+// compares what it reaches as encoding/json would encode both.
+
+// level is where in the object a walk is: what a level counts as the
+// configuration's fields leaves out what names the object, as
+// desiredFields drops it.
+type level uint8
+
+const (
+	nested   level = iota
+	top            // apiVersion and kind are not state
+	metadata       // nor are name, namespace and creationTimestamp
+)
+
+// identity reports whether a field of name at lv is not compared.
+func (lv level) identity(name string) bool {
+	switch lv {
+	case top:
+		return name == "apiVersion" || name == "kind"
+	case metadata:
+		return name == "name" || name == "namespace" || name == "creationTimestamp"
+	}
+	return false
+}
+
+// walkedObject is v through non-nil pointers and interfaces, and whether
+// it is an object the walk compares field by field (a struct or a
+// string-keyed map that encoding/json does not leave to the type).
+func walkedObject(v reflect.Value) (reflect.Value, bool) {
+	v = deref(v)
+	return v, v.IsValid() && !selfEncoding(v) &&
+		(v.Kind() == reflect.Struct && !structInfoOf(v.Type()).viaJSON ||
+			v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String && !v.IsNil())
+}
+
+// deref is v through non-nil pointers and interfaces whose type does not
+// encode itself.
+func deref(v reflect.Value) reflect.Value {
+	for v.IsValid() && (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && !v.IsNil() && !selfEncoding(v) {
+		v = v.Elem()
+	}
+	return v
+}
+
+// isList reports whether encoding/json writes v (dereferenced) as a list.
+func isList(v reflect.Value) bool {
+	return v.IsValid() && !selfEncoding(v) &&
+		(v.Kind() == reflect.Slice && !v.IsNil() && !isBytes(v.Type()) || v.Kind() == reflect.Array)
+}
+
+// matchApplied reports whether the part of v that the field set owned
+// names equals the configuration's part c, as JSON (at level lv: without
+// what names the object): jsonEqual(project(jsonValue(v), owned),
+// jsonValue(c)), computed in place. It compares each value it reaches,
+// building nothing; only values that encode themselves (metav1.Time,
+// resource.Quantity, ...) and shapes it does not walk go through jsonValue
+// and project.
+func matchApplied(v reflect.Value, owned map[string]any, c reflect.Value, lv level) bool {
+	if isLeaf(owned) {
+		return equalApplied(v, c)
+	}
+	cObj, cIsObj := walkedObject(c)
+	vObj, vIsObj := walkedObject(v)
+	switch {
+	case cIsObj && vIsObj:
+		return matchFieldsApplied(vObj, owned, cObj, lv)
+	case lv == nested && isList(cObj):
+		if ok, judged := matchListApplied(v, owned, cObj); judged {
+			return ok
+		}
+	}
+	w, ok := jsonValue(c)
+	if !ok {
+		return false
+	}
+	switch m, _ := w.(map[string]any); lv {
+	case top:
+		dropIdentity(m)
+	case metadata:
+		for k := range m {
+			if lv.identity(k) {
+				delete(m, k)
+			}
+		}
+	}
+	x, ok := jsonValue(v)
+	if !ok {
+		return false
+	}
+	p, ok := project(x, owned)
+	return ok && jsonEqual(p, w)
+}
+
+// matchFieldsApplied is matchApplied of two objects: the fields c sets
+// (but for the level's identity) are the ones owned names, each matching
+// v's.
+func matchFieldsApplied(v reflect.Value, owned map[string]any, c reflect.Value, lv level) bool {
+	if vm, cm, ok := stringMaps(v, c); ok && lv == nested {
+		n := 0
+		for k, sub := range owned {
+			if k == "." {
+				continue
+			}
+			name, ok := strings.CutPrefix(k, "f:")
+			cs, inC := cm[name]
+			vs, inV := vm[name]
+			if sub, _ := sub.(map[string]any); !ok || !inC || !inV || !isLeaf(sub) || cs != vs {
+				return false
+			}
+			n++
+		}
+		return n == len(cm)
+	}
+	n := 0
+	for k, sub := range owned {
+		if k == "." {
+			continue
+		}
+		name, ok := strings.CutPrefix(k, "f:")
+		if !ok || lv.identity(name) {
+			return false
+		}
+		cf, inC := fieldOf(c, name)
+		vf, inV := fieldOf(v, name)
+		if !inC || !inV {
+			return false
+		}
+		subset, _ := sub.(map[string]any)
+		sublv := nested
+		if lv == top && name == "metadata" {
+			sublv = metadata
+		}
+		if !matchApplied(vf, subset, cf, sublv) {
+			return false
+		}
+		n++
+	}
+	return n == setFields(c, lv)
+}
+
+// stringMaps returns v and c as map[string]string when both are.
+func stringMaps(v, c reflect.Value) (vm, cm map[string]string, ok bool) {
+	if v.Kind() != reflect.Map || c.Kind() != reflect.Map || !v.CanInterface() || !c.CanInterface() {
+		return nil, nil, false
+	}
+	vm, vok := v.Interface().(map[string]string)
+	cm, cok := c.Interface().(map[string]string)
+	return vm, cm, vok && cok
+}
+
+// setFields counts the fields of the object c that encoding/json writes,
+// but for the level's identity; at the top, metadata counts only when it
+// sets more than the object's name (desiredFields drops it then).
+func setFields(c reflect.Value, lv level) int {
+	if c.Kind() == reflect.Map {
+		if lv == nested {
+			return c.Len()
+		}
+		n := 0
+		for it := c.MapRange(); it.Next(); {
+			if !lv.identity(it.Key().String()) {
+				n++
+			}
+		}
+		return n
+	}
+	info := structInfoOf(c.Type())
+	n := 0
+	for i := range info.fields {
+		f := &info.fields[i]
+		fv, present := f.value(c)
+		switch {
+		case !present || lv.identity(f.name):
+		case lv == top && f.name == "metadata":
+			if md, isObj := walkedObject(fv); !isObj || setFields(md, metadata) > 0 {
+				n++
+			}
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// matchListApplied is matchApplied of two lists: the elements of v that
+// owned names, in v's order, match c's one for one. Not judged as picked
+// says.
+func matchListApplied(v reflect.Value, owned map[string]any, c reflect.Value) (ok, judged bool) {
+	if v = deref(v); !isList(v) {
+		return false, false
+	}
+	var buf [8]pick
+	picks, found, judged := picked(v, owned, buf[:0])
+	if !found || !judged {
+		return false, judged
+	}
+	if len(picks) != c.Len() {
+		return false, true
+	}
+	for j, p := range picks {
+		if !matchApplied(v.Index(p.i), p.sub, c.Index(j), nested) {
+			return false, true
+		}
+	}
+	return true, true
+}
+
+// equalApplied is equalValue(v, jsonValue(c)): the strings, bytes and
+// string maps objects are full of compared as they are, the rest through
+// c's JSON value.
+func equalApplied(v, c reflect.Value) bool {
+	v, c = deref(v), deref(c)
+	if v.IsValid() && c.IsValid() && !selfEncoding(v) && !selfEncoding(c) {
+		switch vk, ck := v.Kind(), c.Kind(); {
+		case vk == reflect.String && ck == reflect.String:
+			return v.String() == c.String()
+		case vk == reflect.Bool && ck == reflect.Bool:
+			return v.Bool() == c.Bool()
+		case vk == reflect.Slice && ck == reflect.Slice && isBytes(v.Type()) && isBytes(c.Type()):
+			return v.IsNil() == c.IsNil() && bytes.Equal(v.Bytes(), c.Bytes())
+		case vk == reflect.Struct && ck == reflect.Struct && !structInfoOf(v.Type()).viaJSON && !structInfoOf(c.Type()).viaJSON:
+			return equalStructsApplied(v, c)
+		case vk == reflect.Map && ck == reflect.Map:
+			if vm, cm, ok := stringMaps(v, c); ok {
+				return (vm == nil) == (cm == nil) && maps.Equal(vm, cm)
+			}
+			if v.CanInterface() && c.CanInterface() {
+				vm, vok := v.Interface().(map[string][]byte)
+				cm, cok := c.Interface().(map[string][]byte)
+				if vok && cok {
+					return (vm == nil) == (cm == nil) && maps.EqualFunc(vm, cm, func(a, b []byte) bool {
+						return (a == nil) == (b == nil) && bytes.Equal(a, b)
+					})
+				}
+			}
+		}
+	}
+	w, ok := jsonValue(c)
+	return ok && equalValue(v, w)
+}
+
+// equalStructsApplied is equalApplied of two structs: the same fields set,
+// each equal.
+func equalStructsApplied(v, c reflect.Value) bool {
+	n := 0
+	for _, f := range structInfoOf(c.Type()).fields {
+		cf, inC := f.value(c)
+		if !inC {
+			continue
+		}
+		vf, inV := fieldOf(v, f.name)
+		if !inV || !equalApplied(vf, cf) {
+			return false
+		}
+		n++
+	}
+	return n == setFields(v, nested)
+}
+
 // fieldOf is the value of a struct's field or a string-keyed map's entry
 // by its JSON name, and whether encoding/json writes it.
 func fieldOf(v reflect.Value, name string) (reflect.Value, bool) {
@@ -318,262 +579,4 @@ func equalStruct(v reflect.Value, want any) bool {
 		n++
 	}
 	return n == len(w)
-}
-
-// Holds walks the configuration (its Go value, typically client-go's
-// generated *XApplyConfiguration, or its JSON value for one that encodes
-// itself) beside the cached object, where the owned field set points. What
-// a level counts as the configuration's fields leaves out what names the
-// object, as desiredFields drops it.
-type level uint8
-
-const (
-	nested   level = iota
-	top            // apiVersion and kind are not state
-	metadata       // nor are name, namespace and creationTimestamp
-)
-
-// identity reports whether a field of name at lv is not compared.
-func (lv level) identity(name string) bool {
-	switch lv {
-	case top:
-		return name == "apiVersion" || name == "kind"
-	case metadata:
-		return name == "name" || name == "namespace" || name == "creationTimestamp"
-	}
-	return false
-}
-
-// walkedObject is v through non-nil pointers and interfaces, and whether
-// it is an object the walk compares field by field (a struct or a
-// string-keyed map that encoding/json does not leave to the type).
-func walkedObject(v reflect.Value) (reflect.Value, bool) {
-	v = deref(v)
-	return v, v.IsValid() && !selfEncoding(v) &&
-		(v.Kind() == reflect.Struct && !structInfoOf(v.Type()).viaJSON ||
-			v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String && !v.IsNil())
-}
-
-// deref is v through non-nil pointers and interfaces whose type does not
-// encode itself.
-func deref(v reflect.Value) reflect.Value {
-	for v.IsValid() && (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && !v.IsNil() && !selfEncoding(v) {
-		v = v.Elem()
-	}
-	return v
-}
-
-// isList reports whether encoding/json writes v (dereferenced) as a list.
-func isList(v reflect.Value) bool {
-	return v.IsValid() && !selfEncoding(v) &&
-		(v.Kind() == reflect.Slice && !v.IsNil() && !isBytes(v.Type()) || v.Kind() == reflect.Array)
-}
-
-// matchApplied reports whether the part of v that the field set owned
-// names equals the configuration's part c, as JSON (at level lv: without
-// what names the object): jsonEqual(project(jsonValue(v), owned),
-// jsonValue(c)), computed in place. It compares each value it reaches,
-// building nothing; only values that encode themselves (metav1.Time,
-// resource.Quantity, ...) and shapes it does not walk go through jsonValue
-// and project.
-func matchApplied(v reflect.Value, owned map[string]any, c reflect.Value, lv level) bool {
-	if isLeaf(owned) {
-		return equalApplied(v, c)
-	}
-	cObj, cIsObj := walkedObject(c)
-	vObj, vIsObj := walkedObject(v)
-	switch {
-	case cIsObj && vIsObj:
-		return matchFieldsApplied(vObj, owned, cObj, lv)
-	case lv == nested && isList(cObj):
-		if ok, judged := matchListApplied(v, owned, cObj); judged {
-			return ok
-		}
-	}
-	w, ok := jsonValue(c)
-	if !ok {
-		return false
-	}
-	if lv != nested {
-		m, _ := w.(map[string]any)
-		if lv == top {
-			dropIdentity(m)
-		} else if m != nil {
-			for _, k := range []string{"name", "namespace", "creationTimestamp"} {
-				delete(m, k)
-			}
-		}
-	}
-	x, ok := jsonValue(v)
-	if !ok {
-		return false
-	}
-	p, ok := project(x, owned)
-	return ok && jsonEqual(p, w)
-}
-
-// matchFieldsApplied is matchApplied of two objects: the fields c sets
-// (but for the level's identity) are the ones owned names, each matching
-// v's.
-func matchFieldsApplied(v reflect.Value, owned map[string]any, c reflect.Value, lv level) bool {
-	if vm, cm, ok := stringMaps(v, c); ok && lv == nested {
-		n := 0
-		for k, sub := range owned {
-			if k == "." {
-				continue
-			}
-			name, ok := strings.CutPrefix(k, "f:")
-			cs, inC := cm[name]
-			vs, inV := vm[name]
-			if sub, _ := sub.(map[string]any); !ok || !inC || !inV || !isLeaf(sub) || cs != vs {
-				return false
-			}
-			n++
-		}
-		return n == len(cm)
-	}
-	n := 0
-	for k, sub := range owned {
-		if k == "." {
-			continue
-		}
-		name, ok := strings.CutPrefix(k, "f:")
-		if !ok || lv.identity(name) {
-			return false
-		}
-		cf, inC := fieldOf(c, name)
-		vf, inV := fieldOf(v, name)
-		if !inC || !inV {
-			return false
-		}
-		subset, _ := sub.(map[string]any)
-		sublv := nested
-		if lv == top && name == "metadata" {
-			sublv = metadata
-		}
-		if !matchApplied(vf, subset, cf, sublv) {
-			return false
-		}
-		n++
-	}
-	return n == setFields(c, lv)
-}
-
-// stringMaps returns v and c as map[string]string when both are.
-func stringMaps(v, c reflect.Value) (vm, cm map[string]string, ok bool) {
-	if v.Kind() != reflect.Map || c.Kind() != reflect.Map || !v.CanInterface() || !c.CanInterface() {
-		return nil, nil, false
-	}
-	vm, vok := v.Interface().(map[string]string)
-	cm, cok := c.Interface().(map[string]string)
-	return vm, cm, vok && cok
-}
-
-// setFields counts the fields of the object c that encoding/json writes,
-// but for the level's identity; at the top, metadata counts only when it
-// sets more than the object's name (desiredFields drops it then).
-func setFields(c reflect.Value, lv level) int {
-	if c.Kind() == reflect.Map {
-		if lv == nested {
-			return c.Len()
-		}
-		n := 0
-		for it := c.MapRange(); it.Next(); {
-			if !lv.identity(it.Key().String()) {
-				n++
-			}
-		}
-		return n
-	}
-	info := structInfoOf(c.Type())
-	n := 0
-	for i := range info.fields {
-		f := &info.fields[i]
-		fv, present := f.value(c)
-		switch {
-		case !present || lv.identity(f.name):
-		case lv == top && f.name == "metadata":
-			if md, isObj := walkedObject(fv); !isObj || setFields(md, metadata) > 0 {
-				n++
-			}
-		default:
-			n++
-		}
-	}
-	return n
-}
-
-// matchListApplied is matchApplied of two lists: the elements of v that
-// owned names, in v's order, match c's one for one. Not judged as picked
-// says.
-func matchListApplied(v reflect.Value, owned map[string]any, c reflect.Value) (ok, judged bool) {
-	if v = deref(v); !isList(v) {
-		return false, false
-	}
-	var buf [8]pick
-	picks, found, judged := picked(v, owned, buf[:0])
-	if !found || !judged {
-		return false, judged
-	}
-	if len(picks) != c.Len() {
-		return false, true
-	}
-	for j, p := range picks {
-		if !matchApplied(v.Index(p.i), p.sub, c.Index(j), nested) {
-			return false, true
-		}
-	}
-	return true, true
-}
-
-// equalApplied is equalValue(v, jsonValue(c)): the strings, bytes and
-// string maps objects are full of compared as they are, the rest through
-// c's JSON value.
-func equalApplied(v, c reflect.Value) bool {
-	v, c = deref(v), deref(c)
-	if v.IsValid() && c.IsValid() && !selfEncoding(v) && !selfEncoding(c) {
-		switch vk, ck := v.Kind(), c.Kind(); {
-		case vk == reflect.String && ck == reflect.String:
-			return v.String() == c.String()
-		case vk == reflect.Bool && ck == reflect.Bool:
-			return v.Bool() == c.Bool()
-		case vk == reflect.Slice && ck == reflect.Slice && isBytes(v.Type()) && isBytes(c.Type()):
-			return v.IsNil() == c.IsNil() && bytes.Equal(v.Bytes(), c.Bytes())
-		case vk == reflect.Struct && ck == reflect.Struct && !structInfoOf(v.Type()).viaJSON && !structInfoOf(c.Type()).viaJSON:
-			return equalStructsApplied(v, c)
-		case vk == reflect.Map && ck == reflect.Map:
-			if vm, cm, ok := stringMaps(v, c); ok {
-				return (vm == nil) == (cm == nil) && maps.Equal(vm, cm)
-			}
-			if v.CanInterface() && c.CanInterface() {
-				vm, vok := v.Interface().(map[string][]byte)
-				cm, cok := c.Interface().(map[string][]byte)
-				if vok && cok {
-					return (vm == nil) == (cm == nil) && maps.EqualFunc(vm, cm, func(a, b []byte) bool {
-						return (a == nil) == (b == nil) && bytes.Equal(a, b)
-					})
-				}
-			}
-		}
-	}
-	w, ok := jsonValue(c)
-	return ok && equalValue(v, w)
-}
-
-// equalStructsApplied is equalApplied of two structs: the same fields set,
-// each equal.
-func equalStructsApplied(v, c reflect.Value) bool {
-	n := 0
-	for _, f := range structInfoOf(c.Type()).fields {
-		cf, inC := f.value(c)
-		if !inC {
-			continue
-		}
-		vf, inV := fieldOf(v, f.name)
-		if !inV || !equalApplied(vf, cf) {
-			return false
-		}
-		n++
-	}
-	return n == setFields(v, nested)
 }
