@@ -13,12 +13,14 @@ import (
 	"unicode"
 )
 
-// The values Holds compares are JSON values as encoding/json's Unmarshal
-// into an any gives them (map[string]any, []any, string, float64, bool,
-// nil). jsonValue computes the one json.Marshal and json.Unmarshal would
-// give for a Go value by walking it with reflection, without the bytes or
-// the intermediate decode: the comparison of an apply configuration with a
-// cached object, run on every reconcile, allocates only what it compares.
+// Holds compares values as encoding/json would encode them. Mostly in
+// place (match.go); where it cannot, it compares JSON values as
+// encoding/json's Unmarshal into an any gives them (map[string]any, []any,
+// string, float64, bool, nil). jsonValue computes the one json.Marshal and
+// json.Unmarshal would give for a Go value by walking it with reflection,
+// without the bytes or the intermediate decode. This file also holds the
+// rules both follow: a struct's fields by their JSON names, omitempty and
+// omitzero, the types that encode themselves.
 // Values whose encoding their type decides (json.Marshaler,
 // encoding.TextMarshaler: metav1.Time, resource.Quantity,
 // intstr.IntOrString, ...), float32s, maps with non-string keys and
@@ -136,7 +138,7 @@ func jsonValue(v reflect.Value) (any, bool) {
 		if v.IsNil() {
 			return nil, true
 		}
-		if e := v.Type().Elem(); e.Kind() == reflect.Uint8 && encodingOf(e) == 0 {
+		if isBytes(v.Type()) {
 			return base64.StdEncoding.EncodeToString(v.Bytes()), true
 		}
 		return jsonList(v)

@@ -93,11 +93,7 @@ func matchApplied(v reflect.Value, owned map[string]any, c reflect.Value, lv lev
 	case top:
 		dropIdentity(m)
 	case metadata:
-		for k := range m {
-			if lv.identity(k) {
-				delete(m, k)
-			}
-		}
+		dropNames(m, metadata)
 	}
 	x, ok := jsonValue(v)
 	if !ok {

@@ -259,8 +259,15 @@ func holdsByProjection(cur metav1.Object, cfg runtime.ApplyConfiguration, owned 
 // dropIdentity drops (or the object or its metadata whole), which
 // matchApplied would compare.
 func namesIdentity(owned map[string]any) bool {
-	has := func(m map[string]any, k string) bool { _, ok := m[k]; return ok }
-	if isLeaf(owned) || has(owned, "f:apiVersion") || has(owned, "f:kind") {
+	names := func(m map[string]any, lv level) bool {
+		for k := range m {
+			if name, ok := strings.CutPrefix(k, "f:"); ok && lv.identity(name) {
+				return true
+			}
+		}
+		return false
+	}
+	if isLeaf(owned) || names(owned, top) {
 		return true
 	}
 	md, ok := owned["f:metadata"]
@@ -268,7 +275,7 @@ func namesIdentity(owned map[string]any) bool {
 		return false
 	}
 	sub, _ := md.(map[string]any)
-	return isLeaf(sub) || has(sub, "f:name") || has(sub, "f:namespace") || has(sub, "f:creationTimestamp")
+	return isLeaf(sub) || names(sub, metadata)
 }
 
 // isLeaf reports whether a field set owns its node whole.
@@ -291,7 +298,7 @@ func desiredFields(cfg runtime.ApplyConfiguration) (map[string]any, string, bool
 	}
 	apiVersion, _ := m["apiVersion"].(string)
 	if md, ok := m["metadata"].(map[string]any); ok {
-		for _, k := range []string{"resourceVersion", "uid", "generateName", "deletionTimestamp", "generation"} {
+		for _, k := range preconditions {
 			if _, set := md[k]; set {
 				return nil, "", false
 			}
@@ -301,13 +308,15 @@ func desiredFields(cfg runtime.ApplyConfiguration) (map[string]any, string, bool
 	return m, apiVersion, apiVersion != ""
 }
 
+// preconditions are the metadata fields of a configuration that are
+// preconditions of the apply rather than state: Holds does not judge one
+// that sets any.
+var preconditions = []string{"resourceVersion", "uid", "generateName", "deletionTimestamp", "generation"}
+
 // stringField is the string field name of the object c, if it sets one.
 func stringField(c reflect.Value, name string) (string, bool) {
 	f, ok := fieldOf(c, name)
-	for ok && (f.Kind() == reflect.Pointer || f.Kind() == reflect.Interface) && !f.IsNil() {
-		f = f.Elem()
-	}
-	if !ok || f.Kind() != reflect.String || selfEncoding(f) || f.String() == "" {
+	if f = deref(f); !ok || f.Kind() != reflect.String || selfEncoding(f) || f.String() == "" {
 		return "", false
 	}
 	return f.String(), true
@@ -324,7 +333,7 @@ func preconditioned(c reflect.Value) bool {
 	if md, ok = walkedObject(md); !ok {
 		return false
 	}
-	for _, k := range []string{"resourceVersion", "uid", "generateName", "deletionTimestamp", "generation"} {
+	for _, k := range preconditions {
 		if _, set := fieldOf(md, k); set {
 			return true
 		}
@@ -332,20 +341,27 @@ func preconditioned(c reflect.Value) bool {
 	return false
 }
 
-// dropIdentity deletes apiVersion, kind, metadata.name and
-// metadata.namespace from m, and metadata when nothing else is left in it.
+// dropIdentity deletes from m the fields that name the object
+// (level.identity: apiVersion and kind; metadata's name, namespace and
+// creationTimestamp), and metadata when nothing else is left in it.
 func dropIdentity(m map[string]any) {
 	if m == nil {
 		return
 	}
-	delete(m, "apiVersion")
-	delete(m, "kind")
+	dropNames(m, top)
 	if md, ok := m["metadata"].(map[string]any); ok {
-		delete(md, "name")
-		delete(md, "namespace")
-		delete(md, "creationTimestamp") // typed objects encode a zero one as null
+		dropNames(md, metadata) // creationTimestamp too: typed objects encode a zero one as null
 		if len(md) == 0 {
 			delete(m, "metadata")
+		}
+	}
+}
+
+// dropNames deletes from m the fields that name the object at lv.
+func dropNames(m map[string]any, lv level) {
+	for k := range m {
+		if lv.identity(k) {
+			delete(m, k)
 		}
 	}
 }
