@@ -115,9 +115,16 @@ func (l *lastLines) add(s string) {
 
 func (l *lastLines) String() string { return strings.Join(l.lines, "\n") }
 
+// goTool is the go command of the toolchain that built this program, else
+// the one on PATH. A program built with -trimpath and run without GOROOT
+// set has no GOROOT: the toolchain's path is then not tried at all, since
+// joined to "" it is bin/go, relative, which would run whatever the working
+// directory holds there (exec.LookPath refuses PATH entries relative to it).
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
+	if root := runtime.GOROOT(); filepath.IsAbs(root) {
+		if p := filepath.Join(root, "bin", "go"); fileExists(p) {
+			return p
+		}
 	}
 	return "go"
 }

@@ -48,11 +48,29 @@ func TestBinary_neverBuildsATestenvPlantedAboveTheWorkingDirectory(t *testing.T)
 	if err := os.MkdirAll(wd, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A go command planted where a -trimpath build run without GOROOT
+	// would have joined its empty GOROOT: bin/go of the working directory.
+	plantedGo := filepath.Join(wd, "bin", "go")
+	if err := os.MkdirAll(filepath.Dir(plantedGo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plantedGo, []byte("#!/bin/sh\necho ran >"+filepath.Join(planted, "pwned-go")+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cache := filepath.Join(t.TempDir(), "cache")
 	cmd := exec.Command(prog)
 	cmd.Dir = wd
-	cmd.Env = append(withoutBinaryEnv(), EnvCacheDir+"="+cache, "PATH="+filepath.Dir(goTool()), "GOBIN="+t.TempDir())
+	var env []string
+	for _, kv := range withoutBinaryEnv() {
+		if !strings.HasPrefix(kv, "GOROOT=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, EnvCacheDir+"="+cache, "PATH="+filepath.Dir(goTool()), "GOBIN="+t.TempDir())
 	out, _ := cmd.CombinedOutput()
+	if _, err := os.Stat(filepath.Join(planted, "pwned-go")); err == nil {
+		t.Error("the go command planted in the working directory's bin/ ran")
+	}
 	if bytes.Contains(out, []byte(planted)) || bytes.Contains(out, []byte("building the API server")) {
 		t.Errorf("a program run below a planted testenv/ went to build it:\n%s", out)
 	}
