@@ -12,10 +12,13 @@
 // request composes the stages' Stats snapshots, whose cost does not grow
 // with the size of the caches or the depth of the queues.
 //
-// Access: requests from loopback addresses whose Host header is localhost,
-// a loopback address or one of Options.Hosts are served; others must carry
+// Access: with Options.Token set, every request must carry
 // "Authorization: Bearer <Options.Token>" (401 without it, 403 with a wrong
-// one, 403 when no token is configured). The Host check stops DNS
+// one), loopback ones too: a proxy in the same Pod (a mesh's sidecar,
+// kube-rbac-proxy) relays remote clients over loopback. Without a token,
+// requests from loopback addresses whose Host header is localhost, a
+// loopback address or one of Options.Hosts, and that carry no proxy's
+// forwarding header, are served; others get 403. The Host check stops DNS
 // rebinding: a web page whose name resolves to 127.0.0.1 reaches the
 // server from loopback, but with its own name in Host. The page itself
 // holds no data and is served to anyone; in a browser, give it the token

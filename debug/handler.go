@@ -36,17 +36,17 @@ type Source interface {
 
 // Options configure New and Guard.
 type Options struct {
-	// Token is the bearer token required from clients that are not on a
-	// loopback address, and from loopback clients whose Host header is
-	// not trusted (see Hosts). Default: "", only loopback clients are
-	// served.
+	// Token, when set, is the bearer token required from every client,
+	// loopback ones included (a proxy in the same Pod relays remote
+	// clients over loopback). Default: "", only loopback clients naming a
+	// trusted host (see Hosts) and relayed by no proxy are served.
 	Token string
 	// Hosts are the names, besides localhost and the loopback addresses,
 	// that a loopback client may give in its Host header and still be
-	// served without the token: typically the host of the listen address.
-	// A loopback request naming another host is how a web page reaches a
-	// local server through DNS rebinding, so it needs the token (403
-	// without one configured). Compared without the port, ignoring case.
+	// served when no token is configured: typically the host of the
+	// listen address. A loopback request naming another host is how a web
+	// page reaches a local server through DNS rebinding, so it is refused
+	// (403). Compared without the port, ignoring case.
 	Hosts []string
 }
 
@@ -102,32 +102,40 @@ func serveExplain(w http.ResponseWriter, r *http.Request, src Source) {
 	writeJSON(w, http.StatusOK, e)
 }
 
-// Guard serves next to the clients allowed to read debug data: loopback
-// clients whose Host header is localhost, a loopback address or one of
-// opts.Hosts; and any client presenting opts.Token as a bearer token
-// (compared in constant time). Others get 401 (no token sent) or 403 (a
-// wrong token, or none configured), with a JSON error. The manager puts
-// state.json, explain and pprof behind it.
+// Guard serves next to the clients allowed to read debug data. With
+// opts.Token set, those presenting it as a bearer token (compared in
+// constant time), wherever they connect from: a proxy in the same Pod (a
+// mesh's sidecar, kube-rbac-proxy) relays remote clients over loopback, so
+// loopback proves nothing once a token is configured. Without a token,
+// loopback clients whose Host header is localhost, a loopback address or
+// one of opts.Hosts, unless the request carries a proxy's forwarding
+// header (Forwarded, X-Forwarded-For, X-Real-Ip, X-Envoy-*): it was relayed
+// for someone else. Others get 401 (no token sent) or 403 (a wrong token,
+// or none configured), with a JSON error. The manager puts state.json,
+// explain and pprof behind it.
 func Guard(opts Options, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		loopback := loopbackClient(r)
-		if loopback && TrustedHost(r.Host, opts.Hosts) {
-			next.ServeHTTP(w, r)
-			return
-		}
 		if opts.Token == "" {
-			if loopback {
+			switch {
+			case !loopbackClient(r):
+				writeError(w, http.StatusForbidden, "the debug endpoints serve loopback clients only (no token configured)")
+			case forwarded(r.Header):
+				writeError(w, http.StatusForbidden, "the request was relayed by a proxy (it carries a forwarding header): "+
+					"refused without a token, as from beyond loopback")
+			case !TrustedHost(r.Host, opts.Hosts):
 				writeError(w, http.StatusForbidden, "the Host header "+quote(r.Host)+" is not localhost, a loopback "+
 					"address or the listener's host: refused without a token (DNS rebinding)")
-				return
+			default:
+				next.ServeHTTP(w, r)
 			}
-			writeError(w, http.StatusForbidden, "the debug endpoints serve loopback clients only (no token configured)")
 			return
 		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ctrlkit debug"`)
-			writeError(w, http.StatusUnauthorized, "a bearer token is required: Authorization: Bearer <token>")
+			writeError(w, http.StatusUnauthorized, "a bearer token is required (a token is configured: every client, "+
+				"loopback included, sends it): Authorization: Bearer <token>; in a browser, open the page as "+
+				Path+"#token=<token>")
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte(opts.Token)) != 1 {
@@ -136,6 +144,19 @@ func Guard(opts Options, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// forwarded reports a request that names a client it was relayed for: the
+// headers proxies add (RFC 7239's Forwarded, the de facto X-Forwarded-For
+// and X-Real-Ip) or any of Envoy's.
+func forwarded(h http.Header) bool {
+	for k := range h {
+		switch {
+		case k == "Forwarded", k == "X-Forwarded-For", k == "X-Real-Ip", strings.HasPrefix(k, "X-Envoy-"):
+			return true
+		}
+	}
+	return false
 }
 
 // loopbackClient reports a request from a loopback address.

@@ -165,7 +165,10 @@ func TestHandler_clientsBeyondLoopbackNeedTheToken(t *testing.T) {
 	}{
 		{"loopback needs no token", "", local, "", 200},
 		{"IPv6 loopback needs no token", "", "[::1]:5000", "", 200},
-		{"loopback needs no token even when one is set", "s3cret", local, "", 200},
+		{"with a token set, loopback needs it too", "s3cret", local, "", 401},
+		{"with a token set, loopback with it is served", "s3cret", local, "Bearer s3cret", 200},
+		{"a sidecar's loopback peer without the token", "s3cret", "127.0.0.6:40000", "", 401},
+		{"a sidecar's loopback peer with the token", "s3cret", "127.0.0.6:40000", "Bearer s3cret", 200},
 		{"beyond loopback without a configured token is refused", "", "192.0.2.1:5000", "Bearer s3cret", 403},
 		{"beyond loopback without a token is unauthorized", "s3cret", "192.0.2.1:5000", "", 401},
 		{"beyond loopback with another scheme is unauthorized", "s3cret", "192.0.2.1:5000", "Basic czNjcmV0", 401},
@@ -205,6 +208,7 @@ func TestHandler_loopbackClientsNamingAForeignHostNeedTheToken(t *testing.T) {
 		{"a non-loopback address", "", "192.0.2.1:8080", "", nil, 403},
 		{"no Host header", "", "", "", nil, 403},
 		{"a rebinding name without the configured token", "s3cret", "evil.example", "", nil, 401},
+		{"localhost without the configured token", "s3cret", "localhost:8080", "", nil, 401},
 		{"a foreign host with the token", "s3cret", "evil.example", "Bearer s3cret", nil, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -233,7 +237,8 @@ func TestGuard_appliesTheRuleToAnyHandler(t *testing.T) {
 		name, remote, host, auth string
 		code                     int
 	}{
-		{"loopback", local, "localhost:6060", "", 200},
+		{"loopback without the token", local, "localhost:6060", "", 401},
+		{"loopback with the token", local, "localhost:6060", "Bearer s3cret", 200},
 		{"beyond loopback without the token", "192.0.2.1:5000", "192.0.2.2:6060", "", 401},
 		{"beyond loopback with a wrong token", "192.0.2.1:5000", "192.0.2.2:6060", "Bearer s3cre", 403},
 		{"beyond loopback with the token", "192.0.2.1:5000", "192.0.2.2:6060", "Bearer s3cret", 200},
@@ -242,6 +247,36 @@ func TestGuard_appliesTheRuleToAnyHandler(t *testing.T) {
 		if w.Code != tc.code || (w.Body.String() == "secret") != (tc.code == 200) {
 			t.Errorf("%s: %d %q, want %d", tc.name, w.Code, w.Body, tc.code)
 		}
+	}
+}
+
+// A proxy in the same Pod relays remote clients over loopback, adding a
+// forwarding header: without a token such a request is refused, with one
+// it must carry the token like any other.
+func TestGuard_refusesRelayedRequestsWithoutAToken(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("secret")) })
+	for _, header := range []string{"Forwarded", "X-Forwarded-For", "X-Real-Ip", "X-Envoy-External-Address", "x-forwarded-for"} {
+		r := httptest.NewRequest(http.MethodGet, "/debug/pprof/cmdline", nil)
+		r.RemoteAddr, r.Host = "127.0.0.6:40000", "localhost:8080"
+		r.Header.Set(header, "192.0.2.7")
+		w := httptest.NewRecorder()
+		debug.Guard(debug.Options{}, ok).ServeHTTP(w, r)
+		if w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "relayed by a proxy") {
+			t.Errorf("%s, no token configured: %d %q, want 403 saying it was relayed", header, w.Code, w.Body)
+		}
+		r.Header.Set("Authorization", "Bearer s3cret")
+		w = httptest.NewRecorder()
+		debug.Guard(debug.Options{Token: "s3cret"}, ok).ServeHTTP(w, r)
+		if w.Code != http.StatusOK || w.Body.String() != "secret" {
+			t.Errorf("%s, with the token: %d %q, want 200", header, w.Code, w.Body)
+		}
+	}
+	r := httptest.NewRequest(http.MethodGet, "/debug/pprof/cmdline", nil)
+	r.RemoteAddr, r.Host = local, "localhost:8080"
+	w := httptest.NewRecorder()
+	debug.Guard(debug.Options{}, ok).ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Errorf("a direct loopback request without a forwarding header: %d, want 200", w.Code)
 	}
 }
 

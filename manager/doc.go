@@ -36,9 +36,10 @@
 // ReleaseInformer and RemoveController give them back, and the last stops
 // the informer.
 //
-// /debug/ctrlkit's data and pprof answer loopback clients whose Host header
-// is a loopback name or address (debug.Guard), and others only with
-// Options.DebugToken; Run refuses to start on a listener beyond loopback
+// /debug/ctrlkit's data and pprof answer, with Options.DebugToken set, the
+// clients that send it (loopback ones too); without one, loopback clients
+// whose Host header is a loopback name or address and that no proxy relayed
+// (debug.Guard). Run refuses to start on a listener beyond loopback
 // without a token while either is served, with ErrDebugExposed. The
 // listener's servers bound header size, body size, writes and idle
 // connections (Options.HTTPIdleTimeout).

@@ -25,6 +25,8 @@ func TestHandler_pprofBeyondLoopbackNeedsTheToken(t *testing.T) {
 		{"loopback naming the configured host", "", "127.0.0.1:5000", "ctrl.example:8080", "", 200},
 		{"loopback naming a foreign host", "", "127.0.0.1:5000", "rebound.example:8080", "", 403},
 		{"loopback naming localhost", "", "127.0.0.1:5000", "localhost:8080", "", 200},
+		{"a sidecar's loopback peer without the configured token", "s3cret", "127.0.0.6:40000", "localhost:8080", "", 401},
+		{"loopback with the configured token", "s3cret", "127.0.0.1:5000", "localhost:8080", "Bearer s3cret", 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := New(&rest.Config{Host: "http://127.0.0.1:1"}, Options{HTTPAddr: "ctrl.example:8080",

@@ -62,11 +62,13 @@ type Options struct {
 	// EnablePprof serves net/http/pprof under /debug/pprof/, to the same
 	// clients as /debug/ctrlkit's data (see DebugToken). Default: off.
 	EnablePprof bool
-	// DebugToken is the bearer token that clients other than loopback ones
-	// (and loopback ones naming a foreign Host) must send to read
-	// /debug/ctrlkit's data and pprof (see debug.Guard). Run refuses to
-	// start when HTTPAddr is not a loopback address, the debug page or pprof
-	// is served, and no DebugToken is set. Default: "", loopback clients only.
+	// DebugToken, when set, is the bearer token every client must send to
+	// read /debug/ctrlkit's data and pprof, loopback ones included: a proxy
+	// in the same Pod (a mesh's sidecar, kube-rbac-proxy) relays remote
+	// clients over loopback (see debug.Guard). Run refuses to start when
+	// HTTPAddr is not a loopback address, the debug page or pprof is
+	// served, and no DebugToken is set. Default: "": loopback clients
+	// naming a loopback Host, relayed by no proxy, only.
 	DebugToken string
 	// DisableDebug stops serving /debug/ctrlkit, the live page of the
 	// pipeline (informers, handlers, queues, "explain a key"). Default:
