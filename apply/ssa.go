@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,8 +54,10 @@ type Applier[T any, C runtime.ApplyConfiguration] interface {
 // which informers strip by default: list opts.FieldManager in the
 // informers' KeepManagedFieldsOf (manager.Options.Informers). Without it
 // Apply writes every time, as a plain apply does, and says so once per
-// type and field manager on the default logger (log/slog). A stale cache
-// costs at
+// type and field manager on the default logger (log/slog), as soon as the
+// cache holds an object at a version one of its applies answered with,
+// without the entry (an object the manager has not applied yet holds no
+// entry of its own, so it is no reason to warn). A stale cache costs at
 // most a write that changes nothing, or a skipped write made up by the
 // reconcile that the watch event of the newer object queues. A cfg of
 // another kind than c writes (a ConfigMap's through a Secrets client) is
@@ -73,9 +76,7 @@ func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applie
 			if Holds(cur, cfg, opts.FieldManager) {
 				return cur, Unchanged, nil
 			}
-			if len(cur.GetManagedFields()) == 0 {
-				warnNoManagedFields(cur, opts.FieldManager)
-			}
+			stripped.check(cur, opts.FieldManager)
 			uid = cur.GetUID()
 		}
 	}
@@ -85,6 +86,9 @@ func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applie
 		}
 	}
 	obj, err := c.Apply(ctx, typed, opts)
+	if err == nil && cache != nil && len(opts.DryRun) == 0 {
+		stripped.sent(obj, opts.FieldManager)
+	}
 	if err != nil && uid != "" && uidRefused(err) {
 		err = fmt.Errorf("apply: %s: %w: the cache holds uid %s, which the server no longer has (deleted, or deleted and "+
 			"created anew); nothing written: %w", name, ErrGone, uid, err)
@@ -149,25 +153,85 @@ func uidRefused(err error) bool {
 	return false
 }
 
-// warned holds the (Go type, field manager) pairs warnNoManagedFields has
-// warned about.
-var warned sync.Map
+// stripped tells whether the cache drops the field manager's entry of
+// managedFields, which leaves Holds nothing to compare, so that every apply
+// is sent: it remembers the resource versions the last applies answered
+// with (their answers carry the manager's entry), and a cached object at
+// one of those versions without the entry is proof that the cache dropped
+// it. A cached object with the entry proves the opposite. Either way the
+// question is settled for the type and field manager, and nothing more is
+// recorded. An object the manager has not applied yet holds no entry of
+// its own either way, so it proves nothing.
+var stripped strippedFields
+
+type strippedFields struct{ m sync.Map } // warnKey -> *sentVersions
 
 type warnKey struct {
 	typ          reflect.Type
 	fieldManager string
 }
 
-// warnNoManagedFields says once per type and field manager, on the default
-// logger, that the cache keeps no managed fields, so Apply cannot tell an
-// apply that would change nothing and sends every one.
-func warnNoManagedFields(cur metav1.Object, fieldManager string) {
-	if _, seen := warned.LoadOrStore(warnKey{reflect.TypeOf(cur), fieldManager}, true); seen {
+// sentVersions are the resource versions of a type and field manager's
+// last applies, until settled.
+type sentVersions struct {
+	settled atomic.Bool
+	mu      sync.Mutex
+	rvs     [16]string
+	next    int
+}
+
+func (s *strippedFields) versions(obj metav1.Object, fieldManager string) *sentVersions {
+	k := warnKey{reflect.TypeOf(obj), fieldManager}
+	if v, ok := s.m.Load(k); ok {
+		return v.(*sentVersions)
+	}
+	v, _ := s.m.LoadOrStore(k, &sentVersions{})
+	return v.(*sentVersions)
+}
+
+// sent records the version an apply answered with, when the answer holds
+// the field manager's entry.
+func (s *strippedFields) sent(obj metav1.Object, fieldManager string) {
+	if rv := reflect.ValueOf(obj); !rv.IsValid() || rv.Kind() == reflect.Pointer && rv.IsNil() {
 		return
 	}
-	slog.Warn("apply: the cache keeps no managedFields, so every apply is sent; list the field manager in "+
-		"informer.FactoryOptions.KeepManagedFieldsOf (manager.Options.Informers) to skip applies that change nothing",
-		"type", fmt.Sprintf("%T", cur), "fieldManager", fieldManager)
+	v := s.versions(obj, fieldManager)
+	if v.settled.Load() || !hasEntry(obj, fieldManager) {
+		return
+	}
+	v.mu.Lock()
+	v.rvs[v.next] = obj.GetResourceVersion()
+	v.next = (v.next + 1) % len(v.rvs)
+	v.mu.Unlock()
+}
+
+// check settles the question with cur, a cached object Holds found
+// changed, and warns once, on the default logger, when the cache drops
+// the entry.
+func (s *strippedFields) check(cur metav1.Object, fieldManager string) {
+	v := s.versions(cur, fieldManager)
+	if v.settled.Load() {
+		return
+	}
+	if hasEntry(cur, fieldManager) {
+		v.settled.Store(true)
+		return
+	}
+	rv := cur.GetResourceVersion()
+	v.mu.Lock()
+	ours := rv != "" && slices.Contains(v.rvs[:], rv)
+	v.mu.Unlock()
+	if !ours || v.settled.Swap(true) {
+		return
+	}
+	slog.Warn("apply: the cache drops this field manager's entry of managedFields, so every apply is sent; list the "+
+		"field manager in informer.FactoryOptions.KeepManagedFieldsOf (manager.Options.Informers) to skip applies "+
+		"that change nothing", "type", fmt.Sprintf("%T", cur), "fieldManager", fieldManager)
+}
+
+// hasEntry reports whether obj's managedFields hold an entry of fieldManager.
+func hasEntry(obj metav1.Object, fieldManager string) bool {
+	return slices.ContainsFunc(obj.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Manager == fieldManager })
 }
 
 // appliedName is the name and namespace cfg gives its object.

@@ -160,22 +160,44 @@ func TestApply_sendsNothingWhenTheCacheHoldsTheConfiguration(t *testing.T) {
 		t.Fatalf("Apply of a change = %v, %v after %d applies", res, err, c.applies)
 	}
 
-	// A cache that strips managed fields cannot tell: every apply is sent,
-	// and the default logger hears why, once.
+	// A cache that keeps the manager's entry but no other's: an object the
+	// manager has not applied yet holds no entry, which is no reason to
+	// warn (the first apply is sent, the next ones are not).
 	var logged bytes.Buffer
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
-	stripped := got.DeepCopy()
-	stripped.ManagedFields = nil
-	cached[object.NameOf(got)] = stripped
-	opts.FieldManager = "ctl-" + ns // a manager of its own: the warning comes once per process
-	for range 2 {
-		if _, res, err := apply.Apply(ctx, c, cached, cfg("2"), opts); err != nil || res != apply.Applied {
-			t.Fatalf("Apply over a cache without managed fields = %v, %v; want applied", res, err)
-		}
+	others := got.DeepCopy()
+	others.ManagedFields = nil // only "ctl" wrote it, and this cache keeps another manager's entries
+	cached[object.NameOf(got)] = others
+	keeps := metav1.ApplyOptions{FieldManager: "keeps-" + ns, Force: true} // a manager of its own: the warning is once per process
+	kept, res, err := apply.Apply(ctx, c, cached, cfg("2"), keeps)
+	if err != nil || res != apply.Applied || c.applies != 3 {
+		t.Fatalf("Apply by a new manager = %v, %v after %d applies; want applied", res, err, c.applies)
 	}
-	if c.applies != 4 || strings.Count(logged.String(), "KeepManagedFieldsOf") != 1 {
-		t.Errorf("%d applies, log %q; want 4 and one warning naming KeepManagedFieldsOf", c.applies, logged.String())
+	cached[object.NameOf(kept)] = kept // the watch delivered it, this manager's entry kept
+	if _, res, err := apply.Apply(ctx, c, cached, cfg("2"), keeps); err != nil || res != apply.Unchanged || c.applies != 3 {
+		t.Fatalf("Apply again = %v, %v after %d applies; want unchanged, no request", res, err, c.applies)
+	}
+	if logged.Len() > 0 {
+		t.Errorf("a cache that keeps the manager's entry was warned about: %q", logged.String())
+	}
+
+	// A cache that drops the manager's entry cannot tell: every apply is
+	// sent, and the default logger hears why, once, as soon as the cache
+	// holds an object at a version this manager's apply answered with and
+	// without its entry.
+	drops := metav1.ApplyOptions{FieldManager: "drops-" + ns, Force: true}
+	for i := range 3 {
+		sent, res, err := apply.Apply(ctx, c, cached, cfg("2"), drops)
+		if err != nil || res != apply.Applied {
+			t.Fatalf("Apply %d over a cache that drops the entry = %v, %v; want applied", i, res, err)
+		}
+		seen := sent.DeepCopy()
+		seen.ManagedFields = nil // what such a cache holds once the watch delivers the apply's result
+		cached[object.NameOf(sent)] = seen
+	}
+	if c.applies != 6 || strings.Count(logged.String(), "KeepManagedFieldsOf") != 1 || !strings.Contains(logged.String(), "drops-"+ns) {
+		t.Errorf("%d applies, log %q; want 6 and one warning naming KeepManagedFieldsOf and the manager", c.applies, logged.String())
 	}
 }
 
