@@ -5,8 +5,13 @@
 // It is the same server code a production cluster runs, not a fake: RBAC,
 // admission, validation, resource versions, pagination, watch bookmarks,
 // watch-list streaming and 410 Gone all behave as they do there. No
-// controller-manager, scheduler or kubelet runs, so nothing garbage-collects,
-// schedules or finalizes namespaces.
+// scheduler or kubelet runs, so nothing schedules Pods. By default no
+// controller-manager runs either, so nothing garbage-collects or finalizes
+// namespaces; Options.Controllers runs kube-controller-manager's garbage
+// collector and namespace controller in the server's process (owner
+// references cascade, a deleted namespace is emptied and goes). No other
+// controller runs: a Deployment gets no Pods, a namespace no default
+// ServiceAccount.
 //
 // The package itself does not import kube-apiserver or etcd: it finds or
 // builds the binary (see Binary) and runs it as a child process, so ctrlkit's

@@ -100,9 +100,9 @@ func StartForTest(t testing.TB, opts Options) *Server {
 }
 
 // Namespace creates a namespace named after t with a random suffix and
-// returns its name. The embedded server runs no namespace controller, so a
-// deleted namespace would stay Terminating; namespaces are left in place and
-// go away with the server.
+// returns its name. Namespaces are left in place and go away with the
+// server: without Options.Controllers (off by default) the server runs no
+// namespace controller, so a deleted namespace would stay Terminating.
 func (s *Server) Namespace(t testing.TB) string {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(s.Config())

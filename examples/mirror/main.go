@@ -71,6 +71,10 @@ func newManager(cfg *rest.Config, opts manager.Options) (*manager.Manager, error
 		return nil, err
 	}
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{LabelSelector: "mirror=true"})
+	// Only Secrets labelled mirrored=true are in this informer, so the
+	// Secret Reconcile writes must carry that label: without it, a change
+	// to the Secret fires no Owns event, and apply.Apply never finds it in
+	// this cache (it then sends every apply, with no UID precondition).
 	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{LabelSelector: "mirrored=true"})
 	rec := &Reconciler{ConfigMaps: cms.Reader(), Secrets: secrets.Reader(), Kube: m.Kube()}
 	if _, err := manager.NewController(m, "mirror", rec, manager.ControllerOptions{},
