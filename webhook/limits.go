@@ -33,15 +33,20 @@ type Limits struct {
 	// IdleTimeout closes a keep-alive connection that has carried no
 	// request for that long. Default: 90s.
 	IdleTimeout time.Duration
-	// MaxInFlight bounds the reviews being answered at once; one more is
-	// answered 429 with Retry-After (the API server's client retries it).
-	// Default: 64.
+	// MaxInFlight bounds the reviews being answered at once (their bodies
+	// read); one more is answered 429 with Retry-After (the API server's
+	// client retries it). A review counts from when its body has arrived:
+	// connections that declare a body and send it slowly, or not at all,
+	// hold no place. Default: 64.
 	MaxInFlight int
-	// MaxBytesInFlight bounds the bodies of the reviews being answered at
-	// once: a review counts its Content-Length (the largest review,
-	// 7 MiB, when it has none) until its answer is written, and one that
-	// does not fit is answered 429 with Retry-After. A review larger than
-	// the bound counts as the bound: one alone is always served. The
+	// MaxBytesInFlight bounds the bodies of the reviews being read or
+	// answered at once: a review counts the bytes of its body that have
+	// arrived, as they arrive, until its answer is written, and one whose
+	// bytes do not fit is answered 429 with Retry-After (and its
+	// connection closed). What a client declares (Content-Length) costs
+	// nothing until it is sent: a stalled connection holds only what it
+	// sent. A review counts at most the bound: one alone is always served.
+	// The
 	// reviews' heap stays at about 4 times the bound (decoding, a
 	// defaulter's patch, garbage not yet collected): 30 concurrent 6 MiB
 	// reviews to a defaulter peaked at 64 MiB with the default, 858 MiB
@@ -97,39 +102,45 @@ func (s *Server) HTTPServer() *http.Server {
 type reviewFunc func(w http.ResponseWriter, r *http.Request, body []byte)
 
 // limit admits a review within the server's limits and reads its body: a
-// POST of JSON, at most maxBody bytes, within BodyTimeout; the handler's
-// context ends after RequestTimeout. Beyond MaxInFlight or
-// MaxBytesInFlight the answer is 429 with Retry-After.
+// POST of JSON, at most maxBody bytes, within BodyTimeout, its bytes
+// charged to MaxBytesInFlight as they arrive; then it takes a place among
+// MaxInFlight; the handler's context ends after RequestTimeout. Beyond
+// either bound the answer is 429 with Retry-After.
 func (s *Server) limit(h reviewFunc) http.Handler {
 	l := s.opts.Limits
+	busy := func(w http.ResponseWriter) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf("webhook: too many reviews in flight (at most %d, "+
+			"of %d bytes together); retry", l.MaxInFlight, l.MaxBytesInFlight))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkPost(r); err != nil {
 			writeBad(w, err)
 			return
 		}
-		size := r.ContentLength
-		if size > maxBody {
+		if size := r.ContentLength; size > maxBody {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("webhook: the review has %d bytes, more than %d", size, maxBody))
 			return
 		}
-		if size < 0 {
-			size = maxBody
-		}
-		release, ok := s.inflight.acquire(size)
-		if !ok {
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, fmt.Sprintf("webhook: too many reviews in flight (at most %d, "+
-				"of %d bytes together); retry", l.MaxInFlight, l.MaxBytesInFlight))
-			return
-		}
-		defer release()
 		ctx, cancel := context.WithTimeoutCause(r.Context(), l.RequestTimeout, ErrRequestTimeout)
 		defer cancel()
-		body, err := readBody(w, r, time.Now().Add(l.BodyTimeout))
+		sh := &share{f: s.inflight}
+		defer sh.release()
+		body, err := readBody(w, r, time.Now().Add(l.BodyTimeout), sh)
+		if errors.Is(err, errBusy) {
+			busy(w)
+			return
+		}
 		if err != nil {
 			writeBad(w, err)
 			return
 		}
+		release, ok := s.inflight.acquire()
+		if !ok {
+			busy(w)
+			return
+		}
+		defer release()
 		h(w, r.WithContext(ctx), body)
 	})
 }
@@ -146,16 +157,17 @@ func checkPost(r *http.Request) error {
 	return nil
 }
 
-// readBody reads r's body by the deadline, at most maxBody bytes, then
+// readBody reads r's body by the deadline, at most maxBody bytes, each
+// chunk charged to sh (errBusy when it does not fit), then
 // lifts the connection's read deadline: on HTTP/1.1 the server reads on
 // after the body (to see the client go away), and a deadline passing then
 // would end the handler's context before RequestTimeout, with another
 // cause. A body that could not be read closes the connection after the
 // answer, at once: the server does not wait for the rest of it.
-func readBody(w http.ResponseWriter, r *http.Request, deadline time.Time) ([]byte, error) {
+func readBody(w http.ResponseWriter, r *http.Request, deadline time.Time, sh *share) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(deadline) // fails only on a test recorder, which has no connection
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, charged{r.Body, sh}, maxBody))
 	if err != nil {
 		w.Header().Set("Connection", "close")
 		_ = rc.SetReadDeadline(time.Now()) // what is left of the body is not read
@@ -164,6 +176,8 @@ func readBody(w http.ResponseWriter, r *http.Request, deadline time.Time) ([]byt
 	}
 	var tooBig *http.MaxBytesError
 	switch {
+	case errors.Is(err, errBusy):
+		return nil, err
 	case errors.As(err, &tooBig):
 		return nil, &badRequest{http.StatusRequestEntityTooLarge, fmt.Sprintf("webhook: the review has more than %d bytes", maxBody)}
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -174,36 +188,86 @@ func readBody(w http.ResponseWriter, r *http.Request, deadline time.Time) ([]byt
 	return body, nil
 }
 
-// inflight counts the reviews being answered and the bytes of their
-// bodies, and refuses one that would take either over its bound.
+// inflight counts the reviews being answered and the bytes of the bodies
+// being read or answered, and refuses one that would take either over its
+// bound.
 type inflight struct {
 	maxCount int
 	maxBytes int64
 
 	mu    sync.Mutex // guards count and bytes
-	count int        // Invariant: 0 <= count <= maxCount.
-	bytes int64      // Invariant: 0 <= bytes <= maxBytes; 0 when count is.
+	count int        // reviews being answered. Invariant: 0 <= count <= maxCount.
+	bytes int64      // the shares' bytes. Invariant: 0 <= bytes <= maxBytes.
 }
 
-// acquire admits a review of size bytes, if it fits, and returns the
-// function that gives its share back. A size over the bound counts as the
-// bound, so a review alone always fits.
-func (f *inflight) acquire(size int64) (release func(), ok bool) {
-	size = min(size, f.maxBytes)
+// acquire admits a review whose body has been read, if fewer than
+// maxCount are being answered, and returns the function that gives its
+// place back.
+func (f *inflight) acquire() (release func(), ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.count >= f.maxCount || f.bytes+size > f.maxBytes {
+	if f.count >= f.maxCount {
 		return nil, false
 	}
 	f.count++
-	f.bytes += size
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			f.mu.Lock()
 			f.count--
-			f.bytes -= size
 			f.mu.Unlock()
 		})
 	}, true
+}
+
+// errBusy is a body whose bytes do not fit in MaxBytesInFlight beside the
+// others'.
+var errBusy = errors.New("webhook: the reviews in flight hold MaxBytesInFlight")
+
+// share is one request's part of the byte budget: the bytes of its body
+// that have arrived, at most the bound.
+type share struct {
+	f    *inflight
+	held int64
+}
+
+// charge takes n more bytes for s; false when they do not fit beside the
+// other shares. A share holds at most the bound, so a review alone fits.
+func (s *share) charge(n int64) bool {
+	n = min(n, s.f.maxBytes-s.held)
+	if n <= 0 {
+		return true
+	}
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	if s.f.bytes+n > s.f.maxBytes {
+		return false
+	}
+	s.f.bytes += n
+	s.held += n
+	return true
+}
+
+// release gives s's bytes back.
+func (s *share) release() {
+	s.f.mu.Lock()
+	s.f.bytes -= s.held
+	s.f.mu.Unlock()
+	s.held = 0
+}
+
+// charged reads a body, charging each chunk to a share as it arrives.
+type charged struct {
+	r  io.ReadCloser
+	sh *share
+}
+
+func (c charged) Close() error { return c.r.Close() }
+
+func (c charged) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 && !c.sh.charge(int64(n)) {
+		return 0, errBusy
+	}
+	return n, err
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -333,6 +334,83 @@ func TestServer_refusesReviewsOfAnotherVersion(t *testing.T) {
 			code, body := post(t, s, tc.path, "application/json", tc.body)
 			if code != http.StatusBadRequest || !strings.Contains(body, tc.says) {
 				t.Errorf("answered %d %q, want 400 saying %q", code, body, tc.says)
+			}
+		})
+	}
+}
+
+// stalledBody is a request body that hands out sent, then blocks until
+// unblock is closed, then fails: a client that declared more than it sent.
+// reading is closed once the server has read all it sent.
+type stalledBody struct {
+	sent             *strings.Reader
+	reading, unblock chan struct{}
+	once             *sync.Once
+}
+
+func newStalledBody(sent string) stalledBody {
+	return stalledBody{strings.NewReader(sent), make(chan struct{}), make(chan struct{}), &sync.Once{}}
+}
+
+func (b stalledBody) Read(p []byte) (int, error) {
+	if b.sent.Len() > 0 {
+		return b.sent.Read(p)
+	}
+	b.once.Do(func() { close(b.reading) })
+	<-b.unblock
+	return 0, io.ErrUnexpectedEOF
+}
+
+// Connections that declare a body and send little or none of it hold only
+// what they sent: neither a place among MaxInFlight nor the bytes they
+// declared. Beside them, reviews are answered; bytes that did arrive count.
+func TestServer_stalledBodiesHoldOnlyWhatTheySent(t *testing.T) {
+	small := review(gadgetKind, `{"metadata":{"name":"g"}}`)
+	for _, tc := range []struct {
+		name     string
+		limits   webhook.Limits
+		declared []int64 // Content-Length of each stalled request
+		sent     int     // bytes each sends before it stalls
+	}{
+		{"declared bytes beyond MaxBytesInFlight", webhook.Limits{}, []int64{7 << 20, 7 << 20, 2 << 20}, 0},
+		{"more stalled requests than MaxInFlight", webhook.Limits{MaxInFlight: 2}, []int64{1, 1, 1, 1, 1}, 0},
+		{"part of a body sent", webhook.Limits{MaxBytesInFlight: 2 << 20}, []int64{7 << 20}, 3 << 19},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, entered, release := blocking(t, tc.limits)
+			var stalled sync.WaitGroup
+			var bodies []stalledBody
+			t.Cleanup(func() {
+				for _, b := range bodies {
+					close(b.unblock)
+				}
+				stalled.Wait()
+			})
+			for _, n := range tc.declared {
+				b := newStalledBody(strings.Repeat("x", tc.sent))
+				bodies = append(bodies, b)
+				req := httptest.NewRequest(http.MethodPost, validatePath, b)
+				req.Header.Set("Content-Type", "application/json")
+				req.ContentLength = n
+				answered := make(chan struct{})
+				stalled.Go(func() { s.ServeHTTP(httptest.NewRecorder(), req); close(answered) })
+				select {
+				case <-b.reading:
+				case <-answered:
+					t.Fatalf("a request that declared %d bytes was answered before it sent them", n)
+				}
+			}
+			done := make(chan int, 1)
+			postAsync(s, small, done)
+			select {
+			case <-entered:
+				release <- struct{}{}
+				wantOK(t, done, "a review beside the stalled ones")
+			case code := <-done:
+				t.Fatalf("a review beside the stalled ones: answered %d, want 200", code)
+			}
+			if tc.sent > 0 { // what arrived counts: 1.5 MiB held of 2, so 600 KiB more do not fit
+				want429(t, s, review(gadgetKind, `{"metadata":{"name":"g","annotations":{"a":"`+strings.Repeat("x", 600<<10)+`"}}}`))
 			}
 		})
 	}
