@@ -7,6 +7,7 @@ import (
 
 	"github.com/ctrlkit/ctrlkit/projection"
 	corev1 "k8s.io/api/core/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // FuzzDecode feeds arbitrary bytes, seeded with real Pods, to three plans
@@ -74,13 +75,13 @@ func FuzzDecodeJSON(f *testing.F) {
 func checkJSON[P any](t *testing.T, plan *projection.Plan[P], data []byte) {
 	got, err := plan.DecodeJSON(data)
 	want := reflect.New(reflect.TypeFor[P]().Elem()).Interface().(P)
-	if json.Unmarshal(data, want) != nil {
+	if utiljson.Unmarshal(data, want) != nil {
 		return
 	}
 	if err != nil {
-		t.Fatalf("encoding/json decodes %q, DecodeJSON fails: %v", data, err)
+		t.Fatalf("client-go's JSON decoding decodes %q, DecodeJSON fails: %v", data, err)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("DecodeJSON differs from encoding/json on %q:\n got %+v\nwant %+v", data, got, want)
+		t.Fatalf("DecodeJSON differs from client-go's JSON decoding (case-sensitive) on %q:\n got %+v\nwant %+v", data, got, want)
 	}
 }

@@ -58,16 +58,12 @@ func jsonPlan(t reflect.Type, path string, memo map[reflect.Type]*jsonObject) *j
 	return o
 }
 
+// lookup is the field named key, exactly: as the API server and client-go
+// decode (sigs.k8s.io/json), not as encoding/json, which also takes a key
+// differing in case, so that an object carrying both "name" and "Name"
+// would project otherwise than client-go reads it.
 func (o *jsonObject) lookup(key []byte) *jsonField {
-	if f := o.fields[string(key)]; f != nil {
-		return f
-	}
-	for _, f := range o.list { // encoding/json matches names case-insensitively too
-		if bytes.EqualFold(key, []byte(f.name)) {
-			return f
-		}
-	}
-	return nil
+	return o.fields[string(key)]
 }
 
 // decode decodes the JSON value at b[i:] (an object or null) into the

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/ctrlkit/ctrlkit/object"
@@ -160,7 +161,7 @@ func (a *admitter[T]) serve(w http.ResponseWriter, r *http.Request, body []byte)
 // readReview decodes an admission.k8s.io/v1 AdmissionReview.
 func readReview(body []byte) (*admissionv1.AdmissionReview, error) {
 	var review admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &review); err != nil {
+	if err := utiljson.Unmarshal(body, &review); err != nil {
 		return nil, &badRequest{http.StatusBadRequest, "webhook: malformed AdmissionReview: " + err.Error()}
 	}
 	if err := checkType(review.TypeMeta, admissionv1.SchemeGroupVersion.String(), "AdmissionReview",
@@ -267,7 +268,7 @@ func (a *admitter[T]) decode(raw runtime.RawExtension, field string, want bool) 
 	if err != nil {
 		return zero, err
 	}
-	if err := json.Unmarshal(raw.Raw, obj); err != nil {
+	if err := utiljson.Unmarshal(raw.Raw, obj); err != nil {
 		return zero, &badRequest{http.StatusBadRequest, fmt.Sprintf("webhook: the request's %s does not decode as %s: %v",
 			field, a.gvk.Kind, err)}
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -114,7 +115,7 @@ func addSpoke[H object.Object](s *Server, c *conversion, sp Convertible[H]) erro
 // decodeAs decodes raw into a new value of the pointer type t.
 func decodeAs(t reflect.Type, raw []byte) (runtime.Object, error) {
 	v := reflect.New(t.Elem()).Interface()
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := utiljson.Unmarshal(raw, v); err != nil {
 		return nil, err
 	}
 	ro, ok := v.(runtime.Object)
@@ -170,7 +171,7 @@ func (s *Server) serveConversion(w http.ResponseWriter, r *http.Request, body []
 // readConversionReview decodes an apiextensions.k8s.io/v1 ConversionReview.
 func readConversionReview(body []byte) (*conversionReview, error) {
 	var review conversionReview
-	if err := json.Unmarshal(body, &review); err != nil {
+	if err := utiljson.Unmarshal(body, &review); err != nil {
 		return nil, &badRequest{http.StatusBadRequest, "webhook: malformed ConversionReview: " + err.Error()}
 	}
 	if err := checkType(review.TypeMeta, "apiextensions.k8s.io/v1", "ConversionReview",
@@ -186,7 +187,7 @@ func readConversionReview(body []byte) (*conversionReview, error) {
 // convert converts one object to the desired API version.
 func (s *Server) convert(raw []byte, desired string) ([]byte, error) {
 	var tm metav1.TypeMeta
-	if err := json.Unmarshal(raw, &tm); err != nil {
+	if err := utiljson.Unmarshal(raw, &tm); err != nil {
 		return nil, fmt.Errorf("not an object: %w", err)
 	}
 	src := tm.GroupVersionKind()

@@ -208,3 +208,34 @@ func (l *lossy) ConvertFrom(hub *v2.Gadget) error {
 }
 
 func (l *lossy) DeepCopyObject() runtime.Object { return &lossy{*l.Gadget.DeepCopy()} }
+
+// A review's object decodes as the API server and client-go decode it:
+// field names match exactly, so a key that differs only in case (which
+// encoding/json would take, the last one winning) is not what the
+// validator sees.
+func TestServer_decodesFieldNamesCaseSensitively(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := testapi.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	s, err := webhook.NewServer(webhook.Options{Scheme: scheme, CertDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 1)
+	err = webhook.AddValidator(s, webhook.Validator[*v2.Gadget]{Create: func(_ context.Context, g *v2.Gadget) (webhook.Warnings, error) {
+		seen <- g.Name + "," + g.Namespace
+		return nil, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := post(t, s, validatePath, "application/json",
+		review(gadgetKind, `{"metadata":{"name":"g","namespace":"ns","Name":"evil","NAMESPACE":"kube-system"}}`))
+	if code != http.StatusOK {
+		t.Fatalf("answered %d %s", code, body)
+	}
+	if got := <-seen; got != "g,ns" {
+		t.Errorf("the validator saw name,namespace %q, want %q: keys differing in case were taken", got, "g,ns")
+	}
+}
