@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"golang.org/x/time/rate"
+
 	"github.com/ctrlkit/ctrlkit/internal/certs"
 	"github.com/ctrlkit/ctrlkit/internal/program"
 )
@@ -31,13 +33,21 @@ import (
 // 401, a token the API server does not know 401, a user without that
 // permission 403. Answers are remembered per token (a hash of it) for a
 // while, so a scrape every few seconds costs no request to the API server;
-// refusals for less long, and at most authCacheSize tokens, so a flood of
-// made-up tokens costs the API server one review each at most once per
-// authDenyTTL, and this process bounded memory.
+// refusals for less long, apart from allowances and at most authCacheSize
+// of each, so this process's memory is bounded and a flood of made-up
+// tokens pushes no scraper's allowance out. Tokens never allowed are
+// reviewed at most authReviewRate a second (a burst of authReviewBurst),
+// others answered 429 with Retry-After: each review is two requests under
+// the operator's own identity, in its priority-and-fairness flow beside its
+// reconciles and its Lease's renewals. A token allowed before is reviewed
+// again when its allowance expires whatever the rate, so such a flood does
+// not lock the scrapers out.
 const (
-	authAllowTTL  = time.Minute
-	authDenyTTL   = 10 * time.Second
-	authCacheSize = 1024
+	authAllowTTL    = time.Minute
+	authDenyTTL     = 10 * time.Second
+	authCacheSize   = 1024
+	authReviewRate  = 5
+	authReviewBurst = 10
 )
 
 // metricsAuth guards a handler with TokenReview and SubjectAccessReview.
@@ -47,8 +57,10 @@ type metricsAuth struct {
 	now  func() time.Time
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	cache map[[32]byte]authAnswer
+	mu      sync.Mutex
+	allowed map[[32]byte]authAnswer // answers that allowed
+	denied  map[[32]byte]authAnswer // answers that refused
+	limiter *rate.Limiter           // reviews of tokens never allowed
 }
 
 // authAnswer is a remembered review: the status to answer (0: allowed)
@@ -60,7 +72,8 @@ type authAnswer struct {
 }
 
 func newMetricsAuth(kube kubernetes.Interface, next http.Handler, log *slog.Logger) *metricsAuth {
-	return &metricsAuth{kube: kube, next: next, now: time.Now, log: log, cache: map[[32]byte]authAnswer{}}
+	return &metricsAuth{kube: kube, next: next, now: time.Now, log: log, allowed: map[[32]byte]authAnswer{},
+		denied: map[[32]byte]authAnswer{}, limiter: rate.NewLimiter(authReviewRate, authReviewBurst)}
 }
 
 func (a *metricsAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -77,8 +90,11 @@ func (a *metricsAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ans.status != 0 {
-		if ans.status == http.StatusUnauthorized {
+		switch ans.status {
+		case http.StatusUnauthorized:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+		case http.StatusTooManyRequests:
+			w.Header().Set("Retry-After", "1")
 		}
 		http.Error(w, ans.why, ans.status)
 		return
@@ -91,10 +107,17 @@ func (a *metricsAuth) review(r *http.Request, token string) authAnswer {
 	key := sha256.Sum256([]byte(r.URL.Path + "\x00" + token)) // an answer is for one path
 	now := a.now()
 	a.mu.Lock()
-	ans, ok := a.cache[key]
+	ans, known := a.allowed[key]
+	if !known {
+		ans = a.denied[key]
+	}
 	a.mu.Unlock()
-	if ok && now.Before(ans.expires) {
+	if now.Before(ans.expires) {
 		return ans
+	}
+	if !known && !a.limiter.AllowN(now, 1) {
+		return authAnswer{status: http.StatusTooManyRequests,
+			why: "Too many unknown tokens to review at once: retry"}
 	}
 	ans = a.ask(r, token)
 	ttl := authAllowTTL
@@ -107,18 +130,29 @@ func (a *metricsAuth) review(r *http.Request, token string) authAnswer {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.cache) >= authCacheSize {
-		for k, v := range a.cache {
+	if ans.status == 0 {
+		remember(a.allowed, key, ans, now)
+	} else {
+		delete(a.allowed, key)
+		remember(a.denied, key, ans, now)
+	}
+	return ans
+}
+
+// remember puts ans in m under key, making room first: expired answers go,
+// then, if none had, every answer of m.
+func remember(m map[[32]byte]authAnswer, key [32]byte, ans authAnswer, now time.Time) {
+	if _, ok := m[key]; !ok && len(m) >= authCacheSize {
+		for k, v := range m {
 			if !now.Before(v.expires) {
-				delete(a.cache, k)
+				delete(m, k)
 			}
 		}
-		if len(a.cache) >= authCacheSize {
-			clear(a.cache)
+		if len(m) >= authCacheSize {
+			clear(m)
 		}
 	}
-	a.cache[key] = ans
-	return ans
+	m[key] = ans
 }
 
 // ask makes the two reviews.

@@ -65,10 +65,34 @@ func TestMetricsAuth_remembersReviewsForAWhileAndBoundsTheirNumber(t *testing.T)
 	if get("reader") != 200 || reviews != 5 {
 		t.Fatalf("authAllowTTL later: %d reviews, want 5", reviews)
 	}
+
+	// A flood of made-up tokens: reviewed at the rate (here, with the
+	// clock stopped, the burst), the rest answered 429; the scraper's
+	// allowance stays, and when it expires its token is reviewed again
+	// however many the flood used up.
+	before, limited := reviews, 0
+	for i := range 3 * authCacheSize {
+		if get(fmt.Sprint("made-up-", i)) == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if reviews-before != authReviewBurst || limited != 3*authCacheSize-authReviewBurst {
+		t.Errorf("a flood of %d made-up tokens: %d reviews, %d answered 429; want %d reviews, the rest 429",
+			3*authCacheSize, reviews-before, limited, authReviewBurst)
+	}
+	if get("reader") != 200 || reviews-before != authReviewBurst {
+		t.Errorf("the scraper during the flood: want 200 from its remembered allowance, no review")
+	}
+	now = now.Add(authAllowTTL)
+	if get("reader") != 200 || reviews-before != authReviewBurst+1 {
+		t.Errorf("the scraper after its allowance expired, the limiter used up: want 200 after one review")
+	}
+	now = now.Add(time.Minute) // the limiter fills again: the made-up tokens are reviewed, and remembered within bounds
 	for i := range 3 * authCacheSize {
 		get(fmt.Sprint("made-up-", i))
+		now = now.Add(time.Second / authReviewRate)
 	}
-	if n := len(a.cache); n > authCacheSize {
-		t.Errorf("%d tokens remembered, want at most %d", n, authCacheSize)
+	if n, m := len(a.allowed), len(a.denied); n > authCacheSize || m > authCacheSize || n != 1 {
+		t.Errorf("%d allowances and %d refusals remembered, want the one allowance and at most %d refusals", n, m, authCacheSize)
 	}
 }
