@@ -97,7 +97,9 @@ func (c clientset[T]) Get(ctx context.Context, name object.ObjectName) (T, error
 	return c.NamespacedClient.Get(ctx, name.Name, metav1.GetOptions{})
 }
 
-// Result says what CreateOrUpdate or Apply did.
+// Result says what CreateOrUpdate or Apply did. Returned with an error, it
+// names the request that was tried, which may have written nothing (Apply's
+// ErrGone never has): check the error first.
 type Result string
 
 // CreateOrUpdate's results.
