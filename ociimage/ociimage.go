@@ -55,7 +55,11 @@ type Options struct {
 	// Platform is the image's OS and architecture. Default: linux/amd64.
 	Platform v1.Platform
 	// Name is the binary's name in the image (/Name) and in its
-	// entrypoint. Default: the package's last path element.
+	// entrypoint. Default, for Build: the name go build gives the
+	// package's binary (ProgramName), which a program built on the
+	// manager also takes as its own: the names of its Lease, webhook
+	// configurations and RBAC in the manifests it prints. For Image: the
+	// last element of Package, else of Dir.
 	Name string
 	// Env is added to the go build's environment (GOFLAGS=-tags=...,
 	// say). CGO_ENABLED=0, GOOS, GOARCH (and GOARM for arm/vN) are set by
@@ -76,6 +80,13 @@ var epoch = time.Unix(0, 0).UTC()
 // working directory /. It fails with go build's output when the build
 // fails.
 func Build(ctx context.Context, o Options) (v1.Image, error) {
+	if o.Name == "" {
+		name, err := ProgramName(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		o.Name = name
+	}
 	o = o.withDefaults()
 	tmp, err := os.MkdirTemp("", "ctrlkit-image-")
 	if err != nil {
@@ -135,8 +146,53 @@ func Image(binary []byte, o Options) (v1.Image, error) {
 	return img, nil
 }
 
-// NameOrDefault returns Name, or its default (see Name).
-func (o Options) NameOrDefault() string { return o.withDefaults().Name }
+// ProgramName returns the name go build gives the binary of o's package
+// (by default "."), built in o.Dir: the last element of its import path,
+// as go list reports it (a module's root package is named after the module,
+// not its directory), or the element before it when that is a major
+// version (example.com/op/v2 is "op").
+func ProgramName(ctx context.Context, o Options) (string, error) {
+	o.Name = "-" // withDefaults leaves it
+	o = o.withDefaults()
+	cmd := exec.CommandContext(ctx, "go", "list", "-f", "{{.ImportPath}}", o.Package)
+	cmd.Dir = o.Dir
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w\n%s", err, ee.Stderr)
+		}
+		return "", fmt.Errorf("ociimage: go list %s: %w", o.Package, err)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) != 1 {
+		return "", fmt.Errorf("ociimage: %s names %d packages; want one main package", o.Package, len(lines))
+	}
+	return execName(lines[0]), nil
+}
+
+// execName is go build's name for the binary of the package at importPath.
+func execName(importPath string) string {
+	dir, elem := path.Split(importPath)
+	if dir != "" && majorVersion(elem) {
+		elem = path.Base(path.Clean(dir))
+	}
+	return elem
+}
+
+// majorVersion reports an import path element that is a major version
+// suffix: v2, v3, ... (not v0 or v1).
+func majorVersion(s string) bool {
+	if len(s) < 2 || s[0] != 'v' || s[1] == '0' || s == "v1" {
+		return false
+	}
+	for _, c := range s[1:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 func (o Options) withDefaults() Options {
 	if o.Package == "" {

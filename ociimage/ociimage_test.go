@@ -148,3 +148,32 @@ func TestPush_writesTheImageToARegistry(t *testing.T) {
 		t.Errorf("the registry holds %v (%v), want %v", d, err, want)
 	}
 }
+
+// The binary is named as go build names it, which is the name a program
+// built on the manager takes for its Lease, webhook configurations and
+// RBAC: a module's root package after the module, not its directory.
+func TestProgramName_isGoBuildsName(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "checkout-dir")
+	if err := os.MkdirAll(filepath.Join(dir, "cmd", "tool"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"go.mod":           "module example.com/backup/v2\n\ngo 1.22\n",
+		"main.go":          "package main\n\nfunc main() {}\n",
+		"cmd/tool/main.go": "package main\n\nfunc main() {}\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for pkg, want := range map[string]string{"": "backup", ".": "backup", "./cmd/tool": "tool"} {
+		got, err := ociimage.ProgramName(t.Context(), ociimage.Options{Package: pkg, Dir: dir})
+		if err != nil || got != want {
+			t.Errorf("ProgramName(%q) = %q, %v; want %q", pkg, got, err, want)
+		}
+	}
+	if _, err := ociimage.ProgramName(t.Context(), ociimage.Options{Package: "./missing", Dir: dir}); err == nil {
+		t.Error("ProgramName of a missing package: no error")
+	}
+}

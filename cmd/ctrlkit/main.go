@@ -381,7 +381,8 @@ func runImage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	pkg := fs.String("package", ".", "the main package to build, as go build takes it, from the current directory")
 	platform := fs.String("platform", "linux/amd64", "the image's OS/ARCH")
-	binName := fs.String("name", "", "the binary's name in the image, /NAME (default: the package's last path element)")
+	binName := fs.String("name", "", "the binary's name in the image, /NAME (default: the name go build gives it, which a "+
+		"manager.Main program takes as its own: the module's last element for a module's root package)")
 	tag := fs.String("tag", "", "with --out: the image's name:tag in the tarball (default: NAME:latest)")
 	out := fs.String("out", "", "write the image to this tarball (docker load, podman load, crane push take it)")
 	push := fs.String("push", "", "push the image to this reference (registry/repository:tag), with ~/.docker/config.json's credentials")
@@ -398,6 +399,11 @@ func runImage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	o := ociimage.Options{Package: *pkg, Platform: *p, Name: *binName}
+	if o.Name == "" {
+		if o.Name, err = ociimage.ProgramName(ctx, o); err != nil {
+			return err
+		}
+	}
 	img, err := ociimage.Build(ctx, o)
 	if err != nil {
 		return err
@@ -411,7 +417,7 @@ func runImage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	ref := *tag
 	if ref == "" {
-		ref = o.NameOrDefault() + ":latest"
+		ref = o.Name + ":latest"
 	}
 	if err := ociimage.WriteTarball(img, ref, *out); err != nil {
 		return err

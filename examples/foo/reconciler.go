@@ -40,6 +40,7 @@ const (
 //
 // +kubebuilder:rbac:groups=samplecontroller.ctrlkit.dev,resources=foos,verbs=get;list;watch
 // +kubebuilder:rbac:groups=samplecontroller.ctrlkit.dev,resources=foos/status,verbs=update
+// +kubebuilder:rbac:groups=samplecontroller.ctrlkit.dev,resources=foos/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 

@@ -41,9 +41,10 @@ var CRDs embed.FS
 
 // +kubebuilder:rbac:groups=example.com,resources=websites,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=example.com,resources=websites/status,verbs=update
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=patch;delete
+// +kubebuilder:rbac:groups=example.com,resources=websites/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconciler makes a Website's children and status match its spec.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/webhook"
@@ -38,7 +39,8 @@ func TestWebsite_servesTheSiteThenLeavesTheDirectory(t *testing.T) {
 	}
 	ns, directory := srv.Namespace(t), srv.Namespace(t)
 	m, err := manager.New(srv.Config(), manager.Options{HTTPAddr: "0", Logger: slog.New(slog.DiscardHandler),
-		AddToScheme: []func(*runtime.Scheme) error{webv1.AddToScheme}})
+		AddToScheme: []func(*runtime.Scheme) error{webv1.AddToScheme},
+		Informers:   informer.FactoryOptions{KeepManagedFieldsOf: []string{applyOptions.FieldManager}}}) // as main
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +111,9 @@ func TestWebsite_webhooksDefaultTheImageAndGuardTheHost(t *testing.T) {
 	}
 	m, err := manager.New(srv.Config(), manager.Options{HTTPAddr: "0", Logger: slog.New(slog.DiscardHandler),
 		AddToScheme: []func(*runtime.Scheme) error{webv1.AddToScheme},
-		Webhook:     webhook.Options{Addr: "127.0.0.1:0", CertDir: certs, Name: ns}})
+		// Name names the webhook configurations (default: the program's name): one per test, so tests
+		// running at once on one API server do not replace each other's.
+		Webhook: webhook.Options{Addr: "127.0.0.1:0", CertDir: certs, Name: ns}})
 	if err != nil {
 		t.Fatal(err)
 	}
