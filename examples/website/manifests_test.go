@@ -1,13 +1,32 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/manager"
+
+	webv1 "example.com/website/api/v1"
 )
 
 // The operator's own manifests, printed by its main (--manifests) without
@@ -57,4 +76,96 @@ func TestWebsite_manifestsAreAcceptedByTheAPIServer(t *testing.T) {
 	} else if n := strings.Count(string(b), "serverside-applied"); n != strings.Count(string(out), "\n---\n")+1 {
 		t.Errorf("%d objects applied:\n%s", n, b)
 	}
+}
+
+// The operator runs with the ClusterRole its +kubebuilder:rbac markers
+// grant and nothing more: as the ServiceAccount a cluster would run it as
+// (impersonated), it makes a Website's children, writes its status, and
+// runs its finalizer. The other tests run as the server's administrator,
+// which would hide a missing verb until the operator met a cluster.
+func TestWebsite_runsWithOnlyTheRoleItsMarkersGrant(t *testing.T) {
+	srv := env.Get(t)
+	ctx := t.Context()
+	if err := apiserver.InstallCRDs(ctx, srv.Config(), CRDs); err != nil {
+		t.Fatal(err)
+	}
+	ns, directory := srv.Namespace(t), srv.Namespace(t)
+	kube := apiserver.Client(t, srv.Config())
+	b, err := os.ReadFile(filepath.Join("config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(b, &role); err != nil {
+		t.Fatal(err)
+	}
+	role.Name = "website-" + ns // one per test run: the server is shared
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "website", Namespace: ns}}}
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+		_ = kube.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	})
+
+	asOperator := rest.CopyConfig(srv.Config())
+	asOperator.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":website"}
+	m, err := manager.New(asOperator, manager.Options{HTTPAddr: "0", Logger: slog.New(slog.DiscardHandler),
+		AddToScheme: []func(*runtime.Scheme) error{webv1.AddToScheme},
+		Informers:   informer.FactoryOptions{KeepManagedFieldsOf: []string{applyOptions.FieldManager}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Setup(m, directory); err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+
+	admin, err := dynamic.NewForConfig(srv.Config()) // the user creates the Website, not the operator
+	if err != nil {
+		t.Fatal(err)
+	}
+	websites := admin.Resource(webv1.GroupVersion.WithResource("websites")).Namespace(ns)
+	site := &unstructured.Unstructured{Object: map[string]any{"apiVersion": webv1.GroupVersion.String(), "kind": "Website",
+		"metadata": map[string]any{"name": "shop"}, "spec": map[string]any{"host": "shop.example.com", "image": "nginx:1.27"}}}
+	if _, err := websites.Create(ctx, site, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the children and the status, written as the operator", func(ctx context.Context) error {
+		if _, err := kube.AppsV1().Deployments(ns).Get(ctx, "shop", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if _, err := kube.CoreV1().Services(ns).Get(ctx, "shop", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if _, err := kube.CoreV1().ConfigMaps(directory).Get(ctx, ns+".shop", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		got, err := websites.Get(ctx, "shop", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if observed, _, _ := unstructured.NestedInt64(got.Object, "status", "observedGeneration"); observed != got.GetGeneration() {
+			return fmt.Errorf("status.observedGeneration %d, generation %d", observed, got.GetGeneration())
+		}
+		return nil
+	})
+	if err := websites.Delete(ctx, "shop", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the finalizer to remove the directory entry and let the Website go", func(ctx context.Context) error {
+		if _, err := kube.CoreV1().ConfigMaps(directory).Get(ctx, ns+".shop", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return errors.New("the directory entry is still there")
+		}
+		if _, err := websites.Get(ctx, "shop", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return errors.New("the Website is still there")
+		}
+		return nil
+	})
 }
