@@ -219,6 +219,56 @@ func TestQueue_ConcurrentDrainWaitsForWorkers(t *testing.T) {
 	wait()
 }
 
+// ShutDown while ShutDownWithDrain waits forces the shutdown: the drain
+// returns at once with ErrDrainAbandoned, as client-go's returns.
+func TestQueue_ShutDownEndsAWaitingDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newTestQueue(t, Options[int]{})
+		q.Add(1)
+		q.Add(2)
+		k, _ := q.Get() // held by a worker that is stuck; 2 still queued
+		done := make(chan error)
+		go func() { done <- q.ShutDownWithDrain(context.Background()) }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("ShutDownWithDrain returned %v before the queue drained", err)
+		default:
+		}
+		q.ShutDown()
+		if err := <-done; !errors.Is(err, ErrDrainAbandoned) {
+			t.Fatalf("ShutDownWithDrain after ShutDown = %v, want ErrDrainAbandoned", err)
+		}
+		q.Done(k)
+		if k, shutdown := q.Get(); shutdown || k != 2 { // what was queued is still handed out
+			t.Fatalf("Get after the forced shutdown = %v, %v; want 2, false", k, shutdown)
+		}
+	})
+}
+
+// A ShutDown before ShutDownWithDrain does not end the drain: only one
+// called while it waits does (as in client-go).
+func TestQueue_DrainAfterShutDownStillWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newTestQueue(t, Options[int]{})
+		q.Add(1)
+		k, _ := q.Get()
+		q.ShutDown()
+		done := make(chan error)
+		go func() { done <- q.ShutDownWithDrain(context.Background()) }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("ShutDownWithDrain returned %v with a key still processing", err)
+		default:
+		}
+		q.Done(k)
+		if err := <-done; err != nil {
+			t.Fatalf("ShutDownWithDrain once drained = %v, want nil", err)
+		}
+	})
+}
+
 func TestQueue_DrainGivesUpAtTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := newTestQueue(t, Options[int]{})

@@ -163,6 +163,11 @@ type Queue[K comparable] struct {
 	shuttingDown  bool
 	drainedClosed bool
 	drained       chan struct{}
+	// forced, guarded by mu, is what the ShutDownWithDrain calls waiting
+	// now wait on besides drained: ShutDown closes it (and a drain that
+	// starts later makes a new one), so they stop waiting, as client-go's
+	// do; nil when none waits.
+	forced chan struct{}
 
 	// limitMu guards limiter, whose methods are not safe for concurrent use.
 	limitMu sync.Mutex
@@ -472,6 +477,12 @@ func (q *Queue[K]) ShuttingDown() bool {
 // not wait for workers; see ShutDownWithDrain. Safe for concurrent use and to call more than once.
 func (q *Queue[K]) ShutDown() {
 	q.markShutDown()
+	q.mu.Lock()
+	if q.forced != nil {
+		close(q.forced)
+		q.forced = nil
+	}
+	q.mu.Unlock()
 	q.stop()
 }
 
@@ -486,25 +497,41 @@ func (q *Queue[K]) markShutDown() {
 }
 
 // ShutDownWithDrain is ShutDown, then blocks until every queued key has
-// been handed out and every handed-out key is Done, or until ctx ends. It
-// returns nil once drained, or the context's error if it gave up waiting
-// (the queue is shut down either way). The metrics are unregistered when
-// it returns. Safe for concurrent use.
+// been handed out and every handed-out key is Done, until ctx ends, or
+// until ShutDown is called while it waits (it forces the shutdown, as
+// client-go's ShutDown during a ShutDownWithDrain does; one called before
+// does not). It returns nil once drained, else the context's error or
+// ErrDrainAbandoned (the queue is shut down either way). The metrics are
+// unregistered when it returns. Safe for concurrent use.
 func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 	q.markShutDown()
 	defer q.stop()
+	q.mu.Lock()
+	if q.forced == nil {
+		q.forced = make(chan struct{})
+	}
+	forced := q.forced
+	q.mu.Unlock()
+	var err error
 	select {
 	case <-q.drained:
 		return nil
+	case <-forced:
+		err = ErrDrainAbandoned
 	case <-ctx.Done():
-		select {
-		case <-q.drained: // both ready: report success
-			return nil
-		default:
-			return ctx.Err()
-		}
+		err = ctx.Err()
+	}
+	select {
+	case <-q.drained: // both ready: report success
+		return nil
+	default:
+		return err
 	}
 }
+
+// ErrDrainAbandoned is ShutDownWithDrain's error when ShutDown was called
+// while it waited for the queue to drain.
+var ErrDrainAbandoned = errors.New("workqueue: ShutDown was called while ShutDownWithDrain waited for the queue to drain")
 
 // stop unregisters the metrics, once.
 func (q *Queue[K]) stop() {
