@@ -19,6 +19,7 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -152,9 +153,8 @@ func Image(binary []byte, o Options) (v1.Image, error) {
 // not its directory), or the element before it when that is a major
 // version (example.com/op/v2 is "op").
 func ProgramName(ctx context.Context, o Options) (string, error) {
-	o.Name = "-" // withDefaults leaves it
-	o = o.withDefaults()
-	cmd := exec.CommandContext(ctx, "go", "list", "-f", "{{.ImportPath}}", o.Package)
+	pkg := cmp.Or(o.Package, ".")
+	cmd := exec.CommandContext(ctx, "go", "list", "-f", "{{.ImportPath}}", pkg)
 	cmd.Dir = o.Dir
 	out, err := cmd.Output()
 	if err != nil {
@@ -162,11 +162,11 @@ func ProgramName(ctx context.Context, o Options) (string, error) {
 		if errors.As(err, &ee) {
 			err = fmt.Errorf("%w\n%s", err, ee.Stderr)
 		}
-		return "", fmt.Errorf("ociimage: go list %s: %w", o.Package, err)
+		return "", fmt.Errorf("ociimage: go list %s: %w", pkg, err)
 	}
 	lines := strings.Fields(string(out))
 	if len(lines) != 1 {
-		return "", fmt.Errorf("ociimage: %s names %d packages; want one main package", o.Package, len(lines))
+		return "", fmt.Errorf("ociimage: %s names %d packages; want one main package", pkg, len(lines))
 	}
 	return execName(lines[0]), nil
 }

@@ -20,7 +20,6 @@ var errJSON = errors.New("malformed JSON")
 type jsonObject struct {
 	path   string
 	fields map[string]*jsonField
-	list   []*jsonField // the same, for the case-insensitive fallback
 }
 
 type jsonField struct {
@@ -53,7 +52,6 @@ func jsonPlan(t reflect.Type, path string, memo map[reflect.Type]*jsonObject) *j
 			f.ptr = false
 		}
 		o.fields[pf.name] = f
-		o.list = append(o.list, f)
 	}
 	return o
 }

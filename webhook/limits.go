@@ -46,11 +46,12 @@ type Limits struct {
 	// connection closed). What a client declares (Content-Length) costs
 	// nothing until it is sent: a stalled connection holds only what it
 	// sent. A review counts at most the bound: one alone is always served.
-	// The
-	// reviews' heap stays at about 4 times the bound (decoding, a
+	// The reviews' heap stays at about 4 times the bound (decoding, a
 	// defaulter's patch, garbage not yet collected): 30 concurrent 6 MiB
 	// reviews to a defaulter peaked at 64 MiB with the default, 858 MiB
-	// without a bound. Default: 16 MiB (two of the largest reviews).
+	// without a bound (measured when a review was charged its declared
+	// length up front; charged as they arrive, the bytes held are bounded
+	// alike). Default: 16 MiB (two of the largest reviews).
 	MaxBytesInFlight int64
 }
 

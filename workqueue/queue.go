@@ -166,7 +166,7 @@ type Queue[K comparable] struct {
 	// forced, guarded by mu, is what the ShutDownWithDrain calls waiting
 	// now wait on besides drained: ShutDown closes it (and a drain that
 	// starts later makes a new one), so they stop waiting, as client-go's
-	// do; nil when none waits.
+	// do; nil when none waits (see markShutDown).
 	forced chan struct{}
 
 	// limitMu guards limiter, whose methods are not safe for concurrent use.
@@ -476,24 +476,29 @@ func (q *Queue[K]) ShuttingDown() bool {
 // It blocks only until the delay goroutine has exited (promptly), and does
 // not wait for workers; see ShutDownWithDrain. Safe for concurrent use and to call more than once.
 func (q *Queue[K]) ShutDown() {
-	q.markShutDown()
-	q.mu.Lock()
-	if q.forced != nil {
-		close(q.forced)
-		q.forced = nil
-	}
-	q.mu.Unlock()
+	q.markShutDown(false)
 	q.stop()
 }
 
-// markShutDown stops adds, wakes every worker and drops delayed keys.
-func (q *Queue[K]) markShutDown() {
+// markShutDown stops adds, wakes every worker and drops delayed keys. For
+// a drain it returns the channel that a ShutDown while it waits closes;
+// else it closes the one the drains waiting now hold.
+func (q *Queue[K]) markShutDown(drain bool) (forced <-chan struct{}) {
 	q.mu.Lock()
 	q.shuttingDown = true
 	q.closeIfDrainedLocked()
+	switch {
+	case drain && q.forced == nil:
+		q.forced = make(chan struct{})
+	case !drain && q.forced != nil:
+		close(q.forced)
+		q.forced = nil
+	}
+	forced = q.forced
 	q.mu.Unlock()
 	q.cond.Broadcast()
 	q.delay.stop()
+	return forced
 }
 
 // ShutDownWithDrain is ShutDown, then blocks until every queued key has
@@ -504,14 +509,8 @@ func (q *Queue[K]) markShutDown() {
 // ErrDrainAbandoned (the queue is shut down either way). The metrics are
 // unregistered when it returns. Safe for concurrent use.
 func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
-	q.markShutDown()
+	forced := q.markShutDown(true)
 	defer q.stop()
-	q.mu.Lock()
-	if q.forced == nil {
-		q.forced = make(chan struct{})
-	}
-	forced := q.forced
-	q.mu.Unlock()
 	var err error
 	select {
 	case <-q.drained:
