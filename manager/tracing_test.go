@@ -119,6 +119,9 @@ func TestManager_tracesWhyEachReconcileRan(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := start(t, m)
+	var releaseOnce sync.Once
+	releaseHeld := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(releaseHeld) // a failure below still lets the held reconcile end
 	eventually(t, 30*time.Second, "/readyz 200", func() bool { code, _ := get(t, base+"/readyz"); return code == 200 })
 
 	// kubectl apply, traced: the object carries the traceparent.
@@ -183,11 +186,19 @@ func TestManager_tracesWhyEachReconcileRan(t *testing.T) {
 		if merge, err = kube.CoreV1().ConfigMaps(ns).Update(t.Context(), merge, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		// The next update waits for this one to reach the cache: the
+		// delta FIFO compacts consecutive updates of a key it has not
+		// yet handed on, so a loaded informer would see fewer than ten.
+		rv := merge.ResourceVersion
+		eventually(t, 30*time.Second, "update "+rv+" in the cache", func() bool {
+			cm, ok := cms.Reader().Get(mergeKey)
+			return ok && cm.ResourceVersion == rv
+		})
 	}
 	eventually(t, 30*time.Second, "ten updates queued behind the running reconcile", func() bool {
 		return a.KeyStats(mergeKey).Adds == 10
 	})
-	close(release)
+	releaseHeld()
 	eventually(t, 30*time.Second, "the merged reconcile traced", func() bool {
 		return len(spansOf(exp, "reconcile a", "ctrlkit.key", mergeKey.String())) == 2
 	})
