@@ -23,8 +23,18 @@ func EnqueueObject[T object.Object](q Adder[object.ObjectName]) Handler[T] {
 // update's new one: both states have the same name). A tombstone is named
 // by its entry's name when it has a valid one (the entry that was
 // deleted), otherwise by its object; one with neither queues nothing.
+//
+// An informer's event is named by cutting its Key: the name's parts are
+// then slices of the cache's own key string, which a store.Reader's Get
+// finds by that string without building the key again (a cold compare
+// of the stored key's bytes saved on every reconcile's read).
 func Names[T object.Object]() KeyFunc[T, object.ObjectName] {
 	return func(dst []object.ObjectName, e *Event[T]) []object.ObjectName {
+		if e.Key != "" {
+			if n, err := object.ParseObjectName(e.Key); err == nil {
+				return append(dst, n)
+			} // not a valid key: named as an event built by hand
+		}
 		var n object.ObjectName
 		switch {
 		case e.Type != DeleteEvent:

@@ -2,7 +2,10 @@ package handler_test
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
+	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -165,3 +168,26 @@ type reservingObjects struct{ reserved *[]int }
 func (a reservingObjects) Add(object.ObjectName) {}
 func (a reservingObjects) Reserve(n int)         { *a.reserved = append(*a.reserved, n) }
 func (a reservingObjects) NeverBlocks()          {}
+
+// An informer's event is named by its key, cut in place: the name's parts
+// are slices of the key string (the string a store keeps, which its
+// Reader then finds without building the key). An event whose Key is not
+// a valid key is named by its object, as one built by hand.
+func TestNames_cutsAnInformersKeyInPlace(t *testing.T) {
+	names := handler.Names[*corev1.ConfigMap]()
+	key := strings.Clone("ns/a")
+	for _, e := range []handler.Event[*corev1.ConfigMap]{
+		{Type: handler.AddEvent, Key: key, Obj: cm("ns", "a", "1", nil)},
+		{Type: handler.DeleteEvent, Key: key, Deleted: object.Deleted[*corev1.ConfigMap]{Name: object.ObjectName{Namespace: "ns", Name: "a"}}},
+	} {
+		got := names(nil, &e)
+		if len(got) != 1 || got[0] != (object.ObjectName{Namespace: "ns", Name: "a"}) ||
+			unsafe.StringData(got[0].Namespace) != unsafe.StringData(key) || unsafe.StringData(got[0].Name) != unsafe.StringData(key[3:]) {
+			t.Errorf("a %v event of key %q named %v, not cut from its key", e.Type, key, got)
+		}
+	}
+	bad := handler.Event[*corev1.ConfigMap]{Type: handler.UpdateEvent, Key: "ns/a/b", Obj: cm("ns", "a", "2", nil), Old: cm("ns", "a", "1", nil)}
+	if got := names(nil, &bad); !slices.Equal(got, []object.ObjectName{{Namespace: "ns", Name: "a"}}) {
+		t.Errorf("an event with the invalid key %q named %v, want its object's name", bad.Key, got)
+	}
+}

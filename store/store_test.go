@@ -137,6 +137,42 @@ func TestIndexer_GetByKey(t *testing.T) {
 	}
 }
 
+// A Reader's Get by typed name finds the same objects however the name's
+// strings were made: cut from the store's own key (joinedKey's fast path
+// in builds without -race), cut from a longer string, cut around another
+// separator, or strings of their own.
+func TestReader_GetFindsANameWhateverItsStringsShare(t *testing.T) {
+	s := newTestIndexer(t)
+	a, node := newPod("ns", "a", "1"), newPod("", "node", "1")
+	mustAdd(t, s, a, node)
+	cut := func(text string, nsFrom, nsTo, nameFrom, nameTo int) object.ObjectName {
+		return object.ObjectName{Namespace: text[nsFrom:nsTo], Name: text[nameFrom:nameTo]}
+	}
+	stored := s.ListKeys()
+	slices.Sort(stored) // "node", "ns/a"
+	for _, tc := range []struct {
+		name string
+		obj  object.ObjectName
+		want *corev1.Pod
+	}{
+		{"cut from the store's key", cut(stored[1], 0, 2, 3, 4), a},
+		{"cut from a longer string", cut("xns/ay", 1, 3, 4, 5), a},
+		{"cut around a separator that is not '/'", cut("ns-a", 0, 2, 3, 4), a},
+		{"strings of their own", object.ObjectName{Namespace: strings.Clone("ns"), Name: strings.Clone("a")}, a},
+		{"cut from a key of another object", cut("ns/b", 0, 2, 3, 4), nil},
+		{"cut so that '/' ends the namespace", cut("ns/a", 0, 3, 3, 4), nil},
+		{"a cluster-scoped name", object.ObjectName{Name: stored[0]}, node},
+		{"parts side by side without a separator", cut("nsa", 0, 2, 2, 3), a},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := NewReader(s).Get(tc.obj)
+			if got != tc.want || ok != (tc.want != nil) {
+				t.Errorf("Get(%#v) = %v, %v; want %v", tc.obj, got, ok, tc.want)
+			}
+		})
+	}
+}
+
 func TestIndexer_ReserveKeepsWhatAStoreHolds(t *testing.T) {
 	s := newTestIndexer(t)
 	s.Reserve(1000) // empty: room is made
