@@ -3,12 +3,15 @@ package fleet_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -380,5 +384,97 @@ func TestFleet_rotatedCredentialsKeepTheCache(t *testing.T) {
 	}
 	if err := <-ran; err != nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// Two sources of one kind (For ConfigMaps in one namespace, Watches
+// ConfigMaps in another) with the fleet's metrics on a registry: each
+// informer has its own name, so the cluster engages and both sources
+// queue keys. A cluster whose kubeconfig makes no client is refused:
+// Refused and ctrlkit_fleet_clusters_refused show it until it is
+// withdrawn.
+func TestFleet_sourcesOfOneKindAndRefusedClusters(t *testing.T) {
+	const src, dst = "src", "dst"
+	a, kube := startServer(t, src)
+	if _, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dst}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	leakcheck.Check(t)
+	reg := prometheus.NewRegistry()
+	var reconciles sync.Map // fleet.Key -> *atomic.Int32
+	f, err := fleet.New(controller.ReconcileFunc[fleet.Key](func(_ context.Context, k fleet.Key) (controller.Result, error) {
+		n, _ := reconciles.LoadOrStore(k, new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
+		return controller.Result{}, nil
+	}), fleet.Options{Controller: controller.Options[fleet.Key]{Name: "copies", Telemetry: telemetry.Telemetry{Registerer: reg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: src}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: dst}); !errors.Is(err, fleet.ErrSecondFor) {
+		t.Errorf("a second For = %v, want ErrSecondFor", err)
+	}
+	if _, err := fleet.Watches(f, fleet.Scope{Namespace: dst}, func(cm *corev1.ConfigMap) []object.ObjectName {
+		return []object.ObjectName{{Namespace: src, Name: cm.Name}}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Engage("a", a.Config()); err != nil {
+		t.Fatalf("Engage of a fleet with two ConfigMap sources: %v", err)
+	}
+	bad := &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(t.TempDir(), "missing.crt")}}
+	if err := f.Engage("bad", bad); err == nil {
+		t.Fatal("Engage with a CA file that does not exist succeeded")
+	}
+	refusedGauge := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "ctrlkit_fleet_clusters_refused" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no ctrlkit_fleet_clusters_refused series")
+		return 0
+	}
+	if r := f.Refused(); len(r) != 1 || r[0].Name != "bad" || r[0].Err == nil || refusedGauge() != 1 {
+		t.Errorf("Refused = %v, gauge %v; want the cluster bad with its error, 1", r, refusedGauge())
+	}
+	if err := f.Disengage("bad"); err != nil {
+		t.Errorf("Disengage of a refused cluster: %v", err)
+	}
+	if r := f.Refused(); len(r) != 0 || refusedGauge() != 0 {
+		t.Errorf("after its Disengage, Refused = %v, gauge %v; want none", r, refusedGauge())
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- f.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	key := fleet.Key{Cluster: "a", ObjectName: object.ObjectName{Namespace: src, Name: "x"}}
+	count := func() int32 {
+		if n, ok := reconciles.Load(key); ok {
+			return n.(*atomic.Int32).Load()
+		}
+		return 0
+	}
+	for i, ns := range []string{src, dst} { // For's object, then the one Watches maps to it
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, fmt.Sprintf("reconcile %d of %v, after a ConfigMap created in %s", i+1, key, ns),
+			func() bool { return count() >= int32(i+1) })
 	}
 }

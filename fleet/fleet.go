@@ -118,9 +118,10 @@ type Fleet struct {
 	// them engaged on this replica: all of them without a ring.
 	offered  map[string]*rest.Config
 	clusters map[string]*member
-	ctx      context.Context // Run's; nil before Run
-	closed   bool            // Run has returned
-	wake     chan struct{}   // Run's start
+	refused  map[string]error // clusters whose last Engage failed, until engaged or disengaged (see Refused)
+	ctx      context.Context  // Run's; nil before Run
+	closed   bool             // Run has returned
+	wake     chan struct{}    // Run's start
 }
 
 // Errors of Engage and Disengage.
@@ -146,7 +147,7 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 	if w := opts.Controller.Workers; opts.Controller.Fairness.MaxInFlight == 0 && w >= 4 {
 		opts.Controller.Fairness.MaxInFlight = w - w/4
 	}
-	f := &Fleet{opts: opts, offered: map[string]*rest.Config{}, clusters: map[string]*member{}, wake: make(chan struct{}),
+	f := &Fleet{opts: opts, offered: map[string]*rest.Config{}, clusters: map[string]*member{}, refused: map[string]error{}, wake: make(chan struct{}),
 		serializer: serializer.NewCodecFactory(opts.Scheme).WithoutConversion()}
 	if len(opts.Spread) > 0 && opts.Ring.Name == "" {
 		return nil, errors.New("fleet: Options.Spread needs Options.Ring (the replicas to spread the clusters' objects over)")
@@ -243,7 +244,7 @@ func (f *Fleet) Engage(name string, cfg *rest.Config) error {
 	}
 	cfg = withFleetDefaults(cfg)
 	if _, err := rest.HTTPClientFor(cfg); err != nil { // a cluster another replica works on is checked too
-		return fmt.Errorf("fleet: cluster %s: %w", name, err)
+		return f.refuse(name, fmt.Errorf("fleet: cluster %s: %w", name, err))
 	}
 	f.mu.Lock()
 	switch {
@@ -255,6 +256,7 @@ func (f *Fleet) Engage(name string, cfg *rest.Config) error {
 		return fmt.Errorf("fleet: engage %s: %w", name, ErrEngaged)
 	}
 	f.offered[name] = cfg
+	delete(f.refused, name)
 	f.mu.Unlock()
 	if !f.local(name) {
 		return nil // another replica's, until the ring says otherwise
@@ -265,9 +267,36 @@ func (f *Fleet) Engage(name string, cfg *rest.Config) error {
 			delete(f.offered, name)
 		}
 		f.mu.Unlock()
-		return err
+		return f.refuse(name, err)
 	}
 	return nil
+}
+
+// refuse records that the cluster called name could not be engaged, for
+// Refused, and returns err.
+func (f *Fleet) refuse(name string, err error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.offered[name] == nil { // not engaged again meanwhile
+		f.refused[name] = err
+	}
+	return err
+}
+
+// Refused returns the clusters a provider offered that could not be
+// engaged (a kubeconfig that makes no client, sources that could not be
+// built), sorted by name, each with its error, until Engage succeeds for
+// it or it is disengaged (a provider withdraws it). Providers only log
+// these; Refused and the ctrlkit_fleet_clusters_refused gauge let a
+// program or a dashboard see them.
+func (f *Fleet) Refused() []ClusterStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]ClusterStatus, 0, len(f.refused))
+	for _, name := range sortedKeys(f.refused) {
+		out = append(out, ClusterStatus{Name: name, Err: f.refused[name]})
+	}
+	return out
 }
 
 // engageHere builds the cluster's member and starts it if the fleet runs,
@@ -302,14 +331,19 @@ func (f *Fleet) engageHere(name string, cfg *rest.Config) (*member, error) {
 // handlers leave the controller, its metrics are unregistered, and its
 // keys still queued are dropped unreconciled (its connections, idle,
 // close after client-go's idle timeout). It returns once all of that is done;
-// reconciles of its keys in flight finish on their own. An unknown name is
-// ErrNotEngaged.
+// reconciles of its keys in flight finish on their own. A refused cluster
+// (see Refused) is forgotten; any other unknown name is ErrNotEngaged.
 func (f *Fleet) Disengage(name string) error {
 	f.mu.Lock()
 	cfg, m := f.offered[name], f.clusters[name]
+	_, refused := f.refused[name]
 	delete(f.offered, name)
 	delete(f.clusters, name)
+	delete(f.refused, name)
 	f.mu.Unlock()
+	if refused && cfg == nil {
+		return nil // withdrawn: it is no longer refused
+	}
 	if cfg == nil {
 		return fmt.Errorf("fleet: disengage %s: %w", name, ErrNotEngaged)
 	}

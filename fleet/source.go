@@ -33,12 +33,19 @@ type Cache[T object.Object] struct {
 // source is one of the fleet's sources, type-erased: what Engage builds
 // in each cluster.
 type source struct {
+	gvk   schema.GroupVersionKind
 	build func(f *Fleet, m *member) (sourceRun, error)
 }
 
-// ErrLate is For's error once a cluster is engaged or the fleet runs: each
-// cluster gets the sources the fleet had when it was engaged.
+// ErrLate is the error of For, Owns and Watches once a cluster is engaged
+// or the fleet runs: each cluster gets the sources the fleet had when it
+// was engaged.
 var ErrLate = errors.New("fleet: sources are added before any cluster is engaged")
+
+// ErrSecondFor is For's error when the fleet has its For source already:
+// a fleet reconciles one kind (more objects of it in other namespaces or
+// selectors come through Watches).
+var ErrSecondFor = errors.New("fleet: a fleet has one For source")
 
 // ErrNoFor is Owns's error before For: the owner's kind is For's.
 var ErrNoFor = errors.New("fleet: Owns needs the fleet's For source first (the owners' kind)")
@@ -92,7 +99,7 @@ func add[T object.Object](f *Fleet, scope Scope, names func(owner schema.GroupKi
 	case len(f.clusters) > 0 || f.ctx != nil:
 		return nil, ErrLate
 	case role == sourceFor && !f.primary.Empty():
-		return nil, errors.New("fleet: a fleet has one For source")
+		return nil, ErrSecondFor
 	case role == sourceOwns && f.primary.Empty():
 		return nil, ErrNoFor
 	case role == sourceFor:
@@ -100,17 +107,36 @@ func add[T object.Object](f *Fleet, scope Scope, names func(owner schema.GroupKi
 	}
 	keys := names(f.primary)
 	owner := f.primary
-	f.sources = append(f.sources, source{build: func(f *Fleet, m *member) (sourceRun, error) {
-		return build[T](f, m, gvk, scope, keys, role, owner)
+	// Each source's informer has its own name (its metrics and the debug
+	// page's rows are by name): the kind, numbered from the second source
+	// of a kind on (For ConfigMaps in one namespace, Watches ConfigMaps in
+	// another).
+	name := gvk.Kind
+	if n := 1 + countKind(f.sources, gvk); n > 1 {
+		name = fmt.Sprintf("%s %d", gvk.Kind, n)
+	}
+	f.sources = append(f.sources, source{gvk: gvk, build: func(f *Fleet, m *member) (sourceRun, error) {
+		return build[T](f, m, gvk, name, scope, keys, role, owner)
 	}})
 	return &Cache[T]{f: f, index: len(f.sources) - 1}, nil
 }
 
-// build makes the informer of T in m and puts its handler, naming keys as
-// names does, on the fleet's controller; role is the source's, owner the
-// For kind. In a spread cluster, For's and Owns's informers cache only
-// this replica's share (see spreadShard).
-func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, scope Scope,
+// countKind returns how many of sources are of gvk.
+func countKind(sources []source, gvk schema.GroupVersionKind) int {
+	n := 0
+	for _, s := range sources {
+		if s.gvk == gvk {
+			n++
+		}
+	}
+	return n
+}
+
+// build makes the informer of T in m, called "<cluster>: <name>", and puts
+// its handler, naming keys as names does, on the fleet's controller; role
+// is the source's, owner the For kind. In a spread cluster, For's and
+// Owns's informers cache only this replica's share (see spreadShard).
+func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, name string, scope Scope,
 	names handler.KeyFunc[T, object.ObjectName], role int, owner schema.GroupKind) (sourceRun, error) {
 	opts := listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}
 	cut := f.spread[m.name] && role != sourceMapped
@@ -121,7 +147,7 @@ func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, sc
 		opts.Shard = f.spreadShard(m.name, owner)
 	}
 	lw := listwatch.Kind[T](m.discovery, gvk, listwatch.KindOptions{Namespace: scope.Namespace, Options: opts})
-	inf, err := informer.New[T](lw, informer.Options[T]{Name: m.name + ": " + gvk.Kind,
+	inf, err := informer.New[T](lw, informer.Options[T]{Name: m.name + ": " + name,
 		FactoryOptions: informer.FactoryOptions{Telemetry: f.opts.Controller.Telemetry}})
 	if err != nil {
 		return sourceRun{}, err

@@ -75,6 +75,8 @@ func newMetrics(f *Fleet) (*metrics, error) {
 		}
 		s.Collector(&clusterCollector{f: f,
 			engaged: prometheus.NewDesc("ctrlkit_fleet_clusters", "Clusters engaged in the fleet.", nil, prometheus.Labels{"fleet": f.ctrl.Name()}),
+			refused: prometheus.NewDesc("ctrlkit_fleet_clusters_refused",
+				"Clusters a provider offered that could not be engaged (see Fleet.Refused).", nil, prometheus.Labels{"fleet": f.ctrl.Name()}),
 			synced: prometheus.NewDesc("ctrlkit_fleet_cluster_synced", "1 once every source's informer in the cluster has listed its objects.",
 				[]string{"cluster"}, prometheus.Labels{"fleet": f.ctrl.Name()}),
 			up: prometheus.NewDesc("ctrlkit_fleet_cluster_up", "1 while the cluster's informers list and watch without error (see Cluster.Err).",
@@ -102,12 +104,13 @@ func (m *metrics) disengaged(cluster string) {
 
 // clusterCollector reports the engaged clusters' health when scraped.
 type clusterCollector struct {
-	f                   *Fleet
-	engaged, synced, up *prometheus.Desc
+	f                            *Fleet
+	engaged, refused, synced, up *prometheus.Desc
 }
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.engaged
+	ch <- c.refused
 	ch <- c.synced
 	ch <- c.up
 }
@@ -115,6 +118,7 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.f.Status()
 	ch <- prometheus.MustNewConstMetric(c.engaged, prometheus.GaugeValue, float64(len(st)))
+	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.GaugeValue, float64(len(c.f.Refused())))
 	for _, s := range st {
 		ch <- prometheus.MustNewConstMetric(c.synced, prometheus.GaugeValue, one(s.Synced), s.Name)
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, one(s.Err == nil), s.Name)

@@ -41,9 +41,17 @@
 //     each Registration has its own HasSynced, true once the handler has
 //     returned from every initial-list notification.
 //   - A panicking handler is recovered, logged with its stack and counted;
-//     it and every other handler go on receiving events.
-//   - Per-handler resync replays the cache as OnUpdate(obj, obj); it never
-//     relists.
+//     it and every other handler go on receiving events, the next at once
+//     (client-go's listener pauses a second after a panic).
+//   - A delete of a key the cache does not hold notifies nobody: a watch's
+//     DELETED of an object the informer never cached reaches no handler,
+//     where client-go's informer calls OnDelete with it (and an add then a
+//     delete still in the FIFO compact to nothing, as above). A handler
+//     that must act on an object's end keeps what it needs from the add it
+//     heard, or the object carries a finalizer.
+//   - Per-handler resync replays the cache as OnUpdate(obj, obj) every
+//     HandlerOptions.ResyncPeriod, with no minimum (client-go raises a
+//     period under a second to one second); it never relists.
 //   - A transform runs once per object before caching; managedFields are
 //     stripped by default.
 //   - Cached objects are shared and read-only. In test binaries a write into

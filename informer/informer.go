@@ -59,7 +59,10 @@ type HandlerOptions struct {
 	// within the informer. Default: handler-N.
 	Name string
 	// ResyncPeriod, when positive, re-delivers every cached object to this
-	// handler as OnUpdate(obj, obj) that often. It never relists. Default: 0.
+	// handler as OnUpdate(obj, obj) that often. It never relists, and has
+	// no minimum: a period of milliseconds replays the whole cache that
+	// often (client-go raises periods under a second to one second).
+	// Default: 0.
 	ResyncPeriod time.Duration
 }
 

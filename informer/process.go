@@ -145,13 +145,17 @@ func (i *SharedIndexInformer[T]) applyLocked(key string, d deltafifo.Delta[T], n
 
 // upsertLocked writes obj under key and notifies: an add for a key the
 // cache did not hold, an update from the cached object otherwise. In a
-// relist, an update only when the object changed.
+// relist, an update only when the object changed. The notification
+// carries the key string the cache holds (store.Indexer.PutKey), not the
+// one computed for this event, so that handlers, queues and reads by key
+// share one string per object.
 func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool, now time.Time) {
-	old, existed, err := i.idx.Put(key, obj)
+	stored, old, existed, err := i.idx.PutKey(key, obj)
 	if err != nil {
 		i.log.Error("informer: cache write failed", "informer", i.name, "key", key, "err", err)
 		return
 	}
+	key = stored
 	i.det.stored(key, obj)
 	switch {
 	case !existed:

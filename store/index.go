@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -16,19 +17,29 @@ type keySet map[string]struct{}
 // function again.
 //
 // Entries are held by pointer and updated in place under the store's lock:
-// a write finds its entry with one lookup (and assigns it back to keep the
-// writer's key string, see put). The namespace index's value is held in the
-// entry itself, with the entry's place in that index: a store with no other
-// index allocates one 64-byte entry per object, and with interned
-// namespaces a write checks that the namespace did not change without
-// leaving the entry's cache line.
+// a write finds its entry with one lookup and writes nothing back to the
+// map (the entry keeps the key string of the object's first write, see
+// put). The namespace index's value is the key's namespace part, and the
+// entry holds its place in that index: a store with no other index
+// allocates one 64-byte entry per object, and a write need not check that
+// the namespace did not change (the same key, the same namespace).
 type entry[T object.Object] struct {
 	obj  T
-	ns   string     // the value of the namespace index (position 0)
+	key  string     // the string it is stored and indexed under: its first write's (see cache.put)
 	vals [][]string // vals[i]: the values of index function i+1
 	seq  uint64     // the write that stored it; see Indexer.AddIndexers
 	gen  uint32     // the relist generation it was written in; see Indexer.BeginRelist
 	at   int32      // its position in byNS[ns].entries, while the namespace index is kept
+}
+
+// namespace returns the value of e's namespace index (position 0): its
+// key's namespace part, which Indexer's keys fix (object.KeyMatches), so
+// that an entry holds its namespace without a string of its own.
+func (e *entry[T]) namespace() string {
+	if i := strings.IndexByte(e.key, '/'); i >= 0 {
+		return e.key[:i]
+	}
+	return ""
 }
 
 // indexes returns the number of indexes e has values for.
@@ -55,6 +66,8 @@ type members[T object.Object] struct{ entries []*entry[T] }
 //   - byNS[ns].entries[e.at] == e exactly when e is an entry of namespace
 //     ns, except that byNS is empty until nsIndexed: it is built at its
 //     first read (see buildNamespaceIndex);
+//   - items[k].key == k (the same string: the one of the object's first
+//     write, which the index sets hold too; see put);
 //   - no index holds an empty set or member list, so values that no object
 //     carries any more leave no trace (high-cardinality values do not leak
 //     memory).
@@ -80,33 +93,33 @@ func newCache[T object.Object](n, size int) *cache[T] {
 }
 
 // put stores e under key, replacing and unindexing any previous entry, and
-// returns the previous object. Index value lists equal to the previous
-// entry's are shared with it rather than kept twice, and an entry whose
-// values all stay the same is updated in place, allocating nothing. The
-// map then holds key's string, the caller's: the informer hands the same
-// string on to handlers and the queue, so the worker's read by it (when
-// the queue did not already hold the key) finds the entry comparing
-// pointers instead of the bytes of another copy. The price: the index
-// sets keep the key string of the object's first write, so an object
-// written again keeps two copies of its key alive (about 32 bytes).
-func (c *cache[T]) put(key string, e entry[T]) (old T, had bool) {
+// returns the key string it is stored under and the previous object. Index
+// value lists equal to the previous entry's are shared with it rather than
+// kept twice, and an entry whose values all stay the same is updated in
+// place, allocating nothing.
+//
+// An object keeps the key string of its first write for as long as it is
+// stored: the map, its index sets and the entry all hold that one string,
+// and put returns it, so that the informer hands it on to handlers and
+// through them to queues. A worker's read by the key it was given, and a
+// queue's lookup of a key it already holds, then find it by comparing
+// pointers instead of the bytes of another copy, and an object written
+// many times keeps one copy of its key alive.
+func (c *cache[T]) put(key string, e entry[T]) (stored string, old T, had bool) {
 	prev := c.items[key]
 	if prev == nil {
-		stored := new(entry[T]) // only here: e itself does not escape
-		*stored = e
-		c.items[key] = stored
-		c.indexAll(key, stored)
-		return old, false
+		e.key = key
+		entry := new(entry[T]) // only here: e itself does not escape
+		*entry = e
+		c.items[key] = entry
+		c.indexAll(key, entry)
+		return key, old, false
 	}
+	key = prev.key
 	old = prev.obj
-	if prev.ns == e.ns && sameValues(prev.vals, e.vals) {
+	if sameValues(prev.vals, e.vals) {
 		prev.obj, prev.seq, prev.gen = e.obj, e.seq, e.gen
-		c.items[key] = prev // keep key's string (see above)
-		return old, true
-	}
-	moved := prev.ns != e.ns // not through Indexer, whose keys fix the namespace; a cache is kept consistent anyway
-	if moved {
-		c.leave(prev)
+		return key, old, true
 	}
 	for i, vals := range e.vals {
 		if i < len(prev.vals) {
@@ -118,13 +131,9 @@ func (c *cache[T]) put(key string, e entry[T]) (old T, had bool) {
 		}
 		c.index(i+1, key, vals)
 	}
-	e.at = prev.at
+	e.at, e.key = prev.at, key // the same key: the same namespace, the same place in its members
 	*prev = e
-	if moved {
-		c.join(prev)
-	}
-	c.items[key] = prev
-	return old, true
+	return key, old, true
 }
 
 // indexAll adds key, stored as e, to every index under e's values.
@@ -144,6 +153,7 @@ func (c *cache[T]) putEntry(key string, e *entry[T]) {
 		*e = entry[T]{}
 		return
 	}
+	e.key = key
 	c.items[key] = e
 	c.indexAll(key, e)
 }
@@ -207,10 +217,11 @@ func (c *cache[T]) join(e *entry[T]) {
 	if !c.nsIndexed {
 		return
 	}
-	m := c.byNS[e.ns]
+	ns := e.namespace()
+	m := c.byNS[ns]
 	if m == nil {
 		m = &members[T]{}
-		c.byNS[e.ns] = m
+		c.byNS[ns] = m
 	}
 	e.at = int32(len(m.entries))
 	m.entries = append(m.entries, e)
@@ -225,10 +236,11 @@ func (c *cache[T]) leave(e *entry[T]) {
 	if !c.nsIndexed {
 		return
 	}
-	m := c.byNS[e.ns]
+	ns := e.namespace()
+	m := c.byNS[ns]
 	last := len(m.entries) - 1
 	if last == 0 {
-		delete(c.byNS, e.ns)
+		delete(c.byNS, ns)
 		return
 	}
 	moved := m.entries[last]
@@ -350,12 +362,15 @@ func (c *cache[T]) valuesOf(i int) []string {
 func (c *cache[T]) checkInvariants(ready int) error {
 	want := 0
 	for key, e := range c.items {
+		if e.key != key {
+			return fmt.Errorf("item %q holds the key %q", key, e.key)
+		}
 		if e.indexes() != len(c.indices) && e.indexes() != ready {
 			return fmt.Errorf("item %q has %d value lists, want %d (or %d while building)", key, e.indexes(), len(c.indices), ready)
 		}
 		if c.nsIndexed {
-			if m := c.inNamespace(e.ns); e.at < 0 || int(e.at) >= len(m) || m[e.at] != e {
-				return fmt.Errorf("item %q is not at its place (%d) in namespace %q's %d members", key, e.at, e.ns, len(m))
+			if m := c.inNamespace(e.namespace()); e.at < 0 || int(e.at) >= len(m) || m[e.at] != e {
+				return fmt.Errorf("item %q is not at its place (%d) in namespace %q's %d members", key, e.at, e.namespace(), len(m))
 			}
 		}
 		for i, vals := range e.vals {

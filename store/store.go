@@ -143,7 +143,8 @@ func (s *Indexer[T]) putObject(obj T) (old T, existed bool, err error) {
 	if err != nil {
 		return old, false, err
 	}
-	return s.put(key, obj)
+	_, old, existed, err = s.put(key, obj)
+	return old, existed, err
 }
 
 // Put is Add for a caller that already has obj's key (an informer computes
@@ -152,27 +153,39 @@ func (s *Indexer[T]) putObject(obj T) (old T, existed bool, err error) {
 // checks that without allocating and fails, changing nothing, on a
 // mismatch.
 func (s *Indexer[T]) Put(key string, obj T) (old T, existed bool, err error) {
+	_, old, existed, err = s.PutKey(key, obj)
+	return old, existed, err
+}
+
+// PutKey is Put that also returns the key string the store holds obj
+// under: key itself for an object it did not hold, otherwise the string
+// of the object's first write, which the store keeps (one copy of an
+// object's key however often it is written). A caller that hands that
+// string on, as an informer does to its handlers and they to their
+// queues, lets every later lookup by it (a Reader's Get, a queue's check
+// for a key it holds) compare pointers instead of bytes.
+func (s *Indexer[T]) PutKey(key string, obj T) (stored string, old T, existed bool, err error) {
 	if !object.KeyMatches(key, obj) {
-		return old, false, fmt.Errorf("store: %w: key %q is not the key of %s", object.ErrInvalidKey, key, object.NameOf(obj))
+		return "", old, false, fmt.Errorf("store: %w: key %q is not the key of %s", object.ErrInvalidKey, key, object.NameOf(obj))
 	}
 	return s.put(key, obj)
 }
 
-func (s *Indexer[T]) put(key string, obj T) (old T, existed bool, err error) {
+func (s *Indexer[T]) put(key string, obj T) (stored string, old T, existed bool, err error) {
 	for {
 		fs := s.funcs.Load()
 		rest, err := fs.valuesAfterNamespace(key, obj)
 		if err != nil {
-			return old, false, err
+			return "", old, false, err
 		}
 		seq := s.seq.Add(1)
 		if !s.lockFor(fs) {
 			continue
 		}
-		old, existed = s.c.put(key, entry[T]{obj: obj, ns: obj.GetNamespace(), vals: rest, seq: seq, gen: s.gen.Load()})
+		stored, old, existed = s.c.put(key, entry[T]{obj: obj, vals: rest, seq: seq, gen: s.gen.Load()})
 		s.rv = newerVersion(s.rv, obj.GetResourceVersion())
 		s.mu.Unlock()
-		return old, existed, nil
+		return stored, old, existed, nil
 	}
 }
 
@@ -234,7 +247,7 @@ func (s *Indexer[T]) Replace(items []T, resourceVersion string) error {
 			if err != nil {
 				return err
 			}
-			slab[i] = entry[T]{obj: obj, ns: obj.GetNamespace(), vals: vals, seq: seq, gen: s.gen.Load()}
+			slab[i] = entry[T]{obj: obj, vals: vals, seq: seq, gen: s.gen.Load()}
 			c.putEntry(keys[i], &slab[i])
 		}
 		if !s.lockFor(fs) {

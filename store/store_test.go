@@ -196,30 +196,47 @@ func TestIndexer_ReserveKeepsWhatAStoreHolds(t *testing.T) {
 // on to the queue, so the worker's GetByKey compares pointers), and a Put
 // that changes no index value updates the entry in place, allocating
 // nothing.
-func TestIndexer_PutKeepsTheWritersKeyAndAllocatesNothingInPlace(t *testing.T) {
+func TestIndexer_PutKeepsTheFirstKeyAndAllocatesNothingInPlace(t *testing.T) {
 	s := newTestIndexer(t)
-	mustAdd(t, s, newPod("ns", "a", "1", "app=web"))
-	storedKey := func() *byte {
+	first := strings.Clone("ns/a")
+	if stored, _, existed, err := s.PutKey(first, newPod("ns", "a", "1", "app=web")); err != nil || existed ||
+		unsafe.StringData(stored) != unsafe.StringData(first) {
+		t.Fatalf("PutKey of a new object = %q, %v, %v; want its own key string back", stored, existed, err)
+	}
+	storedKeys := func() []*byte { // the map's key and every index set's
+		var out []*byte
 		for k := range s.c.items {
-			return unsafe.StringData(k)
+			out = append(out, unsafe.StringData(k))
 		}
-		return nil
+		for _, idx := range s.c.indices[1:] {
+			for _, set := range idx {
+				for k := range set {
+					out = append(out, unsafe.StringData(k))
+				}
+			}
+		}
+		return out
 	}
 	key := strings.Clone("ns/a") // a string of its own, as the informer builds per event
 	next := newPod("ns", "a", "2", "app=web")
-	if _, existed, err := s.Put(key, next); err != nil || !existed {
-		t.Fatalf("Put = %v, %v; want an update", existed, err)
+	stored, _, existed, err := s.PutKey(key, next)
+	if err != nil || !existed || unsafe.StringData(stored) != unsafe.StringData(first) {
+		t.Fatalf("PutKey of an update = %q, %v, %v; want the first write's key string", stored, existed, err)
 	}
-	if storedKey() != unsafe.StringData(key) {
-		t.Error("after an in-place Put the store keeps its old key string, not the writer's")
+	for _, k := range storedKeys() {
+		if k != unsafe.StringData(first) {
+			t.Error("after an in-place Put the store holds another key string than the first write's")
+		}
 	}
 	moved := newPod("ns", "a", "3", "app=db") // an index value changes: the entry is rewritten
 	key = strings.Clone("ns/a")
-	if _, _, err := s.Put(key, moved); err != nil {
-		t.Fatal(err)
+	if stored, _, _, err := s.PutKey(key, moved); err != nil || unsafe.StringData(stored) != unsafe.StringData(first) {
+		t.Fatalf("PutKey that moved the object in an index = %q, %v; want the first write's key string", stored, err)
 	}
-	if storedKey() != unsafe.StringData(key) {
-		t.Error("after a Put that moved the object in an index the store keeps its old key string")
+	for _, k := range storedKeys() {
+		if k != unsafe.StringData(first) {
+			t.Error("after a Put that moved the object in an index the store holds another key string than the first write's")
+		}
 	}
 	if got, _ := s.ByIndex("app", "db"); len(got) != 1 || got[0] != moved {
 		t.Errorf("ByIndex(app, db) = %v; want the moved pod", got)
@@ -239,29 +256,6 @@ func TestIndexer_PutKeepsTheWritersKeyAndAllocatesNothingInPlace(t *testing.T) {
 		}
 	}); allocs != 0 {
 		t.Errorf("a Put changing no index value allocates %v times; want 0", allocs)
-	}
-}
-
-// TestCache_PutMovesAnEntryWhoseNamespaceChanged covers the cache's own
-// rule for a namespace that changes under one key (Indexer's keys never let
-// it, so only the cache can be given one): the entry moves between the
-// namespace index's lists and the invariants hold.
-func TestCache_PutMovesAnEntryWhoseNamespaceChanged(t *testing.T) {
-	c := newCache[*corev1.Pod](1, 0)
-	a, b := newPod("a", "p", "1"), newPod("b", "p", "2")
-	c.put("k", entry[*corev1.Pod]{obj: a, ns: "a"})
-	c.buildNamespaceIndex()
-	if old, had := c.put("k", entry[*corev1.Pod]{obj: b, ns: "b"}); !had || old != a {
-		t.Fatalf("put = %v, %v; want the first object", old, had)
-	}
-	if got := c.inNamespace("a"); len(got) != 0 {
-		t.Errorf("namespace a still holds %d entries", len(got))
-	}
-	if got := c.objectsUnder(0, "b"); len(got) != 1 || got[0] != b {
-		t.Errorf("namespace b holds %v; want the second object", got)
-	}
-	if err := c.checkInvariants(1); err != nil {
-		t.Fatal(err)
 	}
 }
 
