@@ -109,10 +109,10 @@ func (c *cache[T]) put(key string, e entry[T]) (stored string, old T, had bool) 
 	prev := c.items[key]
 	if prev == nil {
 		e.key = key
-		entry := new(entry[T]) // only here: e itself does not escape
-		*entry = e
-		c.items[key] = entry
-		c.indexAll(key, entry)
+		added := new(entry[T]) // only here: e itself does not escape
+		*added = e
+		c.items[key] = added
+		c.indexAll(key, added)
 		return key, old, false
 	}
 	key = prev.key
