@@ -149,7 +149,12 @@ func lostUpdateScenario(t *testing.T, buggy bool) perturb.Scenario {
 			return nil
 		}}},
 		Seed: 2,
-		Faults: perturb.Faults{MaxHold: time.Second, Moments: []perturb.Moment{{
+		// A hold of 3 s: the bug needs the Secret's events (the workload's
+		// second step, after the sizer's write) to reach the auditor while
+		// the app is still held; a loaded machine (make test runs packages
+		// side by side) took over a second for that once, and a 1 s hold
+		// then found nothing.
+		Faults: perturb.Faults{MaxHold: 3 * time.Second, Moments: []perturb.Moment{{
 			Name: "an app is created",
 			Watch: func(ctx context.Context, e perturb.Env) (watch.Interface, error) {
 				return e.Kube.CoreV1().ConfigMaps(e.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: "role=app"})
