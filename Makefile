@@ -8,14 +8,12 @@ MODULES := . testenv bench e2e examples/website
 demo:
 	$(GO) run ./cmd/ctrlkit demo
 
-## test: build the API server binary if this machine has none, then go test -race in every module (e2e drives Debian's chromium), then the store's tests of the path -race builds leave out
+## test: build the API server binary if this machine has none, then go test -race in every module (e2e drives Debian's chromium)
 test: apiserver
 	@set -e; for m in $(MODULES); do \
 		echo "== go test -race -shuffle=on ./... in $$m"; \
 		(cd $$m && $(GO) test -race -shuffle=on ./...); \
 	done
-	@echo "== go test of what -race builds leave out (the store's joined keys)"
-	$(GO) test -run 'TestJoinedKey|TestReader_' ./store/
 
 ## bench: ctrlkit and client-go side by side in one process: micro-benchmarks, then the scenarios (tables of ratios), the webhooks, and the mirror operator on ctrlkit and on controller-runtime as processes (operatorbench, about 30 minutes)
 bench:

@@ -24,10 +24,10 @@ func EnqueueObject[T object.Object](q Adder[object.ObjectName]) Handler[T] {
 // by its entry's name when it has a valid one (the entry that was
 // deleted), otherwise by its object; one with neither queues nothing.
 //
-// An informer's event is named by cutting its Key: the name's parts are
-// then slices of the cache's own key string, which a store.Reader's Get
-// finds by that string without building the key again (a cold compare
-// of the stored key's bytes saved on every reconcile's read).
+// An informer's event is named by cutting its Key, the cache's own key
+// string (see store.Indexer.PutKey): the name's parts are slices of it,
+// so a queue comparing names that came this way compares pointers, and
+// a name holds no string of its own.
 func Names[T object.Object]() KeyFunc[T, object.ObjectName] {
 	return func(dst []object.ObjectName, e *Event[T]) []object.ObjectName {
 		if e.Key != "" {

@@ -2,13 +2,10 @@ package store
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/ctrlkit/ctrlkit/object"
 )
 
 // benchPods returns n pods spread over 100 namespaces and 50 nodes, with
@@ -217,41 +214,5 @@ func BenchmarkIndexer_FirstReadByNamespace100k(b *testing.B) {
 		if keys, _ := s.IndexKeys(NamespaceIndex, "ns-7"); len(keys) != n/100 {
 			b.Fatalf("%d keys in ns-7; want %d", len(keys), n/100)
 		}
-	}
-}
-
-// BenchmarkReader_Get100k reads by typed name from a store of 100,000
-// objects in a random order, as reconciles do: "cut from key" with names
-// whose parts are slices of the store's keys (as handler.Names gives a
-// manager's reconciles), "from object" with the stored objects' own
-// name strings (as handler.Names named an informer's events before it cut
-// their keys). Under -race both build the key (see joinedKey).
-func BenchmarkReader_Get100k(b *testing.B) {
-	s := newBenchIndexer(b, benchPods(100_000))
-	keys := s.ListKeys()
-	cut, apart := make([]object.ObjectName, len(keys)), make([]object.ObjectName, len(keys))
-	for i, k := range keys {
-		n, err := object.ParseObjectName(k)
-		if err != nil {
-			b.Fatal(err)
-		}
-		obj, _ := s.GetByKey(k)
-		cut[i], apart[i] = n, object.NameOf(obj)
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	r.Shuffle(len(keys), func(i, j int) { cut[i], cut[j], apart[i], apart[j] = cut[j], cut[i], apart[j], apart[i] })
-	for _, c := range []struct {
-		name  string
-		names []object.ObjectName
-	}{{"cut from key", cut}, {"from object", apart}} {
-		b.Run(c.name, func(b *testing.B) {
-			reader, i := NewReader(s), 0
-			for b.Loop() {
-				if _, ok := reader.Get(c.names[i%len(c.names)]); !ok {
-					b.Fatal("missing")
-				}
-				i++
-			}
-		})
 	}
 }

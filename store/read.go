@@ -23,9 +23,6 @@ func (s *Indexer[T]) getByName(name object.ObjectName) (item T, exists bool) {
 	if name.Namespace == "" {
 		return s.GetByKey(name.Name)
 	}
-	if key, ok := joinedKey(name); ok {
-		return s.GetByKey(key)
-	}
 	var buf [256]byte // a longer key spills to the heap, as String would
 	key := append(append(append(buf[:0], name.Namespace...), '/'), name.Name...)
 	s.mu.RLock()

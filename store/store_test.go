@@ -138,9 +138,8 @@ func TestIndexer_GetByKey(t *testing.T) {
 }
 
 // A Reader's Get by typed name finds the same objects however the name's
-// strings were made: cut from the store's own key (joinedKey's fast path
-// in builds without -race), cut from a longer string, cut around another
-// separator, or strings of their own.
+// strings were made: cut from the store's own key, cut from a longer
+// string, cut around another separator, or strings of their own.
 func TestReader_GetFindsANameWhateverItsStringsShare(t *testing.T) {
 	s := newTestIndexer(t)
 	a, node := newPod("ns", "a", "1"), newPod("", "node", "1")
