@@ -478,3 +478,85 @@ func TestFleet_sourcesOfOneKindAndRefusedClusters(t *testing.T) {
 			func() bool { return count() >= int32(i+1) })
 	}
 }
+
+// The Secrets provider manages only the clusters it engaged: a kubeconfig
+// Secret named after a cluster the program engaged (pointing elsewhere,
+// or holding no kubeconfig) neither redirects nor drops it, nor does
+// deleting that Secret; a name that is not UTF-8 is refused.
+func TestSecrets_leavesClustersItDidNotEngage(t *testing.T) {
+	const ns = "fleet"
+	leakcheck.Check(t)
+	srv, kube := startServer(t, ns)
+	f, err := fleet.New(controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
+		return controller.Result{}, nil
+	}), fleet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"prod", "billing"} {
+		if err := f.Engage(name, srv.Config()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Engage("prod\xff", srv.Config()); err == nil {
+		t.Error("Engage of a cluster name that is not UTF-8 succeeded")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran, provided := make(chan error, 1), make(chan error, 1)
+	go func() { ran <- f.Run(ctx) }()
+	go func() { provided <- fleet.Secrets{Kube: kube, Namespace: ns}.Run(ctx, f) }()
+	defer func() {
+		cancel()
+		for _, ch := range []chan error{ran, provided} {
+			if err := <-ch; err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	elsewhere, err := clientcmd.Write(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"x": {Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"x": {Token: "attacker"}},
+		Contexts:       map[string]*clientcmdapi.Context{"x": {Cluster: "x", AuthInfo: "x"}},
+		CurrentContext: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := os.ReadFile(srv.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := kube.CoreV1().Secrets(ns)
+	unchanged := func(when string) {
+		t.Helper()
+		for _, name := range []string{"prod", "billing"} {
+			c, ok := f.Cluster(name)
+			if !ok || c.Config().Host != srv.Config().Host || c.Config().BearerToken == "attacker" {
+				t.Errorf("cluster %s %s: engaged %v, want it as the program engaged it", name, when, ok)
+			}
+		}
+	}
+	// The provider hears the Secrets in the order they changed: once it
+	// engaged (then disengaged) its own cluster, whose Secret changes
+	// last, it has handled the others' changes before.
+	for _, s := range []struct {
+		name  string
+		value []byte
+	}{{"prod", elsewhere}, {"billing", []byte("not a kubeconfig")}, {"mine", admin}} {
+		if _, err := secrets.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.name + fleet.SecretSuffix},
+			Data: map[string][]byte{"value": s.value}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "the provider's own cluster engaged", func() bool { return f.Engaged("mine") })
+	unchanged("after a kubeconfig Secret of its name was created")
+	for _, name := range []string{"prod", "billing", "mine"} {
+		if err := secrets.Delete(t.Context(), name+fleet.SecretSuffix, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "the provider's own cluster disengaged with its Secret", func() bool { return !f.Engaged("mine") })
+	unchanged("after the kubeconfig Secret of its name was deleted")
+}

@@ -174,6 +174,6 @@ func (d Directory) engage(f *Fleet, name string, fl file, changed bool, log *slo
 	if err := give(name, cfg); err != nil {
 		return err
 	}
-	log.Info(what, "cluster", name, "server", cfg.Host)
+	log.Info(what, "cluster", name, "server", redactedHost(cfg.Host))
 	return nil
 }

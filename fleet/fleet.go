@@ -26,8 +26,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
+	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -239,8 +243,8 @@ func (f *Fleet) Run(ctx context.Context) error {
 // RateLimiter) gets none, as the manager's: the cluster's API server
 // protects itself with priority and fairness.
 func (f *Fleet) Engage(name string, cfg *rest.Config) error {
-	if name == "" {
-		return errors.New("fleet: a cluster needs a name")
+	if err := checkName(name); err != nil {
+		return err
 	}
 	cfg = withFleetDefaults(cfg)
 	if _, err := rest.HTTPClientFor(cfg); err != nil { // a cluster another replica works on is checked too
@@ -281,6 +285,39 @@ func (f *Fleet) refuse(name string, err error) error {
 		f.refused[name] = err
 	}
 	return err
+}
+
+// checkName refuses a cluster name that could not label a metric or print
+// in a log line as it is: empty, not UTF-8, or holding control characters
+// (a name from a file name or a custom provider's data).
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("fleet: a cluster needs a name")
+	case !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl):
+		return fmt.Errorf("fleet: cluster name %q: not UTF-8 text without control characters", name)
+	}
+	return nil
+}
+
+// unrefuse forgets that the cluster called name was refused (its
+// provider withdrew it).
+func (f *Fleet) unrefuse(name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.refused, name)
+}
+
+// redactedHost is a kubeconfig's server as logs may show it: a user and
+// password written in its URL replaced by "xxxxx".
+func redactedHost(host string) string {
+	if u, err := url.Parse(host); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	if strings.Contains(host, "@") {
+		return "(a server address with credentials, not shown)"
+	}
+	return host
 }
 
 // Refused returns the clusters a provider offered that could not be

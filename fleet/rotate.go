@@ -57,6 +57,9 @@ func sameServer(a, b *rest.Config) bool {
 // carries the new credentials. Otherwise it is disengaged and engaged
 // again with cfg. The providers call it when a kubeconfig changes.
 func (f *Fleet) Update(name string, cfg *rest.Config) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
 	cfg = withFleetDefaults(cfg)
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -55,21 +56,40 @@ func (p Secrets) Run(ctx context.Context, f *Fleet) error {
 	if err != nil {
 		return fmt.Errorf("fleet: %w", err)
 	}
+	// owned are the clusters this provider engaged: it updates and
+	// disengages only those, never a cluster of the same name that another
+	// provider or the program engaged (whoever can write a Secret here
+	// must not redirect or drop it). The handler's calls come from one
+	// goroutine.
+	owned := map[string]bool{}
 	engage := func(s *corev1.Secret) {
 		name, ok := clusterOf(s.Name)
 		if !ok {
 			return
 		}
 		cfg, err := kubeconfigPolicy{allowExec: p.AllowExec}.restConfig(s.Data["value"])
-		if err == nil {
+		switch {
+		case err != nil:
+			err = f.refuse(name, fmt.Errorf("fleet: cluster %s: %w", name, err))
+		case owned[name]:
 			err = f.Update(name, cfg) // a changed Secret: rotated credentials keep the cache, another server does not
+		default:
+			if err = f.Engage(name, cfg); errors.Is(err, ErrEngaged) {
+				log.Warn("fleet: kubeconfig Secret skipped: its cluster was engaged by another provider", "cluster", name,
+					"secret", p.Namespace+"/"+s.Name)
+				return
+			}
 		}
 		if err != nil {
-			_ = f.Disengage(name) // what it held before is no longer what the Secret says
+			if owned[name] {
+				_ = f.Disengage(name) // what it held before is no longer what the Secret says
+				delete(owned, name)
+			}
 			log.Warn("fleet: cluster not engaged", "cluster", name, "secret", p.Namespace+"/"+s.Name, "err", err)
 			return
 		}
-		log.Info("fleet: cluster engaged", "cluster", name, "server", cfg.Host)
+		owned[name] = true
+		log.Info("fleet: cluster engaged", "cluster", name, "server", redactedHost(cfg.Host))
 	}
 	if _, err := inf.AddEventHandler(handler.Funcs[*corev1.Secret]{
 		AddFunc: func(s *corev1.Secret, _ bool) { engage(s) },
@@ -79,8 +99,16 @@ func (p Secrets) Run(ctx context.Context, f *Fleet) error {
 			}
 		},
 		DeleteFunc: func(d object.Deleted[*corev1.Secret]) {
-			if name, ok := clusterOf(d.Name.Name); ok && f.Disengage(name) == nil {
-				log.Info("fleet: cluster disengaged: its kubeconfig Secret is gone", "cluster", name)
+			name, ok := clusterOf(d.Name.Name)
+			switch {
+			case !ok:
+			case owned[name]:
+				delete(owned, name)
+				if f.Disengage(name) == nil {
+					log.Info("fleet: cluster disengaged: its kubeconfig Secret is gone", "cluster", name)
+				}
+			default:
+				f.unrefuse(name) // refused, or another provider's: only a refusal is forgotten
 			}
 		},
 	}, informer.HandlerOptions{Name: "fleet"}); err != nil {
