@@ -21,7 +21,11 @@ import (
 // Secret "<cluster>-kubeconfig" holds the cluster's kubeconfig under the
 // key "value". A Secret created engages its cluster, one changed is given
 // to Fleet.Update (rotated credentials keep the cluster's cache; another
-// server engages it again), one deleted disengages it. A Secret that holds no usable kubeconfig is
+// server engages it again), one deleted disengages it. It updates and
+// disengages only the clusters it engaged: a Secret named after a cluster
+// that another provider or the program engaged is skipped with a warning,
+// so whoever can write Secrets here cannot redirect or drop it. A Secret
+// that holds no usable kubeconfig is
 // logged and skipped, as is one that runs a credential plugin (unless
 // AllowExec) or reads credentials or certificates from local files (never:
 // whoever can write Secrets there would choose what the process reads and
@@ -70,7 +74,7 @@ func (p Secrets) Run(ctx context.Context, f *Fleet) error {
 		cfg, err := kubeconfigPolicy{allowExec: p.AllowExec}.restConfig(s.Data["value"])
 		switch {
 		case err != nil:
-			err = f.refuse(name, fmt.Errorf("fleet: cluster %s: %w", name, err))
+			err = fmt.Errorf("fleet: cluster %s: %w", name, err)
 		case owned[name]:
 			err = f.Update(name, cfg) // a changed Secret: rotated credentials keep the cache, another server does not
 		default:
@@ -85,6 +89,7 @@ func (p Secrets) Run(ctx context.Context, f *Fleet) error {
 				_ = f.Disengage(name) // what it held before is no longer what the Secret says
 				delete(owned, name)
 			}
+			_ = f.refuse(name, err) // for Refused, unless another provider holds the name
 			log.Warn("fleet: cluster not engaged", "cluster", name, "secret", p.Namespace+"/"+s.Name, "err", err)
 			return
 		}
