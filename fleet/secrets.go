@@ -25,8 +25,8 @@ import (
 // disengages only the clusters it engaged: a Secret named after a cluster
 // that another provider or the program engaged is skipped with a warning,
 // so whoever can write Secrets here cannot redirect or drop it. A Secret
-// that holds no usable kubeconfig is
-// logged and skipped, as is one that runs a credential plugin (unless
+// that holds no usable kubeconfig is logged, skipped and listed by
+// Fleet.Refused, as is one that runs a credential plugin (unless
 // AllowExec) or reads credentials or certificates from local files (never:
 // whoever can write Secrets there would choose what the process reads and
 // where it sends it).
