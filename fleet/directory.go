@@ -115,6 +115,7 @@ func (d Directory) apply(f *Fleet, files map[string]file, seen, refused map[stri
 	for name := range refused {
 		if _, ok := files[name]; !ok {
 			delete(refused, name)
+			f.unrefuse(name)
 		}
 	}
 	for name := range seen {
@@ -134,6 +135,7 @@ func (d Directory) apply(f *Fleet, files map[string]file, seen, refused map[stri
 			delete(seen, name)
 			if err := d.engage(f, name, fl, true, log); err != nil { // rotated credentials keep the cache, another server does not
 				_ = f.Disengage(name)
+				_ = f.refuse(name, err)
 				log.Warn("fleet: cluster not engaged", "cluster", name, "err", err)
 				refused[name] = sum
 				continue
@@ -146,6 +148,7 @@ func (d Directory) apply(f *Fleet, files map[string]file, seen, refused map[stri
 		}
 		if err := d.engage(f, name, fl, false, log); err != nil {
 			if !errors.Is(err, ErrEngaged) { // engaged by someone else: not ours to manage
+				_ = f.refuse(name, err) // a file's own faults too, not only Engage's
 				log.Warn("fleet: cluster not engaged", "cluster", name, "err", err)
 			}
 			refused[name] = sum

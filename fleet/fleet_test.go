@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -332,12 +333,28 @@ func TestDirectory_refusesFilesOthersCanWriteAndPlugins(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- fleet.Directory{Path: dir, Interval: 20 * time.Millisecond}.Run(ctx, f) }()
 	eventually(t, 10*time.Second, "the safe kubeconfig engaged", func() bool { return f.Engaged("safe") })
-	cancel()
-	if err := <-done; err != nil { // Run returns between two reads: every file has been judged
-		t.Errorf("Run: %v", err)
+	refusedNames := func() []string {
+		var names []string
+		for _, r := range f.Refused() {
+			names = append(names, r.Name)
+		}
+		return names
 	}
+	eventually(t, 10*time.Second, "the plugin's and the shared file's clusters refused", func() bool {
+		return slices.Equal(refusedNames(), []string{"plugin", "shared"})
+	})
 	if f.Engaged("plugin") || f.Engaged("shared") {
 		t.Errorf("engaged %v: a kubeconfig that runs a plugin or that other users can write", f.Clusters())
+	}
+	for _, name := range []string{"plugin.kubeconfig", "shared.kubeconfig"} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "the removed files' clusters no longer refused", func() bool { return len(refusedNames()) == 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the kubeconfig's plugin ran")
