@@ -15,6 +15,9 @@ type State struct {
 	// Waiting is the custom resources whose controllers wait for the API
 	// server to serve them (manager.WhenServed).
 	Waiting []Waiting `json:"waiting,omitempty"`
+	// Refused is the clusters a fleet's providers offered that it could
+	// not engage, each with why (fleet.Fleet.Refused).
+	Refused []Refused `json:"refused,omitempty"`
 	// Webhooks is the webhook server; nil when no webhook is registered.
 	Webhooks *Webhooks `json:"webhooks,omitempty"`
 }
@@ -24,6 +27,13 @@ type State struct {
 type Waiting struct {
 	Kind string `json:"kind"` // group/version, Kind=...
 	CRD  string `json:"crd"`  // the CRD's name: plural.group
+}
+
+// Refused is a cluster a fleet was offered but could not engage: its
+// kubeconfig made no client, or its sources could not be built.
+type Refused struct {
+	Cluster string `json:"cluster"`
+	Error   string `json:"error"`
 }
 
 // Webhooks is the manager's admission and conversion webhook server.

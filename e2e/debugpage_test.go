@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/debug"
+	"github.com/ctrlkit/ctrlkit/fleet"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
@@ -72,6 +74,22 @@ func startManager(t *testing.T, cfg *rest.Config, ns string) string {
 	rec := pages{release: make(chan struct{})}
 	if _, err := manager.NewController(m, "pages", rec, manager.ControllerOptions{Options: controller.Options[object.ObjectName]{Workers: 1}},
 		manager.For(cms)); err != nil {
+		t.Fatal(err)
+	}
+	// A fleet offered one cluster whose kubeconfig names a CA file that does
+	// not exist: refused, it shows on the page with why.
+	broken := &rest.Config{Host: "https://127.0.0.1:1", TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(certs, "missing.crt")}}
+	f, err := manager.NewFleet(m, controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
+		return controller.Result{}, nil
+	}), fleet.Options{}, fleet.ProviderFunc(func(ctx context.Context, f *fleet.Fleet) error {
+		_ = f.Engage("broken", broken) // refused: Fleet.Refused keeps it with its error
+		<-ctx.Done()
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: ns}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -151,6 +169,8 @@ func TestDebugPage_inChromiumOnTheRealServer(t *testing.T) {
 		 document.querySelector('#errors tbody tr') !== null &&
 		 document.querySelector('#controller option[value="pages"]') !== null &&
 		 document.getElementById("status").textContent.startsWith("updated")`)
+	waitFor(t, ctx, 10*time.Second, "the fleet's refused cluster with its error",
+		`!document.getElementById("refused").hidden && document.querySelector('#refused [data-refused="broken"]').textContent.includes("missing.crt")`)
 	for _, f := range []string{"resourceVersion", "mode", "relist", "watchAge", "scope"} {
 		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](field(inf, f)))
 		if err != nil || got == "" || got == "—" {

@@ -446,11 +446,17 @@ func TestFleet_sourcesOfOneKindAndRefusedClusters(t *testing.T) {
 	if r := f.Refused(); len(r) != 1 || r[0].Name != "bad" || r[0].Err == nil || refusedGauge() != 1 {
 		t.Errorf("Refused = %v, gauge %v; want the cluster bad with its error, 1", r, refusedGauge())
 	}
+	if r := f.DebugSource().State().Refused; len(r) != 1 || r[0].Cluster != "bad" || !strings.Contains(r[0].Error, "missing.crt") {
+		t.Errorf("the debug page's refused clusters = %+v; want bad, its error naming the missing CA file", r)
+	}
 	if err := f.Disengage("bad"); err != nil {
 		t.Errorf("Disengage of a refused cluster: %v", err)
 	}
 	if r := f.Refused(); len(r) != 0 || refusedGauge() != 0 {
 		t.Errorf("after its Disengage, Refused = %v, gauge %v; want none", r, refusedGauge())
+	}
+	if r := f.DebugSource().State().Refused; len(r) != 0 {
+		t.Errorf("after its Disengage, the debug page's refused clusters = %+v; want none", r)
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())

@@ -16,7 +16,8 @@ import (
 // a kind "<cluster>: <Kind> 2", and so on), with its health (its
 // last list or watch error, failing while the cluster is down); the
 // fleet's controller is one row, its queue's keys naming their cluster;
-// with a ring, this replica's share. A key is explained as it prints,
+// with a ring, this replica's share; the clusters offered but refused
+// (Refused), with their errors. A key is explained as it prints,
 // "cluster/namespace/name" ("cluster/name" for a cluster-scoped object),
 // looked up in the For source's cache of its cluster when that cluster is
 // engaged here.
@@ -41,6 +42,9 @@ func (s debugSource) State() debug.State {
 		}
 	}
 	st.Controllers = append(st.Controllers, debug.FromController(f.ctrl.Stats(), "", now))
+	for _, r := range f.Refused() {
+		st.Refused = append(st.Refused, debug.Refused{Cluster: r.Name, Error: r.Err.Error()})
+	}
 	if sh := f.sharder; sh != nil {
 		st.Shard = debug.FromShard(f.opts.Ring.Namespace+"/"+f.opts.Ring.Name, sh.Stats(), sh.Ready())
 	}

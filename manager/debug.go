@@ -104,12 +104,14 @@ func (s debugSource) State() debug.State {
 }
 
 // addFleets adds NewFleet's fleets to st: a row per engaged cluster's
-// informer, the fleet's controller, and its ring's share if st has none.
+// informer, the fleet's controller, the clusters it refused, and its
+// ring's share if st has none.
 func addFleets(st *debug.State, fleets []*fleet.Fleet) {
 	for _, f := range fleets {
 		fs := f.DebugSource().State()
 		st.Informers = append(st.Informers, fs.Informers...)
 		st.Controllers = append(st.Controllers, fs.Controllers...)
+		st.Refused = append(st.Refused, fs.Refused...)
 		if st.Shard == nil {
 			st.Shard = fs.Shard
 		}

@@ -80,7 +80,7 @@ func Pipeline(cfg PipelineConfig) Scenario {
 			"ctrlkit listwatch.Kind (what the manager uses) with Reflector.DisableWatchList, client-go a clientset's "+
 			"ConfigMaps(\"\").List/Watch in protobuf (as its informer factory) reporting IsWatchListSemanticsUnSupported. "+
 			"Nothing is subtracted: CPU, allocations and bytes include decoding. ctrlkit's handler is EnqueueKey into the "+
-			"controller, which its informer calls inline (the manager's For/Owns sources still use a listener goroutine); "+
+			"controller, which its informer calls inline, as it calls the manager's For/Owns sources; "+
 			"neither side counts bytes received. Rows \"vs client-go + strip\": client-go with SetTransform stripping "+
 			"managedFields after decoding (ctrlkit cuts them before). ",
 			cfg.Objects, cfg.Namespaces, cfg.PageSize, cfg.Events), ""
