@@ -5,7 +5,8 @@ import "encoding/json"
 // parseFieldSet decodes a FieldsV1 field set (an object whose values are
 // objects, to any depth) into maps, as json.Unmarshal into a
 // map[string]any would, without its reflection: an empty object is a nil
-// map. Input it does not expect goes to json.Unmarshal.
+// map. Input it does not expect, or nested deeper than maxFieldSetDepth,
+// goes to json.Unmarshal (which refuses the latter).
 func parseFieldSet(raw []byte) (map[string]any, bool) {
 	p := fieldSetParser{raw: raw, str: string(raw)} // one copy: the keys are parts of it
 	set, ok := p.object()
@@ -20,10 +21,17 @@ func parseFieldSet(raw []byte) (map[string]any, bool) {
 }
 
 type fieldSetParser struct {
-	raw []byte
-	str string // raw as a string, when the caller made one: keys are parts of it
-	i   int
+	raw   []byte
+	str   string // raw as a string, when the caller made one: keys are parts of it
+	i     int
+	depth int // objects open
 }
+
+// maxFieldSetDepth bounds the nesting parseFieldSet reads, as the API
+// server's JSON decoder and encoding/json bound theirs: a field set comes
+// from anyone who may update the object, and each level is a frame of the
+// parser's stack.
+const maxFieldSetDepth = 10000
 
 func (p *fieldSetParser) skipSpace() {
 	for p.i < len(p.raw) && (p.raw[p.i] == ' ' || p.raw[p.i] == '\n' || p.raw[p.i] == '\t' || p.raw[p.i] == '\r') {
@@ -42,9 +50,11 @@ func (p *fieldSetParser) next(c byte) bool {
 }
 
 func (p *fieldSetParser) object() (map[string]any, bool) {
-	if !p.next('{') {
+	if !p.next('{') || p.depth >= maxFieldSetDepth {
 		return nil, false
 	}
+	p.depth++
+	defer func() { p.depth-- }()
 	if p.next('}') {
 		return nil, true
 	}

@@ -3,6 +3,7 @@ package apply
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -77,4 +78,20 @@ func FuzzParseKeys(f *testing.F) {
 			t.Fatalf("%q: parseKeys = %v; encoding/json: %v", s, keys, want)
 		}
 	})
+}
+
+func TestParseFieldSet_boundsItsDepth(t *testing.T) {
+	nested := func(depth int) []byte {
+		return []byte(strings.Repeat(`{"f:a":`, depth) + "{}" + strings.Repeat("}", depth))
+	}
+	if _, ok := parseFieldSet(nested(maxFieldSetDepth - 1)); !ok {
+		t.Errorf("a field set %d deep: not parsed", maxFieldSetDepth)
+	}
+	p := fieldSetParser{raw: nested(maxFieldSetDepth)}
+	if _, ok := p.object(); ok {
+		t.Errorf("the parser read a field set %d deep; want it to stop at %d", maxFieldSetDepth+1, maxFieldSetDepth)
+	}
+	if set, ok := parseFieldSet(nested(1_000_000)); ok || set != nil {
+		t.Errorf("a field set 1,000,000 deep: parsed; want refused")
+	}
 }

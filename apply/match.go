@@ -201,13 +201,16 @@ func matchListApplied(v reflect.Value, owned map[string]any, c reflect.Value) (o
 	if v = deref(v); !isList(v) {
 		return false, false
 	}
+	// The elements owned must be as many as the configuration's, or the
+	// apply changes what the manager owns: decided before any element is
+	// looked for, so a forged entry claiming many elements costs a count.
+	if ownedElements(owned) != c.Len() {
+		return false, true
+	}
 	var buf [8]pick
 	picks, found, judged := picked(v, owned, buf[:0])
 	if !found || !judged {
 		return false, judged
-	}
-	if len(picks) != c.Len() {
-		return false, true
 	}
 	for j, p := range picks {
 		if !matchApplied(v.Index(p.i), p.sub, c.Index(j), nested) {
@@ -283,6 +286,16 @@ func fieldOf(v reflect.Value, name string) (reflect.Value, bool) {
 	return child, child.IsValid()
 }
 
+// ownedElements is the number of a list's elements a field set names (its
+// keys but ".").
+func ownedElements(owned map[string]any) int {
+	n := len(owned)
+	if _, ok := owned["."]; ok {
+		n--
+	}
+	return n
+}
+
 // pick is an element of a list that a field set names, and the field set
 // of its own.
 type pick struct {
@@ -318,7 +331,10 @@ func picked(v reflect.Value, owned map[string]any, picks []pick) (_ []pick, foun
 
 // elementAt is elementOf on the list v, without converting it: the index
 // of the element the path element k names, or -1. Not judged for keys
-// ("k:{...}") when an element is not a struct or string-keyed map.
+// ("k:{...}") when an element is not a struct or string-keyed map, nor
+// when two elements have k's key or value: the server's apply would merge
+// them into one, so what the first holds says nothing of the result (the
+// list came from anyone who may update the object).
 func elementAt(v reflect.Value, k string) (i int, judged bool) {
 	switch {
 	case strings.HasPrefix(k, "k:"):
@@ -327,25 +343,35 @@ func elementAt(v reflect.Value, k string) (i int, judged bool) {
 		if !ok {
 			return -1, true
 		}
+		at := -1
 		for i := range v.Len() {
 			e, isObj := walkedObject(v.Index(i))
 			if !isObj {
 				return -1, false
 			}
 			if hasKeyFields(e, keys) {
-				return i, true
+				if at >= 0 {
+					return -1, false
+				}
+				at = i
 			}
 		}
+		return at, true
 	case strings.HasPrefix(k, "v:"):
 		var want any
 		if json.Unmarshal([]byte(k[2:]), &want) != nil {
 			return -1, true
 		}
+		at := -1
 		for i := range v.Len() {
 			if equalValue(v.Index(i), want) {
-				return i, true
+				if at >= 0 {
+					return -1, false
+				}
+				at = i
 			}
 		}
+		return at, true
 	case strings.HasPrefix(k, "i:"):
 		if i, err := strconv.Atoi(k[2:]); err == nil && i >= 0 && i < v.Len() {
 			return i, true

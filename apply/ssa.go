@@ -493,7 +493,8 @@ func projectList(list []any, owned map[string]any) (any, bool) {
 	return out, true
 }
 
-// elementOf finds the element of list that the path element k names, or -1.
+// elementOf finds the element of list that the path element k names, or
+// -1, also when two elements have k's key or value (see elementAt).
 func elementOf(list []any, k string) int {
 	switch {
 	case strings.HasPrefix(k, "k:"):
@@ -501,22 +502,32 @@ func elementOf(list []any, k string) int {
 		if json.Unmarshal([]byte(k[2:]), &keys) != nil {
 			return -1
 		}
+		at := -1
 		for i, e := range list {
 			m, ok := e.(map[string]any)
 			if ok && hasKeys(m, keys) {
-				return i
+				if at >= 0 {
+					return -1 // two: see elementAt
+				}
+				at = i
 			}
 		}
+		return at
 	case strings.HasPrefix(k, "v:"):
 		var want any
 		if json.Unmarshal([]byte(k[2:]), &want) != nil {
 			return -1
 		}
+		at := -1
 		for i, e := range list {
 			if reflect.DeepEqual(e, want) {
-				return i
+				if at >= 0 {
+					return -1
+				}
+				at = i
 			}
 		}
+		return at
 	case strings.HasPrefix(k, "i:"):
 		if i, err := strconv.Atoi(k[2:]); err == nil && i >= 0 && i < len(list) {
 			return i
