@@ -42,8 +42,11 @@ type Validator[T object.Object] struct {
 // Defaulter sets the defaults of one type's objects on create and update:
 // it changes obj in place. The server answers with the JSON patch from
 // the object as decoded to the object as changed (both marshalled from
-// the type, so fields the type does not know are left as sent). An error
-// denies the request as a Validator's does.
+// the type), applied to the object as sent: fields the type does not know
+// (a newer server's) are left as sent, inside list elements too, unless
+// the defaulter inserts or reorders a list's elements (matched by their
+// "name"), which replaces that list whole. An error denies the request as
+// a Validator's does.
 type Defaulter[T object.Object] func(ctx context.Context, obj T) error
 
 // RequestFrom returns the admission request a Validator or Defaulter is
@@ -240,7 +243,7 @@ func (a *admitter[T]) mutate(ctx context.Context, req *admissionv1.AdmissionRequ
 	if bytes.Equal(before, after) {
 		return resp, nil // nothing defaulted: no patch to compute
 	}
-	patch, err := diffJSON(before, after)
+	patch, err := diffJSON(req.Object.Raw, before, after)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: the patch of the defaulted %s: %w", a.gvk.Kind, err)
 	}
