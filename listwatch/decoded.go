@@ -369,7 +369,8 @@ func (w *decodedWatch[P]) nextJSON(dec *json.Decoder) func() (watch.Event, error
 }
 
 // event decodes an event's object: a Status for ERROR, the decoder's
-// object otherwise.
+// object for ADDED, MODIFIED, DELETED and BOOKMARK; another type is an
+// error (the watch ends, and is made again).
 func (w *decodedWatch[P]) event(typ string, raw []byte, protobuf bool) (watch.Event, error) {
 	if watch.EventType(typ) == watch.Error {
 		st := &metav1.Status{}
@@ -383,6 +384,11 @@ func (w *decodedWatch[P]) event(typ string, raw []byte, protobuf bool) (watch.Ev
 			err = json.Unmarshal(raw, st)
 		}
 		return watch.Event{Type: watch.Error, Object: st}, err
+	}
+	switch watch.EventType(typ) {
+	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
+	default: // as client-go's decoder: a server that sends one is broken, or not a server
+		return watch.Event{}, fmt.Errorf("a watch event of unknown type %.64q", typ)
 	}
 	var obj P
 	var err error

@@ -196,3 +196,26 @@ func TestEventType_NamesTheKnownTypesWithoutAllocating(t *testing.T) {
 		t.Error("eventType(MODIFIED) is a copy, not the constant") // a copy allocates once per event
 	}
 }
+
+// A frame of a type no server sends ends the watch with an error event
+// naming it, as client-go's decoder does; the objects before it arrive.
+func TestDecodedWatch_endsAtAnEventOfUnknownType(t *testing.T) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", ResourceVersion: "7"}}
+	var body bytes.Buffer
+	body.Write(frame(t, watch.Added, cm))
+	body.Write(frame(t, watch.EventType("X-"+strings.Repeat("z", 1000)), cm))
+	body.Write(frame(t, watch.Modified, cm))
+	w := watchOf(configMapDecoder(t), body.Bytes())
+	defer w.Stop()
+	if ev := <-w.ResultChan(); ev.Type != watch.Added {
+		t.Fatalf("first event %v; want ADDED", ev.Type)
+	}
+	ev := <-w.ResultChan()
+	st, ok := ev.Object.(*metav1.Status)
+	if ev.Type != watch.Error || !ok || !strings.Contains(st.Message, "unknown type") || len(st.Message) > 300 {
+		t.Fatalf("second event %v %+v; want ERROR naming the unknown type, shortened", ev.Type, ev.Object)
+	}
+	if ev, open := <-w.ResultChan(); open {
+		t.Errorf("after the error: %v; want the watch ended", ev.Type)
+	}
+}

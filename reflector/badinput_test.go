@@ -2,6 +2,7 @@ package reflector
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -128,10 +129,19 @@ func TestReflector_skipsAnUnknownEventType(t *testing.T) {
 	runReflector(t, r)
 	w := lw.nextWatch(t)
 	w.Action(watch.EventType("SURPRISE"), pod("x", "11"))
+	for i := range 50 { // each its own type: still one series
+		w.Action(watch.EventType(fmt.Sprintf("SURPRISE-%d-%s", i, strings.Repeat("z", 1000))), pod("x", "11"))
+	}
 	w.Add(pod("b", "12"))
 	sink.waitFor(t, 10*time.Second, "pod b", func(keys map[string]string, _ int) bool { return keys["ns/b"] == "12" })
-	if n := testutil.ToFloat64(r.metrics.skipped.WithLabelValues("unknown event")); n != 1 {
-		t.Errorf("skipped{unknown event} = %v, want 1", n)
+	if n := testutil.ToFloat64(r.metrics.skipped.WithLabelValues("unknown event")); n != 51 {
+		t.Errorf("skipped{unknown event} = %v, want 51", n)
+	}
+	if n := testutil.ToFloat64(r.metrics.events.WithLabelValues("unknown")); n != 51 {
+		t.Errorf("events{type=unknown} = %v, want 51", n)
+	}
+	if n := testutil.CollectAndCount(r.metrics.events); n > 6 {
+		t.Errorf("%d series of events by type; want at most the five known types and unknown", n)
 	}
 	if _, ok := sink.snapshot(); ok > 1 {
 		t.Errorf("%d replaces, want 1: an unknown event type needs no resync", ok)

@@ -76,7 +76,7 @@ func (m *metrics) event(typ string) {
 		c.Inc()
 		return
 	}
-	m.events.WithLabelValues(typ).Inc() // an unknown type: rare by definition
+	m.events.WithLabelValues("unknown").Inc() // a ListerWatcher's own type: one series, whatever it sends
 }
 
 func (m *metrics) skip(reason string, n int) {

@@ -45,10 +45,16 @@ func FromObject(obj metav1.Object) (trace.SpanContext, bool) {
 	return Parse(tp)
 }
 
+// traceparentLen is the length of a version 00 traceparent.
+const traceparentLen = len("00-") + 32 + len("-") + 16 + len("-") + 2
+
 // Parse reads a W3C traceparent of version 00; ok is false for anything
 // else, and for an all-zero trace or span id.
 func Parse(tp string) (sc trace.SpanContext, ok bool) {
-	parts := strings.Split(strings.TrimSpace(tp), "-")
+	if tp = strings.TrimSpace(tp); len(tp) != traceparentLen {
+		return sc, false // before splitting: an annotation may be long, and is read at every event
+	}
+	parts := strings.Split(tp, "-")
 	if len(parts) != 4 || parts[0] != "00" || len(parts[1]) != 32 || len(parts[2]) != 16 || len(parts[3]) != 2 {
 		return sc, false
 	}

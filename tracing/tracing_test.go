@@ -41,6 +41,12 @@ func TestParse_readsW3CTraceparentsAndRefusesTheRest(t *testing.T) {
 	if tracing.Traceparent(trace.SpanContext{}) != "" {
 		t.Error("Traceparent of an invalid span context is not empty")
 	}
+	// An annotation is read at every event of a traced source: a long one
+	// is refused by its length, before anything is allocated for it.
+	long := strings.Repeat("-", 256<<10)
+	if allocs := testing.AllocsPerRun(10, func() { tracing.Parse(long) }); allocs != 0 {
+		t.Errorf("Parse of 256 KiB of dashes allocated %v times per call; want 0", allocs)
+	}
 }
 
 func TestInject_writesTheSpanOfTheContextOnTheObject(t *testing.T) {
