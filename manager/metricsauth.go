@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -36,18 +37,25 @@ import (
 // refusals for less long, apart from allowances and at most authCacheSize
 // of each, so this process's memory is bounded and a flood of made-up
 // tokens pushes no scraper's allowance out. Tokens never allowed are
-// reviewed at most authReviewRate a second (a burst of authReviewBurst),
-// others answered 429 with Retry-After: each review is two requests under
-// the operator's own identity, in its priority-and-fairness flow beside its
-// reconciles and its Lease's renewals. A token allowed before is reviewed
-// again when its allowance expires whatever the rate, so such a flood does
-// not lock the scrapers out.
+// reviewed at most authReviewRate a second per client address (a burst of
+// authReviewBurst) and authReviewRateAll a second in all, others answered
+// 429 with Retry-After: each review is two requests under the operator's
+// own identity, in its priority-and-fairness flow beside its reconciles and
+// its Lease's renewals. So a flood from one address does not hold back a
+// scraper elsewhere whose token just rotated (a new token, never allowed),
+// and a token allowed before is reviewed again when its allowance expires
+// whatever the rates. The budgets of at most authClients addresses are
+// kept; beyond them (addresses idle for a while are forgotten first) the
+// rest share one.
 const (
-	authAllowTTL    = time.Minute
-	authDenyTTL     = 10 * time.Second
-	authCacheSize   = 1024
-	authReviewRate  = 5
-	authReviewBurst = 10
+	authAllowTTL       = time.Minute
+	authDenyTTL        = 10 * time.Second
+	authCacheSize      = 1024
+	authReviewRate     = 5
+	authReviewBurst    = 10
+	authReviewRateAll  = 20
+	authReviewBurstAll = 40
+	authClients        = 1024
 )
 
 // metricsAuth guards a handler with TokenReview and SubjectAccessReview.
@@ -60,7 +68,11 @@ type metricsAuth struct {
 	mu      sync.Mutex
 	allowed map[[32]byte]authAnswer // answers that allowed
 	denied  map[[32]byte]authAnswer // answers that refused
-	limiter *rate.Limiter           // reviews of tokens never allowed
+	// Reviews of tokens never allowed: the budget of each client address,
+	// of the addresses beyond authClients together, and of all.
+	clients  map[string]*rate.Limiter
+	overflow *rate.Limiter
+	all      *rate.Limiter
 }
 
 // authAnswer is a remembered review: the status to answer (0: allowed)
@@ -73,7 +85,35 @@ type authAnswer struct {
 
 func newMetricsAuth(kube kubernetes.Interface, next http.Handler, log *slog.Logger) *metricsAuth {
 	return &metricsAuth{kube: kube, next: next, now: time.Now, log: log, allowed: map[[32]byte]authAnswer{},
-		denied: map[[32]byte]authAnswer{}, limiter: rate.NewLimiter(authReviewRate, authReviewBurst)}
+		denied: map[[32]byte]authAnswer{}, clients: map[string]*rate.Limiter{},
+		overflow: rate.NewLimiter(authReviewRate, authReviewBurst), all: rate.NewLimiter(authReviewRateAll, authReviewBurstAll)}
+}
+
+// mayReview takes a review from the budgets of r's client and of all.
+func (a *metricsAuth) mayReview(r *http.Request, now time.Time) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	a.mu.Lock()
+	lim, ok := a.clients[host]
+	if !ok {
+		if len(a.clients) >= authClients {
+			for h, l := range a.clients {
+				if l.TokensAt(now) >= authReviewBurst { // idle long enough to have its whole burst back
+					delete(a.clients, h)
+				}
+			}
+		}
+		if len(a.clients) < authClients {
+			lim = rate.NewLimiter(authReviewRate, authReviewBurst)
+			a.clients[host] = lim
+		} else {
+			lim = a.overflow
+		}
+	}
+	a.mu.Unlock()
+	return lim.AllowN(now, 1) && a.all.AllowN(now, 1)
 }
 
 func (a *metricsAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -115,7 +155,7 @@ func (a *metricsAuth) review(r *http.Request, token string) authAnswer {
 	if now.Before(ans.expires) {
 		return ans
 	}
-	if !known && !a.limiter.AllowN(now, 1) {
+	if !known && !a.mayReview(r, now) {
 		return authAnswer{status: http.StatusTooManyRequests,
 			why: "Too many unknown tokens to review at once: retry"}
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +95,68 @@ func TestMetricsAuth_remembersReviewsForAWhileAndBoundsTheirNumber(t *testing.T)
 	}
 	if n, m := len(a.allowed), len(a.denied); n > authCacheSize || m > authCacheSize || n != 1 {
 		t.Errorf("%d allowances and %d refusals remembered, want the one allowance and at most %d refusals", n, m, authCacheSize)
+	}
+}
+
+// A flood of made-up tokens from one address spends that address's review
+// budget, not a scraper's elsewhere whose token just rotated (a token never
+// allowed); the addresses' budgets kept are bounded.
+func TestMetricsAuth_aFloodFromOneAddressLeavesOthersTheirReviews(t *testing.T) {
+	kube := fake.NewClientset()
+	reviews := 0
+	kube.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		reviews++
+		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
+		tr.Status.Authenticated = strings.HasPrefix(tr.Spec.Token, "scraper-")
+		tr.Status.User.Username = "prometheus"
+		return true, tr, nil
+	})
+	kube.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+		sar.Status.Allowed = sar.Spec.User == "prometheus"
+		return true, sar, nil
+	})
+	now := time.Unix(1000, 0) // stopped: no budget refills unless the test moves it
+	a := newMetricsAuth(kube, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "metrics") }),
+		slog.New(slog.DiscardHandler))
+	a.now = func() time.Time { return now }
+	get := func(from, token string) int {
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		r.RemoteAddr = from
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, r)
+		return w.Code
+	}
+	if get("10.0.0.7:4000", "scraper-v1") != 200 {
+		t.Fatal("the scraper's first token: not allowed")
+	}
+	limited := 0
+	for i := range 1000 {
+		if get("10.0.0.66:5000", fmt.Sprint("made-up-", i)) == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited != 1000-authReviewBurst || reviews != 1+authReviewBurst {
+		t.Errorf("1,000 made-up tokens from one address: %d answered 429 after %d reviews; want all but %d, %d reviews",
+			limited, reviews, authReviewBurst, 1+authReviewBurst)
+	}
+	if code := get("10.0.0.7:4001", "scraper-v2"); code != 200 {
+		t.Errorf("the scraper's rotated token during the flood: %d, want 200", code)
+	}
+
+	// Made-up tokens from ever new addresses, at the overall rate: each
+	// reviewed, the budgets of addresses idle long enough forgotten to
+	// keep at most authClients.
+	before := reviews
+	for i := range authClients + 500 {
+		now = now.Add(time.Second / authReviewRateAll)
+		get(fmt.Sprintf("10.1.%d.%d:6000", i/250, i%250), fmt.Sprint("other-", i))
+	}
+	if n := len(a.clients); n > authClients {
+		t.Errorf("%d client budgets kept; want at most %d", n, authClients)
+	}
+	if reviews-before != authClients+500 {
+		t.Errorf("%d reviews for %d requests from new addresses at the overall rate; want every one", reviews-before, authClients+500)
 	}
 }
