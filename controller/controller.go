@@ -104,6 +104,16 @@ type Options[K comparable] struct {
 	// Values <= 0 or >= 1 mean every event: each reconcile is started as
 	// a span and the provider's sampler decides. Default: every event.
 	TraceSampling float64
+	// LinkTraceparents, with a Tracer, takes an object's traceparent
+	// annotation as a claim of whoever wrote the object (anyone who may
+	// update an object the controller watches): the reconcile's span
+	// starts its own trace and only links the annotation's span, and a
+	// sampled annotation does not make the reconcile traced (the draw
+	// does). Default: joined, as KEP-5915 means it: the reconcile's span
+	// is a child of the annotation's, so the trace a client started goes
+	// on through the controller, and an event whose object carries a
+	// sampled traceparent is traced whatever TraceSampling says.
+	LinkTraceparents bool
 	// Writes, with a Tracer, is where the traced writes are recorded (by
 	// tracing.Transport), so that a link can name the write that caused
 	// its event and a controller's own writes count as self-triggered.
@@ -211,6 +221,7 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 	c.track.running = make([]running[K], opts.Workers)
 	if opts.Tracer != nil {
 		c.track.tracing, c.spanName = true, "reconcile "+opts.Name
+		c.track.linkOnly = opts.LinkTraceparents
 		if p := opts.TraceSampling; p > 0 && p < 1 {
 			c.track.drawBelow = uint64(p * (1 << 63) * 2) // exact for p < 1: below 2^64
 		}

@@ -128,6 +128,9 @@ type tracker[K comparable] struct {
 	// With a tracer (tracing true): the links of each key's next
 	// reconcile, and the trace id of each key's latest.
 	tracing bool
+	// linkOnly is Options.LinkTraceparents: a cause's traceparent is
+	// linked, never made the parent.
+	linkOnly bool
 	// drawBelow is Options.TraceSampling as a bound on a uniform uint64
 	// (an event is drawn when one falls below it); 0: every event.
 	drawBelow uint64

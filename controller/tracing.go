@@ -27,7 +27,8 @@ type Cause struct {
 	// "Watches".
 	Handler string
 	// Traceparent is the span of the object's traceparent annotation
-	// (KEP-5915), if it carries one: the reconcile joins that trace.
+	// (KEP-5915), if it carries one: the reconcile joins that trace
+	// (linked only, with Options.LinkTraceparents).
 	Traceparent trace.SpanContext
 }
 
@@ -82,8 +83,14 @@ func (c *Controller[K]) Tracing() bool { return c.opts.Tracer != nil }
 // Drawn reports whether an event is drawn for tracing (see
 // Options.TraceSampling): a random draw, true for every event without
 // sampling. A source asks once per event and gives the events not drawn a
-// zero Cause, unless their object carries a sampled traceparent.
+// zero Cause, unless their object carries a sampled traceparent and the
+// controller joins traceparents (JoinsTraceparents).
 func (c *Controller[K]) Drawn() bool { return c.track.draw() }
+
+// JoinsTraceparents reports whether a reconcile joins the trace of its
+// object's traceparent annotation, and is traced when that is sampled
+// (not Options.LinkTraceparents).
+func (c *Controller[K]) JoinsTraceparents() bool { return !c.opts.LinkTraceparents }
 
 // draw is Drawn.
 func (t *tracker[K]) draw() bool { return t.drawBelow == 0 || rand.Uint64() < t.drawBelow }
@@ -140,7 +147,7 @@ func (t *tracker[K]) linkLocked(key K, r Reason, cause *Cause) {
 		l = t.newLinksLocked()
 		t.links[key] = l
 	}
-	if cause != nil && cause.Traceparent.IsValid() && !l.parent.IsValid() {
+	if cause != nil && cause.Traceparent.IsValid() && !l.parent.IsValid() && !t.linkOnly {
 		l.parent = cause.Traceparent
 	}
 	if l.n >= MaxLinks {

@@ -370,6 +370,7 @@ func (m *Manager) controllerOptions(name string, opts ControllerOptions) (contro
 	if co.Tracer == nil {
 		co.Tracer = m.tracer
 	}
+	co.LinkTraceparents = co.LinkTraceparents || m.opts.LinkTraceparents
 	if co.TraceSampling == 0 {
 		co.TraceSampling = m.opts.TraceSampling
 	}
@@ -549,7 +550,7 @@ func (s *sourceKeys[T]) cause(causes []controller.Cause, e *handler.Event[T], be
 		parent, _ = tracing.FromObject(obj)
 	}
 	var c controller.Cause
-	if s.c.Drawn() || parent.IsSampled() {
+	if s.c.Drawn() || parent.IsSampled() && s.c.JoinsTraceparents() {
 		c = controller.Cause{Handler: s.handler, Traceparent: parent}
 		if s.m != nil && s.knownResource() {
 			c.Resource = s.resource

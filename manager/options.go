@@ -174,6 +174,14 @@ type Options struct {
 	// sampler drops; docs/tour.md). Default: every event, the provider's
 	// sampler deciding.
 	TraceSampling float64
+	// LinkTraceparents, with a TracerProvider, makes every controller take
+	// an object's traceparent annotation as a claim of whoever wrote the
+	// object: a reconcile starts its own trace linked to it, and a sampled
+	// one does not make it traced (see controller.Options.LinkTraceparents;
+	// a controller's own options may set it too). Set it where those who
+	// may write the watched objects should not pick the traces the
+	// operator's spans join. Default: joined (KEP-5915).
+	LinkTraceparents bool
 	// KeepKlogOutput leaves klog, client-go's logger (leader election, API
 	// deprecation warnings, ...), as it is: text to stderr in klog's format,
 	// or what the program set with klog.SetLogger. Default: klog's output

@@ -268,3 +268,66 @@ func TestManager_traceSamplingTracesOnlyDrawnEventsAndSampledTraceparents(t *tes
 		t.Fatalf("reconcile spans of %v; want only the traced ConfigMap's, in its trace", keys)
 	}
 }
+
+// With LinkTraceparents, an object's traceparent annotation (anyone who
+// may write the object writes it) neither picks the trace a reconcile
+// joins nor makes it traced: the reconcile starts its own trace, linked
+// to the annotation's span, and only if its event was drawn.
+func TestManager_linkTraceparentsTakesAnnotationsAsClaims(t *testing.T) {
+	const chosen = "41414141414141414141414141414141"
+	const annotation = "00-" + chosen + "-4242424242424242-01"
+	for _, tc := range []struct {
+		name     string
+		sampling float64 // the manager's TraceSampling
+		spans    int     // reconcile spans wanted of n objects
+	}{{"every event drawn", 0, 5}, {"almost none drawn", 1e-15, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _, exp, kube, ns := tracedManager(t, tc.sampling)
+			cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
+			var seen sync.Map
+			if _, err := manager.NewController(m, "linked", controller.ReconcileFunc[object.ObjectName](
+				func(_ context.Context, n object.ObjectName) (controller.Result, error) {
+					seen.Store(n.Name, true)
+					return controller.Result{}, nil
+				}), manager.ControllerOptions{Options: controller.Options[object.ObjectName]{LinkTraceparents: true}},
+				manager.For(cms)); err != nil {
+				t.Fatal(err)
+			}
+			start(t, m)
+			const n = 5
+			for i := range n {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "claimed-" + strings.Repeat("x", i+1),
+					Annotations: map[string]string{tracing.TraceparentAnnotation: annotation}}}
+				if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			eventually(t, 30*time.Second, "every ConfigMap reconciled", func() bool {
+				k := 0
+				seen.Range(func(any, any) bool { k++; return true })
+				return k == n
+			})
+			var spans []tracetest.SpanStub
+			if tc.spans > 0 {
+				eventually(t, 10*time.Second, "every reconcile's span ended", func() bool { // each ends after its reconcile returns
+					spans = spansOf(exp, "reconcile linked", "ctrlkit.controller", "linked")
+					return len(spans) >= tc.spans
+				})
+			}
+			spans = spansOf(exp, "reconcile linked", "ctrlkit.controller", "linked")
+			if len(spans) != tc.spans {
+				t.Fatalf("%d reconcile spans; want %d", len(spans), tc.spans)
+			}
+			for _, s := range spans {
+				linked := false
+				for _, l := range s.Links {
+					linked = linked || l.SpanContext.TraceID().String() == chosen
+				}
+				if s.SpanContext.TraceID().String() == chosen || s.Parent.IsValid() || !linked {
+					t.Errorf("a reconcile span in trace %s, parent %v, links %v; want its own trace, no parent, a link to the annotation's span",
+						s.SpanContext.TraceID(), s.Parent, s.Links)
+				}
+			}
+		})
+	}
+}
