@@ -76,8 +76,8 @@ const local = "127.0.0.1:50000"
 func TestHandler_stateJSONIsTheSourcesState(t *testing.T) {
 	h := debug.New(fakeSource{now: time.Now()}, debug.Options{})
 	w := serve(h, "/debug/ctrlkit/state.json", local, "")
-	if w.Code != 200 || w.Header().Get("Content-Type") != "application/json" {
-		t.Fatalf("state.json: %d %s %s", w.Code, w.Header().Get("Content-Type"), w.Body)
+	if w.Code != 200 || w.Header().Get("Content-Type") != "application/json" || w.Header().Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("state.json: %d %s %s", w.Code, w.Header(), w.Body)
 	}
 	var st debug.State
 	if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
