@@ -32,21 +32,27 @@ func TestDiffJSON_thePatchTurnsBeforeIntoAfter(t *testing.T) {
 		if tc.before == tc.after && len(ops) != 0 {
 			t.Errorf("%s to itself: %v, want no operation", tc.before, ops)
 		}
-		b, err := json.Marshal(ops)
-		if err != nil {
-			t.Fatal(err)
-		}
-		patch, err := jsonpatch.DecodePatch(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := patch.Apply([]byte(tc.before))
-		if err != nil {
-			t.Fatalf("%s applied to %s: %v", b, tc.before, err)
-		}
-		if !jsonpatch.Equal(got, []byte(tc.after)) {
-			t.Errorf("%s applied to %s gives %s, want %s", b, tc.before, got, tc.after)
-		}
+		checkPatch(t, ops, tc.before, tc.after)
+	}
+}
+
+// checkPatch applies ops to doc and compares the result with want.
+func checkPatch(t *testing.T, ops []patchOp, doc, want string) {
+	t.Helper()
+	b, err := json.Marshal(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := jsonpatch.DecodePatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := patch.Apply([]byte(doc))
+	if err != nil {
+		t.Fatalf("%s applied to %s: %v", b, doc, err)
+	}
+	if !jsonpatch.Equal(got, []byte(want)) {
+		t.Errorf("%s applied to %s gives %s, want %s", b, doc, got, want)
 	}
 }
 
@@ -90,20 +96,6 @@ func TestDiffJSON_keepsWhatOnlyTheSentDocumentHas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := json.Marshal(ops)
-		if err != nil {
-			t.Fatal(err)
-		}
-		patch, err := jsonpatch.DecodePatch(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := patch.Apply([]byte(tc.sent))
-		if err != nil {
-			t.Fatalf("%s applied to %s: %v", b, tc.sent, err)
-		}
-		if !jsonpatch.Equal(got, []byte(tc.want)) {
-			t.Errorf("%s applied to %s gives %s, want %s", b, tc.sent, got, tc.want)
-		}
+		checkPatch(t, ops, tc.sent, tc.want)
 	}
 }
