@@ -18,15 +18,30 @@ func (q *Queue[T]) Len() int { return len(q.buf) - q.head }
 // Cap returns the number of values the array holds room for.
 func (q *Queue[T]) Cap() int { return cap(q.buf) }
 
-// Push adds v at the back.
+// Push adds v at the back. A full array is compacted in place when at
+// least half of it is popped, else replaced by one twice the live part's
+// size (append grows a large array by a quarter: a backlog building up
+// would allocate about five times its final size on the way, twice with
+// doubling).
 func (q *Queue[T]) Push(v T) {
-	if q.head > 0 && q.head >= len(q.buf)/2 && len(q.buf) == cap(q.buf) {
-		n := copy(q.buf, q.buf[q.head:])
-		clear(q.buf[n:])
-		q.buf, q.head = q.buf[:n], 0
+	if len(q.buf) == cap(q.buf) {
+		live := q.buf[q.head:]
+		switch {
+		case q.head > 0 && q.head >= len(q.buf)/2:
+			n := copy(q.buf, live)
+			clear(q.buf[n:])
+			q.buf, q.head = q.buf[:n], 0
+		case len(q.buf) > 0:
+			grown := make([]T, len(live), max(2*len(live), minGrow))
+			copy(grown, live)
+			q.buf, q.head = grown, 0
+		}
 	}
 	q.buf = append(q.buf, v)
 }
+
+// minGrow is the smallest array Push replaces a full one with.
+const minGrow = 8
 
 // Pop removes and returns the front; the queue must not be empty.
 func (q *Queue[T]) Pop() T {

@@ -1,6 +1,7 @@
 package fifo
 
 import (
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -61,5 +62,31 @@ func TestQueue_steadyPushAndPopKeepsOneArray(t *testing.T) {
 	}
 	if got := slices.Clone(q.Items()); len(got) != 64 {
 		t.Fatalf("Len %d after steady state, want 64", len(got))
+	}
+}
+
+// A backlog building up (more pushes than pops) allocates about twice
+// its final array on the way: the array doubles (append would grow a large
+// one by a quarter, about five times the final size in all).
+func TestQueue_aGrowingBacklogDoublesItsArray(t *testing.T) {
+	const n = 1 << 17
+	var q Queue[int64]
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		q.Push(int64(i))
+		if i%5 == 4 {
+			q.Pop()
+		}
+	}
+	runtime.ReadMemStats(&after)
+	final := int64(q.Cap()) * 8
+	if got := int64(after.TotalAlloc - before.TotalAlloc); got > 3*final || q.Cap() < q.Len() {
+		t.Errorf("a backlog of %d values allocated %d bytes for a final array of %d; want at most three times it", q.Len(), got, final)
+	}
+	for want := int64(n / 5); q.Len() > 0; want++ { // the pops took the first fifth; the rest come in push order
+		if v := q.Pop(); v != want {
+			t.Fatalf("Pop = %d, want %d", v, want)
+		}
 	}
 }
