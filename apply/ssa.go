@@ -257,7 +257,9 @@ func appliedName(cfg runtime.ApplyConfiguration) (object.ObjectName, bool) {
 // differs, makes it false; so does anything it cannot judge (no managed
 // fields, a cfg that does not encode, a precondition such as a
 // resourceVersion or uid in cfg). A false answer costs one apply; a true
-// one is only given when the apply would write nothing.
+// one is only given when the apply would write nothing. A field the server
+// never returns (a Secret's stringData, which it moves into data) is never
+// found in cur, so a cfg setting one never holds: set data instead.
 func Holds(cur metav1.Object, cfg runtime.ApplyConfiguration, fieldManager string) bool {
 	if v := reflect.ValueOf(cur); fieldManager == "" || !v.IsValid() || (v.Kind() == reflect.Pointer && v.IsNil()) {
 		return false

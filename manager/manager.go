@@ -194,6 +194,11 @@ func (m *Manager) newClients() error {
 		return err
 	}
 	m.cfg.Wrap(led.Transport) // writes made with a reconcile's context are recorded for its key
+	counter, err := newWriteCounter(m.opts.Registry)
+	if err != nil {
+		return err
+	}
+	m.cfg.Wrap(counter)
 	if tp := m.opts.TracerProvider; tp != nil {
 		m.tracer, m.writes = tp.Tracer("github.com/ctrlkit/ctrlkit"), tracing.NewWrites(0)
 		m.cfg.Wrap(tracing.Transport(m.tracer, m.writes))

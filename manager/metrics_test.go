@@ -11,15 +11,18 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/apply"
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 	"github.com/ctrlkit/ctrlkit/manager"
@@ -314,5 +317,70 @@ func TestManager_klogGoesToTheRunningManagersLogger(t *testing.T) {
 	}
 	if strings.Contains(out, "after Run") {
 		t.Errorf("a klog line written after Run returned reached the manager's logger:\n%s", out)
+	}
+}
+
+// ctrlkit_controller_writes_total counts the writes a controller's
+// reconciles send, by verb: a reconcile that finds everything as wanted
+// (here, an apply the cache already holds) counts none, whatever else the
+// process sends.
+func TestManager_countsEachControllersWrites(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	opts := quiet(t)
+	opts.Informers.KeepManagedFieldsOf = []string{"writer"}
+	m, err := manager.New(srv.Config(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns, LabelSelector: "role=source"})
+	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns})
+	var reconciles atomic.Int64
+	if _, err := manager.NewController(m, "writer", controller.ReconcileFunc[object.ObjectName](
+		func(ctx context.Context, n object.ObjectName) (controller.Result, error) {
+			defer reconciles.Add(1)
+			cm, ok := cms.Reader().Get(n)
+			if !ok {
+				return controller.Result{}, nil
+			}
+			s := corev1ac.Secret(n.Name, n.Namespace).WithData(map[string][]byte{"k": []byte(cm.Data["k"])}).
+				WithOwnerReferences(apply.ControllerReference(cm, corev1.SchemeGroupVersion.WithKind("ConfigMap")))
+			_, _, err := apply.Apply(ctx, m.Kube().CoreV1().Secrets(n.Namespace), secrets.Reader(), s,
+				metav1.ApplyOptions{FieldManager: "writer", Force: true})
+			return controller.Result{}, err
+		}), manager.ControllerOptions{}, manager.For(cms), manager.Owns(secrets)); err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	writes := func(verb string) float64 {
+		t.Helper()
+		for _, mt := range families(t, m)["ctrlkit_controller_writes_total"].GetMetric() {
+			labels := map[string]string{}
+			for _, l := range mt.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["controller"] == "writer" && labels["verb"] == verb {
+				return mt.GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	kube := apiserver.Client(t, srv.Config())
+	cm, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a",
+		Labels: map[string]string{"role": "source"}}, Data: map[string]string{"k": "1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Secret applied once", func() bool { return writes("apply") == 1 })
+	// An update the Secret does not depend on: reconciled, nothing written.
+	before := reconciles.Load()
+	cm.Annotations = map[string]string{"touched": "yes"}
+	if _, err := kube.CoreV1().ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the touched ConfigMap reconciled", func() bool { return reconciles.Load() > before })
+	if got := writes("apply"); got != 1 {
+		t.Errorf("writes{controller=writer,verb=apply} = %v after a reconcile that changes nothing; want still 1", got)
 	}
 }

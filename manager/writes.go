@@ -1,0 +1,62 @@
+package manager
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ctrlkit/ctrlkit/tracing"
+)
+
+// writeCounter counts the writes sent with a reconcile's context through
+// the manager's connections, by controller and verb: a reconcile that
+// changes nothing shows as no write (an apply that apply.Apply skips, a
+// CreateOrUpdate that finds the object as wanted, send none), where client-
+// go's rest_client_requests_total counts every request of the process.
+type writeCounter struct {
+	next   http.RoundTripper
+	writes *prometheus.CounterVec
+}
+
+func newWriteCounter(reg prometheus.Registerer) (func(http.RoundTripper) http.RoundTripper, error) {
+	writes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ctrlkit_controller_writes_total",
+		Help: "Writes (create, update, patch, apply, delete) sent with a controller's reconcile context through the manager's connections, by controller and verb, whatever their outcome.",
+	}, []string{"controller", "verb"})
+	if err := reg.Register(writes); err != nil {
+		return nil, err
+	}
+	return func(rt http.RoundTripper) http.RoundTripper { return &writeCounter{next: rt, writes: writes} }, nil
+}
+
+// WrappedRoundTripper lets client-go's helpers (closing idle connections)
+// reach the transport underneath.
+func (t *writeCounter) WrappedRoundTripper() http.RoundTripper { return t.next }
+
+func (t *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if verb := writeVerb(req); verb != "" {
+		if name := tracing.ControllerFrom(req.Context()); name != "" {
+			t.writes.WithLabelValues(name, verb).Inc()
+		}
+	}
+	return t.next.RoundTrip(req)
+}
+
+// writeVerb names the write req makes, "" for a read.
+func writeVerb(req *http.Request) string {
+	switch req.Method {
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	case http.MethodDelete:
+		return "delete"
+	case http.MethodPatch:
+		if strings.HasPrefix(req.Header.Get("Content-Type"), "application/apply-patch") {
+			return "apply"
+		}
+		return "patch"
+	}
+	return ""
+}
