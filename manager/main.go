@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/rest"
@@ -68,6 +69,7 @@ type mainFlags struct {
 	kubeconfig, manifests string
 	leaderElect           bool
 	all                   bool // --manifests
+	webhookLocal          bool
 	deploy                ManifestOptions
 }
 
@@ -101,6 +103,9 @@ func addMainFlags(fs *flag.FlagSet, opts *Options) (flags *mainFlags, finish fun
 			opts.WebhookCerts.Hosts = strings.Split(v, ",")
 			return nil
 		})
+	fs.BoolVar(&f.webhookLocal, "webhook-local", false, "for an API server on this machine (ctrlkit apiserver run): serve the webhooks on "+
+		"127.0.0.1 with a certificate made for this run, and install their configurations pointing there until the program exits "+
+		"(instead of --webhook-cert-dir or --webhook-cert-secret)")
 	fs.StringVar(&opts.CacheDir, "cache-dir", opts.CacheDir,
 		"directory where the informers keep snapshots of their caches, to start warm after a restart, e.g. an emptyDir volume's mount point "+
 			"(when other users can write it, the snapshots go into a private folder ctrlkit-<uid> made inside; default: none)")
@@ -140,6 +145,9 @@ func runMain(ctx context.Context, fs *flag.FlagSet, args []string, opts Options,
 	if opts.LeaderElection.Name != "" && opts.LeaderElection.Namespace == "" {
 		opts.LeaderElection.Namespace = podNamespace()
 	}
+	if flags.webhookLocal {
+		return runLocalWebhooks(ctx, cfg, fs, opts, setup)
+	}
 	m, err := New(cfg, opts)
 	if err != nil {
 		return err
@@ -148,6 +156,62 @@ func runMain(ctx context.Context, fs *flag.FlagSet, args []string, opts Options,
 		return err
 	}
 	return m.Run(ctx)
+}
+
+// runLocalWebhooks runs the manager as runMain does, for --webhook-local:
+// its webhooks served on loopback with a certificate authority made for
+// this run (in a private temporary directory, removed at the end), and
+// their configurations installed pointing at that address once it is
+// bound, then uninstalled when the manager has stopped. For an API server
+// on this machine only: one elsewhere cannot reach 127.0.0.1 here.
+func runLocalWebhooks(ctx context.Context, cfg *rest.Config, fs *flag.FlagSet, opts Options, setup func(*Manager) error) error {
+	if opts.WebhookCerts.Secret != (object.ObjectName{}) || opts.Webhook.CertDir != "" {
+		return errors.New("--webhook-local makes its own certificate: give no --webhook-cert-dir or --webhook-cert-secret")
+	}
+	addrSet := false
+	fs.Visit(func(f *flag.Flag) { addrSet = addrSet || f.Name == "webhook-addr" })
+	if !addrSet {
+		opts.Webhook.Addr = "127.0.0.1:0"
+	}
+	dir, err := os.MkdirTemp("", program.Name()+"-webhook-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ca, err := webhook.SelfSigned(dir, "127.0.0.1")
+	if err != nil {
+		return err
+	}
+	opts.Webhook.CertDir = dir
+	m, err := New(cfg, opts)
+	if err != nil {
+		return err
+	}
+	if err := setup(m); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	var installErr error
+	if addr := m.WebhookAddr(ctx); addr != "" {
+		if installErr = m.Webhooks().Install(ctx, cfg, webhook.ClientConfig{URL: "https://" + addr, CABundle: ca}); installErr != nil {
+			installErr = fmt.Errorf("--webhook-local: %w", installErr)
+			cancel()
+		} else {
+			m.opts.Logger.Info("manager: webhooks installed for this run", "url", "https://"+addr, "paths", m.Webhooks().Paths())
+		}
+	}
+	err = <-ran
+	if len(m.Webhooks().Paths()) > 0 {
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer ucancel()
+		if uerr := m.Webhooks().Uninstall(uctx, cfg); uerr != nil {
+			err = errors.Join(err, fmt.Errorf("--webhook-local: removing the webhook configurations: %w", uerr))
+		}
+	}
+	return errors.Join(installErr, err)
 }
 
 // LoadConfig returns the configuration kubectl would use: the kubeconfig

@@ -34,6 +34,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
+	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/apply"
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/informer"
@@ -67,7 +68,12 @@ func mainProcess() {
 		case "webhooks":
 			return errors.Join(
 				webhook.AddValidator(m.Webhooks(), webhook.Validator[*corev1.ConfigMap]{
-					Create: func(context.Context, *corev1.ConfigMap) (webhook.Warnings, error) { return nil, nil }}),
+					Create: func(_ context.Context, cm *corev1.ConfigMap) (webhook.Warnings, error) {
+						if _, ok := cm.Data["reject"]; ok {
+							return nil, errors.New("refused by the program's webhook")
+						}
+						return nil, nil
+					}}),
 				webhook.AddDefaulter(m.Webhooks(), func(context.Context, *corev1.Secret) error { return nil }))
 		}
 		return m.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -104,6 +110,74 @@ func TestManagerMain_runsUntilSIGTERMThenExitsCleanly(t *testing.T) {
 	_, _ = io.Copy(io.Discard, out)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("after SIGTERM: %v, want exit status 0 (stderr: %s)", err, stderr.String())
+	}
+}
+
+// --webhook-local, for an API server on the same machine: the program
+// serves its webhooks on loopback with a certificate of its own, installs
+// their configurations pointing there, and removes them when it exits.
+func TestManagerMain_webhookLocalServesAndInstallsItsWebhooks(t *testing.T) {
+	srv := apiserver.StartForTest(t, apiserver.Options{}) // its own: the configurations are cluster-wide
+	kube := apiserver.Client(t, srv.Config())
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "--kubeconfig", srv.Kubeconfig(), "--http-addr", "0", "--webhook-local")
+	cmd.Env = append(os.Environ(), envMain+"=webhooks")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	create := func(name string, data map[string]string) error {
+		_, err := kube.CoreV1().ConfigMaps("default").Create(t.Context(), &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data}, metav1.CreateOptions{})
+		return err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; ; i++ {
+		err := create(fmt.Sprint("probe-", i), map[string]string{"reject": "x"})
+		if err != nil && strings.Contains(err.Error(), "refused by the program's webhook") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the program's validating webhook did not answer within 60s: last create: %v (stderr: %s)", err, stderr.String())
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the program exited: %v (stderr: %s)", err, stderr.String())
+		case <-time.After(100 * time.Millisecond): // polling the API server, which reaches the webhook once installed
+		}
+	}
+	if err := create("allowed", map[string]string{"k": "v"}); err != nil {
+		t.Errorf("a ConfigMap the webhook allows: %v", err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+	if err := <-exited; err != nil {
+		t.Fatalf("after SIGTERM: %v, want exit status 0 (stderr: %s)", err, stderr.String())
+	}
+	vs, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs.Items) != 0 || len(ms.Items) != 0 {
+		t.Errorf("after the program exited: %d validating and %d mutating configurations; want none", len(vs.Items), len(ms.Items))
+	}
+	if err := create("after-exit", map[string]string{"reject": "x"}); err != nil {
+		t.Errorf("a create after the program exited: %v; want no webhook in the way", err)
 	}
 }
 
