@@ -304,15 +304,22 @@ func (p *apiProbe) check(now time.Time) error {
 }
 
 // answered says, for /readyz?verbose, when the last probe that got an
-// answer started.
+// answer started. Probes run when /readyz is asked, so after a quiet
+// spell the answer is old while the server is well: the line says what
+// would make it count as unreachable, not only the age.
 func (p *apiProbe) answered(now time.Time) string {
 	p.mu.Lock()
-	at := p.seen.answered
+	at, failing := p.seen.answered, p.seen.err != nil
 	p.mu.Unlock()
 	if at.IsZero() {
 		return "apiserver: not probed yet"
 	}
-	return fmt.Sprintf("apiserver: answered %s ago (bound %s)", now.Sub(at).Round(time.Millisecond), p.bound)
+	last := "it answered the last probe"
+	if failing {
+		last = "the last probe failed"
+	}
+	return fmt.Sprintf("apiserver: answered %s ago, %s (probed when /readyz is asked; unreachable after failing probes and %s without an answer)",
+		now.Sub(at).Round(time.Millisecond), last, p.bound)
 }
 
 // reachability is what the probes of the API server found, and decides
