@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 
 	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // A controller whose reconciler fails once for one key: the key is retried
@@ -44,4 +47,41 @@ func Example() {
 	// reconciled default/steady
 	// reconciled default/flaky
 	// run: <nil>
+}
+
+// A reconciler logs through its controller's logger, found in its context
+// (as controller-runtime's log.FromContext): every line names the
+// controller.
+func ExampleLoggerFrom() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		Level: slog.LevelWarn, // the controller's own lines at Info are left out of this example
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // a stable output
+			}
+			return a
+		}}))
+	done := make(chan struct{})
+	rec := controller.ReconcileFunc[string](func(ctx context.Context, key string) (controller.Result, error) {
+		controller.LoggerFrom(ctx).Warn("the greeting is empty", "key", key)
+		close(done)
+		return controller.Result{}, nil
+	})
+	c, err := controller.New[string](rec, controller.Options[string]{Name: "greeter",
+		Telemetry: telemetry.Telemetry{Logger: logger}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c.Add("default/world")
+	ctx, cancel := context.WithCancel(context.TODO())
+	ran := make(chan error)
+	go func() { ran <- c.Run(ctx) }()
+	<-done
+	cancel()
+	<-ran
+	fmt.Println(controller.LoggerFrom(context.TODO()) == slog.Default()) // outside a reconcile
+	// Output:
+	// level=WARN msg="the greeting is empty" controller=greeter key=default/world
+	// true
 }
