@@ -161,9 +161,13 @@ func runMain(ctx context.Context, fs *flag.FlagSet, args []string, opts Options,
 // runLocalWebhooks runs the manager as runMain does, for --webhook-local:
 // its webhooks served on loopback with a certificate authority made for
 // this run (in a private temporary directory, removed at the end), and
-// their configurations installed pointing at that address once it is
+// their configurations (named NAME-local-validating and
+// NAME-local-mutating) installed pointing at that address once it is
 // bound, then uninstalled when the manager has stopped. For an API server
-// on this machine only: one elsewhere cannot reach 127.0.0.1 here.
+// on this machine only: one elsewhere cannot reach 127.0.0.1 here. A
+// custom resource's conversion webhook is the CRD's own: Install points it
+// here, and Uninstall leaves it (the server could not serve the CRD's
+// other versions without one).
 func runLocalWebhooks(ctx context.Context, cfg *rest.Config, fs *flag.FlagSet, opts Options, setup func(*Manager) error) error {
 	if opts.WebhookCerts.Secret != (object.ObjectName{}) || opts.Webhook.CertDir != "" {
 		return errors.New("--webhook-local makes its own certificate: give no --webhook-cert-dir or --webhook-cert-secret")
@@ -183,6 +187,13 @@ func runLocalWebhooks(ctx context.Context, cfg *rest.Config, fs *flag.FlagSet, o
 		return err
 	}
 	opts.Webhook.CertDir = dir
+	// Configurations of their own, so that a cluster where the program is
+	// also deployed keeps the deployed ones (and Uninstall removes only these).
+	name := opts.Webhook.Name
+	if name == "" {
+		name = program.Name()
+	}
+	opts.Webhook.Name = name + "-local"
 	m, err := New(cfg, opts)
 	if err != nil {
 		return err
