@@ -2,10 +2,10 @@ package manager
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ctrlkit/ctrlkit/internal/apiwrite"
 	"github.com/ctrlkit/ctrlkit/tracing"
 )
 
@@ -35,28 +35,10 @@ func newWriteCounter(reg prometheus.Registerer) (func(http.RoundTripper) http.Ro
 func (t *writeCounter) WrappedRoundTripper() http.RoundTripper { return t.next }
 
 func (t *writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	if verb := writeVerb(req); verb != "" {
+	if verb := apiwrite.Verb(req); verb != "" {
 		if name := tracing.ControllerFrom(req.Context()); name != "" {
 			t.writes.WithLabelValues(name, verb).Inc()
 		}
 	}
 	return t.next.RoundTrip(req)
-}
-
-// writeVerb names the write req makes, "" for a read.
-func writeVerb(req *http.Request) string {
-	switch req.Method {
-	case http.MethodPost:
-		return "create"
-	case http.MethodPut:
-		return "update"
-	case http.MethodDelete:
-		return "delete"
-	case http.MethodPatch:
-		if strings.HasPrefix(req.Header.Get("Content-Type"), "application/apply-patch") {
-			return "apply"
-		}
-		return "patch"
-	}
-	return ""
 }

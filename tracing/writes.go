@@ -113,13 +113,9 @@ type transport struct {
 // underneath.
 func (t *transport) WrappedRoundTripper() http.RoundTripper { return t.next }
 
-// verbs names the spans of writes by method.
-var verbs = map[string]string{http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch",
-	http.MethodDelete: "delete"}
-
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	verb, write := verbs[req.Method]
-	if !write || !trace.SpanContextFromContext(req.Context()).IsValid() {
+	verb := apiwrite.Verb(req)
+	if verb == "" || !trace.SpanContextFromContext(req.Context()).IsValid() {
 		return t.next.RoundTrip(req)
 	}
 	ref, ok := apiwrite.ParsePath(req.URL.Path)

@@ -125,3 +125,23 @@ func ParsePath(path string) (Ref, bool) {
 	}
 	return ref, true
 }
+
+// Verb names the write req makes: "create", "update", "patch", "apply" (a
+// server-side apply, a patch of type application/apply-patch) or
+// "delete"; "" for a read.
+func Verb(req *http.Request) string {
+	switch req.Method {
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	case http.MethodDelete:
+		return "delete"
+	case http.MethodPatch:
+		if strings.HasPrefix(req.Header.Get("Content-Type"), "application/apply-patch") {
+			return "apply"
+		}
+		return "patch"
+	}
+	return ""
+}
