@@ -112,6 +112,9 @@ func diffArray(ops []patchOp, path string, s, b, a json.RawMessage) ([]patchOp, 
 	}
 	shared := min(len(bs), len(as))
 	for i := range shared {
+		if bytes.Equal(bs[i], as[i]) {
+			continue // unchanged: the same element
+		}
 		same, err := correspond(bs[i], as[i])
 		if err != nil {
 			return nil, err
