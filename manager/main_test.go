@@ -158,6 +158,21 @@ func TestManagerMain_webhookLocalServesAndInstallsItsWebhooks(t *testing.T) {
 	if err := create("allowed", map[string]string{"k": "v"}); err != nil {
 		t.Errorf("a ConfigMap the webhook allows: %v", err)
 	}
+	// Served on loopback only, under configurations of their own.
+	installed, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(installed.Items) != 1 {
+		t.Errorf("%d validating configurations while the program runs; want its one", len(installed.Items))
+	}
+	for _, c := range installed.Items {
+		for _, w := range c.Webhooks {
+			if u := w.ClientConfig.URL; !strings.HasSuffix(c.Name, "-local-validating") || u == nil || !strings.HasPrefix(*u, "https://127.0.0.1:") {
+				t.Errorf("configuration %s calls %v; want NAME-local-validating calling https://127.0.0.1:PORT", c.Name, u)
+			}
+		}
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
