@@ -174,7 +174,7 @@ var allowed = map[string][]string{
 	"webhook":  {"object", "internal/program", "internal/safefile", "internal/certs"},
 	"perturb":  {"workqueue", "tracing"},
 	"manager": {"object", "reflector", "listwatch", "informer", "handler", "workqueue", "controller", "client", "apply", "debug",
-		"election", "ledger", "shard", "lease", "webhook", "tracing", "fleet", "internal/run", "internal/program", "internal/certs"},
+		"election", "ledger", "shard", "lease", "webhook", "tracing", "fleet", "internal/run", "internal/program", "internal/certs", "internal/apiwrite"},
 	"ociimage": nil,
 
 	"internal/testapi":    {"internal/testapi/v1", "internal/testapi/v2"},
