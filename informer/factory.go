@@ -45,8 +45,11 @@ type FactoryOptions struct {
 	// these field managers (the FieldManager of a controller's applies) and
 	// strips the others. apply.Apply reads a controller's own entry from
 	// the cache to skip a server-side apply that would change nothing; an
-	// entry costs about the size of the fields it names. Ignored when
-	// KeepManagedFields keeps them all.
+	// entry costs about the size of the fields it names. The manager's
+	// informers of Kubernetes' own types pick these entries on the wire and
+	// skip the others undecoded, so objects the controller never applies
+	// cost no more than without it. Ignored when KeepManagedFields keeps
+	// them all.
 	KeepManagedFieldsOf []string
 	// DisableInterning keeps every string of every cached object as the
 	// decoder allocated it. By default the informer interns the strings

@@ -249,7 +249,7 @@ func (s *snapshots[T]) internWhileDecoding(shareMaps bool) {
 		obj := s.proto.new()
 		internAfter := t.Object
 		if m := intern.MetaOf(obj); m != nil {
-			if rest, ok := t.UnmarshalLeadingMeta(b, m, false); ok {
+			if rest, ok := t.UnmarshalLeadingMeta(b, m, intern.ManagedFields{All: true}); ok {
 				b, internAfter = rest, t.Body // the metadata is decoded and interned
 			}
 		}

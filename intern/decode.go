@@ -42,6 +42,63 @@ func (t *Table) shortBytes(b []byte) string {
 
 var errWireType = errors.New("wrong wire type")
 
+// ManagedFields says which entries of metadata.managedFields a decoder
+// keeps: none (the zero value: informers strip them, as they are large and
+// rarely read), all, or those of the field managers in Of (a controller's
+// own, which apply.Holds reads to tell an apply that changes nothing).
+// Entries it does not keep are skipped before they are decoded.
+type ManagedFields struct {
+	All bool     // every entry
+	Of  []string // else the entries whose manager is one of these
+}
+
+// Keeps reports whether k keeps the managedFields entry whose protobuf
+// encoding is entry: with All, or when its manager (field 1) is in Of.
+// An entry that does not parse is kept when Of is not empty, for the
+// decoder to report it.
+func (k ManagedFields) Keeps(entry []byte) bool {
+	if k.All || len(k.Of) == 0 {
+		return k.All
+	}
+	manager, ok := ManagerOf(entry)
+	if !ok {
+		return true
+	}
+	for _, name := range k.Of {
+		if string(manager) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ManagerOf returns the manager (field 1) of entry, the protobuf encoding
+// of a managedFields entry, without decoding the rest; "" when it has
+// none. ok is false when entry does not parse.
+func ManagerOf(entry []byte) (manager []byte, ok bool) {
+	for len(entry) > 0 {
+		num, wt, n := protowire.ConsumeTag(entry)
+		if n < 0 {
+			return nil, false
+		}
+		entry = entry[n:]
+		if num == 1 && wt == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(entry)
+			if n < 0 {
+				return nil, false
+			}
+			manager = v // the last one, as the generated decoder does
+			entry = entry[n:]
+			continue
+		}
+		if n = protowire.ConsumeFieldValue(num, wt, entry); n < 0 {
+			return nil, false
+		}
+		entry = entry[n:]
+	}
+	return manager, true
+}
+
 // UnmarshalLeadingMeta decodes the metadata of b, the protobuf encoding of
 // a Kubernetes object whose metadata is its field 1 (as Kubernetes' own
 // types have it), into m (which should be zero) with UnmarshalMeta, and
@@ -50,7 +107,7 @@ var errWireType = errors.New("wrong wire type")
 // object (the metadata first, and only once) or the metadata does not
 // decode here: the caller then decodes b whole as usual, which decodes it
 // or reports what is wrong.
-func (t *Table) UnmarshalLeadingMeta(b []byte, m *metav1.ObjectMeta, skipManagedFields bool) (rest []byte, ok bool) {
+func (t *Table) UnmarshalLeadingMeta(b []byte, m *metav1.ObjectMeta, keep ManagedFields) (rest []byte, ok bool) {
 	num, wt, n := protowire.ConsumeTag(b)
 	if n < 0 || num != 1 || wt != protowire.BytesType {
 		return nil, false
@@ -67,7 +124,7 @@ func (t *Table) UnmarshalLeadingMeta(b []byte, m *metav1.ObjectMeta, skipManaged
 		}
 		r = r[fn:]
 	}
-	if err := t.UnmarshalMeta(meta, m, skipManagedFields); err != nil {
+	if err := t.UnmarshalMeta(meta, m, keep); err != nil {
 		*m = metav1.ObjectMeta{}
 		return nil, false
 	}
@@ -79,8 +136,9 @@ func (t *Table) UnmarshalLeadingMeta(b []byte, m *metav1.ObjectMeta, skipManaged
 // namespace, generateName, label, annotation key or short value, or
 // finalizer the table holds is not allocated at all (owner references are
 // decoded, then interned), and each label and annotation goes into its map
-// once (Meta, after a decoder, assigns each entry again). With
-// skipManagedFields, managedFields are skipped.
+// once (Meta, after a decoder, assigns each entry again). Of
+// managedFields it decodes the entries keep names, and skips the others
+// unread.
 //
 // What it decodes is what the generated ObjectMeta.Unmarshal followed by
 // Meta gives. It is stricter: input the generated decoder reads one way
@@ -89,7 +147,7 @@ func (t *Table) UnmarshalLeadingMeta(b []byte, m *metav1.ObjectMeta, skipManaged
 // decoder on any error, which then decodes or reports it as usual. An error
 // leaves m partly filled. Labels and annotations are not shared whole
 // (ShareMaps): only their strings are interned.
-func (t *Table) UnmarshalMeta(b []byte, m *metav1.ObjectMeta, skipManagedFields bool) error {
+func (t *Table) UnmarshalMeta(b []byte, m *metav1.ObjectMeta, keep ManagedFields) error {
 	var own ownStrings
 	for len(b) > 0 {
 		num, wt, n := protowire.ConsumeTag(b)
@@ -118,7 +176,7 @@ func (t *Table) UnmarshalMeta(b []byte, m *metav1.ObjectMeta, skipManagedFields 
 		if num >= 1 && num <= 17 && num != 15 && num != 16 && wt != want {
 			return fmt.Errorf("metadata field %d: %w %d", num, errWireType, wt)
 		}
-		if err := t.metaField(m, &own, num, v, x, skipManagedFields); err != nil {
+		if err := t.metaField(m, &own, num, v, x, keep); err != nil {
 			return fmt.Errorf("metadata field %d: %w", num, err)
 		}
 	}
@@ -203,7 +261,7 @@ func (p *packer) string(s string) string {
 // metaField sets field num of m from its value: v if length-delimited, x
 // if a varint (UnmarshalMeta checked the wire type); the object's own
 // strings go to own, for UnmarshalMeta to allocate together.
-func (t *Table) metaField(m *metav1.ObjectMeta, own *ownStrings, num protowire.Number, v []byte, x uint64, skipManagedFields bool) error {
+func (t *Table) metaField(m *metav1.ObjectMeta, own *ownStrings, num protowire.Number, v []byte, x uint64, keep ManagedFields) error {
 	var err error
 	switch num {
 	case 1:
@@ -244,7 +302,7 @@ func (t *Table) metaField(m *metav1.ObjectMeta, own *ownStrings, num protowire.N
 	case 14:
 		m.Finalizers = append(m.Finalizers, t.bytesString(v))
 	case 17:
-		if !skipManagedFields {
+		if keep.Keeps(v) {
 			var e metav1.ManagedFieldsEntry
 			if err = e.Unmarshal(v); err == nil {
 				m.ManagedFields = append(m.ManagedFields, e)

@@ -2,6 +2,7 @@ package intern_test
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,9 @@ func fullMeta() metav1.ObjectMeta {
 			UID: "0c1d2e3f", Controller: &yes, BlockOwnerDeletion: &yes}, {APIVersion: "v1", Kind: "Node", Name: "n1", UID: "9"}},
 		Finalizers: []string{"example.com/a", "example.com/b"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate,
-			APIVersion: "v1", Time: &created, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)}}},
+			APIVersion: "v1", Time: &created, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)}},
+			{Manager: "mirror", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1", Time: &created,
+				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:a":{}}}`)}}},
 	}
 }
 
@@ -70,19 +73,37 @@ func TestTable_UnmarshalMetaDecodesAsTheGeneratedDecoder(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got metav1.ObjectMeta
-			if err := intern.NewTable(0).UnmarshalMeta(b, &got, false); err != nil {
+			if err := intern.NewTable(0).UnmarshalMeta(b, &got, intern.ManagedFields{All: true}); err != nil {
 				t.Fatalf("UnmarshalMeta: %v", err)
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("UnmarshalMeta:\n got %+v\nwant %+v", got, want)
 			}
 			var skipped metav1.ObjectMeta
-			if err := intern.NewTable(0).UnmarshalMeta(b, &skipped, true); err != nil {
+			if err := intern.NewTable(0).UnmarshalMeta(b, &skipped, intern.ManagedFields{}); err != nil {
 				t.Fatalf("UnmarshalMeta skipping managedFields: %v", err)
+			}
+			var ofOthers, ofMirror metav1.ObjectMeta
+			if err := intern.NewTable(0).UnmarshalMeta(b, &ofOthers, intern.ManagedFields{Of: []string{"helm", "flux"}}); err != nil {
+				t.Fatalf("UnmarshalMeta keeping helm's and flux's managedFields: %v", err)
+			}
+			if err := intern.NewTable(0).UnmarshalMeta(b, &ofMirror, intern.ManagedFields{Of: []string{"helm", "mirror"}}); err != nil {
+				t.Fatalf("UnmarshalMeta keeping mirror's managedFields: %v", err)
+			}
+			mirrors := slices.DeleteFunc(slices.Clone(want.ManagedFields), func(e metav1.ManagedFieldsEntry) bool { return e.Manager != "mirror" })
+			if len(b) > 0 && len(mirrors) == 0 {
+				t.Fatal("the metadata has no entry of mirror's to keep")
 			}
 			want.ManagedFields = nil
 			if !reflect.DeepEqual(skipped, want) {
 				t.Fatalf("UnmarshalMeta skipping managedFields:\n got %+v\nwant %+v", skipped, want)
+			}
+			if !reflect.DeepEqual(ofOthers, want) {
+				t.Fatalf("UnmarshalMeta keeping the managedFields of managers that wrote none:\n got %+v\nwant %+v", ofOthers, want)
+			}
+			want.ManagedFields = mirrors
+			if !reflect.DeepEqual(ofMirror, want) {
+				t.Fatalf("UnmarshalMeta keeping mirror's managedFields:\n got %+v\nwant %+v", ofMirror, want)
 			}
 		})
 	}
@@ -93,7 +114,7 @@ func TestTable_UnmarshalMetaInternsWhatMetaInterns(t *testing.T) {
 	b := marshal(t, fullMeta())
 	var x, y metav1.ObjectMeta
 	for _, m := range []*metav1.ObjectMeta{&x, &y} {
-		if err := tab.UnmarshalMeta(b, m, true); err != nil {
+		if err := tab.UnmarshalMeta(b, m, intern.ManagedFields{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -128,7 +149,7 @@ func FuzzTable_UnmarshalMeta(f *testing.F) {
 	f.Add([]byte{0x5a, 0x04, 0x0a, 0x00, 0x1a, 0x00}) // a label entry with an unknown field
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var got metav1.ObjectMeta
-		if err := intern.NewTable(0).UnmarshalMeta(b, &got, false); err != nil {
+		if err := intern.NewTable(0).UnmarshalMeta(b, &got, intern.ManagedFields{All: true}); err != nil {
 			return
 		}
 		want, err := generated(b)
@@ -160,7 +181,7 @@ func decodeAgain(t *testing.T, in metav1.ObjectMeta) (metav1.ObjectMeta, float64
 	var m metav1.ObjectMeta
 	decode := func() {
 		m = metav1.ObjectMeta{}
-		if err := tab.UnmarshalMeta(b, &m, true); err != nil {
+		if err := tab.UnmarshalMeta(b, &m, intern.ManagedFields{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -221,7 +242,7 @@ func TestTable_UnmarshalLeadingMetaSplitsAnObjectAsEncodersWriteIt(t *testing.T)
 	intern.NewTable(0).Meta(&want.ObjectMeta)
 
 	var got corev1.Pod
-	rest, ok := intern.NewTable(0).UnmarshalLeadingMeta(b, &got.ObjectMeta, false)
+	rest, ok := intern.NewTable(0).UnmarshalLeadingMeta(b, &got.ObjectMeta, intern.ManagedFields{All: true})
 	if !ok {
 		t.Fatal("a marshalled Pod was not split")
 	}
@@ -246,7 +267,7 @@ func TestTable_UnmarshalLeadingMetaSplitsAnObjectAsEncodersWriteIt(t *testing.T)
 		"metadata not parsed": protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), badMeta),
 	} {
 		var m metav1.ObjectMeta
-		if rest, ok := intern.NewTable(0).UnmarshalLeadingMeta(in, &m, false); ok || rest != nil || !reflect.DeepEqual(m, metav1.ObjectMeta{}) {
+		if rest, ok := intern.NewTable(0).UnmarshalLeadingMeta(in, &m, intern.ManagedFields{All: true}); ok || rest != nil || !reflect.DeepEqual(m, metav1.ObjectMeta{}) {
 			t.Errorf("%s: ok %v, %d bytes back, metadata %+v; want not split and untouched", name, ok, len(rest), m)
 		}
 	}

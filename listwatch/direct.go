@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,7 +57,7 @@ func direct[T object.Object](k *KindListerWatcher[T]) (*decoder[T], bool) {
 	}
 	metaFirst := metadataIsField1(typ.Elem())
 	k.interner.possible = metaFirst
-	item := protobufItem(k, !k.opts.KeepManagedFields && metaFirst)
+	item := protobufItem(k, metaFirst)
 	kind := k.gvk.Kind
 	return &decoder[T]{k: k, item: item, as: "a " + kind,
 		envelope: func(b []byte) (T, error) {
@@ -75,21 +76,23 @@ func direct[T object.Object](k *KindListerWatcher[T]) (*decoder[T], bool) {
 }
 
 // protobufItem decodes one object's protobuf encoding, interning its
-// metadata as it goes when the interner is on; strip drops the managed
-// fields from the bytes first (metadata being field 1).
-func protobufItem[T object.Object](k *KindListerWatcher[T], strip bool) func([]byte) (T, error) {
-	elem, in := reflect.TypeFor[T]().Elem(), &k.interner
+// metadata as it goes when the interner is on; with metaFirst (metadata
+// being field 1) the managed fields the options do not keep are cut from
+// the bytes first when it is off.
+func protobufItem[T object.Object](k *KindListerWatcher[T], metaFirst bool) func([]byte) (T, error) {
+	elem, in, keep := reflect.TypeFor[T]().Elem(), &k.interner, k.opts.managedFields()
+	strip := metaFirst && !keep.All
 	return func(b []byte) (T, error) {
 		obj := reflect.New(elem).Interface().(T)
 		if in.on.Load() {
-			if ok, err := in.unmarshal(b, any(obj).(protoMessage), intern.MetaOf(obj), !k.opts.KeepManagedFields); ok {
+			if ok, err := in.unmarshal(b, any(obj).(protoMessage), intern.MetaOf(obj), keep); ok {
 				return obj, err
 			}
 		}
 		if strip {
 			buf := scratch.Get().(*[]byte)
 			defer scratch.Put(buf)
-			b = withoutManagedFields(b, buf)
+			b = withoutManagedFields(b, buf, keep)
 		}
 		err := any(obj).(protoMessage).Unmarshal(b)
 		if err == nil {
@@ -102,7 +105,7 @@ func protobufItem[T object.Object](k *KindListerWatcher[T], strip bool) func([]b
 // jsonItem decodes one object's JSON encoding with js, as the REST client
 // would.
 func jsonItem[T object.Object](k *KindListerWatcher[T], js runtime.Decoder) func([]byte) (T, error) {
-	elem, in := reflect.TypeFor[T]().Elem(), &k.interner
+	elem, in, keep := reflect.TypeFor[T]().Elem(), &k.interner, k.opts.managedFields()
 	return func(b []byte) (T, error) {
 		obj := reflect.New(elem).Interface().(T)
 		out, gvk, err := js.Decode(b, nil, any(obj).(runtime.Object))
@@ -110,8 +113,10 @@ func jsonItem[T object.Object](k *KindListerWatcher[T], js runtime.Decoder) func
 			err = fmt.Errorf("the object is a %s, not a %s", gvk.Kind, k.gvk.Kind)
 		}
 		any(obj).(runtime.Object).GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{}) // as the REST client's decoding leaves it
-		if m, ok := any(obj).(metav1.Object); ok && !k.opts.KeepManagedFields {
-			m.SetManagedFields(nil)
+		if m, ok := any(obj).(metav1.Object); ok && !keep.All {
+			m.SetManagedFields(slices.DeleteFunc(m.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
+				return !slices.Contains(keep.Of, e.Manager)
+			}))
 		}
 		if err == nil {
 			in.meta(obj)
@@ -136,12 +141,12 @@ type metaInterner struct {
 // first field, and only once. ok is false, with obj untouched, when it is
 // not or the metadata does not decode here; the generated decoder then
 // decodes it (or reports what is wrong) as usual.
-func (in *metaInterner) unmarshal(b []byte, obj protoMessage, m *metav1.ObjectMeta, skipManagedFields bool) (ok bool, err error) {
+func (in *metaInterner) unmarshal(b []byte, obj protoMessage, m *metav1.ObjectMeta, keep intern.ManagedFields) (ok bool, err error) {
 	if m == nil {
 		return false, nil
 	}
 	in.mu.Lock()
-	rest, ok := in.table.UnmarshalLeadingMeta(b, m, skipManagedFields)
+	rest, ok := in.table.UnmarshalLeadingMeta(b, m, keep)
 	in.mu.Unlock()
 	if !ok {
 		return false, nil
@@ -175,12 +180,13 @@ func metadataIsField1(t reflect.Type) bool {
 }
 
 // withoutManagedFields returns obj, an object's protobuf encoding, without
-// metadata.managedFields (field 17 of ObjectMeta, field 1 of the object),
-// built in *buf; obj itself when it has none or does not parse (Unmarshal
-// then reports what is wrong, or the fields are stripped after decoding).
-// Encoders write fields in order, so managedFields are one run at the end
-// of the metadata: the copy is of the bytes around that run.
-func withoutManagedFields(obj []byte, buf *[]byte) []byte {
+// the entries of metadata.managedFields (field 17 of ObjectMeta, field 1
+// of the object) keep does not keep, built in *buf; obj itself when it
+// has none to cut or does not parse (Unmarshal then reports what is wrong,
+// or the entries are stripped after decoding). Encoders write fields in
+// order, so managedFields are one run at the end of the metadata: the copy
+// is of the bytes around that run, and of the entries kept in it.
+func withoutManagedFields(obj []byte, buf *[]byte, keep intern.ManagedFields) []byte {
 	num, wt, meta, start, n := nextField(obj, 0)
 	for num != 1 || wt != protowire.BytesType {
 		if n <= 0 {
@@ -188,20 +194,26 @@ func withoutManagedFields(obj []byte, buf *[]byte) []byte {
 		}
 		num, wt, meta, start, n = nextField(obj, start+n)
 	}
-	// meta is [metaStart, start+n) in obj: find the run of field 17 in it.
+	// meta is [metaStart, start+n) in obj: find the run of field 17 in it,
+	// and the length of the entries kept.
 	metaStart := start + n - len(meta)
-	from, to := -1, -1
+	from, to, kept := -1, -1, 0
 	for off := 0; off < len(meta); {
-		f, _, _, at, m := nextField(meta, off)
+		f, _, v, at, m := nextField(meta, off)
 		if m <= 0 {
 			return obj
 		}
 		switch {
-		case f == 17 && from == -1:
-			from = at
 		case f == 17 && to != -1:
 			return obj // a second run: not as an encoder writes; leave it to the informer's strip
-		case f != 17 && from != -1 && to == -1:
+		case f == 17:
+			if from == -1 {
+				from = at
+			}
+			if keep.Keeps(v) {
+				kept += m
+			}
+		case from != -1 && to == -1:
 			to = at
 		}
 		off = at + m
@@ -212,10 +224,20 @@ func withoutManagedFields(obj []byte, buf *[]byte) []byte {
 	if to == -1 {
 		to = len(meta)
 	}
+	if kept == to-from {
+		return obj // every entry kept
+	}
 	b := append((*buf)[:0], obj[:start]...)
 	b = protowire.AppendTag(b, 1, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(len(meta)-(to-from)))
+	b = protowire.AppendVarint(b, uint64(len(meta)-(to-from)+kept))
 	b = append(b, obj[metaStart:metaStart+from]...)
+	for off := from; kept > 0 && off < to; {
+		_, _, v, at, m := nextField(meta, off)
+		if keep.Keeps(v) {
+			b = append(b, meta[at:at+m]...)
+		}
+		off = at + m
+	}
 	b = append(b, obj[metaStart+to:]...)
 	*buf = b
 	return b

@@ -97,6 +97,22 @@ type KindOptions struct {
 	// an informer strips them after decoding (informer.FactoryOptions.
 	// KeepManagedFields, which the manager passes on here).
 	KeepManagedFields bool
+	// KeepManagedFieldsOf, without KeepManagedFields, makes Kind keep the
+	// managedFields entries of these field managers and skip the others
+	// on the wire, before they are decoded (informer.FactoryOptions.
+	// KeepManagedFieldsOf, which the manager passes on here): a
+	// controller's own entry, which apply.Holds reads, costs nothing on the
+	// objects it does not write. Projected decodes them all (the informer
+	// strips the others).
+	KeepManagedFieldsOf []string
+}
+
+// managedFields is what opts keep of metadata.managedFields.
+func (opts KindOptions) managedFields() intern.ManagedFields {
+	if opts.KeepManagedFields {
+		return intern.ManagedFields{All: true}
+	}
+	return intern.ManagedFields{Of: opts.KeepManagedFieldsOf}
 }
 
 // KindListerWatcher lists and watches one kind through a REST client of its

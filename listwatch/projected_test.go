@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -201,15 +202,24 @@ func TestKind_decodesBuiltInTypesAsTheRESTClientDoesWithoutManagedFields(t *test
 	cs := kubernetes.NewForConfigOrDie(srv.Config())
 	cms := cs.CoreV1().ConfigMaps(ns)
 	gvk := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	seeded, err := cms.List(t.Context(), metav1.ListOptions{LabelSelector: "app=web", Limit: 1})
+	if err != nil || len(seeded.Items) == 0 || len(seeded.Items[0].ManagedFields) == 0 {
+		t.Fatalf("no seeded ConfigMap with managedFields (%v)", err)
+	}
+	writer := seeded.Items[0].ManagedFields[0].Manager // this test's client, which wrote them all
 	for _, c := range []struct {
 		name     string
 		keep     bool
+		keepOf   []string
 		json     bool
 		wantType string
 	}{
 		{name: "protobuf", wantType: runtime.ContentTypeProtobuf},
 		{name: "protobuf, managedFields kept", keep: true, wantType: runtime.ContentTypeProtobuf},
+		{name: "protobuf, the writer's managedFields kept", keepOf: []string{"nobody", writer}, wantType: runtime.ContentTypeProtobuf},
+		{name: "protobuf, another's managedFields kept", keepOf: []string{"nobody"}, wantType: runtime.ContentTypeProtobuf},
 		{name: "JSON", json: true, wantType: runtime.ContentTypeJSON},
+		{name: "JSON, the writer's managedFields kept", json: true, keepOf: []string{writer}, wantType: runtime.ContentTypeJSON},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ct := &contentTypes{seen: map[string]int{}}
@@ -222,7 +232,9 @@ func TestKind_decodesBuiltInTypesAsTheRESTClientDoesWithoutManagedFields(t *test
 				return ct
 			})
 			lw := listwatch.Kind[*corev1.ConfigMap](discoveryOf(t, cfg, func(*runtime.Scheme) error { return nil }), gvk,
-				listwatch.KindOptions{Namespace: ns, KeepManagedFields: c.keep, Options: listwatch.Options{LabelSelector: "app=web"}})
+				listwatch.KindOptions{Namespace: ns, KeepManagedFields: c.keep, KeepManagedFieldsOf: c.keepOf,
+					Options: listwatch.Options{LabelSelector: "app=web"}})
+			keep := c.keep || slices.Contains(c.keepOf, writer)
 			l, err := lw.List(t.Context(), metav1.ListOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -235,7 +247,7 @@ func TestKind_decodesBuiltInTypesAsTheRESTClientDoesWithoutManagedFields(t *test
 				t.Fatalf("listed %d ConfigMaps, the REST client %d", len(l.Items), len(want.Items))
 			}
 			for i := range want.Items {
-				sameAsRESTClient(t, l.Items[i], &want.Items[i], c.keep)
+				sameAsRESTClient(t, l.Items[i], &want.Items[i], keep)
 			}
 			w, err := lw.Watch(t.Context(), metav1.ListOptions{ResourceVersion: l.ResourceVersion})
 			if err != nil {
@@ -253,7 +265,7 @@ func TestKind_decodesBuiltInTypesAsTheRESTClientDoesWithoutManagedFields(t *test
 				t.Fatalf("first event = %s %T, want MODIFIED *v1.ConfigMap", ev.Type, ev.Object)
 			}
 			updated.TypeMeta = metav1.TypeMeta{} // the REST client's decoding clears it, as a watch's does
-			sameAsRESTClient(t, got, updated, c.keep)
+			sameAsRESTClient(t, got, updated, keep)
 			ct.mu.Lock()
 			defer ct.mu.Unlock()
 			if ct.seen[c.wantType]+ct.seen[c.wantType+";stream=watch"] < 2 {

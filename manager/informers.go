@@ -160,7 +160,8 @@ func sharedInformer[T Object](m *Manager, gvk schema.GroupVersionKind, scope Sco
 			Namespace:         scope.Namespace,
 			ReceivedBytes:     func(n int) { received.Add(float64(n)); sinceList.Add(float64(n)) },
 			ListStarted:       func() { sinceList.Set(0) },
-			KeepManagedFields: m.opts.Informers.KeepManagedFields || len(m.opts.Informers.KeepManagedFieldsOf) > 0,
+			KeepManagedFields:   m.opts.Informers.KeepManagedFields,
+			KeepManagedFieldsOf: m.opts.Informers.KeepManagedFieldsOf,
 		})
 		if buildErr != nil {
 			return failing[T](buildErr)
