@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"reflect"
 	"slices"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
+	"github.com/ctrlkit/ctrlkit/internal/logctx"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -54,7 +54,8 @@ type Applier[T any, C runtime.ApplyConfiguration] interface {
 // which informers strip by default: list opts.FieldManager in the
 // informers' KeepManagedFieldsOf (manager.Options.Informers). Without it
 // Apply writes every time, as a plain apply does, and says so once per
-// type and field manager on the default logger (log/slog), as soon as the
+// type and field manager, on the logger of ctx (in a reconcile, its
+// controller's: controller.LoggerFrom; else log/slog's default), as soon as the
 // cache holds an object at a version one of its applies answered with,
 // without the entry (an object the manager has not applied yet holds no
 // entry of its own, so it is no reason to warn). A stale cache costs at
@@ -76,7 +77,7 @@ func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applie
 			if Holds(cur, cfg, opts.FieldManager) {
 				return cur, Unchanged, nil
 			}
-			stripped.check(cur, opts.FieldManager)
+			stripped.check(ctx, cur, opts.FieldManager)
 			uid = cur.GetUID()
 		}
 	}
@@ -206,9 +207,9 @@ func (s *strippedFields) sent(obj metav1.Object, fieldManager string) {
 }
 
 // check settles the question with cur, a cached object Holds found
-// changed, and warns once, on the default logger, when the cache drops
-// the entry.
-func (s *strippedFields) check(cur metav1.Object, fieldManager string) {
+// changed, and warns once, on the logger of ctx (a reconcile's: its
+// controller's), when the cache drops the entry.
+func (s *strippedFields) check(ctx context.Context, cur metav1.Object, fieldManager string) {
 	v := s.versions(cur, fieldManager)
 	if v.settled.Load() {
 		return
@@ -224,7 +225,7 @@ func (s *strippedFields) check(cur metav1.Object, fieldManager string) {
 	if !ours || v.settled.Swap(true) {
 		return
 	}
-	slog.Warn("apply: the cache drops this field manager's entry of managedFields, so every apply is sent; list the "+
+	logctx.From(ctx).Warn("apply: the cache drops this field manager's entry of managedFields, so every apply is sent; list the "+
 		"field manager in informer.FactoryOptions.KeepManagedFieldsOf (manager.Options.Informers) to skip applies "+
 		"that change nothing", "type", fmt.Sprintf("%T", cur), "fieldManager", fieldManager)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/apply"
 	"github.com/ctrlkit/ctrlkit/client"
+	"github.com/ctrlkit/ctrlkit/internal/logctx"
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
@@ -183,12 +184,15 @@ func TestApply_sendsNothingWhenTheCacheHoldsTheConfiguration(t *testing.T) {
 	}
 
 	// A cache that drops the manager's entry cannot tell: every apply is
-	// sent, and the default logger hears why, once, as soon as the cache
+	// sent, and the reconcile's logger (its controller's, which
+	// controller.LoggerFrom gives) hears why, once, as soon as the cache
 	// holds an object at a version this manager's apply answered with and
 	// without its entry.
+	var reconcileLog bytes.Buffer
+	rctx := logctx.With(ctx, slog.New(slog.NewTextHandler(&reconcileLog, nil)).With("controller", "mirror"))
 	drops := metav1.ApplyOptions{FieldManager: "drops-" + ns, Force: true}
 	for i := range 3 {
-		sent, res, err := apply.Apply(ctx, c, cached, cfg("2"), drops)
+		sent, res, err := apply.Apply(rctx, c, cached, cfg("2"), drops)
 		if err != nil || res != apply.Applied {
 			t.Fatalf("Apply %d over a cache that drops the entry = %v, %v; want applied", i, res, err)
 		}
@@ -196,8 +200,12 @@ func TestApply_sendsNothingWhenTheCacheHoldsTheConfiguration(t *testing.T) {
 		seen.ManagedFields = nil // what such a cache holds once the watch delivers the apply's result
 		cached[object.NameOf(sent)] = seen
 	}
-	if c.applies != 6 || strings.Count(logged.String(), "KeepManagedFieldsOf") != 1 || !strings.Contains(logged.String(), "drops-"+ns) {
-		t.Errorf("%d applies, log %q; want 6 and one warning naming KeepManagedFieldsOf and the manager", c.applies, logged.String())
+	if warned := reconcileLog.String(); c.applies != 6 || strings.Count(warned, "KeepManagedFieldsOf") != 1 ||
+		!strings.Contains(warned, "drops-"+ns) || !strings.Contains(warned, "controller=mirror") {
+		t.Errorf("%d applies, reconcile's log %q; want 6 and one warning naming KeepManagedFieldsOf, the manager and the controller", c.applies, warned)
+	}
+	if logged.Len() > 0 {
+		t.Errorf("the default logger heard a warning a reconcile's logger should have: %q", logged.String())
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ctrlkit/ctrlkit/internal/logctx"
 	"github.com/ctrlkit/ctrlkit/internal/run"
 	"github.com/ctrlkit/ctrlkit/telemetry"
 	"github.com/ctrlkit/ctrlkit/tracing"
@@ -328,7 +329,7 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 	// Once, not per reconcile: the writes made with it name their
 	// controller (in spans, and in the records of perturb's trials).
 	work = tracing.WithController(work, c.opts.Name)
-	work = context.WithValue(work, loggerKey{}, c.opts.Logger.With("controller", c.opts.Name))
+	work = logctx.With(work, c.opts.Logger.With("controller", c.opts.Name))
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range c.opts.Workers {
@@ -469,18 +470,10 @@ func (c *Controller[K]) worker(ctx, work context.Context, id int) {
 	}
 }
 
-// loggerKey carries a controller's logger in its reconciles' context.
-type loggerKey struct{}
-
 // LoggerFrom returns the logger of the controller whose reconcile ctx
 // belongs to: its Options.Logger with the attribute controller=NAME (put
 // in the context once per Run: a reconcile pays nothing for it), as
 // controller-runtime's log.FromContext gives a reconciler its logger.
 // Outside a reconcile it returns slog.Default(). Add the key yourself:
 // controller.LoggerFrom(ctx).With("key", name).
-func LoggerFrom(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
-		return l
-	}
-	return slog.Default()
-}
+func LoggerFrom(ctx context.Context) *slog.Logger { return logctx.From(ctx) }
