@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	corev1 "k8s.io/api/core/v1"
@@ -85,9 +86,11 @@ func Pipeline(cfg PipelineConfig) Scenario {
 			"managedFields after decoding (ctrlkit cuts them before). ",
 			cfg.Objects, cfg.Namespaces, cfg.PageSize, cfg.Events), ""
 	}
-	extra := []string{Floor, CtrlkitManager}
+	doc += "Rows \"ctrlkit + metrics\": the seed path with its controller's and queue's metrics registered, as the " +
+		"manager's controllers always have them (the manager's path is the row to compare it with). "
+	extra := []string{Floor, CtrlkitMetrics, CtrlkitManager}
 	if cfg.Wire {
-		extra = []string{ClientGoStrip, CtrlkitManager}
+		extra = []string{ClientGoStrip, CtrlkitMetrics, CtrlkitManager}
 	} else {
 		doc += "Rows \"vs floor\": no pipeline at all, one goroutine keeping every object in a map by key and handing it " +
 			"straight to the run's reader (no FIFO, queue, handler, index, cache read or stripping): what caching these " +
@@ -447,6 +450,8 @@ func startPipeline(ctx context.Context, side string, lws pipelineLWs, r *pipelin
 	switch side {
 	case Ctrlkit:
 		return startCtrlkitPipeline(ctx, lws.ctrlkit, r.observe, nil, workers, -1)
+	case CtrlkitMetrics:
+		return startCtrlkitPipeline(ctx, lws.ctrlkit, r.observe, nil, workers, seedMetrics)
 	case CtrlkitManager:
 		return startCtrlkitPipeline(ctx, lws.ctrlkit, nil, r.observeName, workers, -1)
 	case CtrlkitManagerTraced1:
@@ -476,6 +481,12 @@ const (
 	CtrlkitManagerTraced1   = "ctrlkit manager + tracing 1%"
 	CtrlkitManagerTraced100 = "ctrlkit manager + tracing 100%"
 )
+
+// CtrlkitMetrics is an extra side of S1 and S1w: the seed path (ctrlkit's
+// side) with its controller's and queue's metrics registered, as the
+// manager registers every controller's: the seed path with what the
+// manager's path always has, for comparing the two key paths.
+const CtrlkitMetrics = "ctrlkit + metrics"
 
 // ClientGoStrip is an extra side of S1 on the wire: client-go's informer
 // with a transform that strips managedFields, as ctrlkit's does by default.
@@ -580,6 +591,14 @@ type ctrlkitPipeline struct {
 	errs   [2]error
 }
 
+// seedMetrics, as startCtrlkitPipeline's sampled, asks for the seed path
+// with its controller's metrics (CtrlkitMetrics).
+const seedMetrics = -2
+
+// startCtrlkitPipeline starts the seed path reporting to observe, or with
+// observeName the manager's (startManagerPipeline, tracing the sampled
+// share of its reconciles when sampled >= 0); the seed path registers its
+// controller's metrics when sampled is seedMetrics.
 func startCtrlkitPipeline(ctx context.Context, lw reflector.ListerWatcher[*corev1.ConfigMap],
 	observe func(string, *corev1.ConfigMap, bool), observeName func(object.ObjectName, *corev1.ConfigMap, bool), workers int,
 	sampled float64) (*ctrlkitPipeline, error) {
@@ -593,11 +612,15 @@ func startCtrlkitPipeline(ctx context.Context, lw reflector.ListerWatcher[*corev
 	if observeName != nil {
 		return startManagerPipeline(ctx, inf, observeName, workers, sampled)
 	}
+	copts := controller.Options[string]{Workers: workers}
+	if sampled == seedMetrics {
+		copts.Name, copts.Registerer = "bench", prometheus.NewRegistry()
+	}
 	ctrl, err := controller.New[string](controller.ReconcileFunc[string](func(_ context.Context, key string) (controller.Result, error) {
 		obj, ok := idx.GetByKey(key)
 		observe(key, obj, ok)
 		return controller.Result{}, nil
-	}), controller.Options[string]{Workers: workers})
+	}), copts)
 	if err != nil {
 		return nil, err
 	}

@@ -91,10 +91,10 @@ func TestServer_bothLibrariesSyncEveryObjectFromTheRealServer(t *testing.T) {
 
 func TestPipeline_bothLibrariesProcessEveryEventAndCacheTheSource(t *testing.T) {
 	s := Pipeline(PipelineConfig{Objects: 3000, Events: 20000, Namespaces: 10, PageSize: 500})
-	if !slices.Equal(s.Extra, []string{Floor, CtrlkitManager}) {
-		t.Fatalf("extra sides %v, want the floor and the manager", s.Extra)
+	if !slices.Equal(s.Extra, []string{Floor, CtrlkitMetrics, CtrlkitManager}) {
+		t.Fatalf("extra sides %v, want the floor, the seed path with metrics and the manager", s.Extra)
 	}
-	for _, side := range []string{Ctrlkit, ClientGo, Floor, CtrlkitManager} {
+	for _, side := range []string{Ctrlkit, ClientGo, Floor, CtrlkitMetrics, CtrlkitManager} {
 		res, err := s.Run(t.Context(), side)
 		if err != nil {
 			t.Fatalf("%s: %v", side, err)
@@ -135,7 +135,7 @@ func TestPipelineInput_idOfReadsTheIdANameSaysAndRefusesAWrongKey(t *testing.T) 
 
 func TestPipeline_wireBothLibrariesDecodeTheServersBytesAndCacheTheSource(t *testing.T) {
 	s := Pipeline(PipelineConfig{Objects: 3000, Events: 20000, Namespaces: 10, PageSize: 500, Wire: true})
-	for _, side := range []string{Ctrlkit, ClientGo, ClientGoStrip, CtrlkitManager} {
+	for _, side := range []string{Ctrlkit, ClientGo, ClientGoStrip, CtrlkitMetrics, CtrlkitManager} {
 		res, err := s.Run(t.Context(), side)
 		if err != nil {
 			t.Fatalf("%s: %v", side, err)
