@@ -360,7 +360,7 @@ func TestFleet_rotatedCredentialsKeepTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	secret.Data["value"] = rotated
-	if _, err := kube.CoreV1().Secrets(ns).Update(t.Context(), secret, metav1.UpdateOptions{}); err != nil {
+	if secret, err = kube.CoreV1().Secrets(ns).Update(t.Context(), secret, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the cluster given the rotated credentials", func() bool {
@@ -377,6 +377,32 @@ func TestFleet_rotatedCredentialsKeepTheCache(t *testing.T) {
 		metav1.CreateOptions{})
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "system:serviceaccount:"+ns+":reader") {
 		t.Errorf("a write after the rotation: %v; want it refused as the ServiceAccount (the new credentials)", err)
+	}
+
+	// A change that cannot be used (a typo, a rotation written half) does
+	// not stop the cluster: it runs on with its previous kubeconfig, its
+	// cache kept, and Refused says why until the Secret is fixed.
+	secret.Data["value"] = []byte("junk: [")
+	if secret, err = kube.CoreV1().Secrets(ns).Update(t.Context(), secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the unusable change listed by Refused", func() bool {
+		r := f.Refused()
+		return len(r) == 1 && r[0].Name == "rot"
+	})
+	if c, ok := f.Cluster("rot"); !ok || c != cluster || c.Config().BearerToken != tr.Status.Token || !f.Engaged("rot") {
+		t.Error("an unusable kubeconfig change stopped or replaced the cluster, want it running on the previous one")
+	}
+	if after, ok := cms.Get(k); !ok || after != before {
+		t.Error("an unusable kubeconfig change dropped the cluster's cache, want it kept")
+	}
+	secret.Data["value"] = rotated
+	if _, err := kube.CoreV1().Secrets(ns).Update(t.Context(), secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the fixed Secret no longer refused", func() bool { return len(f.Refused()) == 0 })
+	if c, ok := f.Cluster("rot"); !ok || c != cluster {
+		t.Error("fixing the Secret engaged the cluster again, want it kept")
 	}
 	cancel()
 	if err := <-provided; err != nil {

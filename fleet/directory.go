@@ -36,7 +36,8 @@ type Directory struct {
 
 // Run keeps f's clusters those of d.Path until ctx ends. A file that is
 // not a usable kubeconfig is logged and skipped (its cluster, if engaged
-// from an earlier version of the file, is disengaged); a Path that cannot
+// from an earlier version of the file, runs on with that version, listed by
+// Fleet.Refused until the file is fixed or removed); a Path that cannot
 // be read is an error only at the first read.
 func (d Directory) Run(ctx context.Context, f *Fleet) error {
 	interval := d.Interval
@@ -129,18 +130,35 @@ func (d Directory) apply(f *Fleet, files map[string]file, seen, refused map[stri
 	for name, fl := range files {
 		sum := fl.digest()
 		if old, engaged := seen[name]; engaged {
-			if old == sum {
+			bad, wasRefused := refused[name]
+			switch {
+			case old == sum && wasRefused: // back to what it runs on: no longer refused
+				delete(refused, name)
+				f.unrefuse(name)
 				continue
+			case old == sum || wasRefused && bad == sum:
+				continue // unchanged, or the same change refused before
 			}
-			delete(seen, name)
-			if err := d.engage(f, name, fl, true, log); err != nil { // rotated credentials keep the cache, another server does not
-				_ = f.Disengage(name)
+			err := d.engage(f, name, fl, true, log) // rotated credentials keep the cache, another server does not
+			switch {
+			case err == nil:
+				seen[name] = sum
+				delete(refused, name)
+			case f.Engaged(name):
+				// A change that cannot be used (a typo, a file read half
+				// written) does not stop a cluster that runs: it keeps its
+				// previous kubeconfig, and Refused says why until the file
+				// is fixed.
+				_ = f.refuseChange(name, err)
+				log.Warn("fleet: kubeconfig change refused: the cluster runs on with its previous kubeconfig",
+					"cluster", name, "err", err)
+				refused[name] = sum
+			default: // an Update to another server that could not engage it: it is gone
+				delete(seen, name)
 				_ = f.refuse(name, err)
 				log.Warn("fleet: cluster not engaged", "cluster", name, "err", err)
 				refused[name] = sum
-				continue
 			}
-			seen[name] = sum
 			continue
 		}
 		if bad, ok := refused[name]; ok && bad == sum {

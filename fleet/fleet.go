@@ -122,7 +122,7 @@ type Fleet struct {
 	// them engaged on this replica: all of them without a ring.
 	offered  map[string]*rest.Config
 	clusters map[string]*member
-	refused  map[string]error // clusters whose last Engage failed, until engaged or disengaged (see Refused)
+	refused  map[string]error // clusters whose last Engage failed, until engaged or disengaged, and engaged ones whose last change was refused (see Refused)
 	ctx      context.Context  // Run's; nil before Run
 	closed   bool             // Run has returned
 	wake     chan struct{}    // Run's start
@@ -300,6 +300,18 @@ func checkName(name string) error {
 	return nil
 }
 
+// refuseChange records that a provider's new configuration for the
+// engaged cluster called name was refused (err), while the cluster runs
+// on with its previous one, for Refused, and returns err.
+func (f *Fleet) refuseChange(name string, err error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.offered[name] != nil {
+		f.refused[name] = err
+	}
+	return err
+}
+
 // unrefuse forgets that the cluster called name was refused (its
 // provider withdrew it).
 func (f *Fleet) unrefuse(name string) {
@@ -323,7 +335,10 @@ func redactedHost(host string) string {
 // Refused returns the clusters a provider offered that could not be
 // engaged (a kubeconfig that makes no client, sources that could not be
 // built), sorted by name, each with its error, until Engage succeeds for
-// it or it is disengaged (a provider withdraws it). Providers only log
+// it or it is disengaged (a provider withdraws it); and the engaged
+// clusters whose kubeconfig a provider saw change to one it refused,
+// which run on with their previous one until a usable change (Update) or
+// their removal. Providers only log
 // these; Refused and the ctrlkit_fleet_clusters_refused gauge let a
 // program or a dashboard see them.
 func (f *Fleet) Refused() []ClusterStatus {

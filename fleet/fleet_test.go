@@ -243,6 +243,28 @@ func TestFleet_oneControllerOverClustersThatComeAndGo(t *testing.T) {
 	if f.Engaged("broken") {
 		t.Error("a file that is no kubeconfig engaged a cluster")
 	}
+	// A change that cannot be used (a file read half written) leaves the
+	// cluster on its previous kubeconfig, listed by Refused until the file
+	// is right again.
+	fromFile, _ := f.Cluster("from-file")
+	if err := os.WriteFile(filepath.Join(dir, "from-file.kubeconfig"), kc[:len(kc)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the unusable change listed by Refused", func() bool {
+		return slices.ContainsFunc(f.Refused(), func(c fleet.ClusterStatus) bool { return c.Name == "from-file" })
+	})
+	if c, ok := f.Cluster("from-file"); !ok || c != fromFile {
+		t.Error("a half-written kubeconfig stopped or replaced its cluster, want it running on the previous one")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "from-file.kubeconfig"), kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the kubeconfig written whole no longer refused", func() bool {
+		return !slices.ContainsFunc(f.Refused(), func(c fleet.ClusterStatus) bool { return c.Name == "from-file" })
+	})
+	if c, ok := f.Cluster("from-file"); !ok || c != fromFile {
+		t.Error("the kubeconfig written whole again engaged the cluster anew, want it kept")
+	}
 	if err := os.Remove(filepath.Join(dir, "from-file.kubeconfig")); err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,7 @@ func (f *Fleet) Update(name string, cfg *rest.Config) error {
 		return f.Engage(name, cfg)
 	}
 	f.offered[name] = cfg
+	delete(f.refused, name) // a change refused before is superseded
 	m := f.clusters[name]
 	f.mu.Unlock()
 	if m != nil {

@@ -21,7 +21,10 @@ import (
 // Secret "<cluster>-kubeconfig" holds the cluster's kubeconfig under the
 // key "value". A Secret created engages its cluster, one changed is given
 // to Fleet.Update (rotated credentials keep the cluster's cache; another
-// server engages it again), one deleted disengages it. It updates and
+// server engages it again), one deleted disengages it. A change to a
+// kubeconfig that cannot be used (it does not parse, or is refused as
+// below) leaves its cluster running on the previous one, listed by
+// Fleet.Refused until the Secret is fixed or deleted. It updates and
 // disengages only the clusters it engaged: a Secret named after a cluster
 // that another provider or the program engaged is skipped with a warning,
 // so whoever can write Secrets here cannot redirect or drop it. A Secret
@@ -71,30 +74,40 @@ func (p Secrets) Run(ctx context.Context, f *Fleet) error {
 		if !ok {
 			return
 		}
+		where := p.Namespace + "/" + s.Name
 		cfg, err := kubeconfigPolicy{allowExec: p.AllowExec}.restConfig(s.Data["value"])
 		switch {
 		case err != nil:
 			err = fmt.Errorf("fleet: cluster %s: %w", name, err)
 		case owned[name]:
 			err = f.Update(name, cfg) // a changed Secret: rotated credentials keep the cache, another server does not
+			if err == nil {
+				log.Info("fleet: cluster's kubeconfig changed", "cluster", name, "server", redactedHost(cfg.Host))
+				return
+			}
 		default:
 			if err = f.Engage(name, cfg); errors.Is(err, ErrEngaged) {
 				log.Warn("fleet: kubeconfig Secret skipped: its cluster was engaged by another provider", "cluster", name,
-					"secret", p.Namespace+"/"+s.Name)
+					"secret", where)
 				return
 			}
 		}
-		if err != nil {
-			if owned[name] {
-				_ = f.Disengage(name) // what it held before is no longer what the Secret says
-				delete(owned, name)
-			}
+		switch {
+		case err == nil:
+			owned[name] = true
+			log.Info("fleet: cluster engaged", "cluster", name, "server", redactedHost(cfg.Host))
+		case owned[name] && f.Engaged(name):
+			// A change that cannot be used (a typo, a half-written rotation)
+			// does not stop a cluster that runs: it keeps its previous
+			// kubeconfig, and Refused says why until the Secret is fixed.
+			_ = f.refuseChange(name, err)
+			log.Warn("fleet: kubeconfig change refused: the cluster runs on with its previous kubeconfig", "cluster", name,
+				"secret", where, "err", err)
+		default:
+			delete(owned, name)     // an Update to another server that could not engage it: it is gone
 			_ = f.refuse(name, err) // for Refused, unless another provider holds the name
-			log.Warn("fleet: cluster not engaged", "cluster", name, "secret", p.Namespace+"/"+s.Name, "err", err)
-			return
+			log.Warn("fleet: cluster not engaged", "cluster", name, "secret", where, "err", err)
 		}
-		owned[name] = true
-		log.Info("fleet: cluster engaged", "cluster", name, "server", redactedHost(cfg.Host))
 	}
 	if _, err := inf.AddEventHandler(handler.Funcs[*corev1.Secret]{
 		AddFunc: func(s *corev1.Secret, _ bool) { engage(s) },

@@ -63,7 +63,10 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	m.opts.Logger.Info("manager: starting", "controllers", len(ctrls), "http", m.Addr(ctx))
+	m.mu.Lock()
+	fleets := len(m.fleets)
+	m.mu.Unlock()
+	m.opts.Logger.Info("manager: starting", "controllers", len(ctrls), "fleets", fleets, "http", m.Addr(ctx))
 	m.planSharding(ctrls)
 	err = runStages(ctx, []stage{
 		{"http", append(serving(servers, m.opts.Logger), m.api.run)},

@@ -14,29 +14,27 @@ import (
 	"github.com/ctrlkit/ctrlkit/apiserver"
 )
 
-// cluster starts an API server of the test's own and returns a client of
-// it and its kubeconfig.
-func cluster(t *testing.T) (kubernetes.Interface, []byte) {
+// cluster starts an API server of the test's own (stopped when the test
+// ends) and returns it, a client of it and its kubeconfig, which holds its
+// CA and token inline: a kubeconfig Secret's value as the provider takes it.
+func cluster(t *testing.T) (*apiserver.Server, kubernetes.Interface, []byte) {
 	t.Helper()
-	srv, err := apiserver.Start(t.Context(), apiserver.Options{})
-	if err != nil {
-		t.Fatalf("the real API server is required and did not start: %v", err)
-	}
-	t.Cleanup(func() { srv.Stop() })
+	srv := apiserver.StartForTest(t, apiserver.Options{})
 	kubeconfig, err := os.ReadFile(srv.Kubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return apiserver.Client(t, srv.Config()), kubeconfig
+	return srv, apiserver.Client(t, srv.Config()), kubeconfig
 }
 
 // A management cluster holds the kubeconfig Secrets of two workload
 // clusters: a labelled ConfigMap in each gets its Secret in its own
-// cluster.
+// cluster. One cluster down stops only itself: the other's reconciles go
+// on, and its own resume when it is back.
 func TestFleet_mirrorsInEveryClusterOfTheManagementClustersSecrets(t *testing.T) {
-	management, _ := cluster(t)
-	east, eastConfig := cluster(t)
-	west, westConfig := cluster(t)
+	_, management, _ := cluster(t)
+	eastServer, east, eastConfig := cluster(t)
+	_, west, westConfig := cluster(t)
 	for _, ns := range []string{"clusters", "apps"} {
 		for _, kube := range []kubernetes.Interface{management, east, west} {
 			_, err := kube.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -56,27 +54,53 @@ func TestFleet_mirrorsInEveryClusterOfTheManagementClustersSecrets(t *testing.T)
 	go func() { done <- Run(ctx, management, "clusters") }()
 
 	for name, kube := range map[string]kubernetes.Interface{"east": east, "west": west} {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "greeting", Labels: map[string]string{"mirror": "true"}},
-			Data: map[string]string{"hello": name}}
-		if _, err := kube.CoreV1().ConfigMaps("apps").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		writeConfigMap(t, kube, "greeting", name)
+		awaitSecret(t, kube, "greeting", name)
 	}
-	for name, kube := range map[string]kubernetes.Interface{"east": east, "west": west} {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			s, err := kube.CoreV1().Secrets("apps").Get(t.Context(), "greeting", metav1.GetOptions{})
-			if err == nil && string(s.Data["hello"]) == name {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no Secret greeting with hello=%s in cluster %s after 30s (last: %v)", name, name, err)
-			}
-			time.Sleep(50 * time.Millisecond) // polling a real server
-		}
+
+	// East goes down: west's reconciles go on.
+	if err := eastServer.Down(); err != nil {
+		t.Fatal(err)
 	}
+	writeConfigMap(t, west, "during-outage", "west")
+	awaitSecret(t, west, "during-outage", "west")
+	// East is back: its informers list again and its changes are mirrored.
+	if err := eastServer.Up(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	writeConfigMap(t, east, "after-outage", "east")
+	awaitSecret(t, east, "after-outage", "east")
+
 	cancel()
 	if err := <-done; err != nil && ctx.Err() == nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// writeConfigMap creates in kube the ConfigMap apps/name, labelled
+// mirror=true, with hello=value.
+func writeConfigMap(t *testing.T, kube kubernetes.Interface, name, value string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"mirror": "true"}},
+		Data: map[string]string{"hello": value}}
+	if _, err := kube.CoreV1().ConfigMaps("apps").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitSecret waits up to 30 seconds for kube's Secret apps/name to hold
+// hello=value.
+func awaitSecret(t *testing.T, kube kubernetes.Interface, name, value string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := kube.CoreV1().Secrets("apps").Get(t.Context(), name, metav1.GetOptions{})
+		if err == nil && string(s.Data["hello"]) == value {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Secret %s with hello=%s after 30s (last: %v)", name, value, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a real server
 	}
 }

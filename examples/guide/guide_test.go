@@ -31,7 +31,7 @@ func TestGuide_showsEveryFileOfItsControllerExactly(t *testing.T) {
 	for _, f := range guideFiles(t) {
 		files = append(files, "examples/guide/"+f)
 	}
-	files = append(files, "examples/fleet/main.go") // section 8
+	files = append(files, "examples/fleet/main.go", "examples/fleet/main_test.go") // section 8
 	guidetest.ShowsEachExactlyOnce(t, "../..", "docs/guide.md", files)
 }
 
