@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -55,7 +59,7 @@ import (
 // manifests come from the code that serves them, so a path or a kind
 // cannot drift. Resources are named by the plural of the kind, lower case.
 func Main(opts Options, setup func(*Manager) error) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if err := runMain(ctx, flag.CommandLine, os.Args[1:], opts, setup); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", filepath.Base(os.Args[0]), err)
@@ -105,7 +109,7 @@ func addMainFlags(fs *flag.FlagSet, opts *Options) (flags *mainFlags, finish fun
 		})
 	fs.BoolVar(&f.webhookLocal, "webhook-local", false, "for an API server on this machine (ctrlkit apiserver run): serve the webhooks on "+
 		"127.0.0.1 with a certificate made for this run, and install their configurations pointing there until the program exits "+
-		"(instead of --webhook-cert-dir or --webhook-cert-secret)")
+		"(failurePolicy Ignore, kube-system left out; instead of --webhook-cert-dir or --webhook-cert-secret)")
 	fs.StringVar(&opts.CacheDir, "cache-dir", opts.CacheDir,
 		"directory where the informers keep snapshots of their caches, to start warm after a restart, e.g. an emptyDir volume's mount point "+
 			"(when other users can write it, the snapshots go into a private folder ctrlkit-<uid> made inside; default: none)")
@@ -172,10 +176,18 @@ func runLocalWebhooks(ctx context.Context, cfg *rest.Config, fs *flag.FlagSet, o
 	if opts.WebhookCerts.Secret != (object.ObjectName{}) || opts.Webhook.CertDir != "" {
 		return errors.New("--webhook-local makes its own certificate: give no --webhook-cert-dir or --webhook-cert-secret")
 	}
+	if !loopbackHost(cfg.Host) {
+		return fmt.Errorf("--webhook-local installs webhooks that call 127.0.0.1 on the API server's machine: it needs an API "+
+			"server on this machine reached on loopback (as the embedded one), not %s", cfg.Host)
+	}
 	addrSet := false
 	fs.Visit(func(f *flag.Flag) { addrSet = addrSet || f.Name == "webhook-addr" })
-	if !addrSet {
+	switch {
+	case !addrSet:
 		opts.Webhook.Addr = "127.0.0.1:0"
+	case !loopbackHost(opts.Webhook.Addr):
+		return fmt.Errorf("--webhook-local serves on loopback with a certificate for 127.0.0.1: --webhook-addr %s is not "+
+			"a loopback address", opts.Webhook.Addr)
 	}
 	dir, err := os.MkdirTemp("", program.Name()+"-webhook-")
 	if err != nil {
@@ -207,7 +219,15 @@ func runLocalWebhooks(ctx context.Context, cfg *rest.Config, fs *flag.FlagSet, o
 	go func() { ran <- m.Run(ctx) }()
 	var installErr error
 	if addr := m.WebhookAddr(ctx); addr != "" {
-		if installErr = m.Webhooks().Install(ctx, cfg, webhook.ClientConfig{URL: "https://" + addr, CABundle: ca}); installErr != nil {
+		// A run that ends without removing them (killed, or its machine
+		// gone) must not leave the cluster refusing writes: the server lets
+		// requests through when the webhooks cannot be called, and
+		// kube-system is left out.
+		cc := webhook.ClientConfig{URL: "https://" + addr, CABundle: ca, FailurePolicy: admissionregistrationv1.Ignore,
+			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{metav1.NamespaceSystem}}}},
+			RequireReached: true}
+		if installErr = m.Webhooks().Install(ctx, cfg, cc); installErr != nil {
 			installErr = fmt.Errorf("--webhook-local: %w", installErr)
 			cancel()
 		} else {
@@ -223,6 +243,23 @@ func runLocalWebhooks(ctx context.Context, cfg *rest.Config, fs *flag.FlagSet, o
 		}
 	}
 	return errors.Join(installErr, err)
+}
+
+// loopbackHost reports whether hostPort (a URL, or host:port) names a
+// loopback address or localhost.
+func loopbackHost(hostPort string) bool {
+	if u, err := url.Parse(hostPort); err == nil && u.Host != "" {
+		hostPort = u.Host
+	}
+	host, _, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		host = hostPort
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // LoadConfig returns the configuration kubectl would use: the kubeconfig

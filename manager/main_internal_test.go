@@ -3,7 +3,10 @@ package manager
 import (
 	"flag"
 	"io"
+	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/internal/program"
@@ -50,5 +53,45 @@ func TestMainFlags_reachOptions(t *testing.T) {
 				t.Errorf("leader election after %v: %+v, want %+v", tc.args, opts.LeaderElection, tc.wantLE)
 			}
 		})
+	}
+}
+
+// --webhook-local's configurations call 127.0.0.1: only an API server on
+// this machine, reached on loopback, can call them, and only a loopback
+// address matches their certificate.
+func TestLoopbackHost_isLoopbackOnly(t *testing.T) {
+	for host, want := range map[string]bool{
+		"https://127.0.0.1:6443": true, "https://[::1]:6443": true, "https://localhost:6443": true, "127.0.0.2:9443": true,
+		"https://10.0.0.1:6443": false, "https://api.example.com": false, "0.0.0.0:0": false, "[::]:9443": false, "": false,
+	} {
+		if got := loopbackHost(host); got != want {
+			t.Errorf("loopbackHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
+
+func TestRunLocalWebhooks_refusesAServerOrAnAddressOffLoopback(t *testing.T) {
+	for _, c := range []struct {
+		host string
+		args []string
+		want string
+	}{
+		{"https://10.0.0.1:6443", nil, "needs an API server on this machine"},
+		{"https://127.0.0.1:6443", []string{"--webhook-addr", "0.0.0.0:0"}, "not a loopback address"},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		addr := fs.String("webhook-addr", "", "")
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		opts := Options{}
+		opts.Webhook.Addr = *addr
+		err := runLocalWebhooks(t.Context(), &rest.Config{Host: c.host}, fs, opts, func(*Manager) error {
+			t.Fatal("set-up ran: the program started")
+			return nil
+		})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("host %s, args %v: %v; want an error saying %q", c.host, c.args, err, c.want)
+		}
 	}
 }

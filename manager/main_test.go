@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -171,14 +172,23 @@ func TestManagerMain_webhookLocalServesAndInstallsItsWebhooks(t *testing.T) {
 			if u := w.ClientConfig.URL; !strings.HasSuffix(c.Name, "-local-validating") || u == nil || !strings.HasPrefix(*u, "https://127.0.0.1:") {
 				t.Errorf("configuration %s calls %v; want NAME-local-validating calling https://127.0.0.1:PORT", c.Name, u)
 			}
+			if strings.HasPrefix(w.Name, "canary.") {
+				continue // matches only its own labelled ConfigMap
+			}
+			// Left behind by a run killed, it must not stop the cluster's writes.
+			if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore ||
+				w.NamespaceSelector == nil || !strings.Contains(w.NamespaceSelector.String(), "kube-system") {
+				t.Errorf("webhook %s: failurePolicy %v, namespaceSelector %v; want Ignore, kube-system left out", w.Name,
+					w.FailurePolicy, w.NamespaceSelector)
+			}
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil { // a terminal closed
 		t.Fatal(err)
 	}
 	stopped = true
 	if err := <-exited; err != nil {
-		t.Fatalf("after SIGTERM: %v, want exit status 0 (stderr: %s)", err, stderr.String())
+		t.Fatalf("after SIGHUP: %v, want exit status 0 (stderr: %s)", err, stderr.String())
 	}
 	vs, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(t.Context(), metav1.ListOptions{})
 	if err != nil {

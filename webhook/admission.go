@@ -161,6 +161,21 @@ func (a *admitter[T]) serve(w http.ResponseWriter, r *http.Request, body []byte)
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Response: resp})
 }
 
+// answerCanary answers Install's canary: it denies the review with
+// canaryReached, which the API server's answer to the canary's dry-run
+// create then carries, showing that its call reached this server.
+func answerCanary(w http.ResponseWriter, _ *http.Request, body []byte) {
+	review, err := readReview(body)
+	if err != nil {
+		writeBad(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Response: &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: false,
+			Result: &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusForbidden, Message: canaryReached}}})
+}
+
 // readReview decodes an admission.k8s.io/v1 AdmissionReview.
 func readReview(body []byte) (*admissionv1.AdmissionReview, error) {
 	var review admissionv1.AdmissionReview

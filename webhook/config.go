@@ -51,6 +51,12 @@ type ClientConfig struct {
 	// NamespaceSelector limits the admission webhooks to the objects of
 	// the namespaces it selects (e.g. leave kube-system out). Default: all.
 	NamespaceSelector *metav1.LabelSelector
+	// RequireReached makes Install return only once the API server's call
+	// reached this Server (the canary's answer came from it), and fail
+	// after a minute otherwise. By default Install returns once the
+	// configurations are in force, reached or not: a Service may not yet
+	// route to a replica that is starting.
+	RequireReached bool
 }
 
 // webhookClientConfig returns cc's client configuration for path.
@@ -269,7 +275,7 @@ func (s *Server) Install(ctx context.Context, cfg *rest.Config, cc ClientConfig)
 	}
 	for _, c := range []metav1.Object{vwc, mwc} {
 		if !reflect.ValueOf(c).IsNil() {
-			if err := waitForCanary(ctx, kube, c.GetName()); err != nil {
+			if err := waitForCanary(ctx, kube, c.GetName(), cc.RequireReached); err != nil {
 				return err
 			}
 		}
@@ -285,7 +291,8 @@ func (s *Server) Install(ctx context.Context, cfg *rest.Config, cc ClientConfig)
 // once its canary is, the rest of the same configuration is too.
 const (
 	canaryLabel     = "webhook.ctrlkit.io/canary"
-	canaryPath      = "/ctrlkit-canary" // not served: the call fails, which names the canary all the same
+	canaryPath      = "/ctrlkit-canary" // served by every Server (answerCanary); a call that fails names the canary all the same
+	canaryReached   = "ctrlkit webhook canary: the API server's call reached the webhook server"
 	canaryNamespace = "default"
 	canaryWait      = time.Minute
 )
@@ -330,8 +337,10 @@ func withCanary[C *admissionregistrationv1.ValidatingWebhookConfiguration | *adm
 
 // waitForCanary creates the canary ConfigMap of config in dry-run (nothing
 // is stored) until the API server's answer names the canary webhook: the
-// configuration is then in force. It gives up after canaryWait.
-func waitForCanary(ctx context.Context, kube kubernetes.Interface, config string) error {
+// configuration is then in force; with reached, until that answer is the
+// canary's own (canaryReached: the call reached the server). It gives up
+// after canaryWait.
+func waitForCanary(ctx context.Context, kube kubernetes.Interface, config string, reached bool) error {
 	ctx, cancel := context.WithTimeout(ctx, canaryWait)
 	defer cancel()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "ctrlkit-webhook-canary-", Labels: map[string]string{canaryLabel: canaryValue(config)}}}
@@ -342,7 +351,7 @@ func waitForCanary(ctx context.Context, kube kubernetes.Interface, config string
 	for {
 		_, err := kube.CoreV1().ConfigMaps(canaryNamespace).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		switch {
-		case err != nil && strings.Contains(err.Error(), name):
+		case err != nil && strings.Contains(err.Error(), name) && (!reached || strings.Contains(err.Error(), canaryReached)):
 			return nil
 		case apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "admission webhook"):
 			// RBAC, not admission: the canary cannot tell.
@@ -353,6 +362,11 @@ func waitForCanary(ctx context.Context, kube kubernetes.Interface, config string
 		}
 		select {
 		case <-ctx.Done():
+			if reached && strings.Contains(last.Error(), name) {
+				return fmt.Errorf("webhook: the API server's calls to the webhooks of %s did not reach this server within %s "+
+					"(an address it cannot reach, a certificate it does not trust); last answer to the canary: %v: %w",
+					config, canaryWait, last, context.Cause(ctx))
+			}
 			return fmt.Errorf("webhook: the API server did not call the webhooks of %s within %s (it picks configurations "+
 				"up from an informer); last answer to the canary: %v: %w", config, canaryWait, last, context.Cause(ctx))
 		case <-tick.C:

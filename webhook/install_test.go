@@ -7,14 +7,17 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
@@ -94,7 +97,7 @@ func TestInstall_returnsOnceTheAPIServerCallsTheWebhooksOfBothVersions(t *testin
 		ctx, cancel := context.WithCancel(t.Context())
 		served := make(chan error, 1)
 		go func() { served <- s.Serve(ctx, ln) }()
-		cc := webhook.ClientConfig{URL: "https://" + ln.Addr().String(), CABundle: ca,
+		cc := webhook.ClientConfig{URL: "https://" + ln.Addr().String(), CABundle: ca, RequireReached: round%2 == 0,
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}
 		err = s.Install(t.Context(), cfg, cc)
 		if err == nil {
@@ -113,6 +116,50 @@ func TestInstall_returnsOnceTheAPIServerCallsTheWebhooksOfBothVersions(t *testin
 		<-served
 		if err != nil {
 			t.Fatalf("round %d: Install: %v", round, err)
+		}
+	}
+}
+
+// Install with RequireReached returns only once the API server's call
+// reached the webhook server: configurations pointing where nothing
+// answers are in force (without it Install returns) but never reached
+// (with it Install fails, here when its context ends).
+func TestInstall_requireReachedFailsWhereTheServerCannotCallTheWebhooks(t *testing.T) {
+	srv := env.Get(t)
+	cfg := srv.Config()
+	ca, err := webhook.SelfSigned(t.TempDir(), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // a free port: the API server's calls are refused
+	for _, reached := range []bool{false, true} {
+		name := fmt.Sprintf("unreached-%v-%s", reached, srv.Namespace(t))
+		s, err := webhook.NewServer(webhook.Options{Scheme: clientgoscheme.Scheme, CertDir: t.TempDir(), Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := webhook.AddValidator(s, webhook.Validator[*corev1.Secret]{
+			Create: func(context.Context, *corev1.Secret) (webhook.Warnings, error) { return nil, nil }}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		err = s.Install(ctx, cfg, webhook.ClientConfig{URL: "https://" + addr, CABundle: ca, RequireReached: reached,
+			FailurePolicy:     admissionregistrationv1.Ignore,
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "none"}}})
+		cancel()
+		if uerr := s.Uninstall(context.Background(), cfg); uerr != nil {
+			t.Error(uerr)
+		}
+		switch {
+		case !reached && err != nil:
+			t.Errorf("Install of configurations that are in force: %v, want nil", err)
+		case reached && (err == nil || !strings.Contains(err.Error(), "did not reach this server")):
+			t.Errorf("Install with RequireReached where nothing answers = %v, want an error saying the calls did not reach it", err)
 		}
 	}
 }

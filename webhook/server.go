@@ -117,6 +117,7 @@ func NewServer(opts Options) (*Server, error) {
 		counts:   map[string]*counts{},
 		inflight: &inflight{maxCount: opts.Limits.MaxInFlight, maxBytes: opts.Limits.MaxBytesInFlight}}
 	s.mux.HandleFunc("/", s.notFound)
+	s.mux.Handle(canaryPath, s.limit(answerCanary))
 	s.certs = newCertWatcher(opts.CertDir, opts.CertName, opts.KeyName, opts.Log(), m)
 	s.certs.src = opts.Certificate
 	return s, nil
