@@ -252,14 +252,28 @@ func layer(binary []byte, binName string) ([]byte, error) {
 }
 
 // WriteTarball writes img to file as a tarball tagged ref ("name:tag"),
-// for docker load, podman load or crane push.
+// for docker load, podman load or crane push. It writes a new file of its
+// own beside file (created exclusively, private until complete) and
+// renames it into place: a file or link someone else planted at that path
+// is replaced, never written through (in a shared directory with the
+// sticky bit, where another user's file cannot be replaced, it fails).
 func WriteTarball(img v1.Image, ref, file string) error {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return fmt.Errorf("ociimage: %w", err)
 	}
-	if err := tarball.WriteToFile(file, tag, img); err != nil {
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*")
+	if err != nil {
 		return fmt.Errorf("ociimage: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename, nothing is there
+	err = tarball.Write(tag, img, tmp)
+	err = errors.Join(err, tmp.Chmod(0o644), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		return fmt.Errorf("ociimage: write %s: %w", file, err)
 	}
 	return nil
 }

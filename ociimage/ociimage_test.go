@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
@@ -175,5 +176,37 @@ func TestProgramName_isGoBuildsName(t *testing.T) {
 	}
 	if _, err := ociimage.ProgramName(t.Context(), ociimage.Options{Package: "./missing", Dir: dir}); err == nil {
 		t.Error("ProgramName of a missing package: no error")
+	}
+}
+
+// A link planted where the tarball goes is replaced, not written through:
+// the file it points at keeps its content, and the tarball is a file of
+// its own.
+func TestWriteTarball_replacesALinkAtItsPathInsteadOfWritingThroughIt(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "image.tar")
+	if err := os.Symlink(victim, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := ociimage.WriteTarball(empty.Image, "example.com/empty:v1", out); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep me" {
+		t.Errorf("the link's target now holds %q (%v); want it untouched", b, err)
+	}
+	fi, err := os.Lstat(out)
+	if err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("%s: %v, %v; want a regular file", out, fi, err)
+	}
+	tag, _ := name.NewTag("example.com/empty:v1")
+	if _, err := tarball.ImageFromPath(out, &tag); err != nil {
+		t.Errorf("the tarball does not load: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".image.tar.*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }
