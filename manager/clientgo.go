@@ -91,13 +91,49 @@ func registerRESTClientMetrics(reg prometheus.Registerer, log *slog.Logger) erro
 type resultHook struct{ v *prometheus.CounterVec }
 
 func (h resultHook) Increment(_ context.Context, code, method, host string) {
-	h.v.WithLabelValues(code, method, host).Inc()
+	h.v.WithLabelValues(code, method, restHosts.label(host)).Inc()
 }
 
 type latencyHook struct{ v *prometheus.HistogramVec }
 
 func (h latencyHook) Observe(_ context.Context, verb string, u url.URL, latency time.Duration) {
-	h.v.WithLabelValues(verb, u.Host).Observe(latency.Seconds())
+	h.v.WithLabelValues(verb, restHosts.label(u.Host)).Observe(latency.Seconds())
+}
+
+// maxRESTHosts bounds the host label of the rest_client_* series: a
+// process talks to a few API servers, but a fleet's providers take the
+// servers from what others write (a kubeconfig Secret changed again and
+// again would add a set of series per address, kept for the process's
+// life). Hosts past the bound are counted under restHostOther.
+const maxRESTHosts = 64
+
+// restHostOther is the host label of requests to the hosts past
+// maxRESTHosts.
+const restHostOther = "other"
+
+// restHosts holds the hosts that have a label of their own.
+var restHosts hostLabels
+
+type hostLabels struct {
+	mu    sync.Mutex
+	known map[string]bool
+}
+
+// label returns host, or restHostOther once maxRESTHosts others have a
+// label.
+func (h *hostLabels) label(host string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.known[host]:
+		return host
+	case len(h.known) >= maxRESTHosts:
+		return restHostOther
+	case h.known == nil:
+		h.known = map[string]bool{}
+	}
+	h.known[host] = true
+	return host
 }
 
 // klogRoute sends klog's output (client-go's leader election, API

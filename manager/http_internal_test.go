@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -60,5 +61,25 @@ func TestHandler_pprofBeyondLoopbackNeedsTheToken(t *testing.T) {
 				t.Errorf("/healthz: %d %s", w.Code, body)
 			}
 		})
+	}
+}
+
+// The rest_client_* series have a host label: whoever writes the
+// kubeconfigs a fleet's provider reads chooses hosts, so past
+// maxRESTHosts new hosts share one label; the hosts seen before keep
+// theirs.
+func TestHostLabels_areBounded(t *testing.T) {
+	var h hostLabels
+	for i := range maxRESTHosts {
+		host := fmt.Sprintf("10.0.0.%d:6443", i)
+		if got := h.label(host); got != host {
+			t.Fatalf("host %d of %d labelled %q, want its own", i, maxRESTHosts, got)
+		}
+	}
+	if got := h.label("10.9.9.9:6443"); got != restHostOther {
+		t.Errorf("a host past the bound labelled %q, want %q", got, restHostOther)
+	}
+	if got := h.label("10.0.0.1:6443"); got != "10.0.0.1:6443" {
+		t.Errorf("a host seen before the bound labelled %q, want its own", got)
 	}
 }
