@@ -94,12 +94,23 @@ type Options struct {
 	// filter on the client (every object is still received), and list
 	// again when the replica's shards change, before it opens new ones.
 	Spread []string
+	// MaxResponseBytes bounds each response an engaged cluster's API
+	// server sends, but a watch's (whose events are bounded one by one, at
+	// 16 MiB): a list page or discovery answer past it fails (the informer
+	// retries and reports the error). Whoever writes a provider's
+	// kubeconfigs chooses the servers; without a bound, one could send a
+	// list without end and the process would hold it until it ran out of
+	// memory, stopping every cluster. Default: 512 MiB; -1: none.
+	MaxResponseBytes int64
 	// RingConfig reaches the cluster where the ring's Leases live (the
 	// management cluster). Required with Ring. The fleet makes its own
 	// client of it, with no client-side rate limit: a renewal must never
 	// wait behind other requests (a lapse stops every cluster at once).
 	RingConfig *rest.Config
 }
+
+// defaultMaxResponseBytes is Options.MaxResponseBytes's default.
+const defaultMaxResponseBytes = 512 << 20
 
 // Fleet is one controller over the clusters engaged in it. Make one with
 // New, add sources with For, Run it, and Engage clusters (before or while
@@ -147,6 +158,12 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 	}
 	if opts.Controller.Fairness.FlowKey == nil {
 		opts.Controller.Fairness.FlowKey = func(k Key) string { return k.Cluster }
+	}
+	switch {
+	case opts.MaxResponseBytes == 0:
+		opts.MaxResponseBytes = defaultMaxResponseBytes
+	case opts.MaxResponseBytes < 0:
+		opts.MaxResponseBytes = 0 // none
 	}
 	if w := opts.Controller.Workers; opts.Controller.Fairness.MaxInFlight == 0 && w >= 4 {
 		opts.Controller.Fairness.MaxInFlight = w - w/4
@@ -474,7 +491,7 @@ func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)
 	}
-	transport := newSwapTransport(base.Transport)
+	transport := newSwapTransport(base.Transport, f.opts.MaxResponseBytes)
 	hc := &http.Client{Transport: transport, Timeout: base.Timeout}
 	disc, err := listwatch.NewDiscovery(cfg, hc, f.opts.Scheme)
 	if err != nil {

@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"sync/atomic"
 
@@ -13,18 +14,59 @@ import (
 // configuration makes, replaced in place when its credentials rotate, so
 // that every client holding the cluster's HTTP client (informers, typed
 // clients, clientset) uses the new ones from its next request on.
+// Every response body but a watch's is bounded by maxBody bytes (0: no
+// bound): reading past it fails.
 type swapTransport struct {
-	rt atomic.Pointer[http.RoundTripper]
+	rt      atomic.Pointer[http.RoundTripper]
+	maxBody int64
 }
 
-func newSwapTransport(rt http.RoundTripper) *swapTransport {
-	t := &swapTransport{}
+func newSwapTransport(rt http.RoundTripper, maxBody int64) *swapTransport {
+	t := &swapTransport{maxBody: maxBody}
 	t.rt.Store(&rt)
 	return t
 }
 
 func (t *swapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	return (*t.rt.Load()).RoundTrip(r)
+	resp, err := (*t.rt.Load()).RoundTrip(r)
+	if err == nil && t.maxBody > 0 && resp.Body != nil && !isWatch(r) {
+		resp.Body = &boundedBody{ReadCloser: resp.Body, left: t.maxBody, max: t.maxBody}
+	}
+	return resp, err
+}
+
+// isWatch reports whether r opens a watch, whose body is a stream of
+// events (each bounded by its decoder), not one answer.
+func isWatch(r *http.Request) bool {
+	switch r.URL.Query().Get("watch") {
+	case "true", "1":
+		return true
+	}
+	return false
+}
+
+// boundedBody fails a read past max bytes.
+type boundedBody struct {
+	io.ReadCloser
+	left, max int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells a body of exactly max bytes from a longer one.
+		var one [1]byte
+		n, err := b.ReadCloser.Read(one[:])
+		if n > 0 {
+			return 0, fmt.Errorf("fleet: a response of more than %d bytes from the cluster's API server (Options.MaxResponseBytes)", b.max)
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // CloseIdleConnections closes the idle connections of the current
