@@ -7,6 +7,13 @@
 //	controller.Stats ┼─> Source.State() ──> state.json ──> page (polls every second)
 //	controller.KeyStats ─> Source.Explain() ──> explain
 //
+// /debug/ctrlkit/explain?controller=NAME&key=KEY answers, as JSON, why the
+// controller called NAME queued KEY and where the key is now (queued, in
+// flight, waiting for a retry): KEY as the controller's keys print,
+// NAMESPACE/NAME (NAME for a cluster-scoped object), and for a fleet's
+// controller CLUSTER/NAMESPACE/NAME. An unknown controller is 404, a key
+// that does not parse 400.
+//
 // The JSON types are public API: their field names are stable, and the
 // page reads nothing else. Nothing is computed in the background: each
 // request composes the stages' Stats snapshots, whose cost does not grow

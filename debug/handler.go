@@ -83,7 +83,8 @@ func servePage(w http.ResponseWriter, _ *http.Request) {
 func serveExplain(w http.ResponseWriter, r *http.Request, src Source) {
 	name, raw := r.URL.Query().Get("controller"), r.URL.Query().Get("key")
 	if name == "" {
-		writeError(w, http.StatusBadRequest, "missing parameter controller: explain?controller=NAME&key=NAMESPACE/NAME")
+		writeError(w, http.StatusBadRequest, "missing parameter controller: explain?controller=NAME&key=NAMESPACE/NAME "+
+			"(a cluster-scoped object's key is NAME; a fleet's, CLUSTER/NAMESPACE/NAME)")
 		return
 	}
 	e, err := src.Explain(name, raw)
