@@ -213,7 +213,7 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 	}
 	s := Pipeline(cfg)
-	for _, side := range []string{Ctrlkit, ClientGo, Floor, CtrlkitManager, CtrlkitManagerTraced1, CtrlkitManagerTraced100} {
+	for _, side := range []string{Ctrlkit, ClientGo, Floor, CtrlkitMetrics, CtrlkitManager, CtrlkitManagerTraced1, CtrlkitManagerTraced100} {
 		b.Run(side, func(b *testing.B) {
 			for b.Loop() {
 				res, err := s.Run(b.Context(), side)
