@@ -114,9 +114,13 @@ func jsonItem[T object.Object](k *KindListerWatcher[T], js runtime.Decoder) func
 		}
 		any(obj).(runtime.Object).GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{}) // as the REST client's decoding leaves it
 		if m, ok := any(obj).(metav1.Object); ok && !keep.All {
-			m.SetManagedFields(slices.DeleteFunc(m.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
+			kept := slices.DeleteFunc(m.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
 				return !slices.Contains(keep.Of, e.Manager)
-			}))
+			})
+			if len(kept) == 0 {
+				kept = nil // as the REST client's decoding leaves an object without them
+			}
+			m.SetManagedFields(kept)
 		}
 		if err == nil {
 			in.meta(obj)
