@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/signal"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ctrlkit/ctrlkit/debug"
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/internal/program"
 	"github.com/ctrlkit/ctrlkit/object"
@@ -176,7 +176,7 @@ func runLocalWebhooks(ctx context.Context, cfg *rest.Config, fs *flag.FlagSet, o
 	if opts.WebhookCerts.Secret != (object.ObjectName{}) || opts.Webhook.CertDir != "" {
 		return errors.New("--webhook-local makes its own certificate: give no --webhook-cert-dir or --webhook-cert-secret")
 	}
-	if !loopbackHost(cfg.Host) {
+	if !loopbackServer(cfg.Host) {
 		return fmt.Errorf("--webhook-local installs webhooks that call 127.0.0.1 on the API server's machine: it needs an API "+
 			"server on this machine reached on loopback (as the embedded one), not %s", cfg.Host)
 	}
@@ -185,7 +185,7 @@ func runLocalWebhooks(ctx context.Context, cfg *rest.Config, fs *flag.FlagSet, o
 	switch {
 	case !addrSet:
 		opts.Webhook.Addr = "127.0.0.1:0"
-	case !loopbackHost(opts.Webhook.Addr):
+	case !debug.IsLoopbackAddr(opts.Webhook.Addr):
 		return fmt.Errorf("--webhook-local serves on loopback with a certificate for 127.0.0.1: --webhook-addr %s is not "+
 			"a loopback address", opts.Webhook.Addr)
 	}
@@ -245,21 +245,14 @@ func runLocalWebhooks(ctx context.Context, cfg *rest.Config, fs *flag.FlagSet, o
 	return errors.Join(installErr, err)
 }
 
-// loopbackHost reports whether hostPort (a URL, or host:port) names a
-// loopback address or localhost.
-func loopbackHost(hostPort string) bool {
-	if u, err := url.Parse(hostPort); err == nil && u.Host != "" {
-		hostPort = u.Host
+// loopbackServer reports whether host, a rest.Config's Host (a URL, or
+// host:port), names this machine's loopback interface (debug.TrustedHost's
+// rule for a Host header).
+func loopbackServer(host string) bool {
+	if u, err := url.Parse(host); err == nil && u.Host != "" {
+		host = u.Host
 	}
-	host, _, err := net.SplitHostPort(hostPort)
-	if err != nil {
-		host = hostPort
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	return debug.TrustedHost(host, nil)
 }
 
 // LoadConfig returns the configuration kubectl would use: the kubeconfig

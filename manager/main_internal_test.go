@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/ctrlkit/ctrlkit/debug"
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/internal/program"
 )
@@ -58,14 +59,19 @@ func TestMainFlags_reachOptions(t *testing.T) {
 
 // --webhook-local's configurations call 127.0.0.1: only an API server on
 // this machine, reached on loopback, can call them, and only a loopback
-// address matches their certificate.
-func TestLoopbackHost_isLoopbackOnly(t *testing.T) {
+// listen address matches their certificate.
+func TestLoopbackServerAndAddr_areLoopbackOnly(t *testing.T) {
 	for host, want := range map[string]bool{
-		"https://127.0.0.1:6443": true, "https://[::1]:6443": true, "https://localhost:6443": true, "127.0.0.2:9443": true,
-		"https://10.0.0.1:6443": false, "https://api.example.com": false, "0.0.0.0:0": false, "[::]:9443": false, "": false,
+		"https://127.0.0.1:6443": true, "https://[::1]:6443": true, "https://localhost:6443": true,
+		"https://10.0.0.1:6443": false, "https://api.example.com": false, "": false,
 	} {
-		if got := loopbackHost(host); got != want {
-			t.Errorf("loopbackHost(%q) = %v, want %v", host, got, want)
+		if got := loopbackServer(host); got != want {
+			t.Errorf("loopbackServer(%q) = %v, want %v", host, got, want)
+		}
+	}
+	for addr, want := range map[string]bool{"127.0.0.2:9443": true, "0.0.0.0:0": false, "[::]:9443": false, "": false} {
+		if got := debug.IsLoopbackAddr(addr); got != want {
+			t.Errorf("debug.IsLoopbackAddr(%q) = %v, want %v", addr, got, want)
 		}
 	}
 }
