@@ -144,19 +144,10 @@ func (d Directory) apply(f *Fleet, files map[string]file, seen, refused map[stri
 			case err == nil:
 				seen[name] = sum
 				delete(refused, name)
-			case f.Engaged(name):
-				// A change that cannot be used (a typo, a file read half
-				// written) does not stop a cluster that runs: it keeps its
-				// previous kubeconfig, and Refused says why until the file
-				// is fixed.
-				_ = f.refuseChange(name, err)
-				log.Warn("fleet: kubeconfig change refused: the cluster runs on with its previous kubeconfig",
-					"cluster", name, "err", err)
+			case f.changeFailed(name, err, log): // a file read half written: the cluster runs on
 				refused[name] = sum
 			default: // an Update to another server that could not engage it: it is gone
 				delete(seen, name)
-				_ = f.refuse(name, err)
-				log.Warn("fleet: cluster not engaged", "cluster", name, "err", err)
 				refused[name] = sum
 			}
 			continue

@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"sort"
@@ -317,16 +318,28 @@ func checkName(name string) error {
 	return nil
 }
 
-// refuseChange records that a provider's new configuration for the
-// engaged cluster called name was refused (err), while the cluster runs
-// on with its previous one, for Refused, and returns err.
-func (f *Fleet) refuseChange(name string, err error) error {
+// changeFailed records that a provider's change of the cluster called
+// name (a kubeconfig that cannot be used, or an Update that failed) did
+// not take, logs it, and reports whether the cluster still runs. A cluster
+// still engaged runs on with its previous configuration and is listed by
+// Refused until a change takes: a typo or a half-written rotation does not
+// stop a cluster that runs. One no longer engaged (an Update to another
+// server that could not engage it) is refused as an Engage that failed.
+func (f *Fleet) changeFailed(name string, err error, log *slog.Logger, attrs ...any) (running bool) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.offered[name] != nil {
+	running = f.offered[name] != nil
+	if running {
 		f.refused[name] = err
 	}
-	return err
+	f.mu.Unlock()
+	attrs = append([]any{"cluster", name}, append(attrs, "err", err)...)
+	if running {
+		log.Warn("fleet: kubeconfig change refused: the cluster runs on with its previous kubeconfig", attrs...)
+		return true
+	}
+	_ = f.refuse(name, err)
+	log.Warn("fleet: cluster not engaged", attrs...)
+	return false
 }
 
 // unrefuse forgets that the cluster called name was refused (its

@@ -96,15 +96,11 @@ func (p Secrets) Run(ctx context.Context, f *Fleet) error {
 		case err == nil:
 			owned[name] = true
 			log.Info("fleet: cluster engaged", "cluster", name, "server", redactedHost(cfg.Host))
-		case owned[name] && f.Engaged(name):
-			// A change that cannot be used (a typo, a half-written rotation)
-			// does not stop a cluster that runs: it keeps its previous
-			// kubeconfig, and Refused says why until the Secret is fixed.
-			_ = f.refuseChange(name, err)
-			log.Warn("fleet: kubeconfig change refused: the cluster runs on with its previous kubeconfig", "cluster", name,
-				"secret", where, "err", err)
+		case owned[name]:
+			if !f.changeFailed(name, err, log, "secret", where) {
+				delete(owned, name)
+			}
 		default:
-			delete(owned, name)     // an Update to another server that could not engage it: it is gone
 			_ = f.refuse(name, err) // for Refused, unless another provider holds the name
 			log.Warn("fleet: cluster not engaged", "cluster", name, "secret", where, "err", err)
 		}
