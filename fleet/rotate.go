@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	"k8s.io/client-go/rest"
@@ -38,6 +39,9 @@ func (t *swapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // isWatch reports whether r opens a watch, whose body is a stream of
 // events (each bounded by its decoder), not one answer.
 func isWatch(r *http.Request) bool {
+	if !strings.Contains(r.URL.RawQuery, "watch") {
+		return false // most requests: no query to parse
+	}
 	switch r.URL.Query().Get("watch") {
 	case "true", "1":
 		return true
