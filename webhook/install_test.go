@@ -147,7 +147,10 @@ func TestInstall_requireReachedFailsWhereTheServerCannotCallTheWebhooks(t *testi
 			Create: func(context.Context, *corev1.Secret) (webhook.Warnings, error) { return nil, nil }}); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		// Long enough for the configuration to be in force on a loaded
+		// machine (usually a second): the reached case then fails by its
+		// own rule, not for want of time.
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		err = s.Install(ctx, cfg, webhook.ClientConfig{URL: "https://" + addr, CABundle: ca, RequireReached: reached,
 			FailurePolicy:     admissionregistrationv1.Ignore,
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "none"}}})
