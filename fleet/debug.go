@@ -35,7 +35,7 @@ func (s debugSource) State() debug.State {
 	}
 	f.mu.Unlock()
 	for _, m := range members {
-		for _, r := range m.runs {
+		for _, r := range m.sources() {
 			out := debug.FromInformer(r.stats(), r.lastErr(), now)
 			out.Kind, out.Namespace, out.LabelSelector, out.FieldSelector = r.kind, r.scope.Namespace, r.scope.LabelSelector, r.scope.FieldSelector
 			st.Informers = append(st.Informers, out)
@@ -66,7 +66,7 @@ func (s debugSource) Explain(name, raw string) (debug.Explanation, error) {
 	var cache debug.Cache
 	f.mu.Lock()
 	if m := f.clusters[cluster]; m != nil {
-		for _, r := range m.runs {
+		for _, r := range m.sources() {
 			if r.cache != nil { // For's
 				cache = r.cache
 				break

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/fleet"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/shard"
 )
 
@@ -68,4 +70,53 @@ func ExampleOptions_spread() {
 	// Output:
 	// fleet: Options.Spread needs Options.Ring (the replicas to spread the clusters' objects over)
 	// []
+}
+
+// A fleet's scope changes while it runs: a source added after a cluster is
+// engaged gets an informer there at once, and Remove takes it away from
+// every cluster. (The fleet is not run here, so no server is called.)
+func ExampleCache_Remove() {
+	rec := controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
+		return controller.Result{}, nil
+	})
+	f, err := fleet.New(rec, fleet.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	informers := func() {
+		var names []string
+		for _, i := range f.DebugSource().State().Informers {
+			names = append(names, i.Name)
+		}
+		fmt.Println(strings.Join(names, ", "))
+	}
+	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: "apps"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := f.Engage("prod", &rest.Config{Host: "https://prod.example:6443"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	informers()
+	// Secrets of namespace "apps" now queue the ConfigMap of their name.
+	secrets, err := fleet.Watches(f, fleet.Scope{Namespace: "apps"}, func(s *corev1.Secret) []object.ObjectName {
+		return []object.ObjectName{object.NameOf(s)}
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	informers()
+	if err := secrets.Remove(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	informers()
+	_ = f.Disengage("prod")
+	// Output:
+	// prod: ConfigMap
+	// prod: ConfigMap, prod: Secret
+	// prod: ConfigMap
 }

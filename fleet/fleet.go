@@ -1,10 +1,12 @@
 // Package fleet runs one controller over a changing set of clusters: one
 // work queue, fair between clusters, whose keys name the cluster
 // (Key{Cluster, ObjectName}); each engaged cluster gets its own informers
-// of the fleet's sources, and a cluster that leaves takes its informers,
-// goroutines, metrics and cache with it (its idle connections are closed
-// by client-go's transport, shared by every client of the same server and
-// TLS configuration, after its idle timeout). Clusters join and leave by
+// of the fleet's sources (For, Owns, Watches: added, and removed with
+// Cache.Remove, before or while the fleet runs), and a cluster that leaves
+// takes its informers, goroutines, metrics and cache with it (its idle
+// connections are closed by client-go's transport, shared by every client
+// of the same server and TLS configuration, after its idle timeout).
+// Clusters join and leave by
 // Engage and Disengage, called by a provider: Directory (a folder of
 // kubeconfig files), Secrets (Cluster API's kubeconfig Secrets) or one's
 // own.
@@ -28,6 +30,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -114,8 +117,8 @@ type Options struct {
 const defaultMaxResponseBytes = 512 << 20
 
 // Fleet is one controller over the clusters engaged in it. Make one with
-// New, add sources with For, Run it, and Engage clusters (before or while
-// it runs). Safe for concurrent use.
+// New, add sources with For, Run it, and Engage clusters (sources and
+// clusters before or while it runs). Safe for concurrent use.
 type Fleet struct {
 	opts    Options
 	ctrl    *controller.Controller[Key]
@@ -401,10 +404,21 @@ func (f *Fleet) engageHere(name string, cfg *rest.Config) (*member, error) {
 		return nil, nil
 	}
 	f.clusters[name] = m
-	ctx := f.ctx
+	ctx, sources := f.ctx, slices.Clone(f.sources)
 	f.mu.Unlock()
 	if ctx != nil {
 		m.start(ctx)
+	}
+	// A source added or removed while m was built: from here on, For, Owns,
+	// Watches and Remove see m among the clusters.
+	if err := m.follow(f, sources); err != nil {
+		f.mu.Lock()
+		if f.clusters[name] == m {
+			delete(f.clusters, name)
+		}
+		f.mu.Unlock()
+		m.close()
+		return nil, err
 	}
 	return m, nil
 }
@@ -470,11 +484,15 @@ type member struct {
 	transport *swapTransport // hc's, replaced when credentials rotate (Update)
 	discovery listwatch.Discovery
 	cluster   *Cluster
-	runs      []sourceRun
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc // once started
-	wg      sync.WaitGroup     // the informers' goroutines
+	mu sync.Mutex
+	// runs are the sources' informers here, by the source's place in the
+	// fleet's sources; nil where a source was removed. Read them with
+	// sources.
+	runs    []*sourceRun
+	ctx     context.Context // once started; the runs' parent
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // the informers' goroutines
 	stopped bool
 }
 
@@ -497,6 +515,9 @@ type sourceRun struct {
 	// relist lists again an informer cut to this replica's share of a
 	// spread cluster, once its shards changed; nil for others.
 	relist func(context.Context, error) error
+
+	stop func()        // ends run's context, once started
+	done chan struct{} // closed when run returned, once started
 }
 
 func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {
@@ -514,18 +535,72 @@ func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {
 	m := &member{name: name, hc: hc, transport: transport, discovery: disc}
 	m.cluster = &Cluster{member: m, name: name, hc: hc, disc: disc, scheme: f.opts.Scheme}
 	m.cluster.cfg.Store(cfg)
-	f.mu.Lock()
-	sources := append([]source(nil), f.sources...)
-	f.mu.Unlock()
-	for _, s := range sources {
-		r, err := s.build(f, m)
-		if err != nil {
-			m.close()
-			return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)
-		}
-		m.runs = append(m.runs, r)
+	if err := m.follow(f, f.sourcesNow()); err != nil {
+		m.close()
+		return nil, err
 	}
 	return m, nil
+}
+
+// sourcesNow returns a copy of the fleet's sources.
+func (f *Fleet) sourcesNow() []source {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.sources)
+}
+
+// follow brings m's informers in line with sources, a copy of the fleet's
+// taken at some point: it builds (and, once m runs, starts) those of the
+// sources added since m last followed, and stops those removed. Sources
+// are only ever appended, and a removal is for good, so following an older
+// copy after a newer one undoes nothing. On a build's error, m keeps the
+// informers it had. A build takes m.mu, never f.mu (whose holders may
+// take m.mu).
+func (m *member) follow(f *Fleet, sources []source) error {
+	var gone []*sourceRun
+	err := func() error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.stopped {
+			return nil
+		}
+		for i, s := range sources {
+			switch {
+			case i >= len(m.runs) && s.removed:
+				m.runs = append(m.runs, nil)
+			case i >= len(m.runs):
+				r, err := s.build(f, m)
+				if err != nil {
+					return fmt.Errorf("fleet: cluster %s: %w", m.name, err)
+				}
+				m.runs = append(m.runs, r)
+				if m.ctx != nil {
+					m.startLocked(r)
+				}
+			case s.removed && m.runs[i] != nil:
+				gone = append(gone, m.runs[i])
+				m.runs[i] = nil
+			}
+		}
+		return nil
+	}()
+	for _, r := range gone {
+		r.stopAndClose()
+	}
+	return err
+}
+
+// sources returns m's informers, removed sources left out.
+func (m *member) sources() []*sourceRun {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*sourceRun, 0, len(m.runs))
+	for _, r := range m.runs {
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // start runs m's informers under ctx.
@@ -535,10 +610,33 @@ func (m *member) start(ctx context.Context) {
 	if m.stopped || m.cancel != nil {
 		return
 	}
-	ctx, m.cancel = context.WithCancel(ctx)
+	m.ctx, m.cancel = context.WithCancel(ctx)
 	for _, r := range m.runs {
-		m.wg.Go(func() { _ = r.run(ctx) })
+		if r != nil {
+			m.startLocked(r)
+		}
 	}
+}
+
+// startLocked runs r under m's context; m.mu is held.
+func (m *member) startLocked(r *sourceRun) {
+	ctx, cancel := context.WithCancel(m.ctx)
+	r.stop, r.done = cancel, make(chan struct{})
+	m.wg.Go(func() {
+		defer close(r.done)
+		_ = r.run(ctx)
+	})
+}
+
+// stopAndClose stops r's informer, if it runs, waits for it, and takes its
+// handler off the controller.
+func (r *sourceRun) stopAndClose() {
+	if r.stop != nil {
+		r.stop()
+		<-r.done
+	}
+	r.remove()
+	r.close()
 }
 
 // close stops m's informers, takes their handlers off the controller and
@@ -547,14 +645,18 @@ func (m *member) close() {
 	m.mu.Lock()
 	m.stopped = true
 	cancel := m.cancel
+	runs := m.runs
+	m.runs = nil
 	m.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
 	m.wg.Wait()
-	for _, r := range m.runs {
-		r.remove()
-		r.close()
+	for _, r := range runs {
+		if r != nil {
+			r.remove()
+			r.close()
+		}
 	}
 	m.hc.CloseIdleConnections()
 }

@@ -121,9 +121,6 @@ func TestFleet_oneControllerOverClustersThatComeAndGo(t *testing.T) {
 	if err := f.Engage("a", a.Config()); !errors.Is(err, fleet.ErrEngaged) {
 		t.Errorf("Engage twice = %v, want ErrEngaged", err)
 	}
-	if _, err := fleet.For[*corev1.Secret](f, fleet.Scope{}); !errors.Is(err, fleet.ErrLate) {
-		t.Errorf("For after Engage = %v, want ErrLate", err)
-	}
 	ctx, cancel := context.WithCancel(t.Context())
 	ran := make(chan error, 1)
 	go func() { ran <- f.Run(ctx) }()

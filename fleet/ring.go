@@ -176,7 +176,7 @@ func (f *Fleet) queueAcquired(in func(hash uint64) bool) {
 		if f.spread[m.name] {
 			event = "its shard moved to this replica"
 		}
-		for _, r := range m.runs {
+		for _, r := range m.sources() {
 			if r.primaries == nil {
 				continue
 			}
@@ -264,7 +264,7 @@ func (f *Fleet) relistSpread(ctx context.Context, skip []*member) error {
 	}
 	f.mu.Unlock()
 	for _, m := range ms {
-		for _, r := range m.runs {
+		for _, r := range m.sources() {
 			if r.relist == nil {
 				continue
 			}

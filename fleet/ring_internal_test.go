@@ -103,7 +103,7 @@ func TestSpreadShard_containsByKeyAndByControllerOwner(t *testing.T) {
 // error (it lists when it answers); another failure is.
 func TestAwaitRelist_toleratesAStoppedInformerAndAClusterThatIsDown(t *testing.T) {
 	var down error
-	m := &member{name: "big", runs: []sourceRun{{lastErr: func() error { return down }}}}
+	m := &member{name: "big", runs: []*sourceRun{{lastErr: func() error { return down }}}}
 	m.cluster = &Cluster{member: m}
 	f := &Fleet{}
 	ended := func(err error) <-chan error {

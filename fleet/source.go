@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,14 +34,11 @@ type Cache[T object.Object] struct {
 // source is one of the fleet's sources, type-erased: what Engage builds
 // in each cluster.
 type source struct {
-	gvk   schema.GroupVersionKind
-	build func(f *Fleet, m *member) (sourceRun, error)
+	gvk     schema.GroupVersionKind
+	role    int
+	removed bool // by Cache.Remove: its informers stopped, none built
+	build   func(f *Fleet, m *member) (*sourceRun, error)
 }
-
-// ErrLate is the error of For, Owns and Watches once a cluster is engaged
-// or the fleet runs: each cluster gets the sources the fleet had when it
-// was engaged.
-var ErrLate = errors.New("fleet: sources are added before any cluster is engaged")
 
 // ErrSecondFor is For's error when the fleet has its For source already:
 // a fleet reconciles one kind (more objects of it in other namespaces or
@@ -50,10 +48,15 @@ var ErrSecondFor = errors.New("fleet: a fleet has one For source")
 // ErrNoFor is Owns's error before For: the owner's kind is For's.
 var ErrNoFor = errors.New("fleet: Owns needs the fleet's For source first (the owners' kind)")
 
+// ErrRemoveFor is Cache.Remove's error for the For source: the fleet's
+// keys are of its kind for the fleet's life.
+var ErrRemoveFor = errors.New("fleet: the For source cannot be removed (its kind is the fleet's keys')")
+
 // For makes the objects of T in scope, in every cluster, the fleet's
 // primary objects: each change queues Key{Cluster, the object's name}. T
-// must be in the fleet's scheme. Call it before Engage and Run; a fleet
-// has one For.
+// must be in the fleet's scheme. A fleet has one For; it may come after
+// clusters are engaged and while the fleet runs, as Owns and Watches may
+// (each engaged cluster then starts the source's informer).
 func For[T object.Object](f *Fleet, scope Scope) (*Cache[T], error) {
 	return add[T](f, scope, func(schema.GroupKind) handler.KeyFunc[T, object.ObjectName] { return handler.Names[T]() }, sourceFor)
 }
@@ -61,8 +64,8 @@ func For[T object.Object](f *Fleet, scope Scope) (*Cache[T], error) {
 // Owns makes changes to the objects of T in scope, in every cluster, queue
 // the For object of that cluster that controls them (the owner reference
 // with controller: true of For's kind; see handler.Owners), so a child
-// changed or deleted by someone else is put right. Call it after For,
-// before Engage and Run.
+// changed or deleted by someone else is put right. Call it after For; it
+// may come while the fleet runs.
 func Owns[T handler.Owned](f *Fleet, scope Scope) (*Cache[T], error) {
 	return add[T](f, scope, handler.Owners[T], sourceOwns)
 }
@@ -70,7 +73,8 @@ func Owns[T handler.Owned](f *Fleet, scope Scope) (*Cache[T], error) {
 // Watches makes changes to the objects of T in scope, in every cluster,
 // queue the keys fn maps them to in the same cluster (see handler.Mapped:
 // an update maps the old and the new object, a delete the last known one).
-// Call it before Engage and Run; it needs no For.
+// It needs no For, and may come while the fleet runs: Watches and
+// Cache.Remove are a fleet's scope changing at runtime.
 func Watches[T object.Object](f *Fleet, scope Scope, fn func(obj T) []object.ObjectName) (*Cache[T], error) {
 	if fn == nil {
 		return nil, errors.New("fleet: Watches needs a map function")
@@ -94,13 +98,15 @@ func add[T object.Object](f *Fleet, scope Scope, names func(owner schema.GroupKi
 		return nil, err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	switch {
-	case len(f.clusters) > 0 || f.ctx != nil:
-		return nil, ErrLate
+	case f.closed:
+		f.mu.Unlock()
+		return nil, ErrStopped
 	case role == sourceFor && !f.primary.Empty():
+		f.mu.Unlock()
 		return nil, ErrSecondFor
 	case role == sourceOwns && f.primary.Empty():
+		f.mu.Unlock()
 		return nil, ErrNoFor
 	case role == sourceFor:
 		f.primary = gvk.GroupKind()
@@ -110,15 +116,76 @@ func add[T object.Object](f *Fleet, scope Scope, names func(owner schema.GroupKi
 	// Each source's informer has its own name (its metrics and the debug
 	// page's rows are by name): the kind, numbered from the second source
 	// of a kind on (For ConfigMaps in one namespace, Watches ConfigMaps in
-	// another).
+	// another), removed ones counted.
 	name := gvk.Kind
 	if n := 1 + countKind(f.sources, gvk); n > 1 {
 		name = fmt.Sprintf("%s %d", gvk.Kind, n)
 	}
-	f.sources = append(f.sources, source{gvk: gvk, build: func(f *Fleet, m *member) (sourceRun, error) {
+	index := len(f.sources)
+	f.sources = append(f.sources, source{gvk: gvk, role: role, build: func(f *Fleet, m *member) (*sourceRun, error) {
 		return build[T](f, m, gvk, name, scope, keys, role, owner)
 	}})
-	return &Cache[T]{f: f, index: len(f.sources) - 1}, nil
+	members, sources := f.membersLocked(), slices.Clone(f.sources)
+	f.mu.Unlock()
+	// The clusters engaged already start the source's informer; those
+	// engaged from here on build it with the others.
+	var errs []error
+	for _, m := range members {
+		if err := m.follow(f, sources); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		f.removeSource(index, true)
+		return nil, errors.Join(errs...)
+	}
+	return &Cache[T]{f: f, index: index}, nil
+}
+
+// Remove removes the source from the fleet: in every engaged cluster its
+// informer stops, its handler leaves the controller, its cache is freed
+// and its metrics unregistered, and clusters engaged later do not build
+// it. Keys it queued stay queued. It returns once that is done; removing a
+// source twice does nothing. The For source stays (ErrRemoveFor).
+func (c *Cache[T]) Remove() error {
+	c.f.mu.Lock()
+	role := c.f.sources[c.index].role
+	c.f.mu.Unlock()
+	if role == sourceFor {
+		return ErrRemoveFor
+	}
+	c.f.removeSource(c.index, false)
+	return nil
+}
+
+// removeSource marks the source at index removed and stops its informers
+// in the engaged clusters. A rollback (For, Owns or Watches failing in a
+// cluster) also forgets the For kind it set.
+func (f *Fleet) removeSource(index int, rollback bool) {
+	f.mu.Lock()
+	s := &f.sources[index]
+	if s.removed {
+		f.mu.Unlock()
+		return
+	}
+	s.removed, s.build = true, nil // its closure (scope, key function) freed; the place stays, by which Caches find theirs
+	if rollback && s.role == sourceFor {
+		f.primary = schema.GroupKind{}
+	}
+	members, sources := f.membersLocked(), slices.Clone(f.sources)
+	f.mu.Unlock()
+	for _, m := range members {
+		_ = m.follow(f, sources) // an error builds a source added meanwhile: its own For, Owns or Watches reports it
+	}
+}
+
+// membersLocked returns the clusters engaged here; f.mu is held.
+func (f *Fleet) membersLocked() []*member {
+	out := make([]*member, 0, len(f.clusters))
+	for _, m := range f.clusters {
+		out = append(out, m)
+	}
+	return out
 }
 
 // countKind returns how many of sources are of gvk.
@@ -137,7 +204,7 @@ func countKind(sources []source, gvk schema.GroupVersionKind) int {
 // is the source's, owner the For kind. In a spread cluster, For's and
 // Owns's informers cache only this replica's share (see spreadShard).
 func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, name string, scope Scope,
-	names handler.KeyFunc[T, object.ObjectName], role int, owner schema.GroupKind) (sourceRun, error) {
+	names handler.KeyFunc[T, object.ObjectName], role int, owner schema.GroupKind) (*sourceRun, error) {
 	opts := listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}
 	cut := f.spread[m.name] && role != sourceMapped
 	if cut {
@@ -150,7 +217,7 @@ func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, na
 	inf, err := informer.New[T](lw, informer.Options[T]{Name: m.name + ": " + name,
 		FactoryOptions: informer.FactoryOptions{Telemetry: f.opts.Controller.Telemetry}})
 	if err != nil {
-		return sourceRun{}, err
+		return nil, err
 	}
 	cluster := m.name
 	keys := func(dst []Key, e *handler.Event[T]) []Key {
@@ -162,9 +229,9 @@ func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, na
 	}
 	reg, err := inf.AddEventHandler(handler.Enqueue[T, Key](f.ctrl, keys), informer.HandlerOptions{Name: f.ctrl.Name()})
 	if err != nil {
-		return sourceRun{}, err
+		return nil, err
 	}
-	r := sourceRun{run: inf.Run, synced: inf.HasSynced, lastErr: inf.LastError,
+	r := &sourceRun{run: inf.Run, synced: inf.HasSynced, lastErr: inf.LastError,
 		remove: reg.Remove, close: inf.Close, reader: inf.Reader(), stats: inf.Stats,
 		kind: strings.TrimPrefix(gvk.GroupVersion().String()+" "+gvk.Kind, "/"), scope: scope}
 	if role == sourceFor {
@@ -176,16 +243,25 @@ func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, na
 	return r, nil
 }
 
-// Reader returns the cache of the cluster called cluster, if it is
-// engaged.
+// Reader returns the source's cache in the cluster called cluster, if the
+// cluster is engaged and the source not removed.
 func (c *Cache[T]) Reader(cluster string) (store.Reader[T], bool) {
 	c.f.mu.Lock()
 	m := c.f.clusters[cluster]
 	c.f.mu.Unlock()
-	if m == nil || c.index >= len(m.runs) {
+	if m == nil {
 		return store.Reader[T]{}, false
 	}
-	r, ok := m.runs[c.index].reader.(store.Reader[T])
+	m.mu.Lock()
+	var run *sourceRun
+	if c.index < len(m.runs) {
+		run = m.runs[c.index]
+	}
+	m.mu.Unlock()
+	if run == nil {
+		return store.Reader[T]{}, false
+	}
+	r, ok := run.reader.(store.Reader[T])
 	return r, ok
 }
 

@@ -11,7 +11,7 @@ import (
 // Synced reports whether every source's informer in the cluster has listed
 // its objects once (since it was engaged).
 func (c *Cluster) Synced() bool {
-	for _, r := range c.member.runs {
+	for _, r := range c.member.sources() {
 		if !r.synced() {
 			return false
 		}
@@ -27,7 +27,7 @@ func (c *Cluster) Synced() bool {
 // the queue, and the others' reconciles go on.
 func (c *Cluster) Err() error {
 	var errs []error
-	for _, r := range c.member.runs {
+	for _, r := range c.member.sources() {
 		if err := r.lastErr(); err != nil {
 			errs = append(errs, err) // it names the informer, hence the cluster and kind
 		}
