@@ -74,12 +74,17 @@ type (
 		// fallback is why the watch-list attempt of this sync was given up
 		// for this list; nil when the sync began with a list.
 		fallback error
+		// again: this list carries on the sync in progress (a list at ""
+		// after the RV expired, one whole list after a continue token
+		// expired): no new sync begins, whatever its cause.
+		again bool
 	}
 	watchReq struct { // start a watch; close any open one first
 		rv          string
 		sendInitial bool // watch-list: stream the initial state first
 		timeout     time.Duration
 		cause       error // for a watch-list: why this sync happens; nil for the first
+		again       bool  // a watch-list carrying on the sync in progress (see list.again)
 	}
 	// A relist reaches the sink in parts as it arrives, never whole:
 	// relistBegin, then relistItems and relistDelete, then relistEnd. A
@@ -226,7 +231,7 @@ func (m *machine[T]) next(in input) []action {
 		// heard anything (the reflector held it), so a confirmation the
 		// machine already saw counts for nothing: nothing is synced yet.
 		m.synced, m.resumePending = false, true
-		return append([]action{resumeRefused{cause: in.cause, abandoned: true}}, m.sync(in.cause)...)
+		return append([]action{resumeRefused{cause: in.cause, abandoned: true}}, carryOn(m.sync(in.cause))...)
 	case silent:
 		if m.phase != streaming {
 			return nil
@@ -333,10 +338,12 @@ func (m *machine[T]) onListFailed(in listFailed) []action {
 		// The continue token expired mid-list: list everything in one page,
 		// once, at the RV the list began with (a new relist).
 		m.pages, m.fullList = 0, true
-		return []action{list{rv: m.listRV, cause: in.err}}
+		return []action{list{rv: m.listRV, cause: in.err, again: true}}
 	case (isExpired(in.err) || isTooLarge(in.err)) && !m.rvUnavailable:
 		m.rvUnavailable = true
-		return append(m.distrustResumed(in.err), m.startList(in.err))
+		l := m.startList(in.err)
+		l.again = true
+		return append(m.distrustResumed(in.err), l)
 	}
 	retry := m.startList(in.err)
 	return []action{wait{d: m.backoff.next(in.now, m.rnd()), then: retry}}
@@ -379,7 +386,7 @@ func (m *machine[T]) onStreamFailed(in watchFailed) []action {
 		return []action{wait{d: m.backoff.next(in.now, m.rnd()), then: again}}
 	case (isExpired(in.err) || isTooLarge(in.err)) && !m.rvUnavailable:
 		m.rvUnavailable = true
-		return append(m.distrustResumed(in.err), m.sync(in.err)...)
+		return append(m.distrustResumed(in.err), carryOn(m.sync(in.err))...)
 	}
 	return m.fallBack(in.err)
 }
@@ -395,6 +402,22 @@ func (m *machine[T]) onStreamEnded(now time.Time) []action {
 	}
 	m.streamed, m.batch = 0, nil // the stream starts over
 	return []action{m.watchAction(m.rewatchRV(), true)}
+}
+
+// carryOn marks the list or watch-list acts start as part of the sync in
+// progress, not a new one.
+func carryOn(acts []action) []action {
+	for i, a := range acts {
+		switch a := a.(type) {
+		case list:
+			a.again = true
+			acts[i] = a
+		case watchReq:
+			a.again = true
+			acts[i] = a
+		}
+	}
+	return acts
 }
 
 // fallBack gives up this sync's watch-list attempt and lists instead.
@@ -555,7 +578,7 @@ func (m *machine[T]) onProbed(current string) []action {
 	if c, ok := object.CompareResourceVersions(m.lastRV, current); !ok || c > 0 {
 		m.rvUnavailable = true
 		err := fmt.Errorf("%w: %s, the server's is %s", errResumeNewer, m.lastRV, current)
-		return append([]action{resumeRefused{cause: err, comparable: false}}, m.sync(err)...)
+		return append([]action{resumeRefused{cause: err, comparable: false}}, carryOn(m.sync(err))...)
 	}
 	m.probed = true
 	return []action{m.resumeWatch()}
@@ -596,7 +619,7 @@ func (m *machine[T]) onResumeFailed(err error, now time.Time) []action {
 		return []action{wait{d: m.backoff.next(now, m.rnd()), then: m.resumeWatch()}}
 	case isExpired(err) || isTooLarge(err):
 		m.rvUnavailable = true
-		return append([]action{resumeRefused{cause: err, comparable: !isTooLarge(err)}}, m.sync(err)...)
+		return append([]action{resumeRefused{cause: err, comparable: !isTooLarge(err)}}, carryOn(m.sync(err))...)
 	}
 	return append([]action{resumeRefused{cause: err, comparable: true}}, m.resyncAfterBackoff(now, err)...)
 }

@@ -24,10 +24,16 @@ func (r *Reflector[T]) Run(ctx context.Context) error {
 }
 
 // ListAndWatch synchronises (by list or watch-list) and then watches, as
-// Run does, but returns as soon as the watch ends in a way that requires a
-// full resynchronisation, with the cause. It returns nil when ctx ends. The
-// next call (never a concurrent one) resynchronises from the resource
-// version this one reached.
+// Run does, once: it returns the error of a sync that fails (a list or
+// watch-list the server refuses, the first one included), and the cause
+// as soon as the watch ends in a way that requires a full
+// resynchronisation, without waiting out a backoff (the caller decides
+// when to call again; Run waits with backoff). What one sync does to
+// succeed stays inside the call, as in client-go: a list at "" after the
+// resource version it asked for expired, one whole list after a continue
+// token expired, a watch opened again after 429 or a refused connection.
+// It returns nil when ctx ends. The next call (never a concurrent one)
+// resynchronises from the resource version this one reached.
 func (r *Reflector[T]) ListAndWatch(ctx context.Context) error {
 	cause, err := r.run(ctx, true)
 	if err != nil {
@@ -60,12 +66,16 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 			pending[0] = nil // the slot would keep a relist's items alive
 			pending = pending[1:]
 			r.noteAction(a)
-			if c := resyncCause(a); c != nil && m.synced {
+			c := resyncCause(a)
+			if w, ok := a.(wait); ok && stopOnResync {
+				c = resyncCause(w.then) // ListAndWatch returns without waiting: its caller decides when to call again
+			}
+			if c != nil && m.synced {
 				r.metrics.relist()
 				r.opts.Logger.Info("reflector: resynchronising", "name", r.opts.Name, "cause", c)
-				if stopOnResync {
-					return c, nil
-				}
+			}
+			if c != nil && stopOnResync {
+				return c, nil
 			}
 			if w, ok := a.(wait); ok {
 				if !r.sleep(ctx, w.d) {
@@ -121,15 +131,18 @@ func (r *Reflector[T]) watchStep(ctx context.Context, d *driver[T]) input {
 	return ev // an event outside the watching phase: the general path
 }
 
-// resyncCause is the cause of an action that starts a full sync, else nil.
+// resyncCause is the cause of an action that starts a full sync, or
+// starts one again after it failed, else nil (the first sync, a list's
+// next page, and a list or watch-list that carries on the sync in
+// progress).
 func resyncCause(a action) error {
 	switch a := a.(type) {
 	case list:
-		if a.cont == "" {
+		if a.cont == "" && !a.again {
 			return a.cause
 		}
 	case watchReq:
-		if a.sendInitial {
+		if a.sendInitial && !a.again {
 			return a.cause
 		}
 	}

@@ -3,6 +3,7 @@ package reflector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -420,5 +421,104 @@ func TestReflector_theResumeProbeSizesNothing(t *testing.T) {
 	defer sink.mu.Unlock()
 	if len(sink.sizes) != 0 {
 		t.Fatalf("RelistSize heard %v after the probe, want nothing", sink.sizes)
+	}
+}
+
+// listAndWatchOnce runs one ListAndWatch, cancelling it once its watch
+// opens, and returns what it returned.
+func listAndWatchOnce(t *testing.T, r *Reflector[*corev1.Pod], lw *fakeLW) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.ListAndWatch(ctx) }()
+	select {
+	case err := <-done:
+		return err // it ended before watching
+	case <-lw.watches:
+		cancel()
+	case <-time.After(10 * time.Second):
+		t.Fatal("ListAndWatch neither returned nor opened a watch within 10s")
+	}
+	return <-done
+}
+
+// rvs returns the resource versions the lists asked for, a continued
+// page as "continue", each with its limit.
+func rvs(opts []metav1.ListOptions) []string {
+	var out []string
+	for _, o := range opts {
+		rv := "rv=" + o.ResourceVersion
+		if o.Continue != "" {
+			rv = "continue"
+		}
+		out = append(out, fmt.Sprintf("%s limit=%d", rv, o.Limit))
+	}
+	return out
+}
+
+// A list that fails ends ListAndWatch with its error at once, the first
+// one too (its caller backs off, as Run does); the next call lists again.
+func TestReflector_ListAndWatchReturnsAFailedListsError(t *testing.T) {
+	leakcheck.Check(t)
+	refused := apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no RBAC"))
+	lw := newFakeLW(failing(refused), page("10", pod("a", "5")))
+	r := newTestReflector(t, lw, newMemSink[*corev1.Pod](), Options{DisableWatchList: true})
+	if err := listAndWatchOnce(t, r, lw); !apierrors.IsForbidden(err) {
+		t.Fatalf("ListAndWatch over a failing list = %v, want the 403", err)
+	}
+	if err := listAndWatchOnce(t, r, lw); err != nil {
+		t.Fatalf("the next ListAndWatch = %v, want nil (listed, watched, cancelled)", err)
+	}
+	if got, want := rvs(lw.listed()), []string{"rv=0 limit=500", "rv=0 limit=500"}; !slices.Equal(got, want) {
+		t.Errorf("lists %v, want %v", got, want)
+	}
+}
+
+// A relist whose resource version expired lists again at "" in the same
+// ListAndWatch, as client-go's does: one sync, not a second.
+func TestReflector_ListAndWatchCarriesOnItsSyncWhenTheVersionExpired(t *testing.T) {
+	leakcheck.Check(t)
+	lw := newFakeLW(page("10", pod("a", "5")), failing(apierrors.NewResourceExpired("too old")),
+		page("20", pod("a", "5"), pod("b", "15")))
+	sink := newMemSink[*corev1.Pod]()
+	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true})
+	for i := range 2 {
+		if err := listAndWatchOnce(t, r, lw); err != nil {
+			t.Fatalf("ListAndWatch %d = %v, want nil", i+1, err)
+		}
+	}
+	if got, want := rvs(lw.listed()), []string{"rv=0 limit=500", "rv=10 limit=0", "rv= limit=500"}; !slices.Equal(got, want) {
+		t.Errorf("lists %v, want %v", got, want)
+	}
+	if keys, _ := sink.snapshot(); len(keys) != 2 {
+		t.Errorf("the sink holds %v, want a and b", keys)
+	}
+}
+
+// A continue token that expired mid-list makes the same ListAndWatch list
+// once more, whole, at the version it began with; the next call pages
+// again.
+func TestReflector_ListAndWatchListsWholeWhenAContinueTokenExpired(t *testing.T) {
+	leakcheck.Check(t)
+	lw := newFakeLW(page("10", pod("a", "5")),
+		func() (List[*corev1.Pod], error) {
+			return List[*corev1.Pod]{Items: []*corev1.Pod{pod("a", "5")}, ResourceVersion: "11", Continue: "c1"}, nil
+		},
+		failing(apierrors.NewResourceExpired("continue token expired")),
+		page("11", pod("a", "5"), pod("b", "11")))
+	sink := newMemSink[*corev1.Pod]()
+	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, PageSize: 1})
+	for i := range 2 {
+		if err := listAndWatchOnce(t, r, lw); err != nil {
+			t.Fatalf("ListAndWatch %d = %v, want nil", i+1, err)
+		}
+	}
+	want := []string{"rv=0 limit=1", "rv=10 limit=1", "continue limit=1", "rv=10 limit=0"}
+	if got := rvs(lw.listed()); !slices.Equal(got, want) {
+		t.Errorf("lists %v, want %v", got, want)
+	}
+	if keys, _ := sink.snapshot(); len(keys) != 2 {
+		t.Errorf("the sink holds %v, want a and b", keys)
 	}
 }
