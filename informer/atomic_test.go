@@ -98,7 +98,9 @@ func TestInformer_anAtomicRelistIsSwappedInWhole(t *testing.T) {
 			t.Errorf("while page %d of the relist was read the cache held %v; want the state before the relist, %v", k+2, seen, before)
 		}
 	}
-	want := []string{"update a@1->4", "add d@6 initial=false", "delete ns/b@2 unknown=true"}
+	// Deletes first, then updates and adds in the order listed, as
+	// client-go's atomic relist tells them.
+	want := []string{"delete ns/b@2 unknown=true", "update a@1->4", "add d@6 initial=false"}
 	if got := m.callList()[3:]; !slices.Equal(got, want) {
 		t.Errorf("after the relist:\n%q\nwant\n%q", got, want)
 	}

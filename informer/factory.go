@@ -72,9 +72,11 @@ type FactoryOptions struct {
 	// its end, as client-go's informers do since Kubernetes 1.36: a reader
 	// never sees the cache half relisted (some objects from the new list,
 	// others from before it), and handlers are told what changed once the
-	// new state is in place. It costs memory: the relist's objects beside
-	// the cache until the end (the streamed default applies each page as it
-	// arrives; see README's S4). Default: off, streamed.
+	// new state is in place: the deletes first, then the adds and updates
+	// in the order listed, as client-go does. It costs memory: the
+	// relist's objects beside the cache until the end (the streamed default
+	// applies each page as it arrives, and tells of deletes at its end;
+	// see README's S4). Default: off, streamed.
 	AtomicRelist bool
 	// DetectMutations says when the informer checks that nobody writes
 	// into its cached objects, which every reader shares (a reconcile that

@@ -282,9 +282,9 @@ func (i *SharedIndexInformer[T]) holdPartLocked(p *deltafifo.RelistPart[T]) {
 }
 
 // swapLocked replaces the cache's content with h at once (readers see the
-// old content or the new, never a mix), then notifies: adds for new keys,
-// updates for objects that changed, deletes (FinalStateUnknown) for keys
-// the relist no longer has.
+// old content or the new, never a mix), then notifies: deletes
+// (FinalStateUnknown) for keys the relist no longer has, then adds for new
+// keys and updates for objects that changed.
 func (i *SharedIndexInformer[T]) swapLocked(h *heldRelist[T], rv string) {
 	type change struct {
 		key string
@@ -311,24 +311,26 @@ func (i *SharedIndexInformer[T]) swapLocked(h *heldRelist[T], rv string) {
 		}
 		changes = append(changes, c)
 	}
-	listed := len(changes)
+	var removed []change
 	for _, key := range i.idx.ListKeys() {
 		if _, ok := written[key]; !ok {
 			old, _ := i.idx.GetByKey(key)
-			changes = append(changes, change{key: key, n: notification[T]{Type: handler.DeleteEvent, Deleted: tombstone(key, old, true)}})
+			removed = append(removed, change{key: key, n: notification[T]{Type: handler.DeleteEvent, Deleted: tombstone(key, old, true)}})
 		}
 	}
 	if err := i.idx.Replace(items, rv); err != nil {
 		i.log.Error("informer: relist could not be applied; the cache keeps its content", "informer", i.name, "err", err)
 		return
 	}
+	// Deletes first, then adds and updates in the order listed, as
+	// client-go's atomic relist tells them.
 	now := time.Now()
-	for k, c := range changes {
-		if k < listed {
-			i.det.stored(c.key, c.obj)
-		} else {
-			i.det.removed(c.key)
-		}
+	for _, c := range removed {
+		i.det.removed(c.key)
+		i.dispatchLocked(c.key, c.n, now)
+	}
+	for _, c := range changes {
+		i.det.stored(c.key, c.obj)
 		if c.n.Type != 0 {
 			i.dispatchLocked(c.key, c.n, now)
 		}
