@@ -19,27 +19,24 @@ import (
 // say so, and returns nil. It blocks; run it on its own goroutine. Every
 // goroutine it starts has exited when it returns.
 func (r *Reflector[T]) Run(ctx context.Context) error {
-	_, err := r.run(ctx, false)
-	return err
+	return r.run(ctx, false)
 }
 
 // ListAndWatch synchronises (by list or watch-list) and then watches, as
-// Run does, once: it returns the error of a sync that fails (a list or
-// watch-list the server refuses, the first one included), and the cause
-// as soon as the watch ends in a way that requires a full
-// resynchronisation, without waiting out a backoff (the caller decides
-// when to call again; Run waits with backoff). What one sync does to
-// succeed stays inside the call, as in client-go: a list at "" after the
-// resource version it asked for expired, one whole list after a continue
-// token expired, a watch opened again after 429 or a refused connection.
-// It returns nil when ctx ends. The next call (never a concurrent one)
+// Run does, once, with client-go's ListAndWatch's results: the error of a
+// sync that fails (a list the server refuses, the first one included) or
+// of a watch the server refuses to open; nil once the watch ends in a way
+// that requires a new sync (its cause is logged and counted as a relist,
+// and LastError has it if it was an error), and nil when ctx ends. It
+// returns without waiting out a backoff: the caller decides when to call
+// again (Run waits with backoff). What one sync does to succeed stays
+// inside the call, as in client-go: a list at "" after the resource
+// version it asked for expired, one whole list after a continue token
+// expired, a watch opened again after 429 or a refused connection, or
+// after it closed cleanly. The next call (never a concurrent one)
 // resynchronises from the resource version this one reached.
 func (r *Reflector[T]) ListAndWatch(ctx context.Context) error {
-	cause, err := r.run(ctx, true)
-	if err != nil {
-		return err
-	}
-	return cause
+	return r.run(ctx, true)
 }
 
 // driver is one run's IO state, owned by the goroutine that runs it.
@@ -53,11 +50,16 @@ type driver[T object.Object] struct {
 	relist snapshot[T]
 }
 
-func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error, err error) {
+// run runs the machine until ctx ends, or with stopOnResync
+// (ListAndWatch) until a new sync would begin: it then returns the error
+// of the list or watch request whose failure led there, nil if a watch
+// ended.
+func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) error {
 	m := r.m
 	d := &driver[T]{closed: func() { r.noteWatch(time.Time{}) }}
 	defer d.stopWatch()
 	pending := m.next(start{})
+	var failed error // the error of the list or watch request the pending actions answer, if one failed
 	for ctx.Err() == nil {
 		var in input
 		switch {
@@ -75,11 +77,11 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 				r.opts.Logger.Info("reflector: resynchronising", "name", r.opts.Name, "cause", c)
 			}
 			if c != nil && stopOnResync {
-				return c, nil
+				return failed
 			}
 			if w, ok := a.(wait); ok {
 				if !r.sleep(ctx, w.d) {
-					return nil, nil
+					return nil
 				}
 				pending = append([]action{w.then}, pending...)
 				continue
@@ -89,7 +91,7 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 				// else goes ahead unless the state was abandoned already.
 				err, ok := r.loaded(ctx, touchesSink(a))
 				if !ok {
-					return nil, nil
+					return nil
 				}
 				if err != nil { // a belongs to a resume the sink never got whole
 					clear(pending)
@@ -101,13 +103,26 @@ func (r *Reflector[T]) run(ctx context.Context, stopOnResync bool) (cause error,
 		case d.w != nil:
 			in = r.watchStep(ctx, d)
 		default:
-			return nil, errors.New("reflector: internal error: the machine has nothing to do")
+			return errors.New("reflector: internal error: the machine has nothing to do")
 		}
 		if in != nil && ctx.Err() == nil {
+			failed = requestFailure(in)
 			pending = append(pending, m.next(in)...)
 		}
 	}
-	return nil, nil
+	return nil
+}
+
+// requestFailure is the error of a list or watch request the server
+// refused, else nil (a watch that ended is no failure of ListAndWatch's).
+func requestFailure(in input) error {
+	switch in := in.(type) {
+	case listFailed:
+		return in.err
+	case watchFailed:
+		return in.err
+	}
+	return nil
 }
 
 // watchStep reads the watch's next event and delivers it, or returns it

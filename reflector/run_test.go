@@ -157,7 +157,10 @@ func TestReflector_anErrorEventRelistsAtTheLastSyncedRV(t *testing.T) {
 	}
 }
 
-func TestReflector_ListAndWatchReturnsTheCauseOfTheFirstResync(t *testing.T) {
+// ListAndWatch returns once its watch ends in a way that needs a new sync,
+// with nil, as client-go's (the cause is in LastError); a watch the server
+// refuses to open returns its error.
+func TestReflector_ListAndWatchReturnsOnceItsWatchEnds(t *testing.T) {
 	leakcheck.Check(t)
 	lw := newFakeLW(page("10", pod("a", "5")))
 	r := newTestReflector(t, lw, newMemSink[*corev1.Pod](), Options{DisableWatchList: true})
@@ -166,8 +169,24 @@ func TestReflector_ListAndWatchReturnsTheCauseOfTheFirstResync(t *testing.T) {
 	lw.nextWatch(t).Error(&apierrors.NewResourceExpired("too old").ErrStatus)
 	select {
 	case err := <-done:
-		if !apierrors.IsResourceExpired(err) {
-			t.Fatalf("ListAndWatch = %v, want the 410", err)
+		if err != nil {
+			t.Fatalf("ListAndWatch = %v, want nil once its watch ended", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ListAndWatch did not return")
+	}
+	if !apierrors.IsResourceExpired(r.LastError()) {
+		t.Errorf("LastError = %v, want the 410 that ended the watch", r.LastError())
+	}
+	refused := apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no RBAC"))
+	lw.mu.Lock()
+	lw.watchErr = refused
+	lw.mu.Unlock()
+	go func() { done <- r.ListAndWatch(t.Context()) }()
+	select {
+	case err := <-done:
+		if !apierrors.IsForbidden(err) {
+			t.Fatalf("ListAndWatch with a watch refused = %v, want the 403", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("ListAndWatch did not return")
@@ -274,8 +293,8 @@ func TestReflector_ListAndWatchRelistsAtTheLastSyncedRVOnTheNextCall(t *testing.
 	w := lw.nextWatch(t)
 	w.Add(pod("b", "12"))
 	w.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
-	if err := <-done; !apierrors.IsResourceExpired(err) {
-		t.Fatalf("first ListAndWatch = %v, want the 410", err)
+	if err := <-done; err != nil {
+		t.Fatalf("first ListAndWatch = %v, want nil once its watch ended", err)
 	}
 	go func() { done <- r.ListAndWatch(ctx) }()
 	lw.nextWatch(t)
