@@ -87,6 +87,13 @@ func TestQueue_Metrics(t *testing.T) {
 		q.AddRateLimited("a")
 		q.AddRateLimited("c")
 		want("workqueue_retries_total", 2)
+		// Delayed adds are retries too, as in client-go and
+		// controller-runtime; a plain add is not.
+		q.AddAfter("d", time.Second)
+		q.AddAfter("e", 0)
+		q.AddWithOpts("f", AddOpts{After: time.Second})
+		q.AddWithOpts("g", AddOpts{Priority: 1})
+		want("workqueue_retries_total", 5)
 	})
 }
 

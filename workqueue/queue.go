@@ -550,10 +550,14 @@ func (q *Queue[K]) closeIfDrainedLocked() {
 }
 
 // AddAfter adds k once d has passed; d <= 0 adds it now. If k is already
-// waiting for a later time, the earlier time wins. Delayed keys are dropped
-// by ShutDown. AddAfter never blocks on the delay goroutine (its intake is
-// unbounded); safe for concurrent use.
+// waiting for a later time, the earlier time wins. Each call counts a
+// retry (workqueue_retries_total), d <= 0 too, as client-go's AddAfter
+// does. Delayed keys are dropped by ShutDown. AddAfter never blocks on the
+// delay goroutine (its intake is unbounded); safe for concurrent use.
 func (q *Queue[K]) AddAfter(k K, d time.Duration) {
+	if d <= 0 {
+		q.metrics.retried()
+	}
 	q.AddWithOpts(k, AddOpts{After: d})
 }
 
@@ -565,20 +569,22 @@ func (q *Queue[K]) AddRateLimited(k K) {
 
 // AddWithOpts adds k at a priority, after a delay or rate limited; see
 // AddOpts. A key already waiting keeps the higher priority (moving to the
-// back of its flow in the higher band) and the earlier time. It does not
-// block; safe for concurrent use.
+// back of its flow in the higher band) and the earlier time. An add with a
+// delay or rate limited counts a retry (workqueue_retries_total: a
+// reconcile's RequeueAfter, a failure's backoff), as controller-runtime's
+// queues count them. It does not block; safe for concurrent use.
 func (q *Queue[K]) AddWithOpts(k K, o AddOpts) {
 	d := o.After
 	if !o.RateLimited && d <= 0 {
 		q.add(k, clampPriority(o.Priority))
 		return
 	}
+	q.metrics.retried()
 	now := q.clock.Now()
 	if o.RateLimited {
 		q.limitMu.Lock()
 		d = max(d, q.limiter.When(k, now))
 		q.limitMu.Unlock()
-		q.metrics.retried()
 	}
 	if d <= 0 {
 		q.add(k, clampPriority(o.Priority))
