@@ -241,14 +241,23 @@ type Reason struct {
 	// Source), or the controller's own "retry after error", "requeue
 	// after", "held for read-your-writes", or the manager's "its writes are
 	// visible (read-your-writes)".
-	Event  string     `json:"event"`
-	Source string     `json:"source,omitempty"`
-	At     time.Time  `json:"at"`
-	Due    *time.Time `json:"due,omitempty"`
+	Event string `json:"event"`
+	// Source is the informer whose event it was, named as /readyz and the
+	// informer rows name it ("configmaps/v1 in namespace team-a"); empty
+	// for the controller's own requeues. (Which of For, Owns or Watches
+	// queued the key is on the reconcile's trace link, ctrlkit.handler.)
+	Source string `json:"source,omitempty"`
+	// At is when the key was added for this reason; Due, for a delayed
+	// add, when it is handed to the queue.
+	At  time.Time  `json:"at"`
+	Due *time.Time `json:"due,omitempty"`
 }
 
 // Explanation is what /debug/ctrlkit/explain answers for one key of one
-// controller.
+// controller: its state now, and why it was added since its last
+// reconcile started. Once a reconcile has started and nothing added the
+// key again, its reasons are gone; with tracing, TraceID names the trace
+// of that reconcile, whose links say why it ran (package tracing).
 type Explanation struct {
 	Controller string `json:"controller"`
 	Key        string `json:"key"`
@@ -263,7 +272,10 @@ type Explanation struct {
 	Cached          bool   `json:"cached"`
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 	// Queued reports that the key waits for a worker, at Position (0:
-	// next), since QueuedSince.
+	// next), since QueuedSince. A key added again while it is being
+	// reconciled is not queued until that reconcile ends (a key is never
+	// reconciled twice at once): Processing is true, and Adds and the
+	// reasons count the new adds.
 	Queued      bool       `json:"queued"`
 	Position    int        `json:"position"`
 	QueuedSince *time.Time `json:"queuedSince,omitempty"`

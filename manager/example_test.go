@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -151,6 +152,52 @@ func ExampleInNamespaces() {
 				}
 			}
 		}()
+		return m.Run(ctx)
+	}
+	_ = run
+}
+
+// A set of namespaces driven by a label of the namespaces themselves: the
+// Namespaces labelled team=true are the controller's For objects, and
+// their reconcile adds each to the set of ConfigMap informers (or forgets
+// it once the label is gone); the set is a Watches source, each ConfigMap
+// queuing its namespace. A namespace just added is read only once it has
+// synced, so that a write skipped on an unchanged cached object (as
+// apply.Apply does) is not sent for want of a cache. (Not run as a test:
+// it needs a cluster.)
+func ExampleInNamespaces_drivenByANamespaceLabel() {
+	run := func(ctx context.Context, cfg *rest.Config) error {
+		m, err := manager.New(cfg, manager.Options{})
+		if err != nil {
+			return err
+		}
+		teams := manager.Informer[*corev1.Namespace](m, manager.Scope{LabelSelector: "team=true"})
+		set, err := manager.InNamespaces[*corev1.ConfigMap](m, manager.Scope{FieldSelector: "metadata.name=team-defaults"})
+		if err != nil {
+			return err
+		}
+		rec := controller.ReconcileFunc[object.ObjectName](func(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+			ns := name.Name // a Namespace's key has the name only
+			if _, ok := teams.Reader().Get(name); !ok {
+				return controller.Result{}, set.Forget(ns) // unlabelled or deleted: no longer watched, its ConfigMap left alone
+			}
+			if err := set.Add(ns); err != nil {
+				return controller.Result{}, err
+			}
+			if !set.Synced(ns) {
+				return controller.Result{RequeueAfter: 100 * time.Millisecond}, nil
+			}
+			cm, ok := set.Get(object.ObjectName{Namespace: ns, Name: "team-defaults"})
+			fmt.Println(ns, "team-defaults cached:", ok, cm != nil) // here: apply.Apply(ctx, client, set, desired, opts)
+			return controller.Result{}, nil
+		})
+		byNamespace := func(cm *corev1.ConfigMap) []object.ObjectName {
+			return []object.ObjectName{{Name: cm.Namespace}}
+		}
+		if _, err := manager.NewController(m, "team-config", rec, manager.ControllerOptions{},
+			manager.For(teams), set.Watches(byNamespace)); err != nil {
+			return err
+		}
 		return m.Run(ctx)
 	}
 	_ = run

@@ -25,8 +25,14 @@ import (
 // namespace lists and watches that namespace only; the others are not
 // relisted. Removing one stops its informer (unless another controller or
 // reader holds it) and takes its objects out of the set; the set's
-// controllers hear each of them as deleted (Remove) or nothing (Forget).
-// Make one with InNamespaces; safe for concurrent use.
+// controllers hear each of them as deleted (Remove: for controllers that
+// clean up after objects leaving their scope) or nothing (Forget: leaving
+// the scope needs no work). Add, Remove and Forget may be called from a
+// reconcile (a set driven by a label of the namespaces, reconciled as a
+// controller's For objects: see ExampleInNamespaces), never from a source's
+// filter or map function or an informer's handler, which run on the
+// informers' goroutines. Make one with InNamespaces; safe for concurrent
+// use.
 type Namespaces[T Object] struct {
 	m     *Manager
 	gvk   schema.GroupVersionKind
@@ -95,8 +101,10 @@ func InNamespaces[T Object](m *Manager, scope Scope, namespaces ...string) (*Nam
 	return s, nil
 }
 
-// Name names the set in logs, /readyz and the debug page, e.g.
-// "configmaps/v1 in namespace set 1".
+// Name names the set in its errors and log lines, e.g. "configmaps/v1 in
+// namespace set 1". /readyz, the debug page and the informer metrics name
+// each of its namespaces' informers instead ("configmaps/v1 in namespace
+// team-a").
 func (s *Namespaces[T]) Name() string { return s.name }
 
 // Namespaces returns the set's namespaces, sorted.
@@ -108,8 +116,10 @@ func (s *Namespaces[T]) Namespaces() []string {
 
 // Add adds namespaces to the set: each gets an informer (shared with any
 // other of T in that namespace and scope), started at once if the manager
-// runs, and the set's controllers hear its objects as added. A namespace
-// already in the set is left alone. It fails on an invalid namespace name,
+// runs, and the set's controllers hear its objects as added. Its objects
+// are missing from Get and List until its informer has listed them
+// (Synced). A namespace already in the set is left alone. It fails on an
+// invalid namespace name,
 // after the set's last release (ErrNoInformer), and while a sharded
 // manager runs (ErrShardedScope); namespaces added before the failing one
 // stay.
@@ -269,6 +279,18 @@ func (s *Namespaces[T]) CachedVersion(name object.ObjectName) (string, bool) {
 		return "", false
 	}
 	return inf.CachedVersion(name)
+}
+
+// Synced reports whether namespace is in the set and its informer has
+// listed its objects once. Until then Get and List miss them, and an
+// apply.Apply reading the set writes as if nothing were cached: a
+// reconcile that has just added a namespace requeues (RequeueAfter) until
+// it is synced, without waiting for the set's other namespaces (HasSynced).
+func (s *Namespaces[T]) Synced(namespace string) bool {
+	s.mu.Lock()
+	inf := s.members[namespace]
+	s.mu.Unlock()
+	return inf != nil && inf.HasSynced()
 }
 
 // HasSynced reports that every member's informer has synced.

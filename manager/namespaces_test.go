@@ -162,6 +162,13 @@ func TestManager_namespaceSetsChangeWhileItRuns(t *testing.T) {
 	if err := set.Add(nss[10]); err != nil {
 		t.Fatalf("Add while running: %v", err)
 	}
+	eventually(t, 30*time.Second, "the added namespace synced", func() bool { return set.Synced(nss[10]) })
+	if set.Synced("not-in-the-set") {
+		t.Error("Synced of a namespace outside the set = true")
+	}
+	if got := len(set.List(nss[10], nil)); got != objects {
+		t.Errorf("once the added namespace synced, the set lists %d of its objects, want %d", got, objects)
+	}
 	if code, body := get(t, base+"/readyz"); code != 200 {
 		t.Errorf("/readyz right after a namespace was added = %d %s; want 200", code, body)
 	}

@@ -34,7 +34,9 @@ type Options struct {
 	// with the Go runtime and process collectors.
 	Registry *prometheus.Registry
 	// HTTPAddr is where /metrics, /healthz, /readyz and /debug/ctrlkit are
-	// served (and /debug/pprof/ with EnablePprof). "0" serves nothing. Default:
+	// served (and /debug/pprof/ with EnablePprof). "0" serves nothing;
+	// "127.0.0.1:0" a free port of loopback, which Manager.Addr names once
+	// Run has bound it (a test reading /metrics or /readyz). Default:
 	// "127.0.0.1:8080", loopback only; ":8080" listens on every interface.
 	HTTPAddr string
 	// MetricsAddr, when set, serves /metrics over HTTPS on a listener of

@@ -19,6 +19,33 @@
 //
 // Without a tracer nothing here runs: no allocation and no lookup per
 // event.
+//
+// # Spans and attributes
+//
+// A reconcile's span is named "reconcile <controller>" and carries:
+//
+//	ctrlkit.controller     the controller's name
+//	ctrlkit.key            the key reconciled, as it prints
+//	ctrlkit.links          the events merged into this reconcile (its links, dropped ones included)
+//	ctrlkit.links.dropped  the links not kept (past the span's limit)
+//	ctrlkit.result         success, error or requeue_after (an error also sets the span's status)
+//	ctrlkit.requeue_after  the Result's RequeueAfter, when set
+//
+// Each of its links, one per event merged into it, carries:
+//
+//	ctrlkit.event          what happened (controller.Reason.Event): add, update, delete, initial list, resync, retry after error, requeue after, ...
+//	ctrlkit.informer       the informer that saw the event, as /readyz and the debug page name it
+//	ctrlkit.handler        the source that queued the key: For, Owns or Watches
+//	k8s.object             the object of the event, namespace/name
+//	k8s.resource_version   its resource version in the event
+//	ctrlkit.writer         the controller whose write made that version, when a traced write did
+//	ctrlkit.self_triggered true when that writer is this reconcile's own controller
+//
+// A link points to the span of the write that caused its event when there
+// is one, else to the object's traceparent (see TraceparentAnnotation),
+// else to nothing. A write's span (Transport) is named "<verb>
+// <resource>" ("apply configmaps", "update secrets") and carries
+// k8s.resource, k8s.object and, once answered, k8s.resource_version.
 package tracing
 
 import (
