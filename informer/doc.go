@@ -26,7 +26,9 @@
 //     update is one add of the newest, update then update is one update from
 //     the oldest old to the newest, add then delete is nothing, update then
 //     delete is the delete), so it is bounded by the number of distinct keys
-//     and a slow handler delays only itself. The lag is exported as metrics.
+//     and a slow handler delays only itself. The lag is exported as metrics
+//     (ctrlkit_informer_handler_pending_keys and
+//     ctrlkit_informer_handler_oldest_pending_seconds, by informer and handler).
 //     The exception is a handler.Enqueuer (EnqueueKey's and the other
 //     helpers' into a queue that never blocks, a manager's sources): it is
 //     given the events of each batch in one Enqueue call, on the
