@@ -43,6 +43,17 @@ func merge[T object.Object](p []notification[T], n notification[T]) []notificati
 	return append(p, n)
 }
 
+// compact coalesces p, notifications of one key as they came, into the
+// at most two merge keeps, reusing p.
+func compact[T object.Object](p []notification[T]) []notification[T] {
+	q := p[:0]
+	for _, n := range p {
+		q = merge(q, n) // q never grows past the element read
+	}
+	clear(p[len(q):]) // hold no object the handler will not hear of
+	return q
+}
+
 // countInitial returns how many of p are initial-list adds.
 func countInitial[T object.Object](p []notification[T]) int {
 	n := 0

@@ -110,3 +110,42 @@ func TestListener_PendingMapIsRebuiltOnceDelivered(t *testing.T) {
 		t.Errorf("peak %d, %d keys pending once all were delivered; want an empty rebuilt map", l.pendingPeak.Peak(), len(l.pending))
 	}
 }
+
+// A handler's backlog gives a key's notifications as they came, until
+// more than maxUnmerged wait: client-go's TestUpdate deletes an object when
+// its handler hears the update, so an add and an update queued before the
+// handler took the add must not become one add. Past the bound they are
+// coalesced, to the same state merge gives.
+func TestListener_givesEveryNotificationUntilABacklogThenCoalesces(t *testing.T) {
+	shown := func(ns []notification[*corev1.ConfigMap]) []string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, show(n))
+		}
+		return out
+	}
+	l := newListener[*corev1.ConfigMap](nil, "h", handler.Funcs[*corev1.ConfigMap]{}, 0)
+	for _, s := range []string{"add 1", "update 1 2", "update 2 3", "delete 3", "add 4"} {
+		l.enqueue("ns/a", parse(s), time.Time{})
+	}
+	_, ns, _ := l.next()
+	if got, want := shown(ns), []string{"add 1", "update 1 2", "update 2 3", "delete 3", "add 4"}; !slices.Equal(got, want) {
+		t.Errorf("a short backlog gave %q, want every notification %q", got, want)
+	}
+
+	l.enqueue("ns/a", parse("add 1"), time.Time{})
+	for v := 1; v < 1000; v++ {
+		l.enqueue("ns/a", parse(fmt.Sprintf("update %d %d", v, v+1)), time.Time{})
+		if n := len(l.pending["ns/a"].ns); n > maxUnmerged {
+			t.Fatalf("%d notifications of one key pending, want at most %d", n, maxUnmerged)
+		}
+	}
+	_, ns, _ = l.next()
+	var folded []notification[*corev1.ConfigMap]
+	for _, n := range ns {
+		folded = merge(folded, n)
+	}
+	if got := shown(folded); !slices.Equal(got, []string{"add 1000"}) {
+		t.Errorf("1000 notifications delivered as %q, which fold to %q; want them to fold to one add of the newest", shown(ns), got)
+	}
+}

@@ -22,11 +22,13 @@
 //     not yet listed objects meanwhile, as with client-go; each is a state
 //     the server had.
 //   - Each handler hears a key's changes in order, after the cache holds
-//     them, from its own goroutine. Its backlog coalesces per key (add then
-//     update is one add of the newest, update then update is one update from
-//     the oldest old to the newest, add then delete is nothing, update then
-//     delete is the delete), so it is bounded by the number of distinct keys
-//     and a slow handler delays only itself. The lag is exported as metrics
+//     them, from its own goroutine: every notification, as client-go's
+//     listeners give them, until more than 16 of one key wait for it. Then
+//     its backlog coalesces that key's (add then update is one add of the
+//     newest, update then update is one update from the oldest old to the
+//     newest, add then delete is nothing, update then delete is the
+//     delete), so it is bounded by the number of distinct keys and a slow
+//     handler delays only itself. The lag is exported as metrics
 //     (ctrlkit_informer_handler_pending_keys and
 //     ctrlkit_informer_handler_oldest_pending_seconds, by informer and handler).
 //     The exception is a handler.Enqueuer (EnqueueKey's and the other

@@ -219,8 +219,11 @@ func TestInformer_slowHandlerBlocksNobodyAndItsBacklogCoalescesPerKey(t *testing
 	close(release)
 	slow.waitForView(t, wait, srv.state)
 	waitFor(t, wait, "the slow registration to sync", slowReg.HasSynced)
-	if n := len(slow.callList()); n > 4 {
-		t.Errorf("slow handler got %d calls for 2 initial adds and 1000 updates, want them coalesced", n)
+	// Up to 16 notifications of a key wait as they came; past that they
+	// are coalesced: the 1000 updates reach the lagging handler as at most
+	// 16 calls besides the two initial adds.
+	if n := len(slow.callList()); n > 2+16 {
+		t.Errorf("slow handler got %d calls for 2 initial adds and 1000 updates, want them coalesced to at most 18", n)
 	}
 }
 

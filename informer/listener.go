@@ -13,14 +13,20 @@ import (
 	"github.com/ctrlkit/ctrlkit/object"
 )
 
+// maxUnmerged is how many notifications of one key a handler's backlog
+// holds as they came; past it they are coalesced (merge), so a handler
+// that lags holds at most that many per key.
+const maxUnmerged = 16
+
 // pendingKey is what one handler has yet to hear about one key.
 type pendingKey[T object.Object] struct {
-	ns    []notification[T] // merged, oldest first; may be empty
+	ns    []notification[T] // oldest first, coalesced past maxUnmerged; may be empty
 	since time.Time         // when the oldest of ns was queued
 }
 
 // listener feeds one handler from its own goroutine through a buffer that
-// coalesces per key, so its backlog is bounded by the number of distinct
+// gives every notification, and coalesces those of a key once more than
+// maxUnmerged wait, so its backlog is bounded by the number of distinct
 // keys and a slow handler delays only itself.
 type listener[T object.Object] struct {
 	name   string
@@ -93,7 +99,11 @@ func (l *listener[T]) enqueue(key string, n notification[T], now time.Time) {
 		l.order.Push(key)
 	}
 	before := countInitial(pk.ns)
-	pk.ns = merge(pk.ns, n)
+	if len(pk.ns) < maxUnmerged {
+		pk.ns = append(pk.ns, n) // every notification, as client-go's listeners give them
+	} else {
+		pk.ns = merge(compact(pk.ns), n)
+	}
 	l.initial += countInitial(pk.ns) - before
 	l.mu.Unlock()
 	select {
