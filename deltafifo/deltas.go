@@ -41,18 +41,22 @@ type Delta[T object.Object] struct {
 func (d Delta[T]) isUpsert() bool { return d.Type == Added || d.Type == Updated }
 
 // appendDelta adds d to the deltas queued for one key and compacts them. It
-// reuses ds. Invariant of the result (checkDeltas): at most two deltas, and
-// two only as Deleted followed by an upsert.
+// reuses ds. Invariant of the result (checkDeltas): at most three deltas,
+// in the shape Deleted? Added? Updated? (and not empty).
 //
-//   - upsert after upsert: one delta of the newest object, with the type of
-//     the first (Added stays Added: the object is still new to the cache);
+//   - Updated after Added: both kept, so that a handler hears the object's
+//     add and then its update, as client-go's do (a handler that acts on
+//     an update must not miss one because it came before the add was
+//     popped);
+//   - an upsert after Updated, or Added after Added: one delta of the
+//     newest object, with the type of the first;
 //   - Deleted after upserts: the upserts are dropped, the delete carries the
 //     final state;
 //   - Deleted after Deleted: the newer delete remains.
 func appendDelta[T object.Object](ds []Delta[T], d Delta[T]) []Delta[T] {
 	n := len(ds)
 	if d.isUpsert() {
-		if n > 0 && ds[n-1].isUpsert() {
+		if n > 0 && (ds[n-1].Type == Updated || ds[n-1].Type == Added && d.Type == Added) {
 			ds[n-1].Object = d.Object
 			return ds
 		}
@@ -66,18 +70,35 @@ func appendDelta[T object.Object](ds []Delta[T], d Delta[T]) []Delta[T] {
 
 // checkDeltas returns an error if ds breaks appendDelta's invariant.
 func checkDeltas[T object.Object](ds []Delta[T]) error {
-	switch {
-	case len(ds) == 0:
+	if len(ds) == 0 {
 		return fmt.Errorf("a queued key has no deltas")
-	case len(ds) > 2:
-		return fmt.Errorf("%d deltas queued for one key, want at most 2", len(ds))
-	case len(ds) == 2 && (ds[0].Type != Deleted || !ds[1].isUpsert()):
-		return fmt.Errorf("deltas %v, %v: two deltas must be Deleted then an upsert", ds[0].Type, ds[1].Type)
 	}
+	next := 0 // the shape's place: 0 Deleted, 1 Added, 2 Updated
 	for _, d := range ds {
-		if d.Type != Added && d.Type != Updated && d.Type != Deleted {
+		var at int
+		switch d.Type {
+		case Deleted:
+			at = 0
+		case Added:
+			at = 1
+		case Updated:
+			at = 2
+		default:
 			return fmt.Errorf("unknown delta type %v", d.Type)
 		}
+		if at < next {
+			return fmt.Errorf("deltas %v: want the shape Deleted? Added? Updated?", types(ds))
+		}
+		next = at + 1
 	}
 	return nil
+}
+
+// types lists the types of ds, for errors.
+func types[T object.Object](ds []Delta[T]) []DeltaType {
+	out := make([]DeltaType, len(ds))
+	for i, d := range ds {
+		out[i] = d.Type
+	}
+	return out
 }

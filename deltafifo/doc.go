@@ -15,13 +15,16 @@
 //
 //   - Per key, deltas are kept in server order, and a key keeps its place in
 //     the queue while it is queued, however often it changes.
-//   - A key holds at most two deltas, so memory stays bounded under a burst
-//     on one key: consecutive upserts (Added, Updated) compact to the newest
-//     object, consecutive deletes collapse, and a delete drops the upserts
-//     queued before it (the deleted object carries their final state). The
-//     shape of a queued key is therefore [Deleted] [Added|Updated]. The
-//     consumer reads the "old" object of an update from its cache, so a
-//     handler still sees old -> newest across a compaction.
+//   - A key holds at most three deltas, so memory stays bounded under a
+//     burst on one key: consecutive updates compact to the newest object,
+//     consecutive deletes collapse, and a delete drops the upserts queued
+//     before it (the deleted object carries their final state). An update
+//     after an add is kept beside it, so that handlers hear the add and
+//     then the update, as client-go's do (a handler acting on updates does
+//     not miss one that came before the add was popped). The shape of a
+//     queued key is therefore [Deleted] [Added] [Updated]. The consumer reads
+//     the "old" object of an update from its cache, so a handler still sees
+//     old -> newest across a compaction.
 //   - A relist supersedes everything still queued: it holds the final state
 //     of every key. Given whole (Replace), it is popped as one Item so that
 //     the consumer can swap its cache in one step. Given in parts (the

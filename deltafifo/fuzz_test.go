@@ -187,6 +187,23 @@ func (m *model) checkCompaction(t *testing.T, it Item[*corev1.ConfigMap]) {
 		t.Fatalf("popped %s, which does not compact %d deltas ending in %v@%s", describe(it), len(full),
 			last(full).Type, last(full).Object.ResourceVersion)
 	}
+	// An add followed by an update (after the last delete) stays an add
+	// then an update: a handler hears both.
+	since := full
+	for j := len(full) - 1; j >= 0; j-- {
+		if full[j].Type == Deleted {
+			since = full[j+1:]
+			break
+		}
+	}
+	added := slices.IndexFunc(since, func(d Delta[*corev1.ConfigMap]) bool { return d.Type == Added })
+	if added >= 0 && slices.ContainsFunc(since[added:], func(d Delta[*corev1.ConfigMap]) bool { return d.Type == Updated }) {
+		n := len(it.Deltas)
+		if n < 2 || it.Deltas[n-2].Type != Added || it.Deltas[n-1].Type != Updated || it.Deltas[n-2].Object != since[added].Object {
+			t.Fatalf("popped %s for an add then updates: want the add (@%s) then the newest update", describe(it),
+				since[added].Object.ResourceVersion)
+		}
+	}
 }
 
 // FuzzFIFO drives the FIFO and the model with the same operations, two
