@@ -525,7 +525,7 @@ func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)
 	}
-	transport := newSwapTransport(base.Transport, f.opts.MaxResponseBytes)
+	transport := newSwapTransport(transportOf(base), f.opts.MaxResponseBytes)
 	hc := &http.Client{Transport: transport, Timeout: base.Timeout}
 	disc, err := listwatch.NewDiscovery(cfg, hc, f.opts.Scheme)
 	if err != nil {
@@ -540,6 +540,16 @@ func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// transportOf returns hc's transport: http.DefaultTransport where hc has
+// none (client-go returns http.DefaultClient for a configuration with no
+// TLS, credentials or timeout, as for kubectl proxy's plain HTTP).
+func transportOf(hc *http.Client) http.RoundTripper {
+	if hc.Transport == nil {
+		return http.DefaultTransport
+	}
+	return hc.Transport
 }
 
 // sourcesNow returns a copy of the fleet's sources.

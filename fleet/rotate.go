@@ -126,7 +126,7 @@ func (f *Fleet) Update(name string, cfg *rest.Config) error {
 	f.mu.Unlock()
 	if m != nil {
 		m.cluster.cfg.Store(cfg)
-		m.transport.swap(hc.Transport)
+		m.transport.swap(transportOf(hc))
 	}
 	return nil
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -273,5 +276,41 @@ func TestFleet_sourcesFollowedByClustersEngagedMeanwhile(t *testing.T) {
 		if err := f.Disengage(name); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// A cluster reached over plain HTTP with no credentials (kubectl proxy's
+// address), for which client-go's client has no transport of its own, is
+// called through the default transport: its informers' requests reach the
+// server (here one that answers 503), fail and are reported, and the
+// process goes on.
+func TestFleet_aPlainHTTPClusterWithoutCredentialsIsCalled(t *testing.T) {
+	leakcheck.Check(t)
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	f, err := fleet.New(&counted{n: map[fleet.Key]int{}}, fleet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Engage("proxy", &rest.Config{Host: srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- f.Run(ctx) }()
+	eventually(t, 30*time.Second, "the cluster's informer called its server and reported the failure", func() bool {
+		c, ok := f.Cluster("proxy")
+		return ok && calls.Load() > 0 && c.Err() != nil
+	})
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
 	}
 }
