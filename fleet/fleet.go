@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -411,14 +412,25 @@ func (f *Fleet) engageHere(name string, cfg *rest.Config) (*member, error) {
 	}
 	// A source added or removed while m was built: from here on, For, Owns,
 	// Watches and Remove see m among the clusters.
-	if err := m.follow(f, sources); err != nil {
+	if failed := m.follow(f, sources); len(failed) > 0 {
+		// A source whose add failed and rolled it back is missing nowhere;
+		// any other makes the cluster refused.
+		var errs []error
 		f.mu.Lock()
-		if f.clusters[name] == m {
+		for i, err := range failed {
+			if !f.sources[i].removed {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) > 0 && f.clusters[name] == m {
 			delete(f.clusters, name)
 		}
 		f.mu.Unlock()
-		m.close()
-		return nil, err
+		if len(errs) > 0 {
+			m.close()
+			f.metrics.disengaged(name)
+			return nil, errors.Join(errs...)
+		}
 	}
 	return m, nil
 }
@@ -535,9 +547,9 @@ func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {
 	m := &member{name: name, hc: hc, transport: transport, discovery: disc}
 	m.cluster = &Cluster{member: m, name: name, hc: hc, disc: disc, scheme: f.opts.Scheme}
 	m.cluster.cfg.Store(cfg)
-	if err := m.follow(f, f.sourcesNow()); err != nil {
+	if failed := m.follow(f, f.sourcesNow()); len(failed) > 0 {
 		m.close()
-		return nil, err
+		return nil, errors.Join(slices.Collect(maps.Values(failed))...)
 	}
 	return m, nil
 }
@@ -563,16 +575,19 @@ func (f *Fleet) sourcesNow() []source {
 // taken at some point: it builds (and, once m runs, starts) those of the
 // sources added since m last followed, and stops those removed. Sources
 // are only ever appended, and a removal is for good, so following an older
-// copy after a newer one undoes nothing. On a build's error, m keeps the
-// informers it had. A build takes m.mu, never f.mu (whose holders may
+// copy after a newer one undoes nothing. A source whose build fails gets
+// no informer here (its place stays empty) and the others are built; the
+// failures are returned by their sources' places, for the For, Owns or
+// Watches that added each to report (and roll back) and for Engage to
+// refuse the cluster. A build takes m.mu, never f.mu (whose holders may
 // take m.mu).
-func (m *member) follow(f *Fleet, sources []source) error {
+func (m *member) follow(f *Fleet, sources []source) (failed map[int]error) {
 	var gone []*sourceRun
-	err := func() error {
+	func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.stopped {
-			return nil
+			return
 		}
 		for i, s := range sources {
 			switch {
@@ -581,7 +596,12 @@ func (m *member) follow(f *Fleet, sources []source) error {
 			case i >= len(m.runs):
 				r, err := s.build(f, m)
 				if err != nil {
-					return fmt.Errorf("fleet: cluster %s: %w", m.name, err)
+					m.runs = append(m.runs, nil)
+					if failed == nil {
+						failed = map[int]error{}
+					}
+					failed[i] = fmt.Errorf("fleet: cluster %s: %w", m.name, err)
+					continue
 				}
 				m.runs = append(m.runs, r)
 				if m.ctx != nil {
@@ -592,12 +612,11 @@ func (m *member) follow(f *Fleet, sources []source) error {
 				m.runs[i] = nil
 			}
 		}
-		return nil
 	}()
 	for _, r := range gone {
 		r.stopAndClose()
 	}
-	return err
+	return failed
 }
 
 // sources returns m's informers, removed sources left out.
@@ -611,6 +630,13 @@ func (m *member) sources() []*sourceRun {
 		}
 	}
 	return out
+}
+
+// isStopped reports whether m was closed (its cluster disengaged).
+func (m *member) isStopped() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopped
 }
 
 // start runs m's informers under ctx.

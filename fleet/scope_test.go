@@ -14,14 +14,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/fleet"
+	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/listwatch"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/telemetry"
 )
 
 // counted counts the reconciles of each key.
@@ -312,5 +317,58 @@ func TestFleet_aPlainHTTPClusterWithoutCredentialsIsCalled(t *testing.T) {
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A source whose informer cannot be built in one cluster (here: its
+// metrics' names taken on the registry) fails its Watches, which is rolled
+// back in every cluster; the other clusters' informers of it stop, and the
+// next source is built everywhere. (Nothing runs: no server is called.)
+func TestFleet_aSourceThatCannotBeBuiltInOneClusterIsRolledBack(t *testing.T) {
+	leakcheck.Check(t)
+	reg := prometheus.NewRegistry()
+	opts := fleet.Options{}
+	opts.Controller.Telemetry.Registerer = reg
+	f, err := fleet.New(&counted{n: map[fleet.Key]int{}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := f.Engage(name, &rest.Config{Host: "https://127.0.0.1:1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An informer of the test's own takes the name cluster b's Secret
+	// informer would have.
+	squatter, err := informer.New[*corev1.Secret](listwatch.New[*corev1.Secret](
+		func(context.Context, metav1.ListOptions) (*corev1.SecretList, error) {
+			return &corev1.SecretList{}, nil
+		},
+		func(context.Context, metav1.ListOptions) (watch.Interface, error) { return watch.NewFake(), nil }, listwatch.Options{}),
+		informer.Options[*corev1.Secret]{Name: "b: Secret", FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: reg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := func(s *corev1.Secret) []object.ObjectName { return []object.ObjectName{object.NameOf(s)} }
+	if _, err := fleet.Watches(f, fleet.Scope{}, byName); err == nil {
+		t.Fatal("Watches whose informer cannot be built in cluster b succeeded")
+	}
+	if got, want := informerRows(f), []string{"a: ConfigMap", "b: ConfigMap"}; !slices.Equal(got, want) {
+		t.Errorf("informers after the failed Watches = %v, want %v (rolled back in a too)", got, want)
+	}
+	squatter.Close()
+	if _, err := fleet.Watches(f, fleet.Scope{}, byName); err != nil {
+		t.Fatalf("Watches once the name is free: %v", err)
+	}
+	if got, want := informerRows(f), []string{"a: ConfigMap", "a: Secret 2", "b: ConfigMap", "b: Secret 2"}; !slices.Equal(got, want) {
+		t.Errorf("informers = %v, want %v", got, want)
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := f.Disengage(name); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -131,9 +131,9 @@ func add[T object.Object](f *Fleet, scope Scope, names func(owner schema.GroupKi
 	// engaged from here on build it with the others.
 	var errs []error
 	for _, m := range members {
-		if err := m.follow(f, sources); err != nil {
+		if err := m.follow(f, sources)[index]; err != nil {
 			errs = append(errs, err)
-		}
+		} // another source's failure is its own add's to report
 	}
 	if len(errs) > 0 {
 		f.removeSource(index, true)

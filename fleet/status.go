@@ -9,8 +9,11 @@ import (
 )
 
 // Synced reports whether every source's informer in the cluster has listed
-// its objects once (since it was engaged).
+// its objects once (since it was engaged); false once it is disengaged.
 func (c *Cluster) Synced() bool {
+	if c.member.isStopped() {
+		return false
+	}
 	for _, r := range c.member.sources() {
 		if !r.synced() {
 			return false
