@@ -27,8 +27,10 @@
 //     its backlog coalesces that key's (add then update is one add of the
 //     newest, update then update is one update from the oldest old to the
 //     newest, add then delete is nothing, update then delete is the
-//     delete), so it is bounded by the number of distinct keys and a slow
-//     handler delays only itself. The lag is exported as metrics
+//     delete), so it is bounded by the number of distinct keys (at most 16
+//     notifications a key, each holding its object: a handler lagging on
+//     many keys holds up to that many versions of each) and a slow handler
+//     delays only itself. The lag is exported as metrics
 //     (ctrlkit_informer_handler_pending_keys and
 //     ctrlkit_informer_handler_oldest_pending_seconds, by informer and handler).
 //     The exception is a handler.Enqueuer (EnqueueKey's and the other

@@ -89,9 +89,13 @@ func TestManager_everyMetricIsDocumented(t *testing.T) {
 			ls = append(ls, "`"+l+"`")
 		}
 		slices.Sort(ls)
-		rows = append(rows, fmt.Sprintf("| `%s` | %s | %s | %s |", name, strings.ToLower(mf.GetType().String()), strings.Join(ls, ", "), mf.GetHelp()))
-		if !strings.Contains(string(doc), "| `"+name+"` |") {
+		row := fmt.Sprintf("| `%s` | %s | %s | %s |", name, strings.ToLower(mf.GetType().String()), strings.Join(ls, ", "), mf.GetHelp())
+		rows = append(rows, row)
+		switch {
+		case !strings.Contains(string(doc), "| `"+name+"` |"):
 			t.Errorf("%s (%s) is not in docs/metrics.md", name, mf.GetType())
+		case !strings.Contains(string(doc), row+"\n"):
+			t.Errorf("docs/metrics.md's row of %s differs from the registry's:\n%s", name, row)
 		}
 	}
 	if os.Getenv("CTRLKIT_METRICS_TABLE") != "" {

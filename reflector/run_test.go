@@ -528,12 +528,12 @@ func TestReflector_ListAndWatchListsWholeWhenAContinueTokenExpired(t *testing.T)
 		page("11", pod("a", "5"), pod("b", "11")))
 	sink := newMemSink[*corev1.Pod]()
 	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, PageSize: 1})
-	for i := range 2 {
+	for i := range 3 {
 		if err := listAndWatchOnce(t, r, lw); err != nil {
 			t.Fatalf("ListAndWatch %d = %v, want nil", i+1, err)
 		}
 	}
-	want := []string{"rv=0 limit=1", "rv=10 limit=1", "continue limit=1", "rv=10 limit=0"}
+	want := []string{"rv=0 limit=1", "rv=10 limit=1", "continue limit=1", "rv=10 limit=0", "rv=11 limit=1"}
 	if got := rvs(lw.listed()); !slices.Equal(got, want) {
 		t.Errorf("lists %v, want %v", got, want)
 	}

@@ -49,7 +49,7 @@ func newMetrics(reg prometheus.Registerer, name string, p progress) *metrics {
 	s := telemetry.Telemetry{Registerer: reg}.Series(queueLabels(name))
 	m := &metrics{
 		adds:    s.Counter("workqueue_adds_total", "Total number of adds handled by the work queue."),
-		retries: s.Counter("workqueue_retries_total", "Total number of retries handled by the work queue: adds with a delay or rate limited (AddAfter, AddRateLimited, a reconcile's RequeueAfter or failure)."),
+		retries: s.Counter("workqueue_retries_total", "Total number of retries handled by the work queue: adds with a delay or rate limited (AddAfter, AddRateLimited; a reconcile's RequeueAfter, a failure's backoff, a read-your-writes hold)."),
 		queueWait: s.Histogram("workqueue_queue_duration_seconds",
 			"How long in seconds a key waits in the work queue before it is handed out.", durationBuckets),
 		work: s.Histogram("workqueue_work_duration_seconds",
