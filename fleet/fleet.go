@@ -690,8 +690,7 @@ func (m *member) close() {
 	m.wg.Wait()
 	for _, r := range runs {
 		if r != nil {
-			r.remove()
-			r.close()
+			r.stopAndClose() // stopped already: only its handler and informer are let go
 		}
 	}
 	m.hc.CloseIdleConnections()

@@ -139,6 +139,17 @@ func add[T object.Object](f *Fleet, scope Scope, names func(owner schema.GroupKi
 		f.removeSource(index, true)
 		return nil, errors.Join(errs...)
 	}
+	if role == sourceOwns {
+		// The For whose kind this Owns maps to may have been rolled back
+		// (it failed in a cluster) while this Owns was added.
+		f.mu.Lock()
+		gone := f.primary != owner
+		f.mu.Unlock()
+		if gone {
+			f.removeSource(index, false)
+			return nil, ErrNoFor
+		}
+	}
 	return &Cache[T]{f: f, index: index}, nil
 }
 
