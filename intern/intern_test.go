@@ -137,6 +137,26 @@ func BenchmarkObject_pod(b *testing.B) {
 	}
 }
 
+// BenchmarkObject_freshPod interns Pods as a decoder leaves them: every
+// string newly allocated, none seen by the table's slots yet as this copy.
+func BenchmarkObject_freshPod(b *testing.B) {
+	tab := intern.NewTable(0)
+	pods := make([]corev1.Pod, 1000)
+	for i := 0; i < b.N; i++ {
+		if i%len(pods) == 0 {
+			b.StopTimer()
+			clear(pods)
+			for j := range pods {
+				if err := json.Unmarshal([]byte(podJSON), &pods[j]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StartTimer()
+		}
+		tab.Object(&pods[i%len(pods)])
+	}
+}
+
 // Pods of one workload carry the labels and annotations of its template:
 // equal maps are shared whole; a map that differs, or holds a long value,
 // keeps its own.

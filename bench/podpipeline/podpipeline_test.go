@@ -5,7 +5,11 @@
 // containers, probes, volumes, a status) and sent through a watch, until
 // two workers have read each key's newest version from the cache. ns/op is
 // the wall time per event; cpu-ns/event the process's CPU per event,
-// building the objects included on both sides. The ctrlkit side interns
+// building the objects included on both sides, gc-cpu-ns/event the part
+// of it the collector took; gcs/100k-events the
+// collections the run took, and heap-goal-MiB the collector's heap goal at
+// its end (twice the live heap, most of it the cache: what the process
+// grows to). The ctrlkit side interns
 // each object's strings after the fact (the informer's default for objects
 // that did not come through its own decoder, as a fake or a clientset's
 // ListerWatcher gives them); BenchmarkPodPipelineWithoutInterning measures
@@ -14,6 +18,8 @@ package podpipeline_test
 
 import (
 	"context"
+	goruntime "runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +54,14 @@ func cpu() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// gcCPU is the CPU time the collector has taken so far (marking, assists,
+// pauses, the runtime's estimate).
+func gcCPU() time.Duration {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	return time.Duration(s[0].Value.Float64() * 1e9)
 }
 
 // podAt is Pod id at resource version rv, built fresh.
@@ -174,6 +188,9 @@ func run(b *testing.B, side string, intern bool) {
 	for !done() {
 		time.Sleep(time.Millisecond) // polling the harness's own record, not synchronisation of the code measured
 	}
+	var before, after goruntime.MemStats
+	goruntime.ReadMemStats(&before)
+	gcBefore := gcCPU()
 	start := cpu()
 	b.ResetTimer()
 	for e := range b.N {
@@ -186,6 +203,10 @@ func run(b *testing.B, side string, intern bool) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/event")
+	b.ReportMetric(float64(gcCPU()-gcBefore)/float64(b.N), "gc-cpu-ns/event")
+	goruntime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.NumGC-before.NumGC)*100_000/float64(b.N), "gcs/100k-events")
+	b.ReportMetric(float64(after.NextGC)/(1<<20), "heap-goal-MiB")
 }
 
 // BenchmarkPodPipeline: the seed pipeline on Pods, ctrlkit's defaults.
