@@ -21,8 +21,13 @@ import (
 //
 // The folder and each file must belong to this process's user and be
 // writable by no other (a kubeconfig says what the process connects to
-// and with what credentials); a credential plugin (exec, auth-provider)
-// is refused unless AllowExec.
+// and with what credentials), and so must each file a kubeconfig names
+// (tokenFile, client-certificate, client-key, certificate-authority): a
+// relative path is taken from Path, as kubectl takes it from the
+// kubeconfig's folder, never from the working directory. Those files are
+// read with the kubeconfig, every Interval, so a rotated certificate or
+// token is a changed kubeconfig. A credential plugin (exec,
+// auth-provider) is refused unless AllowExec.
 type Directory struct {
 	Path string
 	// AllowExec accepts kubeconfigs that run a credential plugin.
@@ -106,6 +111,9 @@ func (d Directory) read() (map[string]file, error) {
 			continue
 		}
 		b, err := readPrivate(filepath.Join(d.Path, e.Name()))
+		if err == nil {
+			b, err = inlineFiles(b, d.Path)
+		}
 		out[strings.TrimSuffix(e.Name(), ext)] = file{b, err}
 	}
 	return out, nil
@@ -175,7 +183,7 @@ func (d Directory) engage(f *Fleet, name string, fl file, changed bool, log *slo
 	if fl.err != nil {
 		return fl.err
 	}
-	cfg, err := kubeconfigPolicy{allowExec: d.AllowExec, allowFiles: true}.restConfig(fl.b)
+	cfg, err := kubeconfigPolicy{allowExec: d.AllowExec}.restConfig(fl.b) // its files put inline by read
 	if err != nil {
 		return err
 	}

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/ctrlkit/ctrlkit/internal/safefile"
 )
@@ -19,41 +22,121 @@ import (
 // credentials to a server of the writer's choice. So a provider takes only
 // what it needs: credentials and certificates inline (Cluster API's
 // kubeconfig Secrets are so), no plugin unless allowed, and files only
-// from a folder no other user can write.
+// from a folder no other user can write, read and put inline by the
+// provider itself (inlineFiles), so that client-go never reads a file a
+// fleet's kubeconfig names.
 
 // ErrUnsafeKubeconfig is the error of a kubeconfig a provider refuses.
 var ErrUnsafeKubeconfig = errors.New("fleet: kubeconfig refused")
 
 // kubeconfigPolicy says what a provider accepts in a kubeconfig.
 type kubeconfigPolicy struct {
-	allowExec  bool // exec and auth-provider plugins
-	allowFiles bool // credentials and certificates read from local files
+	allowExec bool // exec and auth-provider plugins
 }
 
 // restConfig reads kubeconfig b (its current context) under p. It judges
-// the file before client-go touches it: building the configuration reads
-// the files it names.
+// the file before client-go touches it: building the configuration would
+// read the files it names, and a kubeconfig that names one is refused
+// (Directory puts its files inline first, inlineFiles).
 func (p kubeconfigPolicy) restConfig(b []byte) (*rest.Config, error) {
 	cfg, err := clientcmd.Load(b)
 	if err != nil {
 		return nil, err
 	}
-	ctx := cfg.Contexts[cfg.CurrentContext]
-	if ctx == nil {
-		return nil, fmt.Errorf("fleet: kubeconfig has no current context %q", cfg.CurrentContext)
+	auth, cluster, err := current(cfg)
+	if err != nil {
+		return nil, err
 	}
-	auth, cluster := cfg.AuthInfos[ctx.AuthInfo], cfg.Clusters[ctx.Cluster]
 	plugin := auth != nil && (auth.Exec != nil || auth.AuthProvider != nil)
 	files := auth != nil && (auth.TokenFile != "" || auth.ClientCertificate != "" || auth.ClientKey != "") ||
 		cluster != nil && cluster.CertificateAuthority != ""
 	switch {
 	case plugin && !p.allowExec:
 		return nil, fmt.Errorf("%w: it runs a credential plugin (exec or auth-provider); set AllowExec to allow it", ErrUnsafeKubeconfig)
-	case files && !p.allowFiles:
+	case files:
 		return nil, fmt.Errorf("%w: it reads credentials or certificates from local files; a provider of this kind takes them inline only",
 			ErrUnsafeKubeconfig)
 	}
 	return clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+}
+
+// current returns the user and the cluster of cfg's current context (nil
+// where the context names none that cfg has, which client-go reports).
+func current(cfg *clientcmdapi.Config) (*clientcmdapi.AuthInfo, *clientcmdapi.Cluster, error) {
+	ctx := cfg.Contexts[cfg.CurrentContext]
+	if ctx == nil {
+		return nil, nil, fmt.Errorf("fleet: kubeconfig has no current context %q", cfg.CurrentContext)
+	}
+	return cfg.AuthInfos[ctx.AuthInfo], cfg.Clusters[ctx.Cluster], nil
+}
+
+// inlineFiles returns kubeconfig b, read from folder dir, with the files
+// its current context names (tokenFile, client-certificate, client-key,
+// certificate-authority) read and put inline: a relative path is taken
+// from dir, as kubectl takes it from the kubeconfig's folder, never from
+// the process's working directory, and each file is read as the kubeconfig
+// was (readPrivate: a regular file of this user that no other user can
+// write, not through a link, at most 1 MiB), so that another user can
+// neither plant nor change one. A plugin command given as a relative path
+// (with a slash in it) is likewise made relative to dir. A file named
+// beside inline data of the same thing is refused, as client-go refuses
+// it. Since the result holds the files' contents, a change to one of them
+// is a change to the kubeconfig (Directory's digest): rotated
+// certificates and tokens reach the cluster's connection.
+func inlineFiles(b []byte, dir string) ([]byte, error) {
+	cfg, err := clientcmd.Load(b)
+	if err != nil {
+		return nil, err
+	}
+	auth, cluster, err := current(cfg)
+	if err != nil {
+		return nil, err
+	}
+	read := func(what, path string, inline bool) ([]byte, error) {
+		if inline {
+			return nil, fmt.Errorf("%w: it gives %s both inline and as the file %s", ErrUnsafeKubeconfig, what, path)
+		}
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		data, err := readPrivate(path)
+		if err != nil {
+			return nil, fmt.Errorf("fleet: kubeconfig's %s: %w", what, err)
+		}
+		return data, nil
+	}
+	if cluster != nil && cluster.CertificateAuthority != "" {
+		if cluster.CertificateAuthorityData, err = read("certificate-authority", cluster.CertificateAuthority, len(cluster.CertificateAuthorityData) > 0); err != nil {
+			return nil, err
+		}
+		cluster.CertificateAuthority = ""
+	}
+	if auth != nil {
+		if auth.ClientCertificate != "" {
+			if auth.ClientCertificateData, err = read("client-certificate", auth.ClientCertificate, len(auth.ClientCertificateData) > 0); err != nil {
+				return nil, err
+			}
+			auth.ClientCertificate = ""
+		}
+		if auth.ClientKey != "" {
+			if auth.ClientKeyData, err = read("client-key", auth.ClientKey, len(auth.ClientKeyData) > 0); err != nil {
+				return nil, err
+			}
+			auth.ClientKey = ""
+		}
+		if auth.TokenFile != "" && auth.Token == "" { // (beside a token, client-go reads no file: nor here)
+			token, err := read("tokenFile", auth.TokenFile, false)
+			if err != nil {
+				return nil, err
+			}
+			auth.Token = strings.TrimSpace(string(token))
+		}
+		auth.TokenFile = ""
+		if e := auth.Exec; e != nil && strings.Contains(e.Command, "/") && !filepath.IsAbs(e.Command) {
+			e.Command = filepath.Join(dir, e.Command)
+		}
+	}
+	return clientcmd.Write(*cfg)
 }
 
 // readPrivate reads the regular file at path if it belongs to this

@@ -1,7 +1,10 @@
 package fleet
 
 import (
+	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -23,8 +26,9 @@ func kubeconfig(t *testing.T, auth *clientcmdapi.AuthInfo) []byte {
 	return b
 }
 
-// A provider's kubeconfig may not run a plugin unless allowed, nor read
-// credentials from local files when it comes from a Secret.
+// A provider's kubeconfig may not run a plugin unless allowed, nor have
+// client-go read credentials from local files (Directory puts its files
+// inline first).
 func TestKubeconfigPolicy_refusesPluginsAndLocalFilesUnlessAllowed(t *testing.T) {
 	inline := kubeconfig(t, &clientcmdapi.AuthInfo{Token: "t"})
 	tokenFile := kubeconfig(t, &clientcmdapi.AuthInfo{TokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token"})
@@ -40,9 +44,7 @@ func TestKubeconfigPolicy_refusesPluginsAndLocalFilesUnlessAllowed(t *testing.T)
 		{"inline, Secrets", kubeconfigPolicy{}, inline, true},
 		{"token file, Secrets", kubeconfigPolicy{}, tokenFile, false},
 		{"certificate files, Secrets", kubeconfigPolicy{}, certFile, false},
-		{"token file, Directory", kubeconfigPolicy{allowFiles: true}, tokenFile, true},
-		{"exec, Directory", kubeconfigPolicy{allowFiles: true}, exec, false},
-		{"exec, Secrets", kubeconfigPolicy{}, exec, false},
+		{"exec", kubeconfigPolicy{}, exec, false},
 		{"exec allowed", kubeconfigPolicy{allowExec: true}, exec, true},
 	} {
 		_, err := tc.policy.restConfig(tc.b)
@@ -51,6 +53,114 @@ func TestKubeconfigPolicy_refusesPluginsAndLocalFilesUnlessAllowed(t *testing.T)
 		}
 		if !tc.ok && !errors.Is(err, ErrUnsafeKubeconfig) {
 			t.Errorf("%s: %v, want ErrUnsafeKubeconfig", tc.name, err)
+		}
+	}
+}
+
+// A Directory's kubeconfig names its files relative to its own folder:
+// inlineFiles reads them there, as the kubeconfig was read (the user's, no
+// one else's to write, no link), never from the working directory, where
+// another user may have planted a CA of their own; client-go then reads no
+// file.
+func TestInlineFiles_readsTheNamedFilesFromTheKubeconfigsFolderOnly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "clusters")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write := func(path, content string, mode os.FileMode) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "ca.crt"), "the cluster's CA", 0o600)
+	write(filepath.Join(dir, "token"), "the token\n", 0o600)
+	write(filepath.Join(dir, "tls.crt"), "the client certificate", 0o600)
+	write(filepath.Join(dir, "tls.key"), "the client key", 0o600)
+	cwd := t.TempDir()
+	write(filepath.Join(cwd, "ca.crt"), "a planted CA", 0o666)
+	t.Chdir(cwd)
+
+	named := func(cluster *clientcmdapi.Cluster, auth *clientcmdapi.AuthInfo) []byte {
+		t.Helper()
+		cfg := clientcmdapi.NewConfig()
+		cluster.Server = "https://127.0.0.1:1"
+		cfg.Clusters["c"], cfg.AuthInfos["u"] = cluster, auth
+		cfg.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+		cfg.CurrentContext = "x"
+		b, err := clientcmd.Write(*cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b, err := inlineFiles(named(&clientcmdapi.Cluster{CertificateAuthority: "ca.crt"},
+		&clientcmdapi.AuthInfo{TokenFile: "token", ClientCertificate: filepath.Join(dir, "tls.crt"), ClientKey: "tls.key",
+			Exec: &clientcmdapi.ExecConfig{Command: "bin/get-token", APIVersion: "client.authentication.k8s.io/v1"}}), dir)
+	if err != nil {
+		t.Fatalf("inlineFiles: %v", err)
+	}
+	cfg, err := clientcmd.Load(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, auth := cfg.Clusters["c"], cfg.AuthInfos["u"]
+	if string(cluster.CertificateAuthorityData) != "the cluster's CA" || cluster.CertificateAuthority != "" {
+		t.Errorf("certificate-authority: %q from file %q; want the folder's CA, inline", cluster.CertificateAuthorityData, cluster.CertificateAuthority)
+	}
+	if auth.Token != "the token" || auth.TokenFile != "" {
+		t.Errorf("token %q, tokenFile %q; want the folder's token, inline", auth.Token, auth.TokenFile)
+	}
+	if string(auth.ClientCertificateData) != "the client certificate" || string(auth.ClientKeyData) != "the client key" ||
+		auth.ClientCertificate != "" || auth.ClientKey != "" {
+		t.Errorf("client certificate %q (%q), key %q (%q); want both inline", auth.ClientCertificateData, auth.ClientCertificate,
+			auth.ClientKeyData, auth.ClientKey)
+	}
+	if want := filepath.Join(dir, "bin/get-token"); auth.Exec.Command != want {
+		t.Errorf("plugin command %q, want %q (the folder's, not the working directory's)", auth.Exec.Command, want)
+	}
+	auth.Exec = nil
+	if b, err = clientcmd.Write(*cfg); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := kubeconfigPolicy{}.restConfig(b)
+	if err != nil {
+		t.Fatalf("restConfig of the inlined kubeconfig: %v", err)
+	}
+	if string(rc.CAData) != "the cluster's CA" || rc.CAFile != "" || rc.BearerToken != "the token" || rc.BearerTokenFile != "" {
+		t.Errorf("rest config: CA %q (file %q), token %q (file %q)", rc.CAData, rc.CAFile, rc.BearerToken, rc.BearerTokenFile)
+	}
+
+	// A named file changed is a kubeconfig changed: rotation reaches the cluster.
+	before, _ := inlineFiles(named(&clientcmdapi.Cluster{CertificateAuthority: "ca.crt"}, &clientcmdapi.AuthInfo{Token: "t"}), dir)
+	write(filepath.Join(dir, "ca.crt"), "the cluster's next CA", 0o600)
+	after, _ := inlineFiles(named(&clientcmdapi.Cluster{CertificateAuthority: "ca.crt"}, &clientcmdapi.AuthInfo{Token: "t"}), dir)
+	if bytes.Equal(before, after) {
+		t.Error("a rotated CA file left the kubeconfig the same")
+	}
+
+	// Refused: a named file others can write, a link, a file beside inline
+	// data of the same thing, a file that is not there.
+	write(filepath.Join(dir, "shared.crt"), "writable by others", 0o666)
+	if err := os.Symlink(filepath.Join(cwd, "ca.crt"), filepath.Join(dir, "link.crt")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		b       []byte
+		refused bool // ErrUnsafeKubeconfig, beside failing
+	}{
+		{"others can write it", named(&clientcmdapi.Cluster{CertificateAuthority: "shared.crt"}, &clientcmdapi.AuthInfo{}), true},
+		{"a link", named(&clientcmdapi.Cluster{CertificateAuthority: "link.crt"}, &clientcmdapi.AuthInfo{}), false},
+		{"inline too", named(&clientcmdapi.Cluster{CertificateAuthority: "ca.crt", CertificateAuthorityData: []byte("x")}, &clientcmdapi.AuthInfo{}), true},
+		{"missing", named(&clientcmdapi.Cluster{}, &clientcmdapi.AuthInfo{ClientKey: "nothing.key"}), false},
+	} {
+		_, err := inlineFiles(tc.b, dir)
+		if err == nil || tc.refused && !errors.Is(err, ErrUnsafeKubeconfig) {
+			t.Errorf("%s: %v, want it refused", tc.name, err)
 		}
 	}
 }
