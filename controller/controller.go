@@ -139,7 +139,7 @@ func (o Options[K]) withDefaults() Options[K] {
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
-	o.Logger = o.Log()
+	o.Logger = o.Log().With("controller", o.Name) // every line of the controller's, and its reconciles' (LoggerFrom), names it once
 	return o
 }
 
@@ -322,14 +322,14 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 	c.mu.Lock()
 	c.synced = true
 	c.mu.Unlock()
-	c.opts.Logger.Info("controller: caches synced, starting workers", "name", c.opts.Name, "workers", c.opts.Workers)
+	c.opts.Logger.Info("controller: caches synced, starting workers", "workers", c.opts.Workers)
 	// Reconciles run under work, which outlives ctx by up to ShutdownTimeout.
 	work, stop := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stop(nil)
 	// Once, not per reconcile: the writes made with it name their
 	// controller (in spans, and in the records of perturb's trials).
 	work = tracing.WithController(work, c.opts.Name)
-	work = logctx.With(work, c.opts.Logger.With("controller", c.opts.Name))
+	work = logctx.With(work, c.opts.Logger)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range c.opts.Workers {
@@ -355,7 +355,7 @@ func (c *Controller[K]) drain(ctx context.Context, stop context.CancelCauseFunc,
 	case <-bound.C:
 	}
 	stop(ErrShutdownTimeout)
-	c.opts.Logger.Warn("controller: shutdown timeout; cancelling in-flight reconciles", "name", c.opts.Name,
+	c.opts.Logger.Warn("controller: shutdown timeout; cancelling in-flight reconciles",
 		"timeout", c.opts.ShutdownTimeout, "keys", c.InFlight())
 	abandon := time.NewTimer(abandonAfter)
 	defer abandon.Stop()
@@ -405,7 +405,7 @@ func (c *Controller[K]) waitForSync(ctx context.Context, sources []source) {
 		case <-ctx.Done():
 			return
 		case <-deadline.C:
-			c.opts.Logger.Error("controller: caches not synced; still waiting", "name", c.opts.Name,
+			c.opts.Logger.Error("controller: caches not synced; still waiting",
 				"after", c.opts.CacheSyncTimeout, "caches", waiting)
 		case <-tick.C:
 		}

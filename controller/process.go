@@ -74,16 +74,16 @@ func (c *Controller[K]) process(ctx context.Context, key K, worker int) {
 	case IsTerminal(err):
 		c.queue.Forget(key)
 		c.metrics.failed(true)
-		c.opts.Logger.Error("controller: reconcile failed; not retrying", "name", c.opts.Name, "key", key, "err", err)
+		c.opts.Logger.Error("controller: reconcile failed; not retrying", "key", key, "err", err)
 	case c.opts.MaxRetries > 0 && c.queue.NumRequeues(key) >= c.opts.MaxRetries:
 		c.queue.Forget(key)
 		c.metrics.failed(false)
 		c.metrics.drop(dropMaxRetries)
-		c.opts.Logger.Error("controller: reconcile failed too often; dropping the key", "name", c.opts.Name, "key", key,
+		c.opts.Logger.Error("controller: reconcile failed too often; dropping the key", "key", key,
 			"retries", c.opts.MaxRetries, "err", err)
 	default:
 		c.metrics.failed(false)
-		c.opts.Logger.Warn("controller: reconcile failed; retrying with backoff", "name", c.opts.Name, "key", key, "err", err)
+		c.opts.Logger.Warn("controller: reconcile failed; retrying with backoff", "key", key, "err", err)
 		c.track.retries.Add(1)
 		c.track.note(key, Reason{Event: "retry after error", At: ended})
 		c.queue.AddWithOpts(key, workqueue.AddOpts{RateLimited: true, Priority: res.Priority})
@@ -122,7 +122,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) (res Result, err e
 			p := errPanic{value: v, stack: debug.Stack()}
 			c.metrics.panicked()
 			c.track.panics.Add(1)
-			c.opts.Logger.Error("controller: reconcile panicked", "name", c.opts.Name, "key", key, "panic", v, "stack", string(p.stack))
+			c.opts.Logger.Error("controller: reconcile panicked", "key", key, "panic", v, "stack", string(p.stack))
 			res, err = Result{}, p
 		}
 	}()

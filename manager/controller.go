@@ -356,7 +356,8 @@ func (m *Manager) addController(e controllerEntry) error {
 func (m *Manager) controllerOptions(name string, opts ControllerOptions) (controller.Options[object.ObjectName], *partition) {
 	co := opts.Options
 	co.Name = name
-	co.Telemetry = co.Telemetry.Or(telemetry.Telemetry{Logger: m.opts.Logger.With("controller", name), Registerer: m.opts.Registry})
+	// The controller adds controller=NAME to its logger's lines itself.
+	co.Telemetry = co.Telemetry.Or(telemetry.Telemetry{Logger: m.opts.Logger, Registerer: m.opts.Registry})
 	co.ShutdownTimeout = cmp.Or(co.ShutdownTimeout, m.opts.ShutdownTimeout)
 	co.CacheSyncTimeout = cmp.Or(co.CacheSyncTimeout, m.opts.CacheSyncTimeout)
 	var part *partition

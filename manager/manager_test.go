@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -456,4 +457,72 @@ func removeCRD(t *testing.T, cfg *rest.Config, name string) {
 		_, err := dyn.Resource(crds).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
+}
+
+// lines is a concurrency-safe log sink that keeps every line.
+type lines struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all = append(l.all, strings.Split(strings.TrimRight(string(p), "\n"), "\n")...)
+	return len(p), nil
+}
+
+// with returns the lines that contain s.
+func (l *lines) with(s string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.all {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// A reconcile's logger (controller.LoggerFrom) and the controller's own
+// lines name the controller once: the manager and the controller both
+// added the attribute, and a JSON handler wrote objects with a duplicate
+// key.
+func TestManager_aControllersLogLinesNameItOnce(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	var logs lines
+	opts := quiet(t)
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := manager.New(srv.Config(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
+	rec := controller.ReconcileFunc[object.ObjectName](func(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+		controller.LoggerFrom(ctx).Info("reconciling", "key", name)
+		return controller.Result{}, nil
+	})
+	if _, err := manager.NewController(m, "logs", rec, manager.ControllerOptions{}, manager.For(cms)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := apiserver.Client(t, srv.Config()).CoreV1().ConfigMaps(ns).Create(t.Context(),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	eventually(t, 30*time.Second, "a reconcile's log line", func() bool { return len(logs.with("msg=reconciling")) > 0 })
+	for _, msg := range []string{"msg=reconciling", "caches synced"} {
+		got := logs.with(msg)
+		if len(got) == 0 {
+			t.Errorf("no line with %s", msg)
+		}
+		for _, line := range got {
+			if n := strings.Count(line, "controller=logs"); n != 1 {
+				t.Errorf("%d times controller=logs in %q, want once", n, line)
+			}
+		}
+	}
 }
