@@ -119,9 +119,12 @@ func forSource[T Object](filters []func(T) bool) *source[T] {
 }
 
 // Owns makes changes to the objects of inf queue the primary object that
-// controls them (the owner reference with controller: true whose kind is
-// the For kind; see handler.Owners), so an owned object changed or
-// deleted by someone else is put right.
+// controls them (the owner reference with controller: true whose group and
+// kind are the For type's, any version; see handler.Owners), so an owned
+// object changed or deleted by someone else is put right. Only objects in
+// inf's scope are seen: an owned object outside its namespace or label
+// selector changes nothing (controller-runtime's Owns sees every object of
+// the type).
 func Owns[T Object](inf *informer.SharedIndexInformer[T], filters ...func(T) bool) Source {
 	s := ownsSource(filters)
 	s.inf = inf
@@ -138,7 +141,12 @@ func ownsSource[T Object](filters []func(T) bool) *source[T] {
 // Watches makes changes to the objects of inf queue the names mapFn returns
 // (see handler.Mapped), e.g. every primary object that refers to a
 // changed ConfigMap. mapFn runs on the informer's goroutine: it must not
-// block.
+// block. A mapFn that reads another cache (a Pod's ReplicaSet, to find its
+// Deployment) can run before that cache holds the object it looks for
+// (informers fill in no set order); it then maps to nothing, and nothing
+// maps that event again. Make the other informer a source too (Owns, or
+// Watches mapping its objects), so that its own event, once it is cached,
+// queues the key.
 func Watches[T Object](inf *informer.SharedIndexInformer[T], mapFn func(T) []object.ObjectName, filters ...func(T) bool) Source {
 	s := watchesSource(mapFn, filters)
 	s.inf = inf

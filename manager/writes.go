@@ -22,7 +22,7 @@ type writeCounter struct {
 func newWriteCounter(reg prometheus.Registerer) (func(http.RoundTripper) http.RoundTripper, error) {
 	writes := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ctrlkit_controller_writes_total",
-		Help: "Writes (create, update, patch, apply, delete) sent with a controller's reconcile context through the manager's connections, by controller and verb, whatever their outcome.",
+		Help: "Writes sent with a controller's reconcile context through the manager's connections, whatever their outcome, by controller and verb: create, update, patch, apply (a server-side apply) or delete.",
 	}, []string{"controller", "verb"})
 	if err := reg.Register(writes); err != nil {
 		return nil, err
