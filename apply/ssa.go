@@ -52,7 +52,9 @@ type Applier[T any, C runtime.ApplyConfiguration] interface {
 //
 // The cache must keep the field manager's entry of metadata.managedFields,
 // which informers strip by default: list opts.FieldManager in the
-// informers' KeepManagedFieldsOf (manager.Options.Informers). Without it
+// informers' KeepManagedFieldsOf (manager.Options.Informers), or call
+// manager.Manager.KeepManagedFieldsOf with it where the controller is set
+// up (a Setup(m) function that has no say in the Options). Without it
 // Apply writes every time, as a plain apply does, and says so once per
 // type and field manager, on the logger of ctx (in a reconcile, its
 // controller's: controller.LoggerFrom; else log/slog's default), as soon as the
@@ -226,8 +228,8 @@ func (s *strippedFields) check(ctx context.Context, cur metav1.Object, fieldMana
 		return
 	}
 	logctx.From(ctx).Warn("apply: the cache drops this field manager's entry of managedFields, so every apply is sent; list the "+
-		"field manager in informer.FactoryOptions.KeepManagedFieldsOf (manager.Options.Informers) to skip applies "+
-		"that change nothing", "type", fmt.Sprintf("%T", cur), "fieldManager", fieldManager)
+		"field manager in informer.FactoryOptions.KeepManagedFieldsOf (manager.Options.Informers), or call "+
+		"manager.Manager.KeepManagedFieldsOf with it where the controller is set up, to skip applies that change nothing", "type", fmt.Sprintf("%T", cur), "fieldManager", fieldManager)
 }
 
 // hasEntry reports whether obj's managedFields hold an entry of fieldManager.

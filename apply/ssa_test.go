@@ -200,7 +200,7 @@ func TestApply_sendsNothingWhenTheCacheHoldsTheConfiguration(t *testing.T) {
 		seen.ManagedFields = nil // what such a cache holds once the watch delivers the apply's result
 		cached[object.NameOf(sent)] = seen
 	}
-	if warned := reconcileLog.String(); c.applies != 6 || strings.Count(warned, "KeepManagedFieldsOf") != 1 ||
+	if warned := reconcileLog.String(); c.applies != 6 || strings.Count(warned, "apply: the cache drops") != 1 || !strings.Contains(warned, "KeepManagedFieldsOf") ||
 		!strings.Contains(warned, "drops-"+ns) || !strings.Contains(warned, "controller=mirror") {
 		t.Errorf("%d applies, reconcile's log %q; want 6 and one warning naming KeepManagedFieldsOf, the manager and the controller", c.applies, warned)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/ctrlkit/ctrlkit/intern"
 	"github.com/ctrlkit/ctrlkit/internal/run"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/reflector"
@@ -51,6 +52,12 @@ type FactoryOptions struct {
 	// cost no more than without it. Ignored when KeepManagedFields keeps
 	// them all.
 	KeepManagedFieldsOf []string
+	// KeepManagedFieldsOfAdded, when not nil, names more field managers
+	// whose entries are kept, and may be added to while the informers run:
+	// the manager's (manager.Manager.KeepManagedFieldsOf, for a
+	// controller set up apart from manager.Options). Objects cached before
+	// an Add keep none until they change.
+	KeepManagedFieldsOfAdded *intern.FieldManagers
 	// DisableInterning keeps every string of every cached object as the
 	// decoder allocated it. By default the informer interns the strings
 	// that repeat across objects (namespaces, labels, owners, images, ...;

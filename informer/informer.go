@@ -178,14 +178,15 @@ type metadataInterner interface{ InternMetadata() bool }
 // metadata when body is set (the ListerWatcher interned it); nil when there
 // is nothing to do.
 func transformFor[T object.Object](opts Options[T], table *intern.Table, body bool) func(T) (T, error) {
-	user, strip, keep := opts.Transform, !opts.KeepManagedFields, opts.KeepManagedFieldsOf
+	user, strip := opts.Transform, !opts.KeepManagedFields
+	keep := intern.ManagedFields{Of: opts.KeepManagedFieldsOf, Added: opts.KeepManagedFieldsOfAdded}
 	if user == nil && !strip && table == nil {
 		return nil
 	}
 	return func(obj T) (T, error) {
 		if strip {
 			if a, err := meta.Accessor(any(obj)); err == nil {
-				a.SetManagedFields(managedFieldsOf(a.GetManagedFields(), keep))
+				a.SetManagedFields(managedFieldsOf(a.GetManagedFields(), keep.Now()))
 			}
 		}
 		if user != nil {
@@ -204,13 +205,13 @@ func transformFor[T object.Object](opts Options[T], table *intern.Table, body bo
 	}
 }
 
-// managedFieldsOf returns the entries of fields written by the managers in
-// keep, in place, or nil when there are none.
-func managedFieldsOf(fields []metav1.ManagedFieldsEntry, keep []string) []metav1.ManagedFieldsEntry {
-	if len(keep) == 0 || len(fields) == 0 {
+// managedFieldsOf returns the entries of fields written by the managers
+// keep keeps, in place, or nil when there are none.
+func managedFieldsOf(fields []metav1.ManagedFieldsEntry, keep intern.ManagedFields) []metav1.ManagedFieldsEntry {
+	if keep.None() || len(fields) == 0 {
 		return nil // the default: strip them all, with no work per object
 	}
-	fields = slices.DeleteFunc(fields, func(e metav1.ManagedFieldsEntry) bool { return !slices.Contains(keep, e.Manager) })
+	fields = slices.DeleteFunc(fields, func(e metav1.ManagedFieldsEntry) bool { return !keep.KeepsManager(e.Manager) })
 	if len(fields) == 0 {
 		return nil
 	}

@@ -3,7 +3,10 @@ package intern
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -50,26 +53,108 @@ var errWireType = errors.New("wrong wire type")
 type ManagedFields struct {
 	All bool     // every entry
 	Of  []string // else the entries whose manager is one of these
+	// Added, when not nil, holds more field managers whose entries are
+	// kept, which may be added while decoders read it: decode each object
+	// with Now's, so that all of its entries are judged by one set.
+	Added *FieldManagers
+	added []string // Added's names when Now was called
+}
+
+// Now returns k with the names Added has now, fixed: for decoding one
+// object.
+func (k ManagedFields) Now() ManagedFields {
+	if k.Added != nil {
+		if p := k.Added.names.Load(); p != nil {
+			k.added = *p // never changed in place: Add stores a new slice
+		}
+		k.Added = nil
+	}
+	return k
+}
+
+// None reports whether k keeps no entry at all (as things stand: a set
+// Added to may keep some later).
+func (k ManagedFields) None() bool {
+	return !k.All && len(k.Of) == 0 && len(k.added) == 0 && k.Added.Empty()
+}
+
+// KeepsManager reports whether k keeps the entries of the field manager
+// called name.
+func (k ManagedFields) KeepsManager(name string) bool {
+	return k.All || slices.Contains(k.Of, name) || slices.Contains(k.added, name) || k.Added.Has(name)
 }
 
 // Keeps reports whether k keeps the managedFields entry whose protobuf
-// encoding is entry: with All, or when its manager (field 1) is in Of.
-// An entry that does not parse is kept when Of is not empty, for the
-// decoder to report it.
+// encoding is entry: with All, or when its manager (field 1) is in Of or
+// Added. An entry that does not parse is kept when k may keep any, for
+// the decoder to report it.
 func (k ManagedFields) Keeps(entry []byte) bool {
-	if k.All || len(k.Of) == 0 {
+	if k.All || k.None() {
 		return k.All
 	}
 	manager, ok := ManagerOf(entry)
 	if !ok {
 		return true
 	}
-	for _, name := range k.Of {
-		if string(manager) == name {
-			return true
+	added := k.added
+	if k.Added != nil {
+		if p := k.Added.names.Load(); p != nil {
+			added = *p
+		}
+	}
+	for _, names := range [2][]string{k.Of, added} {
+		for _, name := range names {
+			if string(manager) == name {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// FieldManagers is a set of field manager names that may grow while it is
+// read: the field managers whose managedFields entries a manager's
+// informers keep, added to as controllers are set up
+// (manager.Manager.KeepManagedFieldsOf). Reads take no lock. The zero
+// value is an empty set; a nil *FieldManagers is an empty set too.
+type FieldManagers struct {
+	mu    sync.Mutex // serialises Add
+	names atomic.Pointer[[]string]
+}
+
+// Add adds names to the set.
+func (s *FieldManagers) Add(names ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var now []string
+	if p := s.names.Load(); p != nil {
+		now = *p
+	}
+	next := slices.Clone(now)
+	for _, name := range names {
+		if name != "" && !slices.Contains(next, name) {
+			next = append(next, name)
+		}
+	}
+	s.names.Store(&next)
+}
+
+// Has reports whether name is in the set.
+func (s *FieldManagers) Has(name string) bool {
+	if s == nil {
+		return false
+	}
+	p := s.names.Load()
+	return p != nil && slices.Contains(*p, name)
+}
+
+// Empty reports whether the set has no name.
+func (s *FieldManagers) Empty() bool {
+	if s == nil {
+		return true
+	}
+	p := s.names.Load()
+	return p == nil || len(*p) == 0
 }
 
 // ManagerOf returns the manager (field 1) of entry, the protobuf encoding

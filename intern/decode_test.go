@@ -272,3 +272,39 @@ func TestTable_UnmarshalLeadingMetaSplitsAnObjectAsEncodersWriteIt(t *testing.T)
 		}
 	}
 }
+
+// Field managers added to a set while decoders read it are kept from then
+// on; an object decodes with the set as it was when its decoding began
+// (Now), so all of its entries are judged alike.
+func TestManagedFields_addedWhileRead(t *testing.T) {
+	entry := func(manager string) []byte {
+		b, err := (&metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationApply}).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var set intern.FieldManagers
+	keep := intern.ManagedFields{Of: []string{"static"}, Added: &set}
+	if keep.None() || !keep.Keeps(entry("static")) || keep.Keeps(entry("mirror")) || keep.KeepsManager("mirror") {
+		t.Fatal("before any Add: want the static manager's entries only")
+	}
+	if !(intern.ManagedFields{Added: &set}).None() || !(intern.ManagedFields{}).None() {
+		t.Error("an empty set keeps something")
+	}
+	before := keep.Now()
+	set.Add("mirror", "", "mirror")
+	if !keep.Keeps(entry("mirror")) || !keep.KeepsManager("mirror") || (intern.ManagedFields{Added: &set}).None() {
+		t.Error("a manager added is not kept")
+	}
+	if before.Keeps(entry("mirror")) || before.KeepsManager("mirror") {
+		t.Error("a decoding begun before the Add changed its mind")
+	}
+	if now := keep.Now(); !now.Keeps(entry("mirror")) || !now.Keeps(entry("static")) || now.Keeps(entry("other")) {
+		t.Error("Now after the Add does not keep what the set holds")
+	}
+	var none *intern.FieldManagers
+	if none.Has("x") || !none.Empty() {
+		t.Error("a nil set is not empty")
+	}
+}

@@ -173,7 +173,7 @@ var allowed = map[string][]string{
 	"debug":    {"object", "informer", "controller", "webhook", "shard"},
 	"webhook":  {"object", "internal/program", "internal/safefile", "internal/certs"},
 	"perturb":  {"workqueue", "tracing"},
-	"manager": {"object", "reflector", "listwatch", "informer", "handler", "workqueue", "controller", "client", "apply", "debug",
+	"manager": {"object", "reflector", "listwatch", "informer", "intern", "handler", "workqueue", "controller", "client", "apply", "debug",
 		"election", "ledger", "shard", "lease", "webhook", "tracing", "fleet", "internal/run", "internal/program", "internal/certs", "internal/apiwrite"},
 	"ociimage": nil,
 

@@ -33,7 +33,7 @@ import (
 // here, not at the first event.
 func Projected[P object.Object, F any](d Discovery, gvk schema.GroupVersionKind, opts KindOptions) (*KindListerWatcher[P], error) {
 	var skip []projection.Option
-	if keep := opts.managedFields(); !keep.All && len(keep.Of) == 0 {
+	if keep := opts.managedFields(); keep.None() {
 		skip = append(skip, projection.SkipManagedFields())
 	}
 	plan, err := projection.New[P, F](skip...)

@@ -84,6 +84,7 @@ func protobufItem[T object.Object](k *KindListerWatcher[T], metaFirst bool) func
 	strip := metaFirst && !keep.All
 	return func(b []byte) (T, error) {
 		obj := reflect.New(elem).Interface().(T)
+		keep := keep.Now() // one set for all of this object's entries
 		if in.on.Load() {
 			if ok, err := in.unmarshal(b, any(obj).(protoMessage), intern.MetaOf(obj), keep); ok {
 				return obj, err
@@ -108,6 +109,7 @@ func jsonItem[T object.Object](k *KindListerWatcher[T], js runtime.Decoder) func
 	elem, in, keep := reflect.TypeFor[T]().Elem(), &k.interner, k.opts.managedFields()
 	return func(b []byte) (T, error) {
 		obj := reflect.New(elem).Interface().(T)
+		keep := keep.Now()
 		out, gvk, err := js.Decode(b, nil, any(obj).(runtime.Object))
 		if err == nil && out != any(obj).(runtime.Object) {
 			err = fmt.Errorf("the object is a %s, not a %s", gvk.Kind, k.gvk.Kind)
@@ -115,7 +117,7 @@ func jsonItem[T object.Object](k *KindListerWatcher[T], js runtime.Decoder) func
 		any(obj).(runtime.Object).GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{}) // as the REST client's decoding leaves it
 		if m, ok := any(obj).(metav1.Object); ok && !keep.All {
 			kept := slices.DeleteFunc(m.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
-				return !slices.Contains(keep.Of, e.Manager)
+				return !keep.KeepsManager(e.Manager)
 			})
 			if len(kept) == 0 {
 				kept = nil // as the REST client's decoding leaves an object without them

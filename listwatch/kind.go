@@ -105,6 +105,12 @@ type KindOptions struct {
 	// objects it does not write. Projected decodes them all (the informer
 	// strips the others).
 	KeepManagedFieldsOf []string
+	// KeepManagedFieldsOfAdded, when not nil, names more field managers
+	// whose entries are kept, and may be added to while the informer runs
+	// (the manager's, manager.Manager.KeepManagedFieldsOf): an object
+	// decoded after an Add keeps its entries. Projected reads it once, when
+	// made.
+	KeepManagedFieldsOfAdded *intern.FieldManagers
 }
 
 // managedFields is what opts keep of metadata.managedFields.
@@ -112,7 +118,7 @@ func (opts KindOptions) managedFields() intern.ManagedFields {
 	if opts.KeepManagedFields {
 		return intern.ManagedFields{All: true}
 	}
-	return intern.ManagedFields{Of: opts.KeepManagedFieldsOf}
+	return intern.ManagedFields{Of: opts.KeepManagedFieldsOf, Added: opts.KeepManagedFieldsOfAdded}
 }
 
 // KindListerWatcher lists and watches one kind through a REST client of its

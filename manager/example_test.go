@@ -7,8 +7,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/ctrlkit/ctrlkit/apply"
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/fleet"
@@ -238,6 +241,50 @@ func ExampleNewFleet() {
 			return err
 		}
 		if pods, err = fleet.For[*corev1.Pod](f, fleet.Scope{LabelSelector: "app=web"}); err != nil {
+			return err
+		}
+		return m.Run(ctx)
+	}
+	_ = run
+}
+
+// A controller set up by a function of its own, as kubebuilder's
+// SetupWithManager: it cannot reach the manager's Options, so it names the
+// field manager of its applies with KeepManagedFieldsOf, and apply.Apply
+// sends nothing when the cached Secret already holds what it applies
+// (a restart over unchanged objects writes nothing). (Not run as a test:
+// it needs a cluster; manager_test.go runs the same wiring on the real API
+// server.)
+func ExampleManager_KeepManagedFieldsOf() {
+	const fieldManager = "mirror"
+	setup := func(m *manager.Manager) error {
+		cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{LabelSelector: "mirror=true"})
+		secrets := manager.Informer[*corev1.Secret](m, manager.Scope{LabelSelector: "mirrored=true"})
+		rec := controller.ReconcileFunc[object.ObjectName](func(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+			cm, ok := cms.Reader().Get(name)
+			if !ok {
+				return controller.Result{}, nil
+			}
+			data := map[string][]byte{}
+			for k, v := range cm.Data {
+				data[k] = []byte(v)
+			}
+			cfg := corev1ac.Secret(cm.Name, cm.Namespace).WithLabels(map[string]string{"mirrored": "true"}).WithData(data).
+				WithOwnerReferences(apply.ControllerReference(cm, corev1.SchemeGroupVersion.WithKind("ConfigMap")))
+			_, _, err := apply.Apply(ctx, m.Kube().CoreV1().Secrets(cm.Namespace), secrets.Reader(), cfg,
+				metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+			return controller.Result{}, err
+		})
+		m.KeepManagedFieldsOf(fieldManager)
+		_, err := manager.NewController(m, "mirror", rec, manager.ControllerOptions{}, manager.For(cms), manager.Owns(secrets))
+		return err
+	}
+	run := func(ctx context.Context, cfg *rest.Config) error {
+		m, err := manager.New(cfg, manager.Options{})
+		if err != nil {
+			return err
+		}
+		if err := setup(m); err != nil {
 			return err
 		}
 		return m.Run(ctx)

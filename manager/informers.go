@@ -156,12 +156,13 @@ func sharedInformer[T Object](m *Manager, gvk schema.GroupVersionKind, scope Sco
 	inf, err := informer.For(m.factory, key, func() reflector.ListerWatcher[T] {
 		received, sinceList := m.received.bytes.WithLabelValues(name), m.received.sinceList.WithLabelValues(name)
 		lw, buildErr = build(listwatch.KindOptions{
-			Options:             m.cutOptions(listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}, cut, name),
-			Namespace:           scope.Namespace,
-			ReceivedBytes:       func(n int) { received.Add(float64(n)); sinceList.Add(float64(n)) },
-			ListStarted:         func() { sinceList.Set(0) },
-			KeepManagedFields:   m.opts.Informers.KeepManagedFields,
-			KeepManagedFieldsOf: m.opts.Informers.KeepManagedFieldsOf,
+			Options:                  m.cutOptions(listwatch.Options{LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector}, cut, name),
+			Namespace:                scope.Namespace,
+			ReceivedBytes:            func(n int) { received.Add(float64(n)); sinceList.Add(float64(n)) },
+			ListStarted:              func() { sinceList.Set(0) },
+			KeepManagedFields:        m.opts.Informers.KeepManagedFields,
+			KeepManagedFieldsOf:      m.opts.Informers.KeepManagedFieldsOf,
+			KeepManagedFieldsOfAdded: m.keep,
 		})
 		if buildErr != nil {
 			return failing[T](buildErr)

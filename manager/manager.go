@@ -22,6 +22,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/election"
 	"github.com/ctrlkit/ctrlkit/fleet"
 	"github.com/ctrlkit/ctrlkit/informer"
+	"github.com/ctrlkit/ctrlkit/intern"
 	"github.com/ctrlkit/ctrlkit/internal/run"
 	"github.com/ctrlkit/ctrlkit/ledger"
 	"github.com/ctrlkit/ctrlkit/listwatch"
@@ -86,6 +87,7 @@ type Manager struct {
 	kube      *kubernetes.Clientset
 	discovery listwatch.Discovery // how informers reach a kind
 	factory   *informer.Factory
+	keep      *intern.FieldManagers // KeepManagedFieldsOf's, read by every informer
 	recorder  *recorders
 	elector   *election.Elector // nil without leader election
 	sharder   *shard.Sharder    // nil without sharding
@@ -156,7 +158,13 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err := m.newClients(); err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	m.factory = informer.NewFactory(snapshotOptions(opts, m.cfg, m.kube))
+	m.keep = opts.Informers.KeepManagedFieldsOfAdded
+	if m.keep == nil {
+		m.keep = new(intern.FieldManagers)
+	}
+	fo := snapshotOptions(opts, m.cfg, m.kube)
+	fo.KeepManagedFieldsOfAdded = m.keep
+	m.factory = informer.NewFactory(fo)
 	m.recorder = &recorders{m: m}
 	m.api = newAPIProbe(m.probeAPIServer, opts.UnreachableBound)
 	certs, err := m.newWebhookServer(scheme)
@@ -299,6 +307,20 @@ func (m *Manager) Webhooks() *webhook.Server { return m.webhooks }
 // Run has bound it (waiting for that, or for ctx), or "" when no webhook
 // is registered.
 func (m *Manager) WebhookAddr(ctx context.Context) string { return m.bound(ctx, &m.webhookAddr) }
+
+// KeepManagedFieldsOf makes the manager's informers keep, of each object's
+// metadata.managedFields, the entries of these field managers, beside
+// those of Options.Informers.KeepManagedFieldsOf: the entry of its own
+// that apply.Apply reads from the cache to send no write that would change
+// nothing. A controller set up by a function of its own, out of reach of
+// the manager's Options (a Setup(m) as kubebuilder's SetupWithManager),
+// calls it with the FieldManager of its applies. It may come before or
+// after the informers are made, and while the manager runs: objects
+// decoded from then on keep those entries, so call it before Run for a
+// restart over unchanged objects to write nothing (an object cached
+// earlier gets its entry when it next changes). A projection's informer
+// keeps only the entries Options named when it was made.
+func (m *Manager) KeepManagedFieldsOf(fieldManagers ...string) { m.keep.Add(fieldManagers...) }
 
 // Kube returns a clientset for the manager's API server, for writes. It
 // speaks protobuf, the cheaper encoding Kubernetes' own types have.

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -524,5 +525,73 @@ func TestManager_aControllersLogLinesNameItOnce(t *testing.T) {
 				t.Errorf("%d times controller=logs in %q, want once", n, line)
 			}
 		}
+	}
+}
+
+// A controller set up apart from the manager's Options (a Setup(m)
+// function) names its field manager with KeepManagedFieldsOf after the
+// informers are made: the cache then keeps that manager's entries, and
+// apply.Apply sends nothing when the cached object holds the apply.
+func TestManager_keepManagedFieldsOfAfterTheInformersLetsApplySkipWrites(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	m, err := manager.New(srv.Config(), quiet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fieldManager = "setup-keeper"
+	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
+	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns})
+	var applied, unchanged atomic.Int64
+	rec := controller.ReconcileFunc[object.ObjectName](func(ctx context.Context, name object.ObjectName) (controller.Result, error) {
+		cm, ok := cms.Reader().Get(name)
+		if !ok {
+			return controller.Result{}, nil
+		}
+		cfg := corev1ac.Secret(cm.Name, cm.Namespace).WithData(map[string][]byte{"k": []byte(cm.Data["k"])}).
+			WithOwnerReferences(apply.ControllerReference(cm, corev1.SchemeGroupVersion.WithKind("ConfigMap")))
+		_, res, err := apply.Apply(ctx, m.Kube().CoreV1().Secrets(cm.Namespace), secrets.Reader(), cfg,
+			metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+		switch {
+		case err != nil:
+		case res == apply.Unchanged:
+			unchanged.Add(1)
+		default:
+			applied.Add(1)
+		}
+		return controller.Result{}, err
+	})
+	if _, err := manager.NewController(m, "keeper", rec, manager.ControllerOptions{}, manager.For(cms), manager.Owns(secrets)); err != nil {
+		t.Fatal(err)
+	}
+	m.KeepManagedFieldsOf(fieldManager) // as a Setup(m) would: the informers exist already
+	kube := apiserver.Client(t, srv.Config())
+	cm, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	eventually(t, 30*time.Second, "the Secret applied and its own watch event reconciled", func() bool {
+		s, ok := secrets.Reader().Get(object.NameOf(cm))
+		return ok && len(s.ManagedFields) > 0 && unchanged.Load() > 0
+	})
+	s, _ := secrets.Reader().Get(object.NameOf(cm))
+	for _, e := range s.ManagedFields {
+		if e.Manager != fieldManager {
+			t.Errorf("the cache kept the entry of %q, which nobody asked for", e.Manager)
+		}
+	}
+	// A change to the ConfigMap that leaves the Secret as it is: reconciled,
+	// and nothing written.
+	before, seen := applied.Load(), unchanged.Load()
+	cm.Annotations = map[string]string{"touched": "yes"}
+	if _, err := kube.CoreV1().ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the ConfigMap's change reconciled", func() bool { return unchanged.Load() > seen })
+	if got := applied.Load(); got != before || got != 1 {
+		t.Errorf("%d applies sent (%d before the ConfigMap changed), want 1: the cache's entry of %s should have told Apply", got, before, fieldManager)
 	}
 }
