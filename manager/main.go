@@ -14,7 +14,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -224,9 +223,7 @@ func runLocalWebhooks(ctx context.Context, cfg *rest.Config, fs *flag.FlagSet, o
 		// requests through when the webhooks cannot be called, and
 		// kube-system is left out.
 		cc := webhook.ClientConfig{URL: "https://" + addr, CABundle: ca, FailurePolicy: admissionregistrationv1.Ignore,
-			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-				Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{metav1.NamespaceSystem}}}},
-			RequireReached: true}
+			NamespaceSelector: notIn(metav1.NamespaceSystem), RequireReached: true}
 		if installErr = m.Webhooks().Install(ctx, cfg, cc); installErr != nil {
 			installErr = fmt.Errorf("--webhook-local: %w", installErr)
 			cancel()
@@ -301,8 +298,8 @@ func printManifests(f *mainFlags, opts Options, setup func(*Manager) error) erro
 	if f.all {
 		out, err = m.Manifests(f.deploy)
 	} else {
-		out, err = m.Webhooks().Manifests(webhook.ClientConfig{
-			Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: name}}, nil)
+		out, err = m.Webhooks().Manifests(webhook.ClientConfig{ // as Manifests makes them
+			Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: name}, NamespaceSelector: notIn(metav1.NamespaceSystem, ns)}, nil)
 	}
 	if err != nil {
 		return err

@@ -48,6 +48,15 @@ type ManifestOptions struct {
 	// mounts; cert-manager injects the authority into the configurations
 	// and CRDs it annotates) instead of the manager (WebhookCerts).
 	CertManager bool
+	// WebhookNamespaceSelector limits the admission webhooks to the objects
+	// of the namespaces it selects. Default: every namespace but
+	// kube-system and Namespace, so that a webhook that cannot be called
+	// (the operator down, its failure policy Fail) neither blocks the
+	// cluster's own writes nor the operator's start (a new namespace's
+	// kube-root-ca.crt ConfigMap, which its Pods mount); an empty selector
+	// selects every namespace. Narrow further by object with
+	// webhook.ObjectSelector.
+	WebhookNamespaceSelector *metav1.LabelSelector
 }
 
 // Paths and ports of the manifests' Deployment.
@@ -67,12 +76,17 @@ const (
 //   - the CustomResourceDefinitions of Options.CRDs, each with its
 //     conversion webhook set when the program converts its kind;
 //   - a ServiceAccount, and the ClusterRole it is bound to: get, list and
-//     watch on every informer's resource, and Options.Permissions (a
+//     watch on every informer's resource, update on the finalizers of a
+//     controller's For resource when it Owns others (the owner reference
+//     it sets blocks the owner's deletion, which a cluster may enforce as
+//     kubebuilder's scaffold expects), and Options.Permissions (a
 //     namespaced informer or permission goes into a Role of its namespace
 //     instead), create and patch on events, get on the kube-system
 //     namespace (whose UID ties the caches' snapshots to the cluster);
-//   - the leader-election Role and binding: get, create and update on
-//     Leases, in Namespace;
+//   - the Role NAME-leader-election in Namespace, and its binding: get,
+//     create and update on Leases, and, when the manager keeps the webhook
+//     certificate, create on Secrets and get, list, update and watch on
+//     its own (NAME-webhook-cert);
 //   - a ClusterRole NAME-metrics-reader (get on /metrics): bind it to
 //     whatever scrapes the metrics;
 //   - a Deployment: one replica with --leader-elect, probes on /healthz and
@@ -84,10 +98,12 @@ const (
 //     capability, seccomp RuntimeDefault, CPU and memory requests;
 //   - a Service: metrics on 8443 and, with webhooks or conversions, port
 //     443 to the webhook server's 9443;
-//   - with webhooks or conversions: the webhook configurations, and the
+//   - with webhooks or conversions: the webhook configurations (for every
+//     namespace but kube-system and Namespace unless
+//     WebhookNamespaceSelector says otherwise), and the
 //     serving certificate kept by the manager in the Secret
 //     NAME-webhook-cert (--webhook-cert-secret; WebhookCerts), with the
-//     Role to keep it and the right to write the authority into those
+//     rights to keep it (above) and to write the authority into those
 //     configurations and CRDs; or, with CertManager, from cert-manager (a
 //     self-signed Issuer and a Certificate whose Secret the Deployment
 //     mounts; cert-manager injects the authority into the configurations
@@ -201,7 +217,8 @@ func (m *Manager) rbacManifests(d *manifestDocs, crds []*apiextensionsv1.CustomR
 
 // injectionRules are the rights WebhookCerts needs to write the authority
 // into the server's webhook configurations and the converted kinds' CRDs,
-// by name.
+// by name (both configurations' names: it watches both, whichever the
+// program has, so that one applied later gets its bundle at once).
 func (m *Manager) injectionRules(crds []*apiextensionsv1.CustomResourceDefinition) []rbacv1.PolicyRule {
 	hooks := []string{m.webhooks.Options().Name + "-validating", m.webhooks.Options().Name + "-mutating"}
 	rules := []rbacv1.PolicyRule{{APIGroups: []string{"admissionregistration.k8s.io"},
@@ -220,6 +237,12 @@ func (m *Manager) injectionRules(crds []*apiextensionsv1.CustomResourceDefinitio
 	return rules
 }
 
+// notIn selects every namespace but those named.
+func notIn(namespaces ...string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: corev1.LabelMetadataName,
+		Operator: metav1.LabelSelectorOpNotIn, Values: namespaces}}}
+}
+
 // webhookManifests adds the webhook configurations, and cert-manager's
 // Issuer and Certificate with CertManager.
 func (m *Manager) webhookManifests(d *manifestDocs) error {
@@ -232,7 +255,11 @@ func (m *Manager) webhookManifests(d *manifestDocs) error {
 			"spec": map[string]any{"secretName": d.certName, "dnsNames": []string{host, host + ".cluster.local"},
 				"issuerRef": map[string]any{"kind": "Issuer", "name": o.Name + "-selfsigned"}}})
 	}
-	vwc, mwc, err := m.webhooks.Configurations(webhook.ClientConfig{Service: d.svc}, m.plurals())
+	namespaces := o.WebhookNamespaceSelector
+	if namespaces == nil {
+		namespaces = notIn(metav1.NamespaceSystem, o.Namespace)
+	}
+	vwc, mwc, err := m.webhooks.Configurations(webhook.ClientConfig{Service: d.svc, NamespaceSelector: namespaces}, m.plurals())
 	if err != nil {
 		return fmt.Errorf("manager: manifests: %w", err)
 	}
@@ -289,11 +316,30 @@ func (m *Manager) rbacRules(p plurals) (cluster []rbacv1.PolicyRule, namespaced 
 		}
 	}
 	m.mu.Lock()
+	scopes := map[string]string{} // informer name → its namespace
 	for _, e := range m.informers {
 		gvr := p.resource(e.gvk)
 		grant(target{e.scope.Namespace, gvr.Group, gvr.Resource}, "get", "list", "watch")
+		scopes[e.name] = e.scope.Namespace
+	}
+	// A controller that owns objects sets itself as their controller
+	// (apply.ControllerReference, SetControllerReference) with
+	// blockOwnerDeletion, which a cluster enforcing it
+	// (OwnerReferencesPermissionEnforcement, as OpenShift does) allows only
+	// to who may update the owner's finalizers.
+	var owners []Source // the For sources of controllers that own objects
+	for _, c := range m.controllers {
+		if slices.ContainsFunc(c.sources, func(s Source) bool { return s.role() == roleOwns }) {
+			owners = append(owners, c.sources[slices.IndexFunc(c.sources, Source.isFor)])
+		}
 	}
 	m.mu.Unlock()
+	for _, s := range owners {
+		if gvk, err := s.kind(m); err == nil { // (kind takes m.mu)
+			gvr := p.resource(gvk)
+			grant(target{scopes[s.informerName()], gvr.Group, gvr.Resource + "/finalizers"}, "update")
+		}
+	}
 	for _, p := range m.opts.Permissions {
 		r := p.Resource
 		if p.Subresource != "" {

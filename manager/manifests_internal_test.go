@@ -3,16 +3,22 @@ package manager
 import (
 	"context"
 	"log/slog"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/webhook"
 )
 
@@ -45,13 +51,52 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 	}
 	Informer[*corev1.ConfigMap](m, Scope{})
 	Informer[*corev1.Secret](m, Scope{Namespace: "web"})
+	quota := metav1.LabelSelector{MatchLabels: map[string]string{"example.com/quota": "on"}}
 	if err := webhook.AddValidator(m.Webhooks(), webhook.Validator[*corev1.ConfigMap]{
-		Create: func(context.Context, *corev1.ConfigMap) (webhook.Warnings, error) { return nil, nil }}); err != nil {
+		Create: func(context.Context, *corev1.ConfigMap) (webhook.Warnings, error) { return nil, nil }}, webhook.ObjectSelector(quota)); err != nil {
+		t.Fatal(err)
+	}
+	cms := Informer[*corev1.ConfigMap](m, Scope{})
+	owned := Informer[*corev1.Secret](m, Scope{Namespace: "web"})
+	if _, err := NewController(m, "owner", controller.ReconcileFunc[object.ObjectName](func(context.Context, object.ObjectName) (controller.Result, error) {
+		return controller.Result{}, nil
+	}), ControllerOptions{}, For(cms), Owns(owned)); err != nil {
 		t.Fatal(err)
 	}
 	out, err := m.Manifests(ManifestOptions{Name: "op", Image: "example.com/op:v1"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A controller that owns objects may update its For kind's finalizers
+	// (its owner references block the owner's deletion); the webhook
+	// leaves kube-system and the operator's own namespace out, and sees
+	// only the objects its selector selects.
+	var role rbacv1.ClusterRole
+	var hooks admissionregistrationv1.ValidatingWebhookConfiguration
+	for _, doc := range strings.Split(string(out), "---\n") {
+		switch {
+		case strings.Contains(doc, "kind: ClusterRole\n") && strings.Contains(doc, "\n  name: op\n"):
+			err = yaml.Unmarshal([]byte(doc), &role)
+		case strings.Contains(doc, "kind: ValidatingWebhookConfiguration\n"):
+			err = yaml.Unmarshal([]byte(doc), &hooks)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+		return slices.Equal(r.Resources, []string{"configmaps/finalizers"}) && slices.Equal(r.Verbs, []string{"update"})
+	}) {
+		t.Errorf("the ClusterRole has no update on configmaps/finalizers: %+v", role.Rules)
+	}
+	wantNS := notIn("kube-system", "op-system")
+	if len(hooks.Webhooks) != 1 || !reflect.DeepEqual(hooks.Webhooks[0].NamespaceSelector, wantNS) ||
+		!reflect.DeepEqual(hooks.Webhooks[0].ObjectSelector, &quota) {
+		t.Errorf("webhooks %+v; want one, for every namespace but kube-system and op-system, objects selected by %v", hooks.Webhooks, quota)
+	}
+	every, err := m.Manifests(ManifestOptions{Name: "op", Image: "example.com/op:v1", WebhookNamespaceSelector: &metav1.LabelSelector{}})
+	if err != nil || !strings.Contains(string(every), "namespaceSelector: {}") {
+		t.Errorf("an empty WebhookNamespaceSelector (every namespace) is not in the manifests: %v", err)
 	}
 	var kinds []string
 	for _, doc := range strings.Split(string(out), "---\n") {

@@ -58,11 +58,55 @@ func RequestFrom(ctx context.Context) (*admissionv1.AdmissionRequest, bool) {
 
 type requestKey struct{}
 
+// Option adjusts the entry of one webhook in the webhook configurations
+// (Server.Configurations, the manager's manifests): which requests the
+// API server sends it.
+type Option func(*hookConfig) error
+
+// hookConfig is what the Options of one webhook set.
+type hookConfig struct {
+	objectSelector *metav1.LabelSelector
+}
+
+// ObjectSelector sends the webhook only the requests for objects whose
+// labels sel selects (its objectSelector): a webhook on a built-in kind
+// that only some objects concern (ConfigMaps labelled by the operator)
+// then neither slows nor, when it is down and its failure policy is Fail,
+// blocks the writes of every other one. On an update the API server
+// matches the old object's labels as well as the new one's, so removing
+// the label does not escape the review. An invalid selector is
+// AddValidator's or AddDefaulter's error.
+func ObjectSelector(sel metav1.LabelSelector) Option {
+	return func(c *hookConfig) error {
+		if _, err := metav1.LabelSelectorAsSelector(&sel); err != nil {
+			return fmt.Errorf("webhook: object selector: %w", err)
+		}
+		c.objectSelector = &sel
+		return nil
+	}
+}
+
+// configOf applies opts.
+func configOf(opts []Option) (hookConfig, error) {
+	var c hookConfig
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
 // AddValidator serves v at /validate-GROUP-VERSION-KIND for T's kind in
 // the server's scheme, for creates, updates and deletes (those v has a
-// function for).
-func AddValidator[T object.Object](s *Server, v Validator[T]) error {
+// function for); opts adjust its webhook's entry in the configurations
+// (ObjectSelector).
+func AddValidator[T object.Object](s *Server, v Validator[T], opts ...Option) error {
 	gvk, err := kindOfType[T](s)
+	if err != nil {
+		return err
+	}
+	cfg, err := configOf(opts)
 	if err != nil {
 		return err
 	}
@@ -78,13 +122,18 @@ func AddValidator[T object.Object](s *Server, v Validator[T]) error {
 	slices.Sort(verbs) // CREATE, DELETE, UPDATE: one order whatever the map's
 	h := &admitter[T]{gvk: gvk, validate: v}
 	path := admissionPath("validate", gvk)
-	return s.register(path, &hook{path: path, gvk: gvk, verbs: verbs}, h.serve)
+	return s.register(path, &hook{path: path, gvk: gvk, verbs: verbs, config: cfg}, h.serve)
 }
 
 // AddDefaulter serves d at /mutate-GROUP-VERSION-KIND for T's kind in the
-// server's scheme, for creates and updates.
-func AddDefaulter[T object.Object](s *Server, d Defaulter[T]) error {
+// server's scheme, for creates and updates; opts adjust its webhook's entry
+// in the configurations (ObjectSelector).
+func AddDefaulter[T object.Object](s *Server, d Defaulter[T], opts ...Option) error {
 	gvk, err := kindOfType[T](s)
+	if err != nil {
+		return err
+	}
+	cfg, err := configOf(opts)
 	if err != nil {
 		return err
 	}
@@ -93,7 +142,7 @@ func AddDefaulter[T object.Object](s *Server, d Defaulter[T]) error {
 	}
 	h := &admitter[T]{gvk: gvk, def: d}
 	path := admissionPath("mutate", gvk)
-	return s.register(path, &hook{path: path, gvk: gvk, mutating: true, verbs: []string{"CREATE", "UPDATE"}}, h.serve)
+	return s.register(path, &hook{path: path, gvk: gvk, mutating: true, verbs: []string{"CREATE", "UPDATE"}, config: cfg}, h.serve)
 }
 
 // kindOfType returns T's kind in the server's scheme; T must be a pointer

@@ -120,7 +120,7 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 			}
 			mwc.Webhooks = append(mwc.Webhooks, admissionregistrationv1.MutatingWebhook{Name: name, ClientConfig: client,
 				Rules: rules, FailurePolicy: &policy, MatchPolicy: &match, SideEffects: &none, TimeoutSeconds: &timeout,
-				AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: cc.NamespaceSelector})
+				AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: cc.NamespaceSelector, ObjectSelector: h.config.objectSelector})
 			continue
 		}
 		if vwc == nil {
@@ -128,7 +128,7 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 		}
 		vwc.Webhooks = append(vwc.Webhooks, admissionregistrationv1.ValidatingWebhook{Name: name, ClientConfig: client,
 			Rules: rules, FailurePolicy: &policy, MatchPolicy: &match, SideEffects: &none, TimeoutSeconds: &timeout,
-			AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: cc.NamespaceSelector})
+			AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: cc.NamespaceSelector, ObjectSelector: h.config.objectSelector})
 	}
 	return vwc, mwc, nil
 }

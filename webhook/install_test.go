@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -165,4 +166,82 @@ func TestInstall_requireReachedFailsWhereTheServerCannotCallTheWebhooks(t *testi
 			t.Errorf("Install with RequireReached where nothing answers = %v, want an error saying the calls did not reach it", err)
 		}
 	}
+}
+
+// A webhook with an ObjectSelector is sent only the requests for objects
+// its selector selects, and an update that removes the label is still
+// reviewed (the API server matches the old object too).
+func TestObjectSelector_theAPIServerSendsOnlyTheSelectedObjects(t *testing.T) {
+	srv := env.Get(t)
+	leakcheck.Check(t)
+	ns, cfg := srv.Namespace(t), srv.Config()
+	kube := apiserver.Client(t, cfg)
+	certDir := t.TempDir()
+	ca, err := webhook.SelfSigned(certDir, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	s, err := webhook.NewServer(webhook.Options{Scheme: scheme, CertDir: certDir, Name: "selector-" + ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse := func(context.Context, *corev1.ConfigMap) (webhook.Warnings, error) { return nil, errors.New("refused by the quota webhook") }
+	if err := webhook.AddValidator(s, webhook.Validator[*corev1.ConfigMap]{Create: refuse,
+		Update: func(ctx context.Context, _, obj *corev1.ConfigMap) (webhook.Warnings, error) { return refuse(ctx, obj) }},
+		webhook.ObjectSelector(metav1.LabelSelector{MatchLabels: map[string]string{"quota": "on"}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := webhook.AddValidator(s, webhook.Validator[*corev1.ConfigMap]{Create: refuse},
+		webhook.ObjectSelector(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "x", Operator: "Sometimes"}}})); err == nil {
+		t.Error("an invalid selector was taken")
+	}
+	cms := kube.CoreV1().ConfigMaps(ns)
+	existing, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "existing",
+		Labels: map[string]string{"quota": "on"}}}, metav1.CreateOptions{}) // before the webhook
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	defer func() { cancel(); <-served }()
+	if err := s.Install(t.Context(), cfg, webhook.ClientConfig{URL: "https://" + ln.Addr().String(), CABundle: ca, RequireReached: true,
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Uninstall(context.Background(), cfg); err != nil {
+			t.Error(err)
+		}
+	}()
+	refused := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "refused by the quota webhook") {
+			t.Errorf("%s = %v, want it refused by the webhook", what, err)
+		}
+	}
+	plain, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("an unlabelled ConfigMap was reviewed: %v", err)
+	}
+	if _, err := cms.Update(t.Context(), plain, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("an unlabelled ConfigMap's update was reviewed: %v", err)
+	}
+	_, err = cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "labelled", Labels: map[string]string{"quota": "on"}}},
+		metav1.CreateOptions{})
+	refused("a labelled ConfigMap's create", err)
+	plain.Labels = map[string]string{"quota": "on"}
+	_, err = cms.Update(t.Context(), plain, metav1.UpdateOptions{})
+	refused("an update adding the label", err)
+	existing.Labels = nil
+	_, err = cms.Update(t.Context(), existing, metav1.UpdateOptions{})
+	refused("an update removing the label", err)
 }

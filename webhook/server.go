@@ -85,6 +85,7 @@ type hook struct {
 	gvk      schema.GroupVersionKind
 	mutating bool
 	verbs    []string // the operations the API server is asked to send
+	config   hookConfig
 }
 
 // ErrNoCertDir is the error of a server that has no certificate directory.
