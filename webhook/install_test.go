@@ -189,7 +189,9 @@ func TestObjectSelector_theAPIServerSendsOnlyTheSelectedObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refuse := func(context.Context, *corev1.ConfigMap) (webhook.Warnings, error) { return nil, errors.New("refused by the quota webhook") }
+	refuse := func(context.Context, *corev1.ConfigMap) (webhook.Warnings, error) {
+		return nil, errors.New("refused by the quota webhook")
+	}
 	if err := webhook.AddValidator(s, webhook.Validator[*corev1.ConfigMap]{Create: refuse,
 		Update: func(ctx context.Context, _, obj *corev1.ConfigMap) (webhook.Warnings, error) { return refuse(ctx, obj) }},
 		webhook.ObjectSelector(metav1.LabelSelector{MatchLabels: map[string]string{"quota": "on"}})); err != nil {
