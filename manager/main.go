@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -29,8 +30,9 @@ import (
 // --http-addr, --metrics-addr, --health-addr, --webhook-addr, --webhook-cert-dir,
 // --webhook-cert-secret, --webhook-cert-hosts,
 // --cache-dir, --leader-elect, --leader-elect-namespace, --manifests (with
-// --manifests-image, --manifests-name, --manifests-namespace and
-// --manifests-cert-manager) and --webhook-manifests to the command
+// --manifests-image, --manifests-name, --manifests-namespace,
+// --manifests-replicas and --manifests-cert-manager) and
+// --webhook-manifests to the command
 // line's flags, each defaulting to what
 // opts sets, and parses them into opts (define your own flags before, and
 // do not call flag.Parse): so one program runs without leader election on
@@ -50,11 +52,13 @@ import (
 // (see Manager.Manifests) and exits without connecting to one:
 // --manifests-image names its container image, --manifests-name and
 // --manifests-namespace where it runs (the prefix keeps the program's own
-// --name or --namespace free).
+// --name or --namespace free), --manifests-replicas how many run.
 //
 // --webhook-manifests=NAMESPACE/SERVICE prints the webhook configurations
 // of the webhooks setup registers, pointing at that Service (port 443),
-// as YAML on stdout, and exits without connecting to a cluster: the
+// for every namespace but kube-system and NAMESPACE (--manifests leaves
+// NAMESPACE out of the webhooks of Kubernetes' own kinds only), as YAML
+// on stdout, and exits without connecting to a cluster: the
 // manifests come from the code that serves them, so a path or a kind
 // cannot drift. Resources are named by the plural of the kind, lower case.
 func Main(opts Options, setup func(*Manager) error) {
@@ -121,6 +125,14 @@ func addMainFlags(fs *flag.FlagSet, opts *Options) (flags *mainFlags, finish fun
 	fs.StringVar(&f.deploy.Image, "manifests-image", "", "with --manifests: the program's container image")
 	fs.StringVar(&f.deploy.Name, "manifests-name", "", "with --manifests: the name of its ServiceAccount, roles, Deployment and Service (default: the program's name)")
 	fs.StringVar(&f.deploy.Namespace, "manifests-namespace", "", "with --manifests: their namespace (default: NAME-system)")
+	fs.Func("manifests-replicas", "with --manifests: the Deployment's replicas (default 1; more get a PodDisruptionBudget)", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want a number of replicas, 1 or more")
+		}
+		f.deploy.Replicas = int32(n)
+		return nil
+	})
 	fs.BoolVar(&f.deploy.CertManager, "manifests-cert-manager", false, "with --manifests: cert-manager issues the webhook certificate (default: the manager keeps it in a Secret)")
 	return f, func() {
 		switch {

@@ -323,7 +323,7 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 	name := fmt.Sprintf("manifest-test-%d", time.Now().UnixNano()%1_000_000)
 	ns := name + "-system"
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "--manifests", "--manifests-image", "example.com/mirror:v1",
-		"--manifests-name", name, "--manifests-namespace", ns)
+		"--manifests-name", name, "--manifests-namespace", ns, "--manifests-replicas", "2")
 	cmd.Env = append(os.Environ(), envMain+"=mirror", envWebhookName+"="+name)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -364,7 +364,7 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 			}
 		}
 	}
-	if want := "Namespace CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Deployment Service " +
+	if want := "Namespace CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Deployment PodDisruptionBudget Service " +
 		"MutatingWebhookConfiguration ValidatingWebhookConfiguration"; strings.Join(kinds, " ") != want {
 		t.Fatalf("kinds %q, want %q:\n%s", kinds, want, out)
 	}
@@ -374,7 +374,7 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 	webhookAddr := freeAddr(t)
 	out = webhooksByURL(t, out, "https://"+webhookAddr, ns)
 	for _, want := range []string{"runAsNonRoot: true", "readOnlyRootFilesystem: true", "allowPrivilegeEscalation: false",
-		"type: RuntimeDefault", "path: /readyz", "path: /healthz", "image: example.com/mirror:v1", "- --leader-elect"} {
+		"type: RuntimeDefault", "path: /readyz", "path: /healthz", "image: example.com/mirror:v1", "- --leader-elect", "replicas: 2"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the manifests lack %q", want)
 		}

@@ -15,6 +15,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ctrlkit/ctrlkit/internal/program"
@@ -50,13 +52,17 @@ type ManifestOptions struct {
 	CertManager bool
 	// WebhookNamespaceSelector limits the admission webhooks to the objects
 	// of the namespaces it selects. Default: every namespace but
-	// kube-system and Namespace, so that a webhook that cannot be called
-	// (the operator down, its failure policy Fail) neither blocks the
-	// cluster's own writes nor the operator's start (a new namespace's
-	// kube-root-ca.crt ConfigMap, which its Pods mount); an empty selector
-	// selects every namespace. Narrow further by object with
-	// webhook.ObjectSelector.
+	// kube-system, and, for the webhooks of Kubernetes' own kinds, but
+	// Namespace too, so that a webhook that cannot be called (the program
+	// down, its failure policy Fail) neither blocks the cluster's own
+	// writes nor the program's start (its Pod, the kube-root-ca.crt
+	// ConfigMap its Pod mounts); an empty selector selects every namespace.
+	// Narrow a webhook further by object with webhook.ObjectSelector.
 	WebhookNamespaceSelector *metav1.LabelSelector
+	// Replicas is the Deployment's. Default: 1. With more, a
+	// PodDisruptionBudget lets a drain take one at a time: the others go
+	// on serving the webhooks, and one of them takes the lead at once.
+	Replicas int32
 }
 
 // Paths and ports of the manifests' Deployment.
@@ -89,7 +95,8 @@ const (
 //     its own (NAME-webhook-cert);
 //   - a ClusterRole NAME-metrics-reader (get on /metrics): bind it to
 //     whatever scrapes the metrics;
-//   - a Deployment: one replica with --leader-elect, probes on /healthz and
+//   - a Deployment: Replicas (one by default; more get a
+//     PodDisruptionBudget of one unavailable) with --leader-elect, probes on /healthz and
 //     /readyz (--health-addr :8081), metrics over HTTPS to tokens the API
 //     server vouches for (--metrics-addr :8443, with the TokenReview and
 //     SubjectAccessReview create it needs), snapshots of the caches in an emptyDir
@@ -99,8 +106,8 @@ const (
 //   - a Service: metrics on 8443 and, with webhooks or conversions, port
 //     443 to the webhook server's 9443;
 //   - with webhooks or conversions: the webhook configurations (for every
-//     namespace but kube-system and Namespace unless
-//     WebhookNamespaceSelector says otherwise), and the
+//     namespace but kube-system, and Namespace for those of Kubernetes' own
+//     kinds, unless WebhookNamespaceSelector says otherwise), and the
 //     serving certificate kept by the manager in the Secret
 //     NAME-webhook-cert (--webhook-cert-secret; WebhookCerts), with the
 //     rights to keep it (above) and to write the authority into those
@@ -136,6 +143,11 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 	d.add("v1", "ServiceAccount", &corev1.ServiceAccount{ObjectMeta: d.meta(o.Name, o.Namespace)})
 	m.rbacManifests(d, crds, serving)
 	d.add("apps/v1", "Deployment", deployment(o, d.meta(o.Name, o.Namespace), d.labels, serving, d.certName))
+	if o.Replicas > 1 {
+		one := intstr.FromInt32(1)
+		d.add("policy/v1", "PodDisruptionBudget", &policyv1.PodDisruptionBudget{ObjectMeta: d.meta(o.Name, o.Namespace),
+			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: d.labels}}})
+	}
 	ports := []corev1.ServicePort{{Name: "metrics", Port: manifestMetrics, TargetPort: intstr.FromString("metrics")}}
 	if serving {
 		ports = append(ports, corev1.ServicePort{Name: "webhook", Port: 443, TargetPort: intstr.FromString("webhook")})
@@ -255,13 +267,38 @@ func (m *Manager) webhookManifests(d *manifestDocs) error {
 			"spec": map[string]any{"secretName": d.certName, "dnsNames": []string{host, host + ".cluster.local"},
 				"issuerRef": map[string]any{"kind": "Issuer", "name": o.Name + "-selfsigned"}}})
 	}
-	namespaces := o.WebhookNamespaceSelector
-	if namespaces == nil {
-		namespaces = notIn(metav1.NamespaceSystem, o.Namespace)
-	}
-	vwc, mwc, err := m.webhooks.Configurations(webhook.ClientConfig{Service: d.svc, NamespaceSelector: namespaces}, m.plurals())
+	vwc, mwc, err := m.webhooks.Configurations(webhook.ClientConfig{Service: d.svc, NamespaceSelector: o.WebhookNamespaceSelector}, m.plurals())
 	if err != nil {
 		return fmt.Errorf("manager: manifests: %w", err)
+	}
+	// By default kube-system is left out, and so is the program's own
+	// namespace from the webhooks of Kubernetes' own kinds: a Pod, a
+	// ConfigMap (kube-root-ca.crt, which every Pod mounts), a Secret or a
+	// ServiceAccount of the program's refused while its webhook is down
+	// would keep it from starting. Its own kinds' objects there are
+	// reviewed as anywhere.
+	selector := func(rules []admissionregistrationv1.RuleWithOperations, set *metav1.LabelSelector) *metav1.LabelSelector {
+		if set != nil {
+			return set
+		}
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				if clientgoscheme.Scheme.IsGroupRegistered(g) {
+					return notIn(metav1.NamespaceSystem, o.Namespace)
+				}
+			}
+		}
+		return notIn(metav1.NamespaceSystem)
+	}
+	if vwc != nil {
+		for i, w := range vwc.Webhooks {
+			vwc.Webhooks[i].NamespaceSelector = selector(w.Rules, o.WebhookNamespaceSelector)
+		}
+	}
+	if mwc != nil {
+		for i, w := range mwc.Webhooks {
+			mwc.Webhooks[i].NamespaceSelector = selector(w.Rules, o.WebhookNamespaceSelector)
+		}
 	}
 	if mwc != nil {
 		mwc.Annotations, mwc.Labels = d.injectCA, d.labels // nil without cert-manager
@@ -448,8 +485,9 @@ func deployment(o ManifestOptions, om metav1.ObjectMeta, labels map[string]strin
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path,
 			Port: intstr.FromString("health")}}, PeriodSeconds: 10}
 	}
+	replicas := max(o.Replicas, one)
 	return &appsv1.Deployment{ObjectMeta: om, Spec: appsv1.DeploymentSpec{
-		Replicas: &one,
+		Replicas: &replicas,
 		Selector: &metav1.LabelSelector{MatchLabels: labels},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 			ServiceAccountName:            o.Name,

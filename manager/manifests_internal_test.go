@@ -94,6 +94,14 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 		!reflect.DeepEqual(hooks.Webhooks[0].ObjectSelector, &quota) {
 		t.Errorf("webhooks %+v; want one, for every namespace but kube-system and op-system, objects selected by %v", hooks.Webhooks, quota)
 	}
+	if strings.Contains(string(out), "PodDisruptionBudget") || !strings.Contains(string(out), "replicas: 1\n") {
+		t.Error("one replica by default, with no PodDisruptionBudget")
+	}
+	three, err := m.Manifests(ManifestOptions{Name: "op", Image: "example.com/op:v1", Replicas: 3})
+	if err != nil || !strings.Contains(string(three), "replicas: 3\n") || !strings.Contains(string(three), "kind: PodDisruptionBudget") ||
+		!strings.Contains(string(three), "maxUnavailable: 1") {
+		t.Errorf("three replicas: no Deployment of 3 and PodDisruptionBudget of one unavailable (%v)", err)
+	}
 	every, err := m.Manifests(ManifestOptions{Name: "op", Image: "example.com/op:v1", WebhookNamespaceSelector: &metav1.LabelSelector{}})
 	if err != nil || !strings.Contains(string(every), "namespaceSelector: {}") {
 		t.Errorf("an empty WebhookNamespaceSelector (every namespace) is not in the manifests: %v", err)
