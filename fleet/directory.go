@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/ctrlkit/ctrlkit/internal/safefile"
 )
 
 // Directory is a provider of clusters: every kubeconfig file in Path
@@ -55,11 +58,12 @@ func (d Directory) Run(ctx context.Context, f *Fleet) error {
 	}
 	seen := map[string][32]byte{}    // engaged from this directory: name → the file's digest
 	refused := map[string][32]byte{} // not engaged: name → the digest refused (logged once per content)
+	cache := inlinedFiles{}
 	first := true
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
-		files, err := d.read()
+		files, err := d.read(cache)
 		switch {
 		case err != nil && first:
 			return fmt.Errorf("fleet: directory %s: %w", d.Path, err)
@@ -77,6 +81,62 @@ func (d Directory) Run(ctx context.Context, f *Fleet) error {
 	}
 }
 
+// inlinedFiles keeps, by cluster name, what inlineFiles made of each
+// kubeconfig, to be used again while the kubeconfig and every file it
+// named are as they were: a folder read every second then parses only
+// what changed.
+type inlinedFiles map[string]inlined
+
+type inlined struct {
+	raw   [32]byte    // the kubeconfig's digest
+	files []fileStamp // what it named, as they were read
+	b     []byte
+	err   error
+}
+
+// fileStamp is what tells that a file changed: its size, modification
+// time, mode and owner (absent: the zero stamp).
+type fileStamp struct {
+	path  string
+	size  int64
+	mod   time.Time
+	mode  os.FileMode
+	owner int
+}
+
+func stampOf(path string) fileStamp {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fileStamp{path: path}
+	}
+	return fileStamp{path: path, size: fi.Size(), mod: fi.ModTime(), mode: fi.Mode(), owner: safefile.Owner(fi)}
+}
+
+// inline returns inlineFiles(b, dir) for the cluster called name, from
+// the cache when nothing it read has changed.
+func (c inlinedFiles) inline(name string, b []byte, dir string) ([]byte, error) {
+	raw := sha256.Sum256(b)
+	if was, ok := c[name]; ok && was.raw == raw && !slices.ContainsFunc(was.files, func(s fileStamp) bool { return stampOf(s.path) != s }) {
+		return was.b, was.err
+	}
+	out, paths, err := inlineFiles(b, dir)
+	files := make([]fileStamp, len(paths))
+	recent := false
+	for i, p := range paths {
+		files[i] = stampOf(p)
+		recent = recent || time.Since(files[i].mod) < recentlyChanged
+	}
+	delete(c, name)
+	if !recent { // a file changed as it was read could show the old content under the new stamp
+		c[name] = inlined{raw: raw, files: files, b: out, err: err}
+	}
+	return out, err
+}
+
+// recentlyChanged is how recent a change to a named file keeps the
+// kubeconfig from being cached: it is read whole again until then.
+const recentlyChanged = 2 * time.Second
+
 // file is a kubeconfig file read, or why it could not be.
 type file struct {
 	b   []byte
@@ -92,7 +152,7 @@ func (f file) digest() [32]byte {
 }
 
 // read returns the kubeconfig files of d.Path by cluster name.
-func (d Directory) read() (map[string]file, error) {
+func (d Directory) read(cache inlinedFiles) (map[string]file, error) {
 	fi, err := os.Stat(d.Path)
 	if err != nil {
 		return nil, err
@@ -110,11 +170,17 @@ func (d Directory) read() (map[string]file, error) {
 		if e.IsDir() || (ext != ".kubeconfig" && ext != ".yaml" && ext != ".yml") {
 			continue
 		}
+		name := strings.TrimSuffix(e.Name(), ext)
 		b, err := readPrivate(filepath.Join(d.Path, e.Name()))
 		if err == nil {
-			b, err = inlineFiles(b, d.Path)
+			b, err = cache.inline(name, b, d.Path)
 		}
-		out[strings.TrimSuffix(e.Name(), ext)] = file{b, err}
+		out[name] = file{b, err}
+	}
+	for name := range cache {
+		if _, ok := out[name]; !ok {
+			delete(cache, name)
+		}
 	}
 	return out, nil
 }

@@ -72,25 +72,27 @@ func current(cfg *clientcmdapi.Config) (*clientcmdapi.AuthInfo, *clientcmdapi.Cl
 
 // inlineFiles returns kubeconfig b, read from folder dir, with the files
 // its current context names (tokenFile, client-certificate, client-key,
-// certificate-authority) read and put inline: a relative path is taken
-// from dir, as kubectl takes it from the kubeconfig's folder, never from
-// the process's working directory, and each file is read as the kubeconfig
-// was (readPrivate: a regular file of this user that no other user can
-// write, not through a link, at most 1 MiB), so that another user can
-// neither plant nor change one. A plugin command given as a relative path
-// (with a slash in it) is likewise made relative to dir. A file named
-// beside inline data of the same thing is refused, as client-go refuses
-// it. Since the result holds the files' contents, a change to one of them
-// is a change to the kubeconfig (Directory's digest): rotated
-// certificates and tokens reach the cluster's connection.
-func inlineFiles(b []byte, dir string) ([]byte, error) {
+// certificate-authority) read and put inline, and the paths it read: a
+// relative path is taken from dir, as kubectl takes it from the
+// kubeconfig's folder, never from the process's working directory, and
+// each file is read as the kubeconfig was (readPrivate: a regular file of
+// this user that no other user can write, not through a link, at most
+// 1 MiB), so that another user can neither plant nor change one. A plugin
+// command given as a relative path (with a slash in it) is likewise made
+// relative to dir, and must be such a file too. A file named beside
+// inline data of the same thing is refused, as client-go refuses it; a
+// tokenFile beside a token wins, as client-go reads it for every request.
+// Since the result holds the files' contents, a change to one of them is a
+// change to the kubeconfig (Directory's digest): rotated certificates and
+// tokens reach the cluster's connection.
+func inlineFiles(b []byte, dir string) (out []byte, paths []string, err error) {
 	cfg, err := clientcmd.Load(b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	auth, cluster, err := current(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	read := func(what, path string, inline bool) ([]byte, error) {
 		if inline {
@@ -99,44 +101,77 @@ func inlineFiles(b []byte, dir string) ([]byte, error) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(dir, path)
 		}
+		paths = append(paths, path)
 		data, err := readPrivate(path)
 		if err != nil {
 			return nil, fmt.Errorf("fleet: kubeconfig's %s: %w", what, err)
 		}
 		return data, nil
 	}
+	err = inlineInto(cfg, auth, cluster, dir, read)
+	if auth != nil && auth.Exec != nil && filepath.IsAbs(auth.Exec.Command) && strings.HasPrefix(auth.Exec.Command, dir) {
+		paths = append(paths, auth.Exec.Command) // a plugin of the folder: checked, so watched like the others
+	}
+	if err != nil {
+		return nil, paths, err
+	}
+	out, err = clientcmd.Write(*cfg)
+	return out, paths, err
+}
+
+// inlineInto puts inline the files auth and cluster name, read with read.
+func inlineInto(cfg *clientcmdapi.Config, auth *clientcmdapi.AuthInfo, cluster *clientcmdapi.Cluster, dir string,
+	read func(what, path string, inline bool) ([]byte, error)) (err error) {
 	if cluster != nil && cluster.CertificateAuthority != "" {
 		if cluster.CertificateAuthorityData, err = read("certificate-authority", cluster.CertificateAuthority, len(cluster.CertificateAuthorityData) > 0); err != nil {
-			return nil, err
+			return err
 		}
 		cluster.CertificateAuthority = ""
 	}
-	if auth != nil {
-		if auth.ClientCertificate != "" {
-			if auth.ClientCertificateData, err = read("client-certificate", auth.ClientCertificate, len(auth.ClientCertificateData) > 0); err != nil {
-				return nil, err
-			}
-			auth.ClientCertificate = ""
+	if auth == nil {
+		return nil
+	}
+	if auth.ClientCertificate != "" {
+		if auth.ClientCertificateData, err = read("client-certificate", auth.ClientCertificate, len(auth.ClientCertificateData) > 0); err != nil {
+			return err
 		}
-		if auth.ClientKey != "" {
-			if auth.ClientKeyData, err = read("client-key", auth.ClientKey, len(auth.ClientKeyData) > 0); err != nil {
-				return nil, err
-			}
-			auth.ClientKey = ""
+		auth.ClientCertificate = ""
+	}
+	if auth.ClientKey != "" {
+		if auth.ClientKeyData, err = read("client-key", auth.ClientKey, len(auth.ClientKeyData) > 0); err != nil {
+			return err
 		}
-		if auth.TokenFile != "" && auth.Token == "" { // (beside a token, client-go reads no file: nor here)
-			token, err := read("tokenFile", auth.TokenFile, false)
-			if err != nil {
-				return nil, err
-			}
-			auth.Token = strings.TrimSpace(string(token))
+		auth.ClientKey = ""
+	}
+	if auth.TokenFile != "" {
+		token, err := read("tokenFile", auth.TokenFile, false)
+		if err != nil {
+			return err
 		}
-		auth.TokenFile = ""
-		if e := auth.Exec; e != nil && strings.Contains(e.Command, "/") && !filepath.IsAbs(e.Command) {
-			e.Command = filepath.Join(dir, e.Command)
+		auth.Token, auth.TokenFile = strings.TrimSpace(string(token)), ""
+	}
+	if e := auth.Exec; e != nil && strings.Contains(e.Command, "/") && !filepath.IsAbs(e.Command) {
+		e.Command = filepath.Join(dir, e.Command)
+		if err := checkPrivate(e.Command); err != nil {
+			return fmt.Errorf("fleet: kubeconfig's exec command: %w", err)
 		}
 	}
-	return clientcmd.Write(*cfg)
+	return nil
+}
+
+// checkPrivate fails unless path is a regular file of this process's user
+// that no other user can write, not reached through a link (readPrivate's
+// rules, without reading it).
+func checkPrivate(path string) error {
+	f, fi, err := safefile.OpenRegular(path)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	if err := private(fi); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 // readPrivate reads the regular file at path if it belongs to this
@@ -150,8 +185,16 @@ func readPrivate(path string) ([]byte, error) {
 	if err := private(fi); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return io.ReadAll(io.LimitReader(f, 1<<20))
+	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err == nil && len(b) > maxFile {
+		err = fmt.Errorf("%w: %s is larger than %d bytes", ErrUnsafeKubeconfig, path, maxFile)
+	}
+	return b, err
 }
+
+// maxFile is the most a provider reads of a kubeconfig, or of a file one
+// names; a larger one is refused, not cut.
+const maxFile = 1 << 20
 
 // private fails unless fi belongs to this process's user and no other user
 // can write it.

@@ -2,10 +2,13 @@ package fleet
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -97,11 +100,19 @@ func TestInlineFiles_readsTheNamedFilesFromTheKubeconfigsFolderOnly(t *testing.T
 		}
 		return b
 	}
-	b, err := inlineFiles(named(&clientcmdapi.Cluster{CertificateAuthority: "ca.crt"},
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(dir, "bin", "get-token"), "#!/bin/sh\n", 0o700)
+	b, paths, err := inlineFiles(named(&clientcmdapi.Cluster{CertificateAuthority: "ca.crt"},
 		&clientcmdapi.AuthInfo{TokenFile: "token", ClientCertificate: filepath.Join(dir, "tls.crt"), ClientKey: "tls.key",
 			Exec: &clientcmdapi.ExecConfig{Command: "bin/get-token", APIVersion: "client.authentication.k8s.io/v1"}}), dir)
 	if err != nil {
 		t.Fatalf("inlineFiles: %v", err)
+	}
+	if want := []string{filepath.Join(dir, "ca.crt"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"),
+		filepath.Join(dir, "token"), filepath.Join(dir, "bin/get-token")}; !slices.Equal(paths, want) {
+		t.Errorf("paths read %q, want %q", paths, want)
 	}
 	cfg, err := clientcmd.Load(b)
 	if err != nil {
@@ -135,9 +146,9 @@ func TestInlineFiles_readsTheNamedFilesFromTheKubeconfigsFolderOnly(t *testing.T
 	}
 
 	// A named file changed is a kubeconfig changed: rotation reaches the cluster.
-	before, _ := inlineFiles(named(&clientcmdapi.Cluster{CertificateAuthority: "ca.crt"}, &clientcmdapi.AuthInfo{Token: "t"}), dir)
+	before, _, _ := inlineFiles(named(&clientcmdapi.Cluster{CertificateAuthority: "ca.crt"}, &clientcmdapi.AuthInfo{Token: "t"}), dir)
 	write(filepath.Join(dir, "ca.crt"), "the cluster's next CA", 0o600)
-	after, _ := inlineFiles(named(&clientcmdapi.Cluster{CertificateAuthority: "ca.crt"}, &clientcmdapi.AuthInfo{Token: "t"}), dir)
+	after, _, _ := inlineFiles(named(&clientcmdapi.Cluster{CertificateAuthority: "ca.crt"}, &clientcmdapi.AuthInfo{Token: "t"}), dir)
 	if bytes.Equal(before, after) {
 		t.Error("a rotated CA file left the kubeconfig the same")
 	}
@@ -158,9 +169,84 @@ func TestInlineFiles_readsTheNamedFilesFromTheKubeconfigsFolderOnly(t *testing.T
 		{"inline too", named(&clientcmdapi.Cluster{CertificateAuthority: "ca.crt", CertificateAuthorityData: []byte("x")}, &clientcmdapi.AuthInfo{}), true},
 		{"missing", named(&clientcmdapi.Cluster{}, &clientcmdapi.AuthInfo{ClientKey: "nothing.key"}), false},
 	} {
-		_, err := inlineFiles(tc.b, dir)
+		_, _, err := inlineFiles(tc.b, dir)
 		if err == nil || tc.refused && !errors.Is(err, ErrUnsafeKubeconfig) {
 			t.Errorf("%s: %v, want it refused", tc.name, err)
 		}
+	}
+
+	// A tokenFile beside a token wins, as client-go reads the file for
+	// every request.
+	b, _, err = inlineFiles(named(&clientcmdapi.Cluster{}, &clientcmdapi.AuthInfo{Token: "stale", TokenFile: "token"}), dir)
+	if cfg, lerr := clientcmd.Load(b); err != nil || lerr != nil || cfg.AuthInfos["u"].Token != "the token" || cfg.AuthInfos["u"].TokenFile != "" {
+		t.Errorf("a token beside a tokenFile: %v, %v; want the file's token, inline", err, lerr)
+	}
+}
+
+// A Directory reads its folder every second: what a kubeconfig makes is
+// kept while it and the files it names are as they were, and made again
+// when one changes.
+func TestInlinedFiles_makesAKubeconfigAgainOnlyWhenWhatItReadChanged(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(ca, []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(ca, long, long); err != nil { // not changed just now: its result may be kept
+		t.Fatal(err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", CertificateAuthority: "ca.crt"}
+	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+	cfg.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	cfg.CurrentContext = "x"
+	kc, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := inlinedFiles{}
+	first, err := cache.inline("c", kc, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := cache.inline("c", kc, dir)
+	if err != nil || &again[0] != &first[0] {
+		t.Error("an unchanged kubeconfig was made again")
+	}
+	if err := os.WriteFile(ca, []byte("two, rotated"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rotated, err := cache.inline("c", kc, dir)
+	if err != nil || bytes.Equal(rotated, first) || !bytes.Contains(rotated, []byte(base64.StdEncoding.EncodeToString([]byte("two, rotated")))) {
+		t.Errorf("a rotated CA file was not read again: %v", err)
+	}
+	if next, _ := cache.inline("c", kc, dir); &next[0] == &rotated[0] {
+		t.Error("a file changed just now was cached: a change while it was read could go unseen")
+	}
+
+	// Refused: a named file larger than a provider reads; an exec command
+	// others can write.
+	big := filepath.Join(dir, "big.crt")
+	if err := os.WriteFile(big, make([]byte, maxFile+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Clusters["c"].CertificateAuthority = "big.crt"
+	kc, _ = clientcmd.Write(*cfg)
+	if _, _, err := inlineFiles(kc, dir); !errors.Is(err, ErrUnsafeKubeconfig) {
+		t.Errorf("a named file over %d bytes: %v, want it refused", maxFile, err)
+	}
+	plugin := filepath.Join(dir, "plugin")
+	if err := os.WriteFile(plugin, []byte("#!/bin/sh\n"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(plugin, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Clusters["c"].CertificateAuthority = ""
+	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{Command: "./plugin", APIVersion: "client.authentication.k8s.io/v1"}}
+	kc, _ = clientcmd.Write(*cfg)
+	if _, _, err := inlineFiles(kc, dir); !errors.Is(err, ErrUnsafeKubeconfig) {
+		t.Errorf("an exec command others can write: %v, want it refused", err)
 	}
 }

@@ -76,6 +76,9 @@ type Source interface {
 	isFor() bool
 	role() int
 	informerName() string
+	// setNamespaces returns, for a source over a set of namespaces
+	// (Namespaces), the set's namespaces now, and true.
+	setNamespaces() ([]string, bool)
 	// each calls fn with every cached object's name and UID.
 	each(fn func(object.ObjectName, types.UID))
 	kind(m *Manager) (schema.GroupVersionKind, error)
@@ -178,6 +181,13 @@ func (s *source[T]) informerName() string {
 		return s.inf.Name()
 	}
 	return ""
+}
+
+func (s *source[T]) setNamespaces() ([]string, bool) {
+	if s.set == nil {
+		return nil, false
+	}
+	return s.set.Namespaces(), true
 }
 
 func (s *source[T]) each(fn func(object.ObjectName, types.UID)) {

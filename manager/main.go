@@ -56,9 +56,9 @@ import (
 //
 // --webhook-manifests=NAMESPACE/SERVICE prints the webhook configurations
 // of the webhooks setup registers, pointing at that Service (port 443),
-// for every namespace but kube-system and NAMESPACE (--manifests leaves
-// NAMESPACE out of the webhooks of Kubernetes' own kinds only), as YAML
-// on stdout, and exits without connecting to a cluster: the
+// for every namespace but kube-system (and but NAMESPACE for the webhooks
+// of Kubernetes' own kinds, as Manager.Manifests), as YAML on stdout, and
+// exits without connecting to a cluster: the
 // manifests come from the code that serves them, so a path or a kind
 // cannot drift. Resources are named by the plural of the kind, lower case.
 func Main(opts Options, setup func(*Manager) error) {
@@ -310,8 +310,8 @@ func printManifests(f *mainFlags, opts Options, setup func(*Manager) error) erro
 	if f.all {
 		out, err = m.Manifests(f.deploy)
 	} else {
-		out, err = m.Webhooks().Manifests(webhook.ClientConfig{ // as Manifests makes them
-			Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: name}, NamespaceSelector: notIn(metav1.NamespaceSystem, ns)}, nil)
+		out, err = m.Webhooks().Manifests(webhookNamespaces(webhook.ClientConfig{ // as Manifests makes them
+			Service: &admissionregistrationv1.ServiceReference{Namespace: ns, Name: name}}, ns, nil), nil)
 	}
 	if err != nil {
 		return err

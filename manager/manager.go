@@ -318,8 +318,11 @@ func (m *Manager) WebhookAddr(ctx context.Context) string { return m.bound(ctx, 
 // after the informers are made, and while the manager runs: objects
 // decoded from then on keep those entries, so call it before Run for a
 // restart over unchanged objects to write nothing (an object cached
-// earlier gets its entry when it next changes). A projection's informer
-// keeps only the entries Options named when it was made.
+// earlier, or restored from a snapshot (CacheDir) written while the name
+// was not kept, gets its entry when it next changes: until then, an apply
+// of it is sent, and changes nothing). A projection's informer made
+// while no field manager was named, here or in Options, skips every entry
+// on the wire, for good.
 func (m *Manager) KeepManagedFieldsOf(fieldManagers ...string) { m.keep.Add(fieldManagers...) }
 
 // Kube returns a clientset for the manager's API server, for writes. It

@@ -11,6 +11,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -252,8 +254,40 @@ func (m *Manager) injectionRules(crds []*apiextensionsv1.CustomResourceDefinitio
 // notIn selects every namespace but those named.
 func notIn(namespaces ...string) *metav1.LabelSelector {
 	return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: corev1.LabelMetadataName,
-		Operator: metav1.LabelSelectorOpNotIn, Values: namespaces}}}
+		Operator: metav1.LabelSelectorOpNotIn, Values: slices.Compact(slices.Sorted(slices.Values(namespaces)))}}}
 }
+
+// webhookNamespaces returns cc with the namespaces of the webhooks the
+// manifests print: set's if not nil, else every namespace but
+// kube-system, and but own too for the webhooks of Kubernetes' own kinds
+// (a Pod, a ConfigMap such as the kube-root-ca.crt every Pod mounts, a
+// Secret or a ServiceAccount of the program refused while its webhook is
+// down would keep it from starting; its own kinds' objects there are
+// reviewed as anywhere).
+func webhookNamespaces(cc webhook.ClientConfig, own string, set *metav1.LabelSelector) webhook.ClientConfig {
+	if set != nil {
+		cc.NamespaceSelector = set
+		return cc
+	}
+	cc.NamespaceSelector = notIn(metav1.NamespaceSystem)
+	cc.NamespaceSelectorFor = func(group string) *metav1.LabelSelector {
+		if builtIn().IsGroupRegistered(group) {
+			return notIn(metav1.NamespaceSystem, own)
+		}
+		return nil
+	}
+	return cc
+}
+
+// builtIn is a scheme of Kubernetes' own kinds only (client-go's shared
+// scheme may have a program's own added to it).
+var builtIn = sync.OnceValue(func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err) // client-go's own types: never
+	}
+	return s
+})
 
 // webhookManifests adds the webhook configurations, and cert-manager's
 // Issuer and Certificate with CertManager.
@@ -267,38 +301,10 @@ func (m *Manager) webhookManifests(d *manifestDocs) error {
 			"spec": map[string]any{"secretName": d.certName, "dnsNames": []string{host, host + ".cluster.local"},
 				"issuerRef": map[string]any{"kind": "Issuer", "name": o.Name + "-selfsigned"}}})
 	}
-	vwc, mwc, err := m.webhooks.Configurations(webhook.ClientConfig{Service: d.svc, NamespaceSelector: o.WebhookNamespaceSelector}, m.plurals())
+	vwc, mwc, err := m.webhooks.Configurations(webhookNamespaces(webhook.ClientConfig{Service: d.svc}, o.Namespace,
+		o.WebhookNamespaceSelector), m.plurals())
 	if err != nil {
 		return fmt.Errorf("manager: manifests: %w", err)
-	}
-	// By default kube-system is left out, and so is the program's own
-	// namespace from the webhooks of Kubernetes' own kinds: a Pod, a
-	// ConfigMap (kube-root-ca.crt, which every Pod mounts), a Secret or a
-	// ServiceAccount of the program's refused while its webhook is down
-	// would keep it from starting. Its own kinds' objects there are
-	// reviewed as anywhere.
-	selector := func(rules []admissionregistrationv1.RuleWithOperations, set *metav1.LabelSelector) *metav1.LabelSelector {
-		if set != nil {
-			return set
-		}
-		for _, r := range rules {
-			for _, g := range r.APIGroups {
-				if clientgoscheme.Scheme.IsGroupRegistered(g) {
-					return notIn(metav1.NamespaceSystem, o.Namespace)
-				}
-			}
-		}
-		return notIn(metav1.NamespaceSystem)
-	}
-	if vwc != nil {
-		for i, w := range vwc.Webhooks {
-			vwc.Webhooks[i].NamespaceSelector = selector(w.Rules, o.WebhookNamespaceSelector)
-		}
-	}
-	if mwc != nil {
-		for i, w := range mwc.Webhooks {
-			mwc.Webhooks[i].NamespaceSelector = selector(w.Rules, o.WebhookNamespaceSelector)
-		}
 	}
 	if mwc != nil {
 		mwc.Annotations, mwc.Labels = d.injectCA, d.labels // nil without cert-manager
@@ -372,9 +378,17 @@ func (m *Manager) rbacRules(p plurals) (cluster []rbacv1.PolicyRule, namespaced 
 	}
 	m.mu.Unlock()
 	for _, s := range owners {
-		if gvk, err := s.kind(m); err == nil { // (kind takes m.mu)
-			gvr := p.resource(gvk)
-			grant(target{scopes[s.informerName()], gvr.Group, gvr.Resource + "/finalizers"}, "update")
+		gvk, err := s.kind(m) // (kind takes m.mu)
+		if err != nil {
+			continue
+		}
+		gvr := p.resource(gvk)
+		namespaces, set := s.setNamespaces() // a set's, where its informers' grants are
+		if !set {
+			namespaces = []string{scopes[s.informerName()]}
+		}
+		for _, ns := range namespaces {
+			grant(target{ns, gvr.Group, gvr.Resource + "/finalizers"}, "update")
 		}
 	}
 	for _, p := range m.opts.Permissions {

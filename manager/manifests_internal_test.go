@@ -10,14 +10,18 @@ import (
 	"testing/fstest"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ctrlkit/ctrlkit/controller"
+	"github.com/ctrlkit/ctrlkit/internal/testapi"
+	testapiv1 "github.com/ctrlkit/ctrlkit/internal/testapi/v1"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/webhook"
 )
@@ -45,7 +49,8 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 	m, err := New(&rest.Config{Host: "https://cluster.invalid"}, Options{HTTPAddr: "0", Logger: slog.New(slog.DiscardHandler),
 		CRDs: fstest.MapFS{"crd/example.com_widgets.yaml": {Data: []byte(widgetCRD)}, "crd/README.md": {Data: []byte("not a CRD")},
 			"crd/example.com_meshes.yaml": {Data: []byte(strings.NewReplacer("widgets", "meshes", "Widget", "Mesh", "widget", "mesh").Replace(widgetCRD))}},
-		Permissions: []Permission{{Verb: "patch", Resource: "secrets"}, {Verb: "update", Group: "apps", Resource: "deployments", Subresource: "status", Namespace: "web"}}})
+		Permissions: []Permission{{Verb: "patch", Resource: "secrets"}, {Verb: "update", Group: "apps", Resource: "deployments", Subresource: "status", Namespace: "web"}},
+		AddToScheme: []func(*runtime.Scheme) error{testapi.AddToScheme}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +61,23 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 		Create: func(context.Context, *corev1.ConfigMap) (webhook.Warnings, error) { return nil, nil }}, webhook.ObjectSelector(quota)); err != nil {
 		t.Fatal(err)
 	}
+	if err := webhook.AddValidator(m.Webhooks(), webhook.Validator[*testapiv1.Gadget]{
+		Create: func(context.Context, *testapiv1.Gadget) (webhook.Warnings, error) { return nil, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	nop := controller.ReconcileFunc[object.ObjectName](func(context.Context, object.ObjectName) (controller.Result, error) {
+		return controller.Result{}, nil
+	})
 	cms := Informer[*corev1.ConfigMap](m, Scope{})
 	owned := Informer[*corev1.Secret](m, Scope{Namespace: "web"})
-	if _, err := NewController(m, "owner", controller.ReconcileFunc[object.ObjectName](func(context.Context, object.ObjectName) (controller.Result, error) {
-		return controller.Result{}, nil
-	}), ControllerOptions{}, For(cms), Owns(owned)); err != nil {
+	if _, err := NewController(m, "owner", nop, ControllerOptions{}, For(cms), Owns(owned)); err != nil {
+		t.Fatal(err)
+	}
+	deployments, err := InNamespaces[*appsv1.Deployment](m, Scope{}, "a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewController(m, "set-owner", nop, ControllerOptions{}, deployments.For(), Owns(Informer[*corev1.Pod](m, Scope{Namespace: "a"}))); err != nil {
 		t.Fatal(err)
 	}
 	out, err := m.Manifests(ManifestOptions{Name: "op", Image: "example.com/op:v1"})
@@ -72,11 +89,16 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 	// leaves kube-system and the operator's own namespace out, and sees
 	// only the objects its selector selects.
 	var role rbacv1.ClusterRole
+	roles := map[string]rbacv1.Role{} // by namespace
 	var hooks admissionregistrationv1.ValidatingWebhookConfiguration
 	for _, doc := range strings.Split(string(out), "---\n") {
 		switch {
 		case strings.Contains(doc, "kind: ClusterRole\n") && strings.Contains(doc, "\n  name: op\n"):
 			err = yaml.Unmarshal([]byte(doc), &role)
+		case strings.HasPrefix(doc, "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\n"):
+			var r rbacv1.Role
+			err = yaml.Unmarshal([]byte(doc), &r)
+			roles[r.Namespace] = r
 		case strings.Contains(doc, "kind: ValidatingWebhookConfiguration\n"):
 			err = yaml.Unmarshal([]byte(doc), &hooks)
 		}
@@ -84,15 +106,29 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
-		return slices.Equal(r.Resources, []string{"configmaps/finalizers"}) && slices.Equal(r.Verbs, []string{"update"})
-	}) {
-		t.Errorf("the ClusterRole has no update on configmaps/finalizers: %+v", role.Rules)
+	finalizers := func(rules []rbacv1.PolicyRule, resource string) bool {
+		return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Equal(r.Resources, []string{resource + "/finalizers"}) && slices.Equal(r.Verbs, []string{"update"})
+		})
 	}
-	wantNS := notIn("kube-system", "op-system")
-	if len(hooks.Webhooks) != 1 || !reflect.DeepEqual(hooks.Webhooks[0].NamespaceSelector, wantNS) ||
-		!reflect.DeepEqual(hooks.Webhooks[0].ObjectSelector, &quota) {
-		t.Errorf("webhooks %+v; want one, for every namespace but kube-system and op-system, objects selected by %v", hooks.Webhooks, quota)
+	if !finalizers(role.Rules, "configmaps") || finalizers(role.Rules, "deployments") {
+		t.Errorf("the ClusterRole's rules %+v; want update on configmaps/finalizers, and none on deployments/finalizers", role.Rules)
+	}
+	if !finalizers(roles["a"].Rules, "deployments") || !finalizers(roles["b"].Rules, "deployments") {
+		t.Errorf("the Roles of a and b %+v; want update on deployments/finalizers in both (the set's namespaces)", roles)
+	}
+	byName := map[string]admissionregistrationv1.ValidatingWebhook{}
+	for _, w := range hooks.Webhooks {
+		byName[w.Name] = w
+	}
+	cm, gadget := byName["validate.v1.configmaps.core"], byName["validate.v1.gadgets."+testapiv1.SchemeGroupVersion.Group]
+	if len(byName) != 2 || !reflect.DeepEqual(cm.NamespaceSelector, notIn("kube-system", "op-system")) ||
+		!reflect.DeepEqual(cm.ObjectSelector, &quota) {
+		t.Errorf("webhooks %+v; want the ConfigMaps' for every namespace but kube-system and op-system, objects selected by %v",
+			hooks.Webhooks, quota)
+	}
+	if !reflect.DeepEqual(gadget.NamespaceSelector, notIn("kube-system")) || gadget.ObjectSelector != nil {
+		t.Errorf("the program's own kind's webhook %+v; want it for every namespace but kube-system, the program's own included", gadget)
 	}
 	if strings.Contains(string(out), "PodDisruptionBudget") || !strings.Contains(string(out), "replicas: 1\n") {
 		t.Error("one replica by default, with no PodDisruptionBudget")
@@ -114,7 +150,8 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 		}
 		kinds = append(kinds, d.Kind)
 	}
-	want := "Namespace CustomResourceDefinition CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Role RoleBinding " +
+	want := "Namespace CustomResourceDefinition CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding ClusterRole " +
+		"Role RoleBinding Role RoleBinding Role RoleBinding Role RoleBinding " + // a, b (the set's), op-system, web
 		"Deployment Service ValidatingWebhookConfiguration"
 	if strings.Join(kinds, " ") != want {
 		t.Errorf("kinds:\n%s\nwant:\n%s", strings.Join(kinds, " "), want)

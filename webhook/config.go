@@ -51,6 +51,12 @@ type ClientConfig struct {
 	// NamespaceSelector limits the admission webhooks to the objects of
 	// the namespaces it selects (e.g. leave kube-system out). Default: all.
 	NamespaceSelector *metav1.LabelSelector
+	// NamespaceSelectorFor, when set, gives the namespace selector of the
+	// webhooks of each API group ("" the core group) instead, where it
+	// returns one (nil: NamespaceSelector): the manager's manifests leave
+	// the program's own namespace out of the webhooks of Kubernetes' own
+	// kinds only.
+	NamespaceSelectorFor func(group string) *metav1.LabelSelector
 	// RequireReached makes Install return only once the API server's call
 	// reached this Server (the canary's answer came from it), and fail
 	// after a minute otherwise. By default Install returns once the
@@ -114,13 +120,19 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 		if err != nil {
 			return nil, nil, err
 		}
+		namespaces := cc.NamespaceSelector
+		if cc.NamespaceSelectorFor != nil {
+			if sel := cc.NamespaceSelectorFor(rules[0].APIGroups[0]); sel != nil {
+				namespaces = sel
+			}
+		}
 		if h.mutating {
 			if mwc == nil {
 				mwc = &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name + "-mutating"}}
 			}
 			mwc.Webhooks = append(mwc.Webhooks, admissionregistrationv1.MutatingWebhook{Name: name, ClientConfig: client,
 				Rules: rules, FailurePolicy: &policy, MatchPolicy: &match, SideEffects: &none, TimeoutSeconds: &timeout,
-				AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: cc.NamespaceSelector, ObjectSelector: h.config.objectSelector})
+				AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: namespaces, ObjectSelector: h.config.objectSelector})
 			continue
 		}
 		if vwc == nil {
@@ -128,7 +140,7 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 		}
 		vwc.Webhooks = append(vwc.Webhooks, admissionregistrationv1.ValidatingWebhook{Name: name, ClientConfig: client,
 			Rules: rules, FailurePolicy: &policy, MatchPolicy: &match, SideEffects: &none, TimeoutSeconds: &timeout,
-			AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: cc.NamespaceSelector, ObjectSelector: h.config.objectSelector})
+			AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: namespaces, ObjectSelector: h.config.objectSelector})
 	}
 	return vwc, mwc, nil
 }
