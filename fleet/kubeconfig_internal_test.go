@@ -17,9 +17,16 @@ import (
 // kubeconfig returns a kubeconfig of one context whose user is auth.
 func kubeconfig(t *testing.T, auth *clientcmdapi.AuthInfo) []byte {
 	t.Helper()
+	return kubeconfigOf(t, &clientcmdapi.Cluster{}, auth)
+}
+
+// kubeconfigOf returns a kubeconfig of one context whose cluster (its
+// server set here) is cluster and whose user is auth.
+func kubeconfigOf(t *testing.T, cluster *clientcmdapi.Cluster, auth *clientcmdapi.AuthInfo) []byte {
+	t.Helper()
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
-	cfg.AuthInfos["u"] = auth
+	cluster.Server = "https://127.0.0.1:1"
+	cfg.Clusters["c"], cfg.AuthInfos["u"] = cluster, auth
 	cfg.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
 	cfg.CurrentContext = "x"
 	b, err := clientcmd.Write(*cfg)
@@ -87,19 +94,7 @@ func TestInlineFiles_readsTheNamedFilesFromTheKubeconfigsFolderOnly(t *testing.T
 	write(filepath.Join(cwd, "ca.crt"), "a planted CA", 0o666)
 	t.Chdir(cwd)
 
-	named := func(cluster *clientcmdapi.Cluster, auth *clientcmdapi.AuthInfo) []byte {
-		t.Helper()
-		cfg := clientcmdapi.NewConfig()
-		cluster.Server = "https://127.0.0.1:1"
-		cfg.Clusters["c"], cfg.AuthInfos["u"] = cluster, auth
-		cfg.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-		cfg.CurrentContext = "x"
-		b, err := clientcmd.Write(*cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	named := func(cluster *clientcmdapi.Cluster, auth *clientcmdapi.AuthInfo) []byte { return kubeconfigOf(t, cluster, auth) }
 	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o700); err != nil {
 		t.Fatal(err)
 	}
