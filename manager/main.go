@@ -224,6 +224,7 @@ func runLocalWebhooks(ctx context.Context, cfg *rest.Config, fs *flag.FlagSet, o
 	if err := setup(m); err != nil {
 		return err
 	}
+	stopping := ctx // ends with the signal that stops the program
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ran := make(chan error, 1)
@@ -236,10 +237,13 @@ func runLocalWebhooks(ctx context.Context, cfg *rest.Config, fs *flag.FlagSet, o
 		// kube-system is left out.
 		cc := webhook.ClientConfig{URL: "https://" + addr, CABundle: ca, FailurePolicy: admissionregistrationv1.Ignore,
 			NamespaceSelector: notIn(metav1.NamespaceSystem), RequireReached: true}
-		if installErr = m.Webhooks().Install(ctx, cfg, cc); installErr != nil {
+		switch installErr = m.Webhooks().Install(ctx, cfg, cc); {
+		case installErr != nil && stopping.Err() != nil:
+			installErr = nil // stopped by a signal while installing: a clean stop (what was installed is removed below)
+		case installErr != nil:
 			installErr = fmt.Errorf("--webhook-local: %w", installErr)
 			cancel()
-		} else {
+		default:
 			m.opts.Logger.Info("manager: webhooks installed for this run", "url", "https://"+addr, "paths", m.Webhooks().Paths())
 		}
 	}
