@@ -94,7 +94,9 @@ func TestInlineFiles_readsTheNamedFilesFromTheKubeconfigsFolderOnly(t *testing.T
 	write(filepath.Join(cwd, "ca.crt"), "a planted CA", 0o666)
 	t.Chdir(cwd)
 
-	named := func(cluster *clientcmdapi.Cluster, auth *clientcmdapi.AuthInfo) []byte { return kubeconfigOf(t, cluster, auth) }
+	named := func(cluster *clientcmdapi.Cluster, auth *clientcmdapi.AuthInfo) []byte {
+		return kubeconfigOf(t, cluster, auth)
+	}
 	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o700); err != nil {
 		t.Fatal(err)
 	}
