@@ -19,12 +19,10 @@ package podpipeline_test
 import (
 	"context"
 	goruntime "runtime"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -48,21 +46,6 @@ const (
 	namespaces = 20
 	workers    = 2
 )
-
-// cpu is the process's CPU time so far.
-func cpu() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// gcCPU is the CPU time the collector has taken so far (marking, assists,
-// pauses, the runtime's estimate).
-func gcCPU() time.Duration {
-	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
-	metrics.Read(s)
-	return time.Duration(s[0].Value.Float64() * 1e9)
-}
 
 // podAt is Pod id at resource version rv, built fresh.
 func podAt(id, rv int) *corev1.Pod {
@@ -190,8 +173,8 @@ func run(b *testing.B, side string, intern bool) {
 	}
 	var before, after goruntime.MemStats
 	goruntime.ReadMemStats(&before)
-	gcBefore := gcCPU()
-	start := cpu()
+	gcBefore := scenario.GCCPU()
+	start := scenario.ProcessCPU()
 	b.ResetTimer()
 	for e := range b.N {
 		k := (e * 7919) % keys
@@ -202,8 +185,8 @@ func run(b *testing.B, side string, intern bool) {
 		time.Sleep(time.Millisecond)
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/event")
-	b.ReportMetric(float64(gcCPU()-gcBefore)/float64(b.N), "gc-cpu-ns/event")
+	b.ReportMetric(float64(scenario.ProcessCPU()-start)/float64(b.N), "cpu-ns/event")
+	b.ReportMetric(float64(scenario.GCCPU()-gcBefore)/float64(b.N), "gc-cpu-ns/event")
 	goruntime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.NumGC-before.NumGC)*100_000/float64(b.N), "gcs/100k-events")
 	b.ReportMetric(float64(after.NextGC)/(1<<20), "heap-goal-MiB")

@@ -598,10 +598,10 @@ type leanGot struct {
 func measureLean[T any](rec *LeanRecording, internAll func(map[string]T, bool), list, events func(map[string]T) error, got func(T) leanGot) (Result, error) {
 	before := liveHeap()
 	peak := startPeakSampler()
-	cpu := processCPU()
+	cpu := ProcessCPU()
 	store := make(map[string]T)
 	err := list(store)
-	listCPU := processCPU() - cpu
+	listCPU := ProcessCPU() - cpu
 	heap, _ := peak.stop()
 	if err != nil {
 		return nil, err
@@ -614,11 +614,11 @@ func measureLean[T any](rec *LeanRecording, internAll func(map[string]T, bool), 
 		internAll(store, true)
 		interned = liveHeap()
 	}
-	cpu = processCPU()
+	cpu = ProcessCPU()
 	if err := events(store); err != nil {
 		return nil, err
 	}
-	eventCPU := processCPU() - cpu
+	eventCPU := ProcessCPU() - cpu
 	if len(store) != len(rec.want) {
 		return nil, fmt.Errorf("the store holds %d Pods, want %d", len(store), len(rec.want))
 	}

@@ -244,13 +244,13 @@ func measureSourceCost(in *pipelineInput) sourceCost {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		cpu0 := processCPU()
+		cpu0 := ProcessCPU()
 		var sink atomic.Pointer[watch.Event]
 		for k := range in.plan {
 			e := in.event(k)
 			sink.Store(&e)
 		}
-		cpu := processCPU() - cpu0
+		cpu := ProcessCPU() - cpu0
 		runtime.ReadMemStats(&after)
 		n := float64(len(in.plan))
 		sourceCostOf = sourceCost{cpu: float64(cpu.Microseconds()) / n,
@@ -259,8 +259,8 @@ func measureSourceCost(in *pipelineInput) sourceCost {
 	return sourceCostOf
 }
 
-// processCPU is the user and system CPU time the process has used.
-func processCPU() time.Duration {
+// ProcessCPU is the user and system CPU time the process has used.
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -268,12 +268,12 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// gcCPU is the CPU time the Go runtime estimates its collector has used
+// GCCPU is the CPU time the Go runtime estimates its collector has used
 // (runtime/metrics /cpu/classes/gc/total: mark workers, idle ones too, and
 // assists; pauses charged for every processor). The runtime updates it as
 // each collection ends, so a phase counts the collections that end in it;
 // it overestimates, and compares with rusage only roughly.
-func gcCPU() time.Duration {
+func GCCPU() time.Duration {
 	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
 	metrics.Read(s)
 	return time.Duration(s[0].Value.Float64() * float64(time.Second))
@@ -417,7 +417,7 @@ func runPipeline(ctx context.Context, cfg PipelineConfig, side string) (Result, 
 	if cfg.phase != nil {
 		endSync = cfg.phase("sync")
 	}
-	cpuStart, start := processCPU(), time.Now()
+	cpuStart, start := ProcessCPU(), time.Now()
 	p, err := startPipeline(ctx, side, lws, r, cfg.workers(), cfg.PageSize)
 	if err != nil {
 		return nil, err
@@ -499,7 +499,7 @@ func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan 
 	if err != nil {
 		return nil, err
 	}
-	synced, syncCPU := time.Since(start), processCPU()-cpuStart
+	synced, syncCPU := time.Since(start), ProcessCPU()-cpuStart
 	if err := r.waitSeen(ctx, r.in.initial, 5*time.Minute); err != nil {
 		return nil, fmt.Errorf("initial list: %w", err)
 	}
@@ -511,7 +511,7 @@ func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan 
 	if cfg.phase != nil {
 		end = cfg.phase("events")
 	}
-	cpu0, gc0 := processCPU(), gcCPU()
+	cpu0, gc0 := ProcessCPU(), GCCPU()
 	t0 := time.Now()
 	close(gate)
 	select {
@@ -525,7 +525,7 @@ func measurePipeline(ctx context.Context, p pipeline, r *pipelineRun, gate chan 
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	elapsed := time.Since(t0)
-	cpu, gc := processCPU()-cpu0, gcCPU()-gc0
+	cpu, gc := ProcessCPU()-cpu0, GCCPU()-gc0
 	end()
 	runtime.ReadMemStats(&after)
 	live := liveHeap() // the cache after the churn, the run's input excluded
