@@ -94,34 +94,42 @@ func inlineFiles(b []byte, dir string) (out []byte, paths []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	read := func(what, path string, inline bool) ([]byte, error) {
-		if inline {
-			return nil, fmt.Errorf("%w: it gives %s both inline and as the file %s", ErrUnsafeKubeconfig, what, path)
-		}
+	resolve := func(path string) string {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(dir, path)
 		}
 		paths = append(paths, path)
-		data, err := readPrivate(path)
+		return path
+	}
+	read := func(what, path string, inline bool) ([]byte, error) {
+		if inline {
+			return nil, fmt.Errorf("%w: it gives %s both inline and as the file %s", ErrUnsafeKubeconfig, what, path)
+		}
+		data, err := readPrivate(resolve(path))
 		if err != nil {
 			return nil, fmt.Errorf("fleet: kubeconfig's %s: %w", what, err)
 		}
 		return data, nil
 	}
-	err = inlineInto(cfg, auth, cluster, dir, read)
-	if auth != nil && auth.Exec != nil && filepath.IsAbs(auth.Exec.Command) && strings.HasPrefix(auth.Exec.Command, dir) {
-		paths = append(paths, auth.Exec.Command) // a plugin of the folder: checked, so watched like the others
+	check := func(what, path string) (string, error) {
+		path = resolve(path)
+		f, err := openPrivate(path)
+		if err != nil {
+			return path, fmt.Errorf("fleet: kubeconfig's %s: %w", what, err)
+		}
+		return path, f.Close()
 	}
-	if err != nil {
+	if err := inlineInto(auth, cluster, read, check); err != nil {
 		return nil, paths, err
 	}
 	out, err = clientcmd.Write(*cfg)
 	return out, paths, err
 }
 
-// inlineInto puts inline the files auth and cluster name, read with read.
-func inlineInto(cfg *clientcmdapi.Config, auth *clientcmdapi.AuthInfo, cluster *clientcmdapi.Cluster, dir string,
-	read func(what, path string, inline bool) ([]byte, error)) (err error) {
+// inlineInto puts inline the files auth and cluster name, read with read;
+// a relative plugin command is checked, and resolved, with check.
+func inlineInto(auth *clientcmdapi.AuthInfo, cluster *clientcmdapi.Cluster,
+	read func(what, path string, inline bool) ([]byte, error), check func(what, path string) (string, error)) (err error) {
 	if cluster != nil && cluster.CertificateAuthority != "" {
 		if cluster.CertificateAuthorityData, err = read("certificate-authority", cluster.CertificateAuthority, len(cluster.CertificateAuthorityData) > 0); err != nil {
 			return err
@@ -151,40 +159,32 @@ func inlineInto(cfg *clientcmdapi.Config, auth *clientcmdapi.AuthInfo, cluster *
 		auth.Token, auth.TokenFile = strings.TrimSpace(string(token)), ""
 	}
 	if e := auth.Exec; e != nil && strings.Contains(e.Command, "/") && !filepath.IsAbs(e.Command) {
-		e.Command = filepath.Join(dir, e.Command)
-		if err := checkPrivate(e.Command); err != nil {
-			return fmt.Errorf("fleet: kubeconfig's exec command: %w", err)
-		}
+		e.Command, err = check("exec command", e.Command)
 	}
-	return nil
+	return err
 }
 
-// checkPrivate fails unless path is a regular file of this process's user
-// that no other user can write, not reached through a link (readPrivate's
-// rules, without reading it).
-func checkPrivate(path string) error {
-	f, fi, err := safefile.OpenRegular(path)
-	if err != nil {
-		return err
-	}
-	f.Close()
-	if err := private(fi); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
-}
-
-// readPrivate reads the regular file at path if it belongs to this
-// process's user and no other user can write it.
-func readPrivate(path string) ([]byte, error) {
+// openPrivate opens the regular file at path if it belongs to this
+// process's user and no other user can write it, not through a link.
+func openPrivate(path string) (*os.File, error) {
 	f, fi, err := safefile.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	if err := private(fi); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return f, nil
+}
+
+// readPrivate reads the file openPrivate opens, at most maxFile bytes.
+func readPrivate(path string) ([]byte, error) {
+	f, err := openPrivate(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
 	if err == nil && len(b) > maxFile {
 		err = fmt.Errorf("%w: %s is larger than %d bytes", ErrUnsafeKubeconfig, path, maxFile)
