@@ -75,13 +75,15 @@ func (k ManagedFields) Now() ManagedFields {
 // None reports whether k keeps no entry at all (as things stand: a set
 // Added to may keep some later).
 func (k ManagedFields) None() bool {
-	return !k.All && len(k.Of) == 0 && len(k.added) == 0 && k.Added.Empty()
+	k = k.Now()
+	return !k.All && len(k.Of) == 0 && len(k.added) == 0
 }
 
 // KeepsManager reports whether k keeps the entries of the field manager
 // called name.
 func (k ManagedFields) KeepsManager(name string) bool {
-	return k.All || slices.Contains(k.Of, name) || slices.Contains(k.added, name) || k.Added.Has(name)
+	k = k.Now()
+	return k.All || slices.Contains(k.Of, name) || slices.Contains(k.added, name)
 }
 
 // Keeps reports whether k keeps the managedFields entry whose protobuf
@@ -89,6 +91,7 @@ func (k ManagedFields) KeepsManager(name string) bool {
 // Added. An entry that does not parse is kept when k may keep any, for
 // the decoder to report it.
 func (k ManagedFields) Keeps(entry []byte) bool {
+	k = k.Now()
 	if k.All || k.None() {
 		return k.All
 	}
@@ -96,13 +99,7 @@ func (k ManagedFields) Keeps(entry []byte) bool {
 	if !ok {
 		return true
 	}
-	added := k.added
-	if k.Added != nil {
-		if p := k.Added.names.Load(); p != nil {
-			added = *p
-		}
-	}
-	for _, names := range [2][]string{k.Of, added} {
+	for _, names := range [2][]string{k.Of, k.added} { // (string(manager) compared, not converted: no allocation)
 		for _, name := range names {
 			if string(manager) == name {
 				return true
