@@ -31,7 +31,8 @@ import (
 // --webhook-cert-secret, --webhook-cert-hosts,
 // --cache-dir, --leader-elect, --leader-elect-namespace, --manifests (with
 // --manifests-image, --manifests-name, --manifests-namespace,
-// --manifests-replicas and --manifests-cert-manager) and
+// --manifests-replicas, --manifests-memory-limit and
+// --manifests-cert-manager) and
 // --webhook-manifests to the command
 // line's flags, each defaulting to what
 // opts sets, and parses them into opts (define your own flags before, and
@@ -44,6 +45,12 @@ import (
 // after a clean shutdown. Any failure is printed on stderr and exits the
 // process with status 1.
 //
+// In a container with a memory limit (ManifestOptions.MemoryLimit, or its
+// cgroup's), Main sets Go's soft memory limit to nine tenths of it, so the
+// collector runs more often as the heap nears the limit rather than the
+// kernel ending the process; GOMEMLIMIT, when set, wins (GOMEMLIMIT=off:
+// no soft limit).
+//
 // With LeaderElection.Name set and no Namespace, the Lease lives in the
 // namespace the Pod runs in (read from its service account), else in
 // "default".
@@ -52,7 +59,8 @@ import (
 // (see Manager.Manifests) and exits without connecting to one:
 // --manifests-image names its container image, --manifests-name and
 // --manifests-namespace where it runs (the prefix keeps the program's own
-// --name or --namespace free), --manifests-replicas how many run.
+// --name or --namespace free), --manifests-replicas how many run,
+// --manifests-memory-limit the container's memory limit.
 //
 // --webhook-manifests=NAMESPACE/SERVICE prints the webhook configurations
 // of the webhooks setup registers, pointing at that Service (port 443),
@@ -133,6 +141,8 @@ func addMainFlags(fs *flag.FlagSet, opts *Options) (flags *mainFlags, finish fun
 		f.deploy.Replicas = int32(n)
 		return nil
 	})
+	fs.StringVar(&f.deploy.MemoryLimit, "manifests-memory-limit", "",
+		"with --manifests: the container's memory limit, e.g. 256Mi (default: none); the program sets Go's soft limit to nine tenths of it")
 	fs.BoolVar(&f.deploy.CertManager, "manifests-cert-manager", false, "with --manifests: cert-manager issues the webhook certificate (default: the manager keeps it in a Secret)")
 	return f, func() {
 		switch {
@@ -160,12 +170,16 @@ func runMain(ctx context.Context, fs *flag.FlagSet, args []string, opts Options,
 	if opts.LeaderElection.Name != "" && opts.LeaderElection.Namespace == "" {
 		opts.LeaderElection.Namespace = podNamespace()
 	}
+	soft := setGoMemoryLimit()
 	if flags.webhookLocal {
 		return runLocalWebhooks(ctx, cfg, fs, opts, setup)
 	}
 	m, err := New(cfg, opts)
 	if err != nil {
 		return err
+	}
+	if soft > 0 {
+		m.Logger().Info("Go's soft memory limit set to nine tenths of the container's", "bytes", soft)
 	}
 	if err := setup(m); err != nil {
 		return err

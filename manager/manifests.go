@@ -65,6 +65,14 @@ type ManifestOptions struct {
 	// PodDisruptionBudget lets a drain take one at a time: the others go
 	// on serving the webhooks, and one of them takes the lead at once.
 	Replicas int32
+	// MemoryLimit is the container's memory limit, a quantity such as
+	// "256Mi": the kubelet ends the container when it uses more, and
+	// Main sets Go's soft memory limit to nine tenths of it, so the
+	// collector works harder before that happens rather than after.
+	// Size it to the cache: the objects the informers hold, about twice
+	// that for the collector's headroom, and some 30 MiB for the
+	// program. Default: no limit (the request, 64Mi, still holds).
+	MemoryLimit string
 }
 
 // Paths and ports of the manifests' Deployment.
@@ -104,7 +112,8 @@ const (
 //     SubjectAccessReview create it needs), snapshots of the caches in an emptyDir
 //     (--cache-dir) so a restarted container starts warm, non-root (UID
 //     65532), read-only root filesystem, no privilege escalation, no
-//     capability, seccomp RuntimeDefault, CPU and memory requests;
+//     capability, seccomp RuntimeDefault, CPU and memory requests (and
+//     a memory limit with MemoryLimit);
 //   - a Service: metrics on 8443 and, with webhooks or conversions, port
 //     443 to the webhook server's 9443;
 //   - with webhooks or conversions: the webhook configurations (for every
@@ -126,6 +135,10 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 	if o.Image == "" {
 		return nil, errors.New("manager: manifests need the program's image")
 	}
+	limit, err := memoryLimit(o.MemoryLimit)
+	if err != nil {
+		return nil, err
+	}
 	o.Name = cmp.Or(o.Name, program.Name())
 	o.Namespace = cmp.Or(o.Namespace, o.Name+"-system")
 	d := &manifestDocs{o: o, labels: map[string]string{"app.kubernetes.io/name": o.Name}, certName: o.Name + "-webhook-cert",
@@ -144,7 +157,7 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 	}
 	d.add("v1", "ServiceAccount", &corev1.ServiceAccount{ObjectMeta: d.meta(o.Name, o.Namespace)})
 	m.rbacManifests(d, crds, serving)
-	d.add("apps/v1", "Deployment", deployment(o, d.meta(o.Name, o.Namespace), d.labels, serving, d.certName))
+	d.add("apps/v1", "Deployment", deployment(o, d.meta(o.Name, o.Namespace), d.labels, serving, d.certName, limit))
 	if o.Replicas > 1 {
 		one := intstr.FromInt32(1)
 		d.add("policy/v1", "PodDisruptionBudget", &policyv1.PodDisruptionBudget{ObjectMeta: d.meta(o.Name, o.Namespace),
@@ -473,7 +486,8 @@ func (m *Manager) crdManifests(converted []schema.GroupKind, svc *admissionregis
 }
 
 // deployment is the program's Deployment (see Manifests).
-func deployment(o ManifestOptions, om metav1.ObjectMeta, labels map[string]string, serving bool, certName string) *appsv1.Deployment {
+func deployment(o ManifestOptions, om metav1.ObjectMeta, labels map[string]string, serving bool, certName string,
+	limits corev1.ResourceList) *appsv1.Deployment {
 	one, no, yes, uid, grace := int32(1), false, true, int64(65532), int64(45)
 	args := []string{"--leader-elect", "--leader-elect-namespace=" + o.Namespace,
 		fmt.Sprintf("--health-addr=:%d", manifestHealth), fmt.Sprintf("--metrics-addr=:%d", manifestMetrics),
@@ -512,7 +526,7 @@ func deployment(o ManifestOptions, om metav1.ObjectMeta, labels map[string]strin
 				Name: "manager", Image: o.Image, Args: append(args, o.Args...), Ports: ports,
 				LivenessProbe: probe("/healthz"), ReadinessProbe: probe("/readyz"),
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: mustQuantity("10m"), corev1.ResourceMemory: mustQuantity("64Mi")}},
+					corev1.ResourceCPU: mustQuantity("10m"), corev1.ResourceMemory: mustQuantity(manifestMemoryRequest)}, Limits: limits},
 				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 				VolumeMounts: mounts,
@@ -520,6 +534,26 @@ func deployment(o ManifestOptions, om metav1.ObjectMeta, labels map[string]strin
 			Volumes: volumes,
 		}},
 	}}
+}
+
+// manifestMemoryRequest is the Deployment's memory request.
+const manifestMemoryRequest = "64Mi"
+
+// memoryLimit is ManifestOptions.MemoryLimit as the container's limits:
+// none for "", an error for a quantity that does not parse or is below
+// the request.
+func memoryLimit(s string) (corev1.ResourceList, error) {
+	if s == "" {
+		return nil, nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return nil, fmt.Errorf("manager: manifests: memory limit %q: %w", s, err)
+	}
+	if q.Cmp(mustQuantity(manifestMemoryRequest)) < 0 {
+		return nil, fmt.Errorf("manager: manifests: memory limit %s is below the request, %s", s, manifestMemoryRequest)
+	}
+	return corev1.ResourceList{corev1.ResourceMemory: q}, nil
 }
 
 // plurals names each kind's resource: a CRD's of Options.CRDs by its

@@ -138,6 +138,18 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 		!strings.Contains(string(three), "maxUnavailable: 1") {
 		t.Errorf("three replicas: no Deployment of 3 and PodDisruptionBudget of one unavailable (%v)", err)
 	}
+	if strings.Contains(string(out), "limits:") {
+		t.Error("a memory limit by default")
+	}
+	limited, err := m.Manifests(ManifestOptions{Name: "op", Image: "example.com/op:v1", MemoryLimit: "256Mi"})
+	if err != nil || !strings.Contains(string(limited), "limits:\n            memory: 256Mi\n") {
+		t.Errorf("MemoryLimit 256Mi: no limit of 256Mi on the container (%v)", err)
+	}
+	for _, bad := range []string{"lots", "32Mi"} {
+		if _, err := m.Manifests(ManifestOptions{Name: "op", Image: "example.com/op:v1", MemoryLimit: bad}); err == nil {
+			t.Errorf("MemoryLimit %q (not a quantity, or below the 64Mi request) accepted", bad)
+		}
+	}
 	every, err := m.Manifests(ManifestOptions{Name: "op", Image: "example.com/op:v1", WebhookNamespaceSelector: &metav1.LabelSelector{}})
 	if err != nil || !strings.Contains(string(every), "namespaceSelector: {}") {
 		t.Errorf("an empty WebhookNamespaceSelector (every namespace) is not in the manifests: %v", err)
