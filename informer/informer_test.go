@@ -255,6 +255,31 @@ func TestInformer_panickingHandlerIsRecoveredCountedAndOthersStillHear(t *testin
 	}
 }
 
+// A controller with two sources on one informer (Owns and Watches of one
+// kind) registers two handlers of its name: their series are one, or
+// every scrape of the registry would fail.
+func TestInformer_handlersOfOneNameAreOneSeries(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("a")
+	reg := prometheus.NewRegistry()
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: reg}}})
+	bad, good := newMirror(), newMirror()
+	bad.panicOn = func(call string) bool { return strings.HasPrefix(call, "update") }
+	register(t, inf, bad, "c", 0)
+	register(t, inf, good, "c", 0)
+	run(t, inf)
+	bad.waitForView(t, wait, srv.state)
+	srv.update("a", nil)
+	bad.waitForView(t, wait, srv.state)
+	good.waitForView(t, wait, srv.state)
+	waitFor(t, wait, "the panic to be counted under the shared name", func() bool {
+		return counter(t, reg, "ctrlkit_informer_handler_panics_total", "c") >= 1 // counter fails the test if Gather does
+	})
+	if n := gauge(t, reg, "ctrlkit_informer_handler_pending_keys", "c"); n != 0 {
+		t.Errorf("%v keys pending once both handlers caught up, want 0", n)
+	}
+}
+
 func TestInformer_transformRunsBeforeCachingAndStripsManagedFieldsByDefault(t *testing.T) {
 	for _, tc := range []struct {
 		name        string

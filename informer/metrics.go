@@ -84,11 +84,33 @@ func (i *SharedIndexInformer[T]) collect(ch chan<- prometheus.Metric, m *metrics
 		ch <- prometheus.MustNewConstMetric(m.snapBytes, prometheus.GaugeValue, float64(sn.LastBytes))
 		ch <- prometheus.MustNewConstMetric(m.snapSeconds, prometheus.GaugeValue, sn.LastDuration.Seconds())
 	}
+	// Handlers of one name (a controller with two sources on this
+	// informer, as Owns and Watches of one kind) are one series: their
+	// pending keys and panics added, the oldest wait the longest. Two
+	// series of one name and labels would fail the whole scrape.
+	type handlerLag struct {
+		keys, panics float64
+		age          time.Duration
+	}
 	now := time.Now()
+	byName := make(map[string]*handlerLag, len(ls))
+	var names []string
 	for _, l := range ls {
 		keys, age := l.lag(now)
-		ch <- prometheus.MustNewConstMetric(m.pendingKeys, prometheus.GaugeValue, float64(keys), l.name)
-		ch <- prometheus.MustNewConstMetric(m.oldestAge, prometheus.GaugeValue, age.Seconds(), l.name)
-		ch <- prometheus.MustNewConstMetric(m.panics, prometheus.CounterValue, float64(l.panics.Load()), l.name)
+		h := byName[l.name]
+		if h == nil {
+			h = &handlerLag{}
+			byName[l.name] = h
+			names = append(names, l.name)
+		}
+		h.keys += float64(keys)
+		h.panics += float64(l.panics.Load())
+		h.age = max(h.age, age)
+	}
+	for _, name := range names {
+		h := byName[name]
+		ch <- prometheus.MustNewConstMetric(m.pendingKeys, prometheus.GaugeValue, h.keys, name)
+		ch <- prometheus.MustNewConstMetric(m.oldestAge, prometheus.GaugeValue, h.age.Seconds(), name)
+		ch <- prometheus.MustNewConstMetric(m.panics, prometheus.CounterValue, h.panics, name)
 	}
 }
