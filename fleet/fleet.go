@@ -101,7 +101,8 @@ type Options struct {
 	Spread []string
 	// MaxResponseBytes bounds each response an engaged cluster's API
 	// server sends, but a watch's (whose events are bounded one by one, at
-	// 16 MiB): a list page or discovery answer past it fails (the informer
+	// 16 MiB, and a JSON object at 64 MiB of what it would decode into):
+	// a list page or discovery answer past it fails (the informer
 	// retries and reports the error). Whoever writes a provider's
 	// kubeconfigs chooses the servers; without a bound, one could send a
 	// list without end and the process would hold it until it ran out of

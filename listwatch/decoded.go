@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/ctrlkit/ctrlkit/internal/jsoncost"
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/projection"
 )
@@ -176,7 +177,7 @@ func (d *decoder[P]) decodePage(body []byte) (*page[P], error) {
 	}
 	out := &page[P]{ListMeta: l.Metadata, Items: make([]runtime.Object, 0, len(l.Items))}
 	for _, raw := range l.Items {
-		out.Items = append(out.Items, item(d.fromJSON(raw)))
+		out.Items = append(out.Items, item(d.decodeJSON(raw)))
 	}
 	return out, nil
 }
@@ -253,7 +254,8 @@ func (w *decodedWatch[P]) run() {
 	}
 	next := w.nextProtobuf
 	if first[0] == '{' {
-		next = w.nextJSON(json.NewDecoder(w.r))
+		lim := &eventBytes{r: w.r}
+		next = w.nextJSON(json.NewDecoder(lim), lim)
 	}
 	for {
 		select {
@@ -286,8 +288,47 @@ func (w *decodedWatch[P]) run() {
 }
 
 // maxFrame bounds a watch frame, as the REST client's stream decoder does:
-// a length beyond it is a broken stream, not an object to allocate for.
+// a length beyond it is a broken stream, not an object to allocate for. A
+// JSON watch event is bounded alike (eventBytes).
 const maxFrame = 16 << 20
+
+// maxDecodedJSON bounds what one object's JSON may take decoded, as
+// jsoncost estimates it: a server's few bytes of "{}," decode into structs
+// of hundreds of bytes each, so bounding bytes alone does not bound the
+// heap. The largest object the API server stores (3 MiB) estimates far
+// below it.
+const maxDecodedJSON = 4 * maxFrame
+
+// decodeJSON decodes one object's JSON with fromJSON, unless its estimated
+// decoded size is over maxDecodedJSON.
+func (d *decoder[P]) decodeJSON(raw []byte) (P, error) {
+	if est := jsoncost.Estimate(raw); est > maxDecodedJSON {
+		var zero P
+		return zero, fmt.Errorf("an object of %d bytes of JSON would take about %d decoded, more than %d: "+
+			"too many objects and elements for its size", len(raw), est, maxDecodedJSON)
+	}
+	return d.fromJSON(raw)
+}
+
+// eventBytes bounds the bytes a JSON watch decoder reads for one event:
+// reset to maxFrame before each, a read past it fails the event (and the
+// watch), where the decoder would otherwise buffer an event without end.
+type eventBytes struct {
+	r    io.Reader
+	left int64
+}
+
+func (e *eventBytes) Read(p []byte) (int, error) {
+	if e.left <= 0 {
+		return 0, fmt.Errorf("a JSON watch event larger than %d bytes", maxFrame)
+	}
+	if int64(len(p)) > e.left {
+		p = p[:e.left]
+	}
+	n, err := e.r.Read(p)
+	e.left -= int64(n)
+	return n, err
+}
 
 // nextProtobuf reads one length-prefixed frame: a WatchEvent, without an
 // envelope (type 1, object 2: a RawExtension whose raw 1 is the object
@@ -346,9 +387,11 @@ func eventType(v []byte) string {
 	return string(v)
 }
 
-// nextJSON returns a reader of JSON watch events.
-func (w *decodedWatch[P]) nextJSON(dec *json.Decoder) func() (watch.Event, error) {
+// nextJSON returns a reader of JSON watch events, each read within
+// maxFrame bytes through lim.
+func (w *decodedWatch[P]) nextJSON(dec *json.Decoder, lim *eventBytes) func() (watch.Event, error) {
 	return func() (watch.Event, error) {
+		lim.left = maxFrame
 		var ev struct {
 			Type   string          `json:"type"`
 			Object json.RawMessage `json:"object"`
@@ -395,7 +438,7 @@ func (w *decodedWatch[P]) event(typ string, raw []byte, protobuf bool) (watch.Ev
 	if protobuf {
 		obj, err = w.d.envelope(raw)
 	} else {
-		obj, err = w.d.fromJSON(raw)
+		obj, err = w.d.decodeJSON(raw)
 	}
 	return watch.Event{Type: watch.EventType(typ), Object: item(obj, err)}, nil
 }

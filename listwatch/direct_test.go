@@ -236,3 +236,56 @@ func TestDecodedWatch_endsAtAnEventOfUnknownType(t *testing.T) {
 		t.Errorf("after the error: %v; want the watch ended", ev.Type)
 	}
 }
+
+// A server answering a watch in JSON (its choice) gets the bound protobuf
+// frames have: an event past 16 MiB fails the watch, unread; and an object
+// whose JSON would decode into far more than its bytes (an array of "{},",
+// each a struct) is refused before it is decoded: an undecodable item, in
+// a list as in a watch (the reflector reports it, and the watch goes on).
+func TestDecodedWatch_boundsAJSONEventsBytesAndWhatItWouldTakeDecoded(t *testing.T) {
+	leakcheck.Check(t)
+	event := func(object string) []byte {
+		return []byte(`{"type":"ADDED","object":` + object + "}\n")
+	}
+	small := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ok","namespace":"ns","resourceVersion":"8"}}`
+	big := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big","namespace":"ns","resourceVersion":"7"},"data":{"k":"` +
+		strings.Repeat("a", maxFrame+1) + `"}}`
+	dense := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dense","namespace":"ns","resourceVersion":"7",` +
+		`"managedFields":[` + strings.Repeat(`{},`, 400_000) + `{}]}}`
+	t.Run("more than 16 MiB", func(t *testing.T) {
+		w := watchOf(configMapDecoder(t), append(event(big), event(small)...))
+		defer w.Stop()
+		ev := <-w.ResultChan()
+		if st, ok := ev.Object.(*metav1.Status); ev.Type != watch.Error || !ok || !strings.Contains(st.Message, "larger than 16777216 bytes") {
+			t.Fatalf("event %s %T %v; want an error event naming the bound", ev.Type, ev.Object, ev.Object)
+		}
+		if _, open := <-w.ResultChan(); open {
+			t.Error("the watch went on after an event it could not read")
+		}
+	})
+	t.Run("1.2 MB that would decode to hundreds", func(t *testing.T) {
+		w := watchOf(configMapDecoder(t), append(event(dense), event(small)...))
+		defer w.Stop()
+		ev := <-w.ResultChan()
+		if u, ok := ev.Object.(*undecodable); !ok || !strings.Contains(u.err.Error(), "would take about") {
+			t.Fatalf("event %s %T %v; want an undecodable object refused by its estimate", ev.Type, ev.Object, ev.Object)
+		}
+		if ev := <-w.ResultChan(); ev.Type != watch.Added || ev.Object.(*corev1.ConfigMap).Name != "ok" {
+			t.Errorf("the next event is %s %v; want the small ConfigMap: the watch goes on", ev.Type, ev.Object)
+		}
+	})
+	p, err := configMapDecoder(t).decodePage([]byte(`{"apiVersion":"v1","kind":"ConfigMapList","metadata":{"resourceVersion":"9"},` +
+		`"items":[` + small + `,` + dense + `]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Items) != 2 {
+		t.Fatalf("%d items, want 2", len(p.Items))
+	}
+	if cm, ok := p.Items[0].(*corev1.ConfigMap); !ok || cm.Name != "ok" {
+		t.Errorf("the small item is %T %v", p.Items[0], p.Items[0])
+	}
+	if u, ok := p.Items[1].(*undecodable); !ok || !strings.Contains(u.err.Error(), "would take about") {
+		t.Errorf("the dense item is %T %v; want it undecodable, refused by its estimate", p.Items[1], p.Items[1])
+	}
+}

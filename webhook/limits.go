@@ -11,6 +11,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/ctrlkit/ctrlkit/internal/jsoncost"
 )
 
 // Limits bound what a client of the webhook listener can hold: how long a
@@ -40,18 +42,23 @@ type Limits struct {
 	// hold no place. Default: 64.
 	MaxInFlight int
 	// MaxBytesInFlight bounds the bodies of the reviews being read or
-	// answered at once: a review counts the bytes of its body that have
-	// arrived, as they arrive, until its answer is written, and one whose
-	// bytes do not fit is answered 429 with Retry-After (and its
-	// connection closed). What a client declares (Content-Length) costs
-	// nothing until it is sent: a stalled connection holds only what it
-	// sent. A review counts at most the bound: one alone is always served.
-	// The reviews' heap stays at about 4 times the bound (decoding, a
-	// defaulter's patch, garbage not yet collected): 30 concurrent 6 MiB
-	// reviews to a defaulter peaked at 64 MiB with the default, 858 MiB
-	// without a bound (measured when a review was charged its declared
-	// length up front; charged as they arrive, the bytes held are bounded
-	// alike). Default: 16 MiB (two of the largest reviews).
+	// answered at once, and what decoding them takes: a review counts the
+	// bytes of its body that have arrived, as they arrive, and once it
+	// has arrived, an estimate of its size decoded (its bytes, 512 for
+	// each JSON object and 32 for each further element: an array of "{},"
+	// decodes into structs a hundred times its bytes), until its answer
+	// is written. One that does not fit beside the others is answered 429
+	// with Retry-After (and its connection closed); one whose objects and
+	// elements alone are estimated over the bound, 413 (a legitimate
+	// object with that many, tens of thousands, needs a larger bound);
+	// else a review counts at most the bound: one alone is served. What a client
+	// declares (Content-Length) costs nothing until it is sent: a stalled
+	// connection holds only what it sent. The reviews' heap stays at a
+	// few times the bound (decoding, a defaulter's patch, garbage not yet
+	// collected): 30 concurrent 6 MiB reviews to a defaulter peaked at 64
+	// MiB with the default, 858 MiB without a bound; three 5 MiB reviews
+	// of empty managedFields entries took 1.3 GiB before the estimate,
+	// and are now refused. Default: 16 MiB (two of the largest reviews).
 	MaxBytesInFlight int64
 }
 
@@ -134,6 +141,18 @@ func (s *Server) limit(h reviewFunc) http.Handler {
 		}
 		if err != nil {
 			writeBad(w, err)
+			return
+		}
+		// What decoding the review takes, not its bytes alone, is what it
+		// holds of the budget: a few bytes of "{}," decode into structs
+		// of hundreds.
+		if est := jsoncost.Estimate(body); est-int64(len(body)) > l.MaxBytesInFlight {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("webhook: the review of %d bytes would take about %d "+
+				"decoded, more than Limits.MaxBytesInFlight (%d): too many objects and elements for its size", len(body), est,
+				l.MaxBytesInFlight))
+			return
+		} else if !sh.chargeTo(est) {
+			busy(w)
 			return
 		}
 		release, ok := s.inflight.acquire()
@@ -248,6 +267,10 @@ func (s *share) charge(n int64) bool {
 	s.held += n
 	return true
 }
+
+// chargeTo takes what s needs to hold total bytes; false when they do
+// not fit beside the other shares.
+func (s *share) chargeTo(total int64) bool { return s.charge(total - s.held) }
 
 // release gives s's bytes back.
 func (s *share) release() {

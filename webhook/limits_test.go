@@ -289,6 +289,30 @@ func TestServer_answers429BeyondTheReviewsInFlight(t *testing.T) {
 	})
 }
 
+// A review holds of MaxBytesInFlight what decoding it would take, not its
+// bytes alone: 4.5 KB of empty managedFields entries decode into 1,500
+// structs. One whose estimate is over the whole bound is refused at once.
+func TestServer_chargesAReviewWhatDecodingItWouldTake(t *testing.T) {
+	dense := func(entries int) string {
+		return review(gadgetKind, `{"metadata":{"name":"g","managedFields":[`+strings.Repeat(`{},`, entries)+`{}]}}`)
+	}
+	s, entered, release := blocking(t, webhook.Limits{MaxBytesInFlight: 1 << 20})
+	done := make(chan int, 1)
+	postAsync(s, dense(1500), done) // ~0.8 MB decoded
+	<-entered
+	want429(t, s, dense(1500)) // its bytes would fit a thousand times; what it decodes into does not
+	release <- struct{}{}
+	wantOK(t, done, "the first dense review")
+
+	req := httptest.NewRequest(http.MethodPost, validatePath, strings.NewReader(dense(4000)))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "more than Limits.MaxBytesInFlight") {
+		t.Fatalf("a review of 12 KB that would take 2 MB decoded, alone: answered %d %q, want 413", rec.Code, rec.Body)
+	}
+}
+
 func TestServer_endsAHandlersContextAtRequestTimeout(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := testapi.AddToScheme(scheme); err != nil {
