@@ -43,7 +43,10 @@ type Options[T object.Object] struct {
 	// object is queued and cached, e.g. to drop fields the controller does
 	// not read. It runs on the reflector's goroutine. An error is logged;
 	// it drops the add, update or whole relist, while a delete still goes
-	// through with the untransformed object. Default: none.
+	// through with the untransformed object. A dropped first list leaves
+	// the informer unsynced until the reflector lists again (after a
+	// watch that expired, or Relist): a transform should fail only on an
+	// object it can never take. Default: none.
 	Transform func(T) (T, error)
 	// Snapshot keeps the cache across restarts; see Snapshot. Default: off
 	// (a Factory fills it from FactoryOptions.Snapshots).
@@ -283,10 +286,12 @@ func (i *SharedIndexInformer[T]) Run(ctx context.Context) error {
 	return nil
 }
 
-// AddEventHandler registers h. If the informer has synced, h first receives
-// every cached object as OnAdd(obj, true); otherwise it receives the
-// initial list when it arrives. It may be called before or during Run; after
-// Run returned it fails with ErrStopped.
+// AddEventHandler registers h. h first receives every cached object as
+// OnAdd(obj, true), then, if the informer has not synced, the rest of the
+// initial list as it arrives (the pages already cached included: a handler
+// added halfway through a paged first list misses none of it). It may be
+// called before or during Run; after Run returned it fails with
+// ErrStopped.
 func (i *SharedIndexInformer[T]) AddEventHandler(h handler.Handler[T], opts HandlerOptions) (*Registration, error) {
 	if opts.Name == "" {
 		opts.Name = fmt.Sprintf("handler-%d", i.handlerID.Add(1))
@@ -298,13 +303,11 @@ func (i *SharedIndexInformer[T]) AddEventHandler(h handler.Handler[T], opts Hand
 		return nil, fmt.Errorf("informer %s: add handler %s: %w", i.name, opts.Name, ErrStopped)
 	}
 	defer i.flushHeldLocked() // after l joins the listeners
-	if i.synced {
-		now := time.Now()
-		for _, obj := range i.idx.List() {
-			l.enqueue(object.NameOf(obj).String(), notification[T]{Type: handler.AddEvent, Obj: obj, Initial: true}, now)
-		}
-		l.armed = true
+	now := time.Now()
+	for _, obj := range i.idx.List() {
+		l.enqueue(object.NameOf(obj).String(), notification[T]{Type: handler.AddEvent, Obj: obj, Initial: true}, now)
 	}
+	l.armed = i.synced // else armed with the others once the initial list is in
 	i.listeners = append(i.listeners, l)
 	if i.once.Started() {
 		i.wg.Go(func() { l.run(i.stopping) })

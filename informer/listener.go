@@ -153,7 +153,8 @@ func (l *listener[T]) next() (string, []notification[T], bool) {
 }
 
 // run delivers notifications until the informer stops or the handler is
-// removed, and replays the cache every resync period.
+// removed (what is pending then is dropped: the call in progress is the
+// last), and replays the cache every resync period.
 func (l *listener[T]) run(stopping <-chan struct{}) {
 	var tick <-chan time.Time
 	if l.resync > 0 {
@@ -164,6 +165,13 @@ func (l *listener[T]) run(stopping <-chan struct{}) {
 	for {
 		if _, ns, ok := l.next(); ok {
 			for _, n := range ns {
+				select {
+				case <-stopping:
+					return
+				case <-l.stop:
+					return
+				default:
+				}
 				l.call(n)
 			}
 			continue
