@@ -43,10 +43,11 @@ type Options[T object.Object] struct {
 	// object is queued and cached, e.g. to drop fields the controller does
 	// not read. It runs on the reflector's goroutine. An error is logged;
 	// it drops the add, update or whole relist, while a delete still goes
-	// through with the untransformed object. A dropped first list leaves
-	// the informer unsynced until the reflector lists again (after a
-	// watch that expired, or Relist): a transform should fail only on an
-	// object it can never take. Default: none.
+	// through with the untransformed object. A dropped relist is made
+	// again after a backoff (1s, doubling to a minute while they fail), as
+	// client-go lists again when its store's Replace fails: a transient
+	// error on the first list delays the sync, and a transform that
+	// always fails on an object lists once a minute. Default: none.
 	Transform func(T) (T, error)
 	// Snapshot keeps the cache across restarts; see Snapshot. Default: off
 	// (a Factory fills it from FactoryOptions.Snapshots).
@@ -108,6 +109,7 @@ type SharedIndexInformer[T object.Object] struct {
 	// whatever their versions (a snapshot newer than the server).
 	relisting, distrust bool
 	stopping            chan struct{} // closed when Run's context ends
+	retrying            bool          // listAgain waits to list again
 	wg                  sync.WaitGroup
 }
 
@@ -148,7 +150,7 @@ func New[T object.Object](lw reflector.ListerWatcher[T], opts Options[T]) (*Shar
 	if mi, ok := lw.(metadataInterner); ok && i.table != nil && !opts.ShareMaps && opts.Transform == nil {
 		body = mi.InternMetadata()
 	}
-	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts, i.table, body), size: i.reserve}
+	sink := &transformSink[T]{next: i.fifo, fn: transformFor(opts, i.table, body), size: i.reserve, abandoned: i.listAgain}
 	i.refl, err = reflector.New(lw, reflector.Sink[T](sink), reflectorOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("informer %s: %w", opts.Name, err)
@@ -391,6 +393,46 @@ func (i *SharedIndexInformer[T]) Relist(ctx context.Context, cause error) error 
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// listAgain makes the reflector list again after a backoff, once a relist
+// was dropped for a transform error (inARow of them in a row): 1s, doubling,
+// at most a minute. Called on the reflector's goroutine, which must not
+// wait for its own Relist: the request is made from a goroutine of Run's.
+func (i *SharedIndexInformer[T]) listAgain(cause error, inARow int) {
+	d := min(time.Second<<min(inARow-1, 6), time.Minute)
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.stopped || i.retrying {
+		return
+	}
+	i.retrying = true
+	i.log.Warn("informer: a relist was dropped for a transform error; listing again", "informer", i.name, "after", d,
+		"err", cause)
+	i.wg.Go(func() {
+		defer func() {
+			i.mu.Lock()
+			i.retrying = false
+			i.mu.Unlock()
+		}()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-i.stopping:
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-i.stopping:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		_, _ = i.refl.Relist(ctx, fmt.Errorf("informer %s: the last relist was dropped: %w", i.name, cause))
+	})
 }
 
 // AddIndexers adds index functions to the cache, before or during Run.

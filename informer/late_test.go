@@ -2,11 +2,13 @@ package informer_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -115,4 +117,45 @@ func TestInformer_aRemovedOrStoppedHandlerHearsNothingAfterItsCallInProgress(t *
 			})
 		})
 	}
+}
+
+// A relist dropped for a transform error is made again after a backoff,
+// as client-go lists again when its store's Replace fails: one transient
+// error on the first list delays the sync by a second, not for good.
+func TestInformer_aFirstListDroppedByATransformErrorIsMadeAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newFakeServer("a", "b")
+		var failed atomic.Bool
+		inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{Transform: func(cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+			if failed.CompareAndSwap(false, true) {
+				return nil, errors.New("not yet")
+			}
+			return cm, nil
+		}})
+		m := newMirror()
+		register(t, inf, m, "h", 0)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- inf.Run(ctx) }()
+		synctest.Wait()
+		if inf.HasSynced() {
+			t.Fatal("synced on a first list the transform failed")
+		}
+		time.Sleep(time.Second) // fake time: the backoff
+		synctest.Wait()
+		if !inf.HasSynced() || inf.Reader().Len() != 2 {
+			t.Fatalf("synced %v with %d cached a second after the dropped list; want the list made again", inf.HasSynced(), inf.Reader().Len())
+		}
+		srv.mu.Lock()
+		lists := srv.lists
+		srv.mu.Unlock()
+		if lists != 2 {
+			t.Errorf("%d lists, want 2: the dropped one and one more", lists)
+		}
+		m.waitForView(t, wait, srv.state)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -365,6 +365,11 @@ type transformSink[T object.Object] struct {
 	fn     func(T) (T, error) // nil: none
 	size   func(n int)        // the informer's reserve
 	failed bool               // the relist in progress lost an item to the transform; reflector goroutine only
+	// abandoned is told of each relist dropped for a transform error,
+	// with how many in a row (the informer lists again after a backoff).
+	abandoned func(cause error, inARow int)
+	inARow    int   // relists dropped in a row; reflector goroutine only
+	cause     error // the transform error that dropped the relist in progress
 }
 
 // RelistSize sizes the store, and the handlers' queues, for a list of n
@@ -453,7 +458,7 @@ func (s *transformSink[T]) RelistItems(items []T) error {
 	for k, obj := range items { // in place: the page is the reflector's to give
 		var err error
 		if items[k], err = s.transform(obj); err != nil {
-			s.failed = true
+			s.failed, s.cause = true, err
 			return fmt.Errorf("%w (the rest of this relist is dropped)", err)
 		}
 	}
@@ -474,8 +479,13 @@ func (s *transformSink[T]) RelistDelete(obj T) error {
 func (s *transformSink[T]) EndRelist(rv string) error {
 	if s.failed {
 		s.next.AbandonRelist() // counted as an end, as the reflector counts it, so Relist does not wait for it forever
+		s.inARow++
+		if s.abandoned != nil {
+			s.abandoned(s.cause, s.inARow)
+		}
 		return nil
 	}
+	s.inARow = 0
 	return s.next.EndRelist(rv)
 }
 
