@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/dynamic"
@@ -338,6 +339,8 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 		_ = admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 		_ = exec.Command("kubectl", "--kubeconfig", srv.Kubeconfig(), "delete", "crd", "gadgets.gadgets.webhook.ctrlkit.test",
 			"--wait=false").Run()
+		_ = admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, name+"-ca-bundle-only", metav1.DeleteOptions{})
+		_ = admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, name+"-ca-bundle-only", metav1.DeleteOptions{})
 		_ = admin.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
 		_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
 	})
@@ -365,7 +368,7 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 		}
 	}
 	if want := "Namespace CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Deployment PodDisruptionBudget Service " +
-		"MutatingWebhookConfiguration ValidatingWebhookConfiguration"; strings.Join(kinds, " ") != want {
+		"MutatingWebhookConfiguration ValidatingWebhookConfiguration ValidatingAdmissionPolicy ValidatingAdmissionPolicyBinding"; strings.Join(kinds, " ") != want {
 		t.Fatalf("kinds %q, want %q:\n%s", kinds, want, out)
 	}
 	// This API server cannot reach a Service: the webhook configurations
@@ -433,6 +436,33 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 			Data: map[string]string{"forbidden": "x"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), "data[forbidden]: Forbidden: refused by the mirror's webhook")
 	}, logs)
+	// The ServiceAccount wrote the authority into the configurations
+	// (the refusal above); the policy in the manifests lets it change
+	// nothing else of them, though its role grants update.
+	saCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asProgram := kubernetes.NewForConfigOrDie(saCfg)
+	vwc, err := asProgram.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(t.Context(), name+"-validating", metav1.GetOptions{})
+	if err != nil || len(vwc.Webhooks) == 0 || len(vwc.Webhooks[0].ClientConfig.CABundle) == 0 {
+		t.Fatalf("the validating configuration as the program reads it: %v (%v)", err, vwc)
+	}
+	ignore := admissionregistrationv1.Ignore
+	vwc.Webhooks[0].FailurePolicy = &ignore
+	vwc.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{}
+	dry := metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}} // admitted or not, nothing changes
+	// The API server takes a moment to load a policy it was just given.
+	waitUntil(t, time.Minute, "the policy's denial of a change to the program's webhook", func() bool {
+		_, err := asProgram.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(t.Context(), vwc, dry)
+		return err != nil && strings.Contains(err.Error(), "may change the caBundle of its webhook configurations, nothing else")
+	}, logs)
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	if _, err := dynamic.NewForConfigOrDie(saCfg).Resource(crds).Patch(t.Context(), "gadgets.gadgets.webhook.ctrlkit.test",
+		types.MergePatchType, []byte(`{"spec":{"names":{"shortNames":["gdg"]}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}); err == nil ||
+		!strings.Contains(err.Error(), "may change the caBundle of its CRDs' conversion webhooks, nothing else") {
+		t.Errorf("the program's ServiceAccount changing its CRD's names: %v, want the policy's denial", err)
+	}
 	plain, err := admin.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "plain"}},
 		metav1.CreateOptions{})
 	if err != nil || plain.Labels["defaulted"] != "by-the-mirror" {

@@ -125,7 +125,10 @@ const (
 //     configurations and CRDs; or, with CertManager, from cert-manager (a
 //     self-signed Issuer and a Certificate whose Secret the Deployment
 //     mounts; cert-manager injects the authority into the configurations
-//     and CRDs it annotates).
+//     and CRDs it annotates). When the manager keeps the certificate, a
+//     ValidatingAdmissionPolicy NAME-ca-bundle-only (and its binding)
+//     lets the ServiceAccount change nothing of those configurations and
+//     CRDs but their caBundle (RBAC's update is of the whole object).
 //
 // Resources are named by the lower-case plural of their kinds (as the
 // webhook configurations are). The debug page stays on loopback
@@ -172,6 +175,9 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 	if serving {
 		if err := m.webhookManifests(d); err != nil {
 			return nil, err
+		}
+		if !o.CertManager {
+			m.caBundleOnlyPolicy(d, crds)
 		}
 	}
 	return d.yaml()
@@ -247,21 +253,27 @@ func (m *Manager) rbacManifests(d *manifestDocs, crds []*apiextensionsv1.CustomR
 // by name (both configurations' names: it watches both, whichever the
 // program has, so that one applied later gets its bundle at once).
 func (m *Manager) injectionRules(crds []*apiextensionsv1.CustomResourceDefinition) []rbacv1.PolicyRule {
-	hooks := []string{m.webhooks.Options().Name + "-validating", m.webhooks.Options().Name + "-mutating"}
+	hooks, crdNames := m.injectionTargets(crds)
 	rules := []rbacv1.PolicyRule{{APIGroups: []string{"admissionregistration.k8s.io"},
 		Resources:     []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
 		ResourceNames: hooks, Verbs: []string{"get", "list", "update", "watch"}}}
-	var crdNames []string
-	for _, crd := range crds {
-		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Webhook != nil {
-			crdNames = append(crdNames, crd.Name)
-		}
-	}
 	if len(crdNames) > 0 {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"},
 			Resources: []string{"customresourcedefinitions"}, ResourceNames: crdNames, Verbs: []string{"get", "patch"}})
 	}
 	return rules
+}
+
+// injectionTargets names what WebhookCerts writes the authority into: the
+// webhook configurations, and the CRDs of crds with a conversion webhook.
+func (m *Manager) injectionTargets(crds []*apiextensionsv1.CustomResourceDefinition) (hooks, crdNames []string) {
+	hooks = []string{m.webhooks.Options().Name + "-validating", m.webhooks.Options().Name + "-mutating"}
+	for _, crd := range crds {
+		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Webhook != nil {
+			crdNames = append(crdNames, crd.Name)
+		}
+	}
+	return hooks, crdNames
 }
 
 // notIn selects every namespace but those named.
@@ -328,6 +340,67 @@ func (m *Manager) webhookManifests(d *manifestDocs) error {
 		d.add("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", vwc)
 	}
 	return nil
+}
+
+// caBundleOnlyPolicy adds a ValidatingAdmissionPolicy, and its binding,
+// that lets the program's ServiceAccount change nothing but the authority
+// (caBundle) of the webhook configurations and conversion CRDs its role
+// lets it update: RBAC grants a whole object or nothing, and a process
+// that could rewrite its own webhook configuration (its rules, selectors,
+// URL) could have every object of the cluster sent to it.
+func (m *Manager) caBundleOnlyPolicy(d *manifestDocs, crds []*apiextensionsv1.CustomResourceDefinition) {
+	o := d.o
+	user := "system:serviceaccount:" + o.Namespace + ":" + o.Name
+	// same is a CEL test that field f of a and b is equal or absent in both.
+	same := func(a, b, f string) string {
+		return fmt.Sprintf("(has(%[1]s.%[3]s) ? has(%[2]s.%[3]s) && %[1]s.%[3]s == %[2]s.%[3]s : !has(%[2]s.%[3]s))", a, b, f)
+	}
+	var hook []string
+	for _, f := range []string{"clientConfig.url", "clientConfig.service", "rules", "failurePolicy", "matchPolicy",
+		"namespaceSelector", "objectSelector", "sideEffects", "timeoutSeconds", "admissionReviewVersions", "matchConditions"} {
+		hook = append(hook, same("w", "o", f))
+	}
+	hooks := `request.resource.group != "admissionregistration.k8s.io" || (object.webhooks.size() == oldObject.webhooks.size() && ` +
+		`object.webhooks.all(w, oldObject.webhooks.exists(o, o.name == w.name && ` + strings.Join(hook, " && ") + `)))`
+	crd := []string{"object.spec.group == oldObject.spec.group", "object.spec.names == oldObject.spec.names",
+		"object.spec.scope == oldObject.spec.scope", "object.spec.versions == oldObject.spec.versions",
+		same("object.spec", "oldObject.spec", "preserveUnknownFields"),
+		"object.spec.conversion.strategy == oldObject.spec.conversion.strategy"}
+	for _, f := range []string{"clientConfig.url", "clientConfig.service", "conversionReviewVersions"} {
+		crd = append(crd, same("object.spec.conversion.webhook", "oldObject.spec.conversion.webhook", f))
+	}
+	crdRule := `request.resource.group != "apiextensions.k8s.io" || (has(object.spec.conversion) && has(oldObject.spec.conversion) && ` +
+		`(has(object.spec.conversion.webhook) == has(oldObject.spec.conversion.webhook)) && ` +
+		`(!has(object.spec.conversion.webhook) || (` + strings.Join(crd[len(crd)-3:], " && ") + `)) && ` +
+		strings.Join(crd[:len(crd)-3], " && ") + `)`
+	rules := []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{"admissionregistration.k8s.io"}, APIVersions: []string{"*"},
+			Resources: []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"}}}}}
+	hookNames, crdNames := m.injectionTargets(crds)
+	rules[0].ResourceNames = hookNames
+	if len(crdNames) > 0 {
+		rules = append(rules, admissionregistrationv1.NamedRuleWithOperations{ResourceNames: crdNames,
+			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"apiextensions.k8s.io"}, APIVersions: []string{"*"},
+					Resources: []string{"customresourcedefinitions"}}}})
+	}
+	fail := admissionregistrationv1.Fail
+	name := o.Name + "-ca-bundle-only"
+	d.add("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: d.meta(name, ""), Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy:    &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: rules},
+			MatchConditions:  []admissionregistrationv1.MatchCondition{{Name: "the-program", Expression: fmt.Sprintf("request.userInfo.username == %q", user)}},
+			Validations: []admissionregistrationv1.Validation{
+				{Expression: hooks, Message: user + " may change the caBundle of its webhook configurations, nothing else"},
+				{Expression: crdRule, Message: user + " may change the caBundle of its CRDs' conversion webhooks, nothing else"},
+			},
+		}})
+	d.add("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: d.meta(name, ""), Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}})
 }
 
 // typed is a manifest with its API version and kind first.

@@ -164,7 +164,7 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 	}
 	want := "Namespace CustomResourceDefinition CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding ClusterRole " +
 		"Role RoleBinding Role RoleBinding Role RoleBinding Role RoleBinding " + // a, b (the set's), op-system, web
-		"Deployment Service ValidatingWebhookConfiguration"
+		"Deployment Service ValidatingWebhookConfiguration ValidatingAdmissionPolicy ValidatingAdmissionPolicyBinding"
 	if strings.Join(kinds, " ") != want {
 		t.Errorf("kinds:\n%s\nwant:\n%s", strings.Join(kinds, " "), want)
 	}
@@ -216,8 +216,8 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 			t.Errorf("the cert-manager manifests lack %q", s)
 		}
 	}
-	if strings.Contains(string(out), "webhook-cert-secret") {
-		t.Error("the cert-manager manifests also have the manager keep the certificates")
+	if strings.Contains(string(out), "webhook-cert-secret") || strings.Contains(string(out), "ValidatingAdmissionPolicy") {
+		t.Error("the cert-manager manifests also have the manager keep the certificates, or limit its writes to them")
 	}
 
 	if _, err := m.Manifests(ManifestOptions{}); err == nil {
