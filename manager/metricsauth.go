@@ -46,16 +46,22 @@ import (
 // and a token allowed before is reviewed again when its allowance expires
 // whatever the rates. The budgets of at most authClients addresses are
 // kept; beyond them (addresses idle for a while are forgotten first) the
-// rest share one.
+// rest share one. When the budget of all is spent, an address that made
+// (almost) no review lately, with its own budget full, as a scraper's is
+// between scrapes, takes from a reserve of authReviewRateQuiet a second
+// that busy addresses cannot reach: a flood from a handful of addresses
+// that spends the budget of all still leaves a scraper's rotated token
+// its review.
 const (
-	authAllowTTL       = time.Minute
-	authDenyTTL        = 10 * time.Second
-	authCacheSize      = 1024
-	authReviewRate     = 5
-	authReviewBurst    = 10
-	authReviewRateAll  = 20
-	authReviewBurstAll = 40
-	authClients        = 1024
+	authAllowTTL        = time.Minute
+	authDenyTTL         = 10 * time.Second
+	authCacheSize       = 1024
+	authReviewRate      = 5
+	authReviewBurst     = 10
+	authReviewRateAll   = 20
+	authReviewBurstAll  = 40
+	authReviewRateQuiet = 5
+	authClients         = 1024
 )
 
 // metricsAuth guards a handler with TokenReview and SubjectAccessReview.
@@ -73,6 +79,7 @@ type metricsAuth struct {
 	clients  map[string]*rate.Limiter
 	overflow *rate.Limiter
 	all      *rate.Limiter
+	quiet    *rate.Limiter // the reserve of quiet addresses, once all's is spent
 }
 
 // authAnswer is a remembered review: the status to answer (0: allowed)
@@ -86,7 +93,8 @@ type authAnswer struct {
 func newMetricsAuth(kube kubernetes.Interface, next http.Handler, log *slog.Logger) *metricsAuth {
 	return &metricsAuth{kube: kube, next: next, now: time.Now, log: log, allowed: map[[32]byte]authAnswer{},
 		denied: map[[32]byte]authAnswer{}, clients: map[string]*rate.Limiter{},
-		overflow: rate.NewLimiter(authReviewRate, authReviewBurst), all: rate.NewLimiter(authReviewRateAll, authReviewBurstAll)}
+		overflow: rate.NewLimiter(authReviewRate, authReviewBurst), all: rate.NewLimiter(authReviewRateAll, authReviewBurstAll),
+		quiet: rate.NewLimiter(authReviewRateQuiet, authReviewRateQuiet)}
 }
 
 // mayReview takes a review from the budgets of r's client and of all.
@@ -113,7 +121,11 @@ func (a *metricsAuth) mayReview(r *http.Request, now time.Time) bool {
 		}
 	}
 	a.mu.Unlock()
-	return lim.AllowN(now, 1) && a.all.AllowN(now, 1)
+	quiet := lim != a.overflow && lim.TokensAt(now) >= authReviewBurst-1
+	if !lim.AllowN(now, 1) {
+		return false
+	}
+	return a.all.AllowN(now, 1) || quiet && a.quiet.AllowN(now, 1)
 }
 
 func (a *metricsAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {

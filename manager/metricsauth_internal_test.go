@@ -160,3 +160,49 @@ func TestMetricsAuth_aFloodFromOneAddressLeavesOthersTheirReviews(t *testing.T) 
 		t.Errorf("%d reviews for %d requests from new addresses at the overall rate; want every one", reviews-before, authClients+500)
 	}
 }
+
+// A flood from a handful of addresses, each within its own budget, spends
+// the budget of all between them; a scraper elsewhere, quiet between its
+// scrapes, still has its rotated token reviewed, from a reserve the busy
+// addresses cannot reach.
+func TestMetricsAuth_aFloodFromAFewAddressesLeavesAQuietScraperItsReviews(t *testing.T) {
+	kube := fake.NewClientset()
+	kube.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
+		tr.Status.Authenticated = strings.HasPrefix(tr.Spec.Token, "scraper-")
+		tr.Status.User.Username = "prometheus"
+		return true, tr, nil
+	})
+	kube.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+		sar.Status.Allowed = sar.Spec.User == "prometheus"
+		return true, sar, nil
+	})
+	now := time.Unix(1000, 0)
+	a := newMetricsAuth(kube, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "metrics") }),
+		slog.New(slog.DiscardHandler))
+	a.now = func() time.Time { return now }
+	get := func(from, token string) int {
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		r.RemoteAddr = from
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, r)
+		return w.Code
+	}
+	refused := 0
+	for sec := range 30 { // four flooding Pods, 20 made-up tokens a second each; a new scraper token every second
+		for i := range 20 {
+			for p := range 4 {
+				get(fmt.Sprintf("10.0.0.%d:4000", p), fmt.Sprint("made-up-", sec, "-", i, "-", p))
+			}
+		}
+		if get("10.0.9.9:5000", fmt.Sprint("scraper-", sec)) != http.StatusOK {
+			refused++
+		}
+		now = now.Add(time.Second)
+	}
+	if refused > 0 {
+		t.Errorf("the quiet scraper's new tokens were refused %d times in 30 s of a flood from four addresses; want none", refused)
+	}
+}
