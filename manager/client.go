@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/ctrlkit/ctrlkit/apply"
 	"github.com/ctrlkit/ctrlkit/client"
@@ -42,12 +43,42 @@ func Client[T Object](m *Manager) *client.Client[T] {
 // whose cleanup runs when an object is being deleted; see apply.Finalizer.
 // A name the API server would refuse makes Run fail at start saying so
 // (Finalize then returns that error too), so this call needs no error check.
+// The finalizer patches T's objects: the start's permission check and
+// Manifests' role count patch on T's resource, where the manager's
+// informers of T watch (everywhere when none does).
 func Finalizer[T Object](m *Manager, name string, cleanup func(ctx context.Context, obj T) error) *apply.Finalizer[T] {
-	f, err := apply.NewFinalizer(name, Client[T](m), cleanup)
+	c := Client[T](m)
+	f, err := apply.NewFinalizer(name, c, cleanup)
+	gvk, kindErr := c.GroupVersionKind()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if err != nil {
-		m.mu.Lock()
 		m.errs = append(m.errs, fmt.Errorf("manager: %w", err))
-		m.mu.Unlock()
+	}
+	if kindErr == nil && !slices.Contains(m.finalized, gvk) {
+		m.finalized = append(m.finalized, gvk)
 	}
 	return f
+}
+
+// finalizerPermissions are the patches the Finalizers need (see Finalizer),
+// the resources named by p. Called with m.mu held.
+func (m *Manager) finalizerPermissions(p plurals) []Permission {
+	var out []Permission
+	for _, gvk := range m.finalized {
+		gvr := p.resource(gvk)
+		var namespaces []string
+		for _, e := range m.informers {
+			if e.gvk == gvk && !slices.Contains(namespaces, e.scope.Namespace) {
+				namespaces = append(namespaces, e.scope.Namespace)
+			}
+		}
+		if len(namespaces) == 0 || slices.Contains(namespaces, "") {
+			namespaces = []string{""}
+		}
+		for _, ns := range namespaces {
+			out = append(out, Permission{Verb: "patch", Group: gvr.Group, Resource: gvr.Resource, Namespace: ns})
+		}
+	}
+	return out
 }

@@ -123,6 +123,7 @@ type Manager struct {
 
 	fleets      []*fleet.Fleet                           // NewFleet's, for the debug page; guarded by mu
 	clients     map[reflect.Type]any                     // T → *client.Client[T], made by Client; guarded by mu
+	finalized   []schema.GroupVersionKind                // the kinds a Finalizer patches; guarded by mu
 	projections map[reflect.Type]schema.GroupVersionKind // projection type → its full type's kind; guarded by mu
 }
 

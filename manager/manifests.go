@@ -95,7 +95,8 @@ const (
 //     watch on every informer's resource, update on the finalizers of a
 //     controller's For resource when it Owns others (the owner reference
 //     it sets blocks the owner's deletion, which a cluster may enforce as
-//     kubebuilder's scaffold expects), and Options.Permissions (a
+//     kubebuilder's scaffold expects), patch on the kind of each
+//     Finalizer (where its informers watch), and Options.Permissions (a
 //     namespaced informer or permission goes into a Role of its namespace
 //     instead), create and patch on events, get on the kube-system
 //     namespace (whose UID ties the caches' snapshots to the cluster);
@@ -462,6 +463,7 @@ func (m *Manager) rbacRules(p plurals) (cluster []rbacv1.PolicyRule, namespaced 
 			owners = append(owners, c.sources[slices.IndexFunc(c.sources, Source.isFor)])
 		}
 	}
+	fin := m.finalizerPermissions(p) // a Finalizer's patches
 	m.mu.Unlock()
 	for _, s := range owners {
 		gvk, err := s.kind(m) // (kind takes m.mu)
@@ -477,7 +479,7 @@ func (m *Manager) rbacRules(p plurals) (cluster []rbacv1.PolicyRule, namespaced 
 			grant(target{ns, gvr.Group, gvr.Resource + "/finalizers"}, "update")
 		}
 	}
-	for _, p := range m.opts.Permissions {
+	for _, p := range append(fin, m.opts.Permissions...) {
 		r := p.Resource
 		if p.Subresource != "" {
 			r += "/" + p.Subresource

@@ -224,3 +224,29 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 		t.Error("manifests without an image: no error")
 	}
 }
+
+// A Finalizer patches its kind's objects: the role the manifests print
+// grants patch where the manager's informers of that kind watch, or
+// everywhere when none does.
+func TestManifests_grantAFinalizerItsPatches(t *testing.T) {
+	m, err := New(&rest.Config{Host: "https://cluster.invalid"}, Options{HTTPAddr: "0", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	Informer[*corev1.ConfigMap](m, Scope{Namespace: "web"})
+	Finalizer(m, "example.com/record", func(context.Context, *corev1.ConfigMap) error { return nil })
+	Finalizer(m, "example.com/record", func(context.Context, *corev1.Secret) error { return nil })
+	cluster, namespaced := m.rbacRules(m.plurals())
+	has := func(rules []rbacv1.PolicyRule, resource string) bool {
+		return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Equal(r.Resources, []string{resource}) && slices.Contains(r.Verbs, "patch")
+		})
+	}
+	if !has(namespaced["web"], "configmaps") || has(cluster, "configmaps") {
+		t.Errorf("patch on configmaps: in web %v, cluster-wide %v; want it in web alone, where the informer watches",
+			namespaced["web"], cluster)
+	}
+	if !has(cluster, "secrets") {
+		t.Errorf("patch on secrets, which no informer watches: not cluster-wide in %v", cluster)
+	}
+}

@@ -70,9 +70,11 @@ func (m *Manager) preflight(ctx context.Context) error {
 	if err := m.checkLease(ctx); err != nil {
 		return err
 	}
+	plurals := m.plurals()
 	perms := append([]Permission(nil), m.opts.Permissions...)
 	m.mu.Lock()
 	infs := append([]informerEntry(nil), m.informers...)
+	perms = append(perms, m.finalizerPermissions(plurals)...)
 	m.mu.Unlock()
 	for _, e := range infs {
 		mp, err := e.lw.Mapping()
