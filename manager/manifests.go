@@ -88,7 +88,7 @@ const (
 // run in a cluster, from what it registered on m (call it after the
 // controllers and webhooks are set up; it makes no request):
 //
-//   - the Namespace;
+//   - the Namespace, enforcing the restricted Pod Security Standard;
 //   - the CustomResourceDefinitions of Options.CRDs, each with its
 //     conversion webhook set when the program converts its kind;
 //   - a ServiceAccount, and the ClusterRole it is bound to: get, list and
@@ -150,7 +150,10 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 	if o.CertManager {
 		d.injectCA = map[string]string{"cert-manager.io/inject-ca-from": o.Namespace + "/" + d.certName}
 	}
-	d.add("v1", "Namespace", &corev1.Namespace{ObjectMeta: d.meta(o.Namespace, "")})
+	ns := d.meta(o.Namespace, "")
+	ns.Labels = maps.Clone(ns.Labels)
+	ns.Labels["pod-security.kubernetes.io/enforce"] = "restricted" // what the Deployment's Pods meet
+	d.add("v1", "Namespace", &corev1.Namespace{ObjectMeta: ns})
 	serving, converted := m.webhooks.Registered()
 	crds, err := m.crdManifests(converted, d.svc, d.injectCA)
 	if err != nil {

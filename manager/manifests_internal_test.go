@@ -138,6 +138,9 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 		!strings.Contains(string(three), "maxUnavailable: 1") {
 		t.Errorf("three replicas: no Deployment of 3 and PodDisruptionBudget of one unavailable (%v)", err)
 	}
+	if !strings.Contains(string(out), "pod-security.kubernetes.io/enforce: restricted") {
+		t.Error("the Namespace does not enforce the restricted Pod Security Standard")
+	}
 	if strings.Contains(string(out), "limits:") {
 		t.Error("a memory limit by default")
 	}
