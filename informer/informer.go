@@ -47,7 +47,7 @@ type Options[T object.Object] struct {
 	// again after a backoff (1s, doubling to a minute while they fail), as
 	// client-go lists again when its store's Replace fails: a transient
 	// error on the first list delays the sync, and a transform that
-	// always fails on an object lists once a minute. Default: none.
+	// always fails on an object lists again once a minute. Default: none.
 	Transform func(T) (T, error)
 	// Snapshot keeps the cache across restarts; see Snapshot. Default: off
 	// (a Factory fills it from FactoryOptions.Snapshots).
@@ -110,6 +110,9 @@ type SharedIndexInformer[T object.Object] struct {
 	relisting, distrust bool
 	stopping            chan struct{} // closed when Run's context ends
 	retrying            bool          // listAgain waits to list again
+	// removedPanics are the panics of removed handlers by name, which
+	// their name's panics_total goes on counting.
+	removedPanics map[string]uint64
 	wg                  sync.WaitGroup
 }
 
@@ -324,6 +327,12 @@ func (i *SharedIndexInformer[T]) removeListener(l *listener[T]) {
 		if x == l {
 			i.listeners = slices.Delete(i.listeners, k, k+1) // clears the freed slot: the handler must not stay reachable
 			close(l.stop)
+			if n := l.panics.Load(); n > 0 { // the name's panics_total counts on, not down
+				if i.removedPanics == nil {
+					i.removedPanics = map[string]uint64{}
+				}
+				i.removedPanics[l.name] += n
+			}
 			return
 		}
 	}
@@ -410,11 +419,6 @@ func (i *SharedIndexInformer[T]) listAgain(cause error, inARow int) {
 	i.log.Warn("informer: a relist was dropped for a transform error; listing again", "informer", i.name, "after", d,
 		"err", cause)
 	i.wg.Go(func() {
-		defer func() {
-			i.mu.Lock()
-			i.retrying = false
-			i.mu.Unlock()
-		}()
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
@@ -422,6 +426,11 @@ func (i *SharedIndexInformer[T]) listAgain(cause error, inARow int) {
 		case <-i.stopping:
 			return
 		}
+		// Before the relist is asked for: it may end, and fail, before
+		// Relist returns, and must then be able to ask for the next.
+		i.mu.Lock()
+		i.retrying = false
+		i.mu.Unlock()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {

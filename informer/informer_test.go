@@ -265,7 +265,7 @@ func TestInformer_handlersOfOneNameAreOneSeries(t *testing.T) {
 	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: reg}}})
 	bad, good := newMirror(), newMirror()
 	bad.panicOn = func(call string) bool { return strings.HasPrefix(call, "update") }
-	register(t, inf, bad, "c", 0)
+	badReg := register(t, inf, bad, "c", 0)
 	register(t, inf, good, "c", 0)
 	run(t, inf)
 	bad.waitForView(t, wait, srv.state)
@@ -277,6 +277,11 @@ func TestInformer_handlersOfOneNameAreOneSeries(t *testing.T) {
 	})
 	if n := gauge(t, reg, "ctrlkit_informer_handler_pending_keys", "c"); n != 0 {
 		t.Errorf("%v keys pending once both handlers caught up, want 0", n)
+	}
+	before := counter(t, reg, "ctrlkit_informer_handler_panics_total", "c")
+	badReg.Remove()
+	if after := counter(t, reg, "ctrlkit_informer_handler_panics_total", "c"); after < before {
+		t.Errorf("the name's panics went from %v to %v as the handler that panicked was removed: a counter goes down", before, after)
 	}
 }
 

@@ -159,3 +159,38 @@ func TestInformer_aFirstListDroppedByATransformErrorIsMadeAgain(t *testing.T) {
 		}
 	})
 }
+
+// Relists dropped one after another are each made again, the waits
+// doubling: four failed lists, then a fifth syncs, 1+2+4+8 seconds later.
+func TestInformer_relistsDroppedInARowAreEachMadeAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := newFakeServer("a")
+		var calls atomic.Int32
+		inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{Transform: func(cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+			if calls.Add(1) <= 4 {
+				return nil, errors.New("not yet")
+			}
+			return cm, nil
+		}})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- inf.Run(ctx) }()
+		time.Sleep(14 * time.Second) // fake time: just short of the four waits
+		synctest.Wait()
+		if inf.HasSynced() {
+			t.Fatal("synced before the fourth wait ended")
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		srv.mu.Lock()
+		lists := srv.lists
+		srv.mu.Unlock()
+		if !inf.HasSynced() || lists != 5 {
+			t.Errorf("synced %v after %d lists; want synced by the fifth", inf.HasSynced(), lists)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

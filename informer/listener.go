@@ -37,8 +37,9 @@ type listener[T object.Object] struct {
 
 	// mu guards the fields below. Invariant: every key of order is in
 	// pending once, and every key of pending is in order; initial is
-	// the number of initial-list adds in pending plus the one being
-	// delivered, if any.
+	// the number of initial-list adds in pending plus those taken out
+	// and not delivered yet (a removed or stopped listener's stay counted:
+	// it never syncs).
 	mu      sync.Mutex
 	pending map[string]*pendingKey[T]
 	order   fifo.Queue[string]

@@ -1,6 +1,7 @@
 package informer
 
 import (
+	"maps"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,6 +69,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) { m.collect(ch, m) }
 func (i *SharedIndexInformer[T]) collect(ch chan<- prometheus.Metric, m *metrics) {
 	i.mu.Lock()
 	ls := append([]*listener[T](nil), i.listeners...)
+	removed := maps.Clone(i.removedPanics)
 	i.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(m.cached, prometheus.GaugeValue, float64(i.idx.Len()))
 	if i.snap != nil {
@@ -86,8 +88,9 @@ func (i *SharedIndexInformer[T]) collect(ch chan<- prometheus.Metric, m *metrics
 	}
 	// Handlers of one name (a controller with two sources on this
 	// informer, as Owns and Watches of one kind) are one series: their
-	// pending keys and panics added, the oldest wait the longest. Two
-	// series of one name and labels would fail the whole scrape.
+	// pending keys and panics added (removed handlers' panics too, so the
+	// counter never goes down), the oldest wait the longest. Two series
+	// of one name and labels would fail the whole scrape.
 	type handlerLag struct {
 		keys, panics float64
 		age          time.Duration
@@ -106,6 +109,13 @@ func (i *SharedIndexInformer[T]) collect(ch chan<- prometheus.Metric, m *metrics
 		h.keys += float64(keys)
 		h.panics += float64(l.panics.Load())
 		h.age = max(h.age, age)
+	}
+	for name, n := range removed {
+		if byName[name] == nil {
+			byName[name] = &handlerLag{}
+			names = append(names, name)
+		}
+		byName[name].panics += float64(n)
 	}
 	for _, name := range names {
 		h := byName[name]

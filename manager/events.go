@@ -29,9 +29,10 @@ type recorders struct {
 func (rs *recorders) start(ctx context.Context) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	// Not ended with ctx: only stop shuts it down, under the lock, so an
-	// event recorded as the manager stops is never handed to a broadcaster
-	// that stopped on its own (which logs an error for each).
+	// Not ended with ctx: only stop shuts it down, once it has taken it
+	// away under the lock, so an event recorded as the manager stops is
+	// never handed to a broadcaster that stopped on its own (which logs
+	// an error for each).
 	rs.b = record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 	rs.b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: rs.m.kube.CoreV1().Events("")})
 	rs.byComponent = map[string]record.EventRecorder{}
