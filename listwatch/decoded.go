@@ -293,10 +293,10 @@ func (w *decodedWatch[P]) run() {
 const maxFrame = 16 << 20
 
 // maxDecodedJSON bounds what one object's JSON may take decoded, as
-// jsoncost estimates it: a server's few bytes of "{}," decode into structs
-// of hundreds of bytes each, so bounding bytes alone does not bound the
-// heap. The largest object the API server stores (3 MiB) estimates far
-// below it.
+// jsoncost estimates it: a server's few bytes of "{}," or "null," decode
+// into structs of hundreds of bytes each, so bounding bytes alone does not
+// bound the heap. An ordinary object estimates far below it; one of over a
+// hundred thousand list entries (a 3 MiB array of small numbers) does not.
 const maxDecodedJSON = 4 * maxFrame
 
 // decodeJSON decodes one object's JSON with fromJSON, unless its estimated

@@ -45,14 +45,18 @@ type Limits struct {
 	// answered at once, and what decoding them takes: a review counts the
 	// bytes of its body that have arrived, as they arrive, and once it
 	// has arrived, an estimate of its size decoded (its bytes, 512 for
-	// each JSON object and 32 for each further element: an array of "{},"
-	// decodes into structs a hundred times its bytes), until its answer
-	// is written. One that does not fit beside the others is answered 429
-	// with Retry-After (and its connection closed); one whose objects and
-	// elements alone are estimated over the bound, 413 (a legitimate
-	// object with that many, tens of thousands, needs a larger bound);
-	// else a review counts at most the bound: one alone is served. What a client
-	// declares (Content-Length) costs nothing until it is sent: a stalled
+	// each array element and each object outside an array, 32 for each
+	// further object member, managedFields' fieldsV1 as bytes: an array
+	// of "{}," or of null decodes into structs a hundred times its bytes),
+	// until its answer is written. One that does not fit beside the
+	// others is answered 429 with Retry-After (and its connection closed
+	// when its body was still arriving); a review counts at most the
+	// bound, so one alone is served, unless its elements and objects
+	// alone are estimated at more than twice the bound: that one is
+	// answered 413 (a legitimate review that large, a conversion of
+	// thousands of objects at once or an object of tens of thousands of
+	// list entries, needs a larger bound). What a client declares
+	// (Content-Length) costs nothing until it is sent: a stalled
 	// connection holds only what it sent. The reviews' heap stays at a
 	// few times the bound (decoding, a defaulter's patch, garbage not yet
 	// collected): 30 concurrent 6 MiB reviews to a defaulter peaked at 64
@@ -146,9 +150,9 @@ func (s *Server) limit(h reviewFunc) http.Handler {
 		// What decoding the review takes, not its bytes alone, is what it
 		// holds of the budget: a few bytes of "{}," decode into structs
 		// of hundreds.
-		if est := jsoncost.Estimate(body); est-int64(len(body)) > l.MaxBytesInFlight {
+		if est := jsoncost.Estimate(body); est-int64(len(body)) > 2*l.MaxBytesInFlight {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("webhook: the review of %d bytes would take about %d "+
-				"decoded, more than Limits.MaxBytesInFlight (%d): too many objects and elements for its size", len(body), est,
+				"decoded, more than twice Limits.MaxBytesInFlight (%d): too many objects and elements for its size", len(body), est,
 				l.MaxBytesInFlight))
 			return
 		} else if !sh.chargeTo(est) {

@@ -291,7 +291,7 @@ func TestServer_answers429BeyondTheReviewsInFlight(t *testing.T) {
 
 // A review holds of MaxBytesInFlight what decoding it would take, not its
 // bytes alone: 4.5 KB of empty managedFields entries decode into 1,500
-// structs. One whose estimate is over the whole bound is refused at once.
+// structs. One whose estimate is over twice the bound is refused at once.
 func TestServer_chargesAReviewWhatDecodingItWouldTake(t *testing.T) {
 	dense := func(entries int) string {
 		return review(gadgetKind, `{"metadata":{"name":"g","managedFields":[`+strings.Repeat(`{},`, entries)+`{}]}}`)
@@ -304,12 +304,12 @@ func TestServer_chargesAReviewWhatDecodingItWouldTake(t *testing.T) {
 	release <- struct{}{}
 	wantOK(t, done, "the first dense review")
 
-	req := httptest.NewRequest(http.MethodPost, validatePath, strings.NewReader(dense(4000)))
+	req := httptest.NewRequest(http.MethodPost, validatePath, strings.NewReader(dense(5000)))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
-	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "more than Limits.MaxBytesInFlight") {
-		t.Fatalf("a review of 12 KB that would take 2 MB decoded, alone: answered %d %q, want 413", rec.Code, rec.Body)
+	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "more than twice Limits.MaxBytesInFlight") {
+		t.Fatalf("a review of 15 KB that would take 2.5 MB decoded, alone: answered %d %q, want 413", rec.Code, rec.Body)
 	}
 }
 
