@@ -457,6 +457,16 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 		_, err := asProgram.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(t.Context(), vwc, dry)
 		return err != nil && strings.Contains(err.Error(), "may change the caBundle of its webhook configurations, nothing else")
 	}, logs)
+	vwc, err = asProgram.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(t.Context(), name+"-validating", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vwc.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: "gone", UID: "4b3c0000-0000-0000-0000-000000000000"}}
+	if _, err := asProgram.AdmissionregistrationV1().ValidatingWebhookConfigurations().Update(t.Context(), vwc, dry); err == nil ||
+		!strings.Contains(err.Error(), "nothing else") {
+		t.Errorf("the program's ServiceAccount giving its webhook configuration a gone owner (the collector would delete it): %v, "+
+			"want the policy's denial", err)
+	}
 	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	if _, err := dynamic.NewForConfigOrDie(saCfg).Resource(crds).Patch(t.Context(), "gadgets.gadgets.webhook.ctrlkit.test",
 		types.MergePatchType, []byte(`{"spec":{"names":{"shortNames":["gdg"]}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}); err == nil ||

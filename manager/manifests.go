@@ -129,7 +129,11 @@ const (
 //     and CRDs it annotates). When the manager keeps the certificate, a
 //     ValidatingAdmissionPolicy NAME-ca-bundle-only (and its binding)
 //     lets the ServiceAccount change nothing of those configurations and
-//     CRDs but their caBundle (RBAC's update is of the whole object).
+//     CRDs but their caBundle (RBAC's update is of the whole object): the
+//     webhooks' and conversion's fields, the CRDs' spec, and the owner
+//     references, finalizers, labels and annotations (status, and other
+//     metadata the server keeps, aside). It needs Kubernetes 1.30 or later
+//     (admissionregistration.k8s.io/v1), as the whole apply then does.
 //
 // Resources are named by the lower-case plural of their kinds (as the
 // webhook configurations are). The debug page stays on loopback
@@ -359,13 +363,23 @@ func (m *Manager) caBundleOnlyPolicy(d *manifestDocs, crds []*apiextensionsv1.Cu
 	same := func(a, b, f string) string {
 		return fmt.Sprintf("(has(%[1]s.%[3]s) ? has(%[2]s.%[3]s) && %[1]s.%[3]s == %[2]s.%[3]s : !has(%[2]s.%[3]s))", a, b, f)
 	}
+	// The metadata that would let it have the object deleted (an owner
+	// reference to an owner that is gone), kept (a finalizer) or read
+	// otherwise (labels, annotations) stays as it is too.
+	var meta []string
+	for _, f := range []string{"ownerReferences", "finalizers", "labels", "annotations"} {
+		meta = append(meta, same("object.metadata", "oldObject.metadata", f))
+	}
 	var hook []string
 	for _, f := range []string{"clientConfig.url", "clientConfig.service", "rules", "failurePolicy", "matchPolicy",
-		"namespaceSelector", "objectSelector", "sideEffects", "timeoutSeconds", "admissionReviewVersions", "matchConditions"} {
+		"namespaceSelector", "objectSelector", "sideEffects", "timeoutSeconds", "admissionReviewVersions", "matchConditions",
+		"reinvocationPolicy"} {
 		hook = append(hook, same("w", "o", f))
 	}
-	hooks := `request.resource.group != "admissionregistration.k8s.io" || (object.webhooks.size() == oldObject.webhooks.size() && ` +
-		`object.webhooks.all(w, oldObject.webhooks.exists(o, o.name == w.name && ` + strings.Join(hook, " && ") + `)))`
+	hooks := `request.resource.group != "admissionregistration.k8s.io" || (` + strings.Join(meta, " && ") + ` && ` +
+		`has(object.webhooks) == has(oldObject.webhooks) && (!has(object.webhooks) || ` +
+		`object.webhooks.size() == oldObject.webhooks.size() && ` +
+		`object.webhooks.all(w, oldObject.webhooks.exists(o, o.name == w.name && ` + strings.Join(hook, " && ") + `))))`
 	crd := []string{"object.spec.group == oldObject.spec.group", "object.spec.names == oldObject.spec.names",
 		"object.spec.scope == oldObject.spec.scope", "object.spec.versions == oldObject.spec.versions",
 		same("object.spec", "oldObject.spec", "preserveUnknownFields"),
@@ -376,7 +390,7 @@ func (m *Manager) caBundleOnlyPolicy(d *manifestDocs, crds []*apiextensionsv1.Cu
 	crdRule := `request.resource.group != "apiextensions.k8s.io" || (has(object.spec.conversion) && has(oldObject.spec.conversion) && ` +
 		`(has(object.spec.conversion.webhook) == has(oldObject.spec.conversion.webhook)) && ` +
 		`(!has(object.spec.conversion.webhook) || (` + strings.Join(crd[len(crd)-3:], " && ") + `)) && ` +
-		strings.Join(crd[:len(crd)-3], " && ") + `)`
+		strings.Join(crd[:len(crd)-3], " && ") + ` && ` + strings.Join(meta, " && ") + `)`
 	rules := []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
 		Rule: admissionregistrationv1.Rule{APIGroups: []string{"admissionregistration.k8s.io"}, APIVersions: []string{"*"},
