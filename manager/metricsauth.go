@@ -46,12 +46,13 @@ import (
 // and a token allowed before is reviewed again when its allowance expires
 // whatever the rates. The budgets of at most authClients addresses are
 // kept; beyond them (addresses idle for a while are forgotten first) the
-// rest share one. When the budget of all is spent, an address that made
-// (almost) no review lately, with its own budget full, as a scraper's is
-// between scrapes, takes from a reserve of authReviewRateQuiet a second
-// that busy addresses cannot reach: a flood from a handful of addresses
-// that spends the budget of all still leaves a scraper's rotated token
-// its review.
+// rest share one. When the budget of all is spent, an address new or with
+// no review for authQuietAfter, as a scraper is between scrapes, takes from
+// a reserve of authReviewRateQuiet a second that busy addresses cannot
+// reach: a flood from a handful of addresses that spends the budget of all
+// still leaves a scraper's rotated token its review (a flood would need
+// authReviewRateQuiet * authQuietAfter addresses, each quiet in between,
+// to spend the reserve too).
 const (
 	authAllowTTL        = time.Minute
 	authDenyTTL         = 10 * time.Second
@@ -61,6 +62,7 @@ const (
 	authReviewRateAll   = 20
 	authReviewBurstAll  = 40
 	authReviewRateQuiet = 5
+	authQuietAfter      = 5 * time.Second
 	authClients         = 1024
 )
 
@@ -76,7 +78,7 @@ type metricsAuth struct {
 	denied  map[[32]byte]authAnswer // answers that refused
 	// Reviews of tokens never allowed: the budget of each client address,
 	// of the addresses beyond authClients together, and of all.
-	clients  map[string]*rate.Limiter
+	clients  map[string]*authClient
 	overflow *rate.Limiter
 	all      *rate.Limiter
 	quiet    *rate.Limiter // the reserve of quiet addresses, once all's is spent
@@ -92,7 +94,7 @@ type authAnswer struct {
 
 func newMetricsAuth(kube kubernetes.Interface, next http.Handler, log *slog.Logger) *metricsAuth {
 	return &metricsAuth{kube: kube, next: next, now: time.Now, log: log, allowed: map[[32]byte]authAnswer{},
-		denied: map[[32]byte]authAnswer{}, clients: map[string]*rate.Limiter{},
+		denied: map[[32]byte]authAnswer{}, clients: map[string]*authClient{},
 		overflow: rate.NewLimiter(authReviewRate, authReviewBurst), all: rate.NewLimiter(authReviewRateAll, authReviewBurstAll),
 		quiet: rate.NewLimiter(authReviewRateQuiet, authReviewRateQuiet)}
 }
@@ -104,28 +106,39 @@ func (a *metricsAuth) mayReview(r *http.Request, now time.Time) bool {
 		host = r.RemoteAddr
 	}
 	a.mu.Lock()
-	lim, ok := a.clients[host]
+	defer a.mu.Unlock()
+	c, ok := a.clients[host]
 	if !ok {
 		if len(a.clients) >= authClients {
-			for h, l := range a.clients {
-				if l.TokensAt(now) >= authReviewBurst { // idle long enough to have its whole burst back
+			for h, c := range a.clients {
+				if c.lim.TokensAt(now) >= authReviewBurst { // idle long enough to have its whole burst back
 					delete(a.clients, h)
 				}
 			}
 		}
 		if len(a.clients) < authClients {
-			lim = rate.NewLimiter(authReviewRate, authReviewBurst)
-			a.clients[host] = lim
+			c = &authClient{lim: rate.NewLimiter(authReviewRate, authReviewBurst)}
+			a.clients[host] = c
 		} else {
-			lim = a.overflow
+			c = &authClient{lim: a.overflow} // never quiet: its last review is not kept
 		}
 	}
-	a.mu.Unlock()
-	quiet := lim != a.overflow && lim.TokensAt(now) >= authReviewBurst-1
-	if !lim.AllowN(now, 1) {
+	quiet := !c.last.IsZero() && now.Sub(c.last) >= authQuietAfter || !ok && c.lim != a.overflow
+	if !c.lim.AllowN(now, 1) {
 		return false
 	}
-	return a.all.AllowN(now, 1) || quiet && a.quiet.AllowN(now, 1)
+	if !a.all.AllowN(now, 1) && !(quiet && a.quiet.AllowN(now, 1)) {
+		return false
+	}
+	c.last = now
+	return true
+}
+
+// authClient is the review budget of one client address, and when it last
+// had a review.
+type authClient struct {
+	lim  *rate.Limiter
+	last time.Time
 }
 
 func (a *metricsAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -190,19 +190,30 @@ func TestMetricsAuth_aFloodFromAFewAddressesLeavesAQuietScraperItsReviews(t *tes
 		a.ServeHTTP(w, r)
 		return w.Code
 	}
-	refused := 0
-	for sec := range 30 { // four flooding Pods, 20 made-up tokens a second each; a new scraper token every second
-		for i := range 20 {
-			for p := range 4 {
-				get(fmt.Sprintf("10.0.0.%d:4000", p), fmt.Sprint("made-up-", sec, "-", i, "-", p))
+	for _, flood := range []struct {
+		name              string
+		pods, perSecond int
+	}{
+		{"four Pods, 20 tokens a second each", 4, 20},
+		{"six Pods, each at its own budget's rate", 6, authReviewRate},
+	} {
+		t.Run(flood.name, func(t *testing.T) {
+			refused := 0
+			for sec := range 30 { // and a scraper's new token every 15 seconds, as a scrape interval
+				for i := range flood.perSecond {
+					for p := range flood.pods {
+						now = now.Add(time.Second / time.Duration(flood.perSecond*flood.pods+1))
+						get(fmt.Sprintf("10.0.%d.%d:4000", len(flood.name), p), fmt.Sprint("made-up-", flood.name, sec, "-", i, "-", p))
+					}
+				}
+				if sec%15 == 0 && get("10.0.9.9:5000", fmt.Sprint("scraper-", flood.name, sec)) != http.StatusOK {
+					refused++
+				}
+				now = now.Add(time.Second / time.Duration(flood.perSecond*flood.pods+1))
 			}
-		}
-		if get("10.0.9.9:5000", fmt.Sprint("scraper-", sec)) != http.StatusOK {
-			refused++
-		}
-		now = now.Add(time.Second)
-	}
-	if refused > 0 {
-		t.Errorf("the quiet scraper's new tokens were refused %d times in 30 s of a flood from four addresses; want none", refused)
+			if refused > 0 {
+				t.Errorf("the quiet scraper's new tokens were refused %d times in 30 s of the flood; want none", refused)
+			}
+		})
 	}
 }
