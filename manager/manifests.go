@@ -88,7 +88,9 @@ const (
 // run in a cluster, from what it registered on m (call it after the
 // controllers and webhooks are set up; it makes no request):
 //
-//   - the Namespace, enforcing the restricted Pod Security Standard;
+//   - the Namespace, enforcing the restricted Pod Security Standard
+//     (unless it is one of Kubernetes' own: default, kube-system,
+//     kube-public, kube-node-lease);
 //   - the CustomResourceDefinitions of Options.CRDs, each with its
 //     conversion webhook set when the program converts its kind;
 //   - a ServiceAccount, and the ClusterRole it is bound to: get, list and
@@ -155,8 +157,11 @@ func (m *Manager) Manifests(o ManifestOptions) ([]byte, error) {
 		d.injectCA = map[string]string{"cert-manager.io/inject-ca-from": o.Namespace + "/" + d.certName}
 	}
 	ns := d.meta(o.Namespace, "")
-	ns.Labels = maps.Clone(ns.Labels)
-	ns.Labels["pod-security.kubernetes.io/enforce"] = "restricted" // what the Deployment's Pods meet
+	if !slices.Contains([]string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease},
+		o.Namespace) { // Kubernetes' own namespaces hold Pods of others, which the standard could refuse
+		ns.Labels = maps.Clone(ns.Labels)
+		ns.Labels["pod-security.kubernetes.io/enforce"] = "restricted" // what the Deployment's Pods meet
+	}
 	d.add("v1", "Namespace", &corev1.Namespace{ObjectMeta: ns})
 	serving, converted := m.webhooks.Registered()
 	crds, err := m.crdManifests(converted, d.svc, d.injectCA)

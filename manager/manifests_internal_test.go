@@ -141,6 +141,10 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 	if !strings.Contains(string(out), "pod-security.kubernetes.io/enforce: restricted") {
 		t.Error("the Namespace does not enforce the restricted Pod Security Standard")
 	}
+	if shared, err := m.Manifests(ManifestOptions{Name: "op", Namespace: "default", Image: "example.com/op:v1"}); err != nil ||
+		strings.Contains(string(shared), "pod-security.kubernetes.io/enforce") {
+		t.Errorf("the default namespace, shared with others' Pods, labelled to enforce a standard (%v)", err)
+	}
 	if strings.Contains(string(out), "limits:") {
 		t.Error("a memory limit by default")
 	}
