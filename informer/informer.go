@@ -113,7 +113,7 @@ type SharedIndexInformer[T object.Object] struct {
 	// removedPanics are the panics of removed handlers by name, which
 	// their name's panics_total goes on counting.
 	removedPanics map[string]uint64
-	wg                  sync.WaitGroup
+	wg            sync.WaitGroup
 }
 
 // New returns an informer over lw; it starts nothing. It fails on invalid

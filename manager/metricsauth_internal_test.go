@@ -191,7 +191,7 @@ func TestMetricsAuth_aFloodFromAFewAddressesLeavesAQuietScraperItsReviews(t *tes
 		return w.Code
 	}
 	for _, flood := range []struct {
-		name              string
+		name            string
 		pods, perSecond int
 	}{
 		{"four Pods, 20 tokens a second each", 4, 20},
