@@ -369,15 +369,8 @@ func (i *SharedIndexInformer[T]) HasSynced() bool {
 // way finishes first. It fails only when ctx ends first, or the informer
 // stopped.
 func (i *SharedIndexInformer[T]) Relist(ctx context.Context, cause error) error {
-	rctx, cancel := context.WithCancel(ctx)
+	rctx, cancel := i.untilStopping(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-i.stopping:
-			cancel()
-		case <-rctx.Done():
-		}
-	}()
 	n, err := i.refl.Relist(rctx, cause)
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("informer %s: relist: %w", i.name, ErrStopped)
@@ -431,17 +424,24 @@ func (i *SharedIndexInformer[T]) listAgain(cause error, inARow int) {
 		i.mu.Lock()
 		i.retrying = false
 		i.mu.Unlock()
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := i.untilStopping(context.Background())
 		defer cancel()
-		go func() {
-			select {
-			case <-i.stopping:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		_, _ = i.refl.Relist(ctx, fmt.Errorf("informer %s: the last relist was dropped: %w", i.name, cause))
 	})
+}
+
+// untilStopping returns ctx, ended also when Run's context ends; call
+// cancel once done with it.
+func (i *SharedIndexInformer[T]) untilStopping(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-i.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // AddIndexers adds index functions to the cache, before or during Run.

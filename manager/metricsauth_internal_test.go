@@ -102,32 +102,7 @@ func TestMetricsAuth_remembersReviewsForAWhileAndBoundsTheirNumber(t *testing.T)
 // budget, not a scraper's elsewhere whose token just rotated (a token never
 // allowed); the addresses' budgets kept are bounded.
 func TestMetricsAuth_aFloodFromOneAddressLeavesOthersTheirReviews(t *testing.T) {
-	kube := fake.NewClientset()
-	reviews := 0
-	kube.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		reviews++
-		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
-		tr.Status.Authenticated = strings.HasPrefix(tr.Spec.Token, "scraper-")
-		tr.Status.User.Username = "prometheus"
-		return true, tr, nil
-	})
-	kube.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
-		sar.Status.Allowed = sar.Spec.User == "prometheus"
-		return true, sar, nil
-	})
-	now := time.Unix(1000, 0) // stopped: no budget refills unless the test moves it
-	a := newMetricsAuth(kube, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "metrics") }),
-		slog.New(slog.DiscardHandler))
-	a.now = func() time.Time { return now }
-	get := func(from, token string) int {
-		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-		r.RemoteAddr = from
-		r.Header.Set("Authorization", "Bearer "+token)
-		w := httptest.NewRecorder()
-		a.ServeHTTP(w, r)
-		return w.Code
-	}
+	a, get, reviews, now := scrapedAuth()
 	if get("10.0.0.7:4000", "scraper-v1") != 200 {
 		t.Fatal("the scraper's first token: not allowed")
 	}
@@ -137,9 +112,9 @@ func TestMetricsAuth_aFloodFromOneAddressLeavesOthersTheirReviews(t *testing.T) 
 			limited++
 		}
 	}
-	if limited != 1000-authReviewBurst || reviews != 1+authReviewBurst {
+	if limited != 1000-authReviewBurst || *reviews != 1+authReviewBurst {
 		t.Errorf("1,000 made-up tokens from one address: %d answered 429 after %d reviews; want all but %d, %d reviews",
-			limited, reviews, authReviewBurst, 1+authReviewBurst)
+			limited, *reviews, authReviewBurst, 1+authReviewBurst)
 	}
 	if code := get("10.0.0.7:4001", "scraper-v2"); code != 200 {
 		t.Errorf("the scraper's rotated token during the flood: %d, want 200", code)
@@ -148,16 +123,16 @@ func TestMetricsAuth_aFloodFromOneAddressLeavesOthersTheirReviews(t *testing.T) 
 	// Made-up tokens from ever new addresses, at the overall rate: each
 	// reviewed, the budgets of addresses idle long enough forgotten to
 	// keep at most authClients.
-	before := reviews
+	before := *reviews
 	for i := range authClients + 500 {
-		now = now.Add(time.Second / authReviewRateAll)
+		*now = now.Add(time.Second / authReviewRateAll)
 		get(fmt.Sprintf("10.1.%d.%d:6000", i/250, i%250), fmt.Sprint("other-", i))
 	}
 	if n := len(a.clients); n > authClients {
 		t.Errorf("%d client budgets kept; want at most %d", n, authClients)
 	}
-	if reviews-before != authClients+500 {
-		t.Errorf("%d reviews for %d requests from new addresses at the overall rate; want every one", reviews-before, authClients+500)
+	if *reviews-before != authClients+500 {
+		t.Errorf("%d reviews for %d requests from new addresses at the overall rate; want every one", *reviews-before, authClients+500)
 	}
 }
 
@@ -166,30 +141,7 @@ func TestMetricsAuth_aFloodFromOneAddressLeavesOthersTheirReviews(t *testing.T) 
 // scrapes, still has its rotated token reviewed, from a reserve the busy
 // addresses cannot reach.
 func TestMetricsAuth_aFloodFromAFewAddressesLeavesAQuietScraperItsReviews(t *testing.T) {
-	kube := fake.NewClientset()
-	kube.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
-		tr.Status.Authenticated = strings.HasPrefix(tr.Spec.Token, "scraper-")
-		tr.Status.User.Username = "prometheus"
-		return true, tr, nil
-	})
-	kube.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
-		sar.Status.Allowed = sar.Spec.User == "prometheus"
-		return true, sar, nil
-	})
-	now := time.Unix(1000, 0)
-	a := newMetricsAuth(kube, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "metrics") }),
-		slog.New(slog.DiscardHandler))
-	a.now = func() time.Time { return now }
-	get := func(from, token string) int {
-		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-		r.RemoteAddr = from
-		r.Header.Set("Authorization", "Bearer "+token)
-		w := httptest.NewRecorder()
-		a.ServeHTTP(w, r)
-		return w.Code
-	}
+	_, get, _, now := scrapedAuth()
 	for _, flood := range []struct {
 		name            string
 		pods, perSecond int
@@ -202,18 +154,52 @@ func TestMetricsAuth_aFloodFromAFewAddressesLeavesAQuietScraperItsReviews(t *tes
 			for sec := range 30 { // and a scraper's new token every 15 seconds, as a scrape interval
 				for i := range flood.perSecond {
 					for p := range flood.pods {
-						now = now.Add(time.Second / time.Duration(flood.perSecond*flood.pods+1))
+						*now = now.Add(time.Second / time.Duration(flood.perSecond*flood.pods+1))
 						get(fmt.Sprintf("10.0.%d.%d:4000", len(flood.name), p), fmt.Sprint("made-up-", flood.name, sec, "-", i, "-", p))
 					}
 				}
 				if sec%15 == 0 && get("10.0.9.9:5000", fmt.Sprint("scraper-", flood.name, sec)) != http.StatusOK {
 					refused++
 				}
-				now = now.Add(time.Second / time.Duration(flood.perSecond*flood.pods+1))
+				*now = now.Add(time.Second / time.Duration(flood.perSecond*flood.pods+1))
 			}
 			if refused > 0 {
 				t.Errorf("the quiet scraper's new tokens were refused %d times in 30 s of the flood; want none", refused)
 			}
 		})
 	}
+}
+
+// scrapedAuth is a metricsAuth over a fake API server that allows the
+// tokens "scraper-*" of user prometheus, with its clock stopped at now (no
+// budget refills unless the test moves it): get scrapes with token from
+// an address, reviews counts the TokenReviews made.
+func scrapedAuth() (a *metricsAuth, get func(from, token string) int, reviews *int, now *time.Time) {
+	kube := fake.NewClientset()
+	reviews, now = new(int), new(time.Time)
+	*now = time.Unix(1000, 0)
+	kube.PrependReactor("create", "tokenreviews", func(act k8stesting.Action) (bool, runtime.Object, error) {
+		*reviews++
+		tr := act.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
+		tr.Status.Authenticated = strings.HasPrefix(tr.Spec.Token, "scraper-")
+		tr.Status.User.Username = "prometheus"
+		return true, tr, nil
+	})
+	kube.PrependReactor("create", "subjectaccessreviews", func(act k8stesting.Action) (bool, runtime.Object, error) {
+		sar := act.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+		sar.Status.Allowed = sar.Spec.User == "prometheus"
+		return true, sar, nil
+	})
+	a = newMetricsAuth(kube, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "metrics") }),
+		slog.New(slog.DiscardHandler))
+	a.now = func() time.Time { return *now }
+	get = func(from, token string) int {
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		r.RemoteAddr = from
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, r)
+		return w.Code
+	}
+	return a, get, reviews, now
 }
