@@ -107,3 +107,8 @@ func Estimate(b []byte) int64 {
 	}
 	return int64(len(b)) + values*PerValue + members*PerMember
 }
+
+// MaxEstimate is the most Estimate returns for n bytes: each byte starts at
+// most one value or member. A caller with a bound above it need not read
+// the document (a listwatch does not, for the small objects of a watch).
+func MaxEstimate(n int) int64 { return int64(n) * (1 + PerValue) }

@@ -28,9 +28,14 @@ func TestEstimate_chargesValuesAndMembersOutsideStringsAndFieldsV1(t *testing.T)
 		{`{"a":"\\","b":1}`, v + m},        // an escaped backslash ends no string
 		{`{"fieldsV1":{"f:a":{},"f:b":{"x":[{}]}},"c":2}`, v + m}, // fieldsV1's objects are raw bytes
 		{`{"fieldsV1":"x","d":{}}`, v + m + v},                    // a fieldsV1 that is not an object
+		{`[[[[[]]]]]`, 4 * v},                                     // nested arrays: each but the outermost an element
+		{`[{},{},{}]`, 3 * v},
 	} {
 		if got, want := jsoncost.Estimate([]byte(c.doc)), int64(len(c.doc))+c.extra; got != want {
 			t.Errorf("Estimate(%s) = %d, want %d", c.doc, got, want)
+		}
+		if est, most := jsoncost.Estimate([]byte(c.doc)), jsoncost.MaxEstimate(len(c.doc)); est > most {
+			t.Errorf("Estimate(%s) = %d, more than MaxEstimate's %d", c.doc, est, most)
 		}
 	}
 }
