@@ -43,9 +43,13 @@
 //   - The processing goroutine pops up to 64 keys from the FIFO at once
 //     (deltafifo.FIFO.PopBatch) and applies them under one lock; a relist
 //     part or a bookmark is applied on its own, as it comes.
-//   - A handler added late first gets the cached objects as OnAdd(obj, true);
-//     each Registration has its own HasSynced, true once the handler has
-//     returned from every initial-list notification.
+//   - A handler added late first gets the cached objects as OnAdd(obj, true),
+//     synced or not (halfway through a paged first list, the pages already
+//     cached, then the rest); each Registration has its own HasSynced, true
+//     once the handler has returned from every initial-list notification.
+//     A removed handler, or every handler once Run's context ends, hears
+//     nothing after the call in progress: what it had pending is dropped,
+//     and Run returns once those calls did.
 //   - A panicking handler is recovered, logged with its stack and counted;
 //     it and every other handler go on receiving events, the next at once
 //     (client-go's listener pauses a second after a panic).
