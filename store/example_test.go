@@ -110,3 +110,24 @@ func ExampleReader() {
 	// [shop/db-1 shop/web-1]
 	// [blog/web-1 shop/web-1]
 }
+
+// A Reader's index lookups are client-go's Indexer's: objects or keys under
+// a value, and the values present.
+func ExampleReader_IndexKeys() {
+	byNode := func(p *corev1.Pod) ([]string, error) { return []string{p.Spec.NodeName}, nil }
+	s, _ := store.New(store.Options[*corev1.Pod]{Indexers: store.Indexers[*corev1.Pod]{"node": byNode}})
+	_ = s.Add(pod("shop", "web-1", "10", "n1", nil))
+	_ = s.Add(pod("shop", "db-1", "11", "n1", nil))
+	_ = s.Add(pod("blog", "web-1", "12", "n2", nil))
+	r := store.NewReader(s)
+
+	keys, _ := r.IndexKeys("node", "n1")
+	slices.Sort(keys)
+	fmt.Println(keys)
+	nodes, _ := r.ListIndexFuncValues("node")
+	slices.Sort(nodes)
+	fmt.Println(nodes)
+	// Output:
+	// [shop/db-1 shop/web-1]
+	// [n1 n2]
+}

@@ -7,7 +7,8 @@ import (
 )
 
 // Reader is the read-only view of an Indexer that reconcilers are given: get
-// by typed name, list by namespace and label selector, look up an index. It
+// by typed name, list by namespace and label selector, look up an index (as
+// client-go's Indexer: ByIndex, IndexKeys, Index, ListIndexFuncValues). It
 // cannot write, so the informer stays the cache's only writer. It adds no
 // state: safe for concurrent use; returned objects are the cache's, to read
 // and never modify (DeepCopy before changing one).
@@ -53,6 +54,22 @@ func (r Reader[T]) List(namespace string, selector labels.Selector) []T {
 // see Indexer.ByIndex.
 func (r Reader[T]) ByIndex(indexName, value string) ([]T, error) {
 	return r.s.ByIndex(indexName, value)
+}
+
+// IndexKeys returns the keys of the objects whose values in the named index
+// include value; see Indexer.IndexKeys.
+func (r Reader[T]) IndexKeys(indexName, value string) ([]string, error) {
+	return r.s.IndexKeys(indexName, value)
+}
+
+// Index returns the cached objects that share at least one value with obj
+// in the named index; see Indexer.Index.
+func (r Reader[T]) Index(indexName string, obj T) ([]T, error) { return r.s.Index(indexName, obj) }
+
+// ListIndexFuncValues returns the values present in the named index; see
+// Indexer.ListIndexFuncValues.
+func (r Reader[T]) ListIndexFuncValues(indexName string) ([]string, error) {
+	return r.s.ListIndexFuncValues(indexName)
 }
 
 // Keys returns the names of the cached objects, in no particular order.

@@ -397,3 +397,40 @@ func TestReader_GetByNameAllocatesNothing(t *testing.T) {
 		t.Errorf("Get by name allocates %v times; want 0", allocs)
 	}
 }
+
+// A Reader looks an index up as client-go's Indexer does: the keys under a
+// value, the objects sharing a value with another, the values present; an
+// unknown index is ErrNoIndex.
+func TestReader_readsIndexesAsClientGosIndexer(t *testing.T) {
+	s := newTestIndexer(t)
+	a, b, c := newPod("ns", "a", "1", "tags=x,y"), newPod("ns", "b", "2", "tags=y"), newPod("ns", "c", "3", "app=web")
+	for _, p := range []*corev1.Pod{a, b, c} {
+		if err := s.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := NewReader(s)
+	keys, err := r.IndexKeys("tags", "y")
+	slices.Sort(keys)
+	if err != nil || !slices.Equal(keys, []string{"ns/a", "ns/b"}) {
+		t.Errorf("IndexKeys(tags, y) = %v, %v; want ns/a and ns/b", keys, err)
+	}
+	sharing, err := r.Index("tags", newPod("ns", "new", "9", "tags=x"))
+	if err != nil || len(sharing) != 1 || sharing[0] != a {
+		t.Errorf("Index(tags, a pod tagged x) = %v, %v; want a alone", sharing, err)
+	}
+	values, err := r.ListIndexFuncValues("tags")
+	slices.Sort(values)
+	if err != nil || !slices.Equal(values, []string{"x", "y"}) {
+		t.Errorf("ListIndexFuncValues(tags) = %v, %v; want x and y", values, err)
+	}
+	for _, err := range []error{
+		func() error { _, err := r.IndexKeys("none", "x"); return err }(),
+		func() error { _, err := r.Index("none", a); return err }(),
+		func() error { _, err := r.ListIndexFuncValues("none"); return err }(),
+	} {
+		if !errors.Is(err, ErrNoIndex) {
+			t.Errorf("an unknown index: %v, want ErrNoIndex", err)
+		}
+	}
+}
