@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/ctrlkit/ctrlkit/internal/fifo"
@@ -262,6 +263,25 @@ func (f *FIFO[T]) Len() int {
 		n++
 	}
 	return n
+}
+
+// ListKeys returns the keys with deltas queued, in the order they will be
+// popped (a pending relist, popped first, aside), as client-go's
+// DeltaFIFO.ListKeys. The caller owns the slice.
+func (f *FIFO[T]) ListKeys() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.order.Items())
+}
+
+// GetByKey returns a copy of the deltas queued for key, oldest first, and
+// whether any are, as client-go's DeltaFIFO.GetByKey. The objects are the
+// queue's, to read only.
+func (f *FIFO[T]) GetByKey(key string) ([]Delta[T], bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ds, ok := f.deltas[key]
+	return slices.Clone(ds), ok
 }
 
 // Interrupt makes the Pop or PopBatch that next finds nothing ready (the

@@ -569,3 +569,32 @@ func TestFIFO_interruptEndsThePopThatFindsItEmpty(t *testing.T) {
 		t.Errorf("Pop after the interrupt was taken = %v, want to wait (here: the cancelled context)", err)
 	}
 }
+
+// ListKeys and GetByKey read the queue as client-go's DeltaFIFO's do: the
+// keys in the order they pop, and a copy of one key's deltas.
+func TestFIFO_listKeysAndGetByKeyReadTheQueue(t *testing.T) {
+	f := New[*corev1.ConfigMap]()
+	for _, o := range []op{"add b 1", "add a 2", "update b 3"} {
+		o.apply(t, f)
+	}
+	if keys := f.ListKeys(); !slices.Equal(keys, []string{"ns/b", "ns/a"}) {
+		t.Errorf("ListKeys = %v, want [ns/b ns/a]: the order they pop", keys)
+	}
+	ds, ok := f.GetByKey("ns/b")
+	if !ok || len(ds) != 2 || ds[0].Type != Added || ds[1].Type != Updated || ds[1].Object.ResourceVersion != "3" {
+		t.Fatalf("GetByKey(ns/b) = %v, %v; want its add then its update", ds, ok)
+	}
+	ds[0] = Delta[*corev1.ConfigMap]{} // a copy: the queue keeps its own
+	if again, _ := f.GetByKey("ns/b"); again[0].Type != Added {
+		t.Error("changing what GetByKey returned changed the queue")
+	}
+	if _, ok := f.GetByKey("ns/none"); ok {
+		t.Error("GetByKey of a key with nothing queued: found")
+	}
+	if _, err := f.Pop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if keys := f.ListKeys(); !slices.Equal(keys, []string{"ns/a"}) {
+		t.Errorf("ListKeys after a Pop = %v, want [ns/a]", keys)
+	}
+}
