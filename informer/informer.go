@@ -352,6 +352,15 @@ func (i *SharedIndexInformer[T]) resyncListener(l *listener[T]) {
 	}
 }
 
+// IsStopped reports that Run's context has ended (the informer is stopping
+// or stopped): AddEventHandler fails from then on with ErrStopped, as
+// client-go's IsStopped tells. Safe for concurrent use.
+func (i *SharedIndexInformer[T]) IsStopped() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.stopped
+}
+
 // HasSynced reports that the first list has been applied to the cache and
 // handed to every handler (not that handlers have processed it: see
 // Registration.HasSynced). Safe for concurrent use.

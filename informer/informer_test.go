@@ -343,6 +343,8 @@ func TestInformer_addIndexersBeforeAndAfterStart(t *testing.T) {
 	}
 }
 
+// Run returns once; once stopped (IsStopped), the informer refuses
+// handlers.
 func TestInformer_runReturnsOnceAndRefusesLateHandlersAfterStopping(t *testing.T) {
 	leakcheck.Check(t)
 	inf := newInformer(t, newFakeServer("a"), informer.Options[*corev1.ConfigMap]{})
@@ -353,9 +355,15 @@ func TestInformer_runReturnsOnceAndRefusesLateHandlersAfterStopping(t *testing.T
 	if err := inf.Run(ctx); !errors.Is(err, informer.ErrStarted) {
 		t.Errorf("second Run = %v, want ErrStarted", err)
 	}
+	if inf.IsStopped() {
+		t.Error("IsStopped while running")
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v", err)
+	}
+	if !inf.IsStopped() {
+		t.Error("not IsStopped once Run returned")
 	}
 	if _, err := inf.AddEventHandler(newMirror(), informer.HandlerOptions{}); !errors.Is(err, informer.ErrStopped) {
 		t.Errorf("AddEventHandler after Run = %v, want ErrStopped", err)
