@@ -364,50 +364,44 @@ func (m *Manager) webhookManifests(d *manifestDocs) error {
 func (m *Manager) caBundleOnlyPolicy(d *manifestDocs, crds []*apiextensionsv1.CustomResourceDefinition) {
 	o := d.o
 	user := "system:serviceaccount:" + o.Namespace + ":" + o.Name
-	// same is a CEL test that field f of a and b is equal or absent in both.
-	same := func(a, b, f string) string {
-		return fmt.Sprintf("(has(%[1]s.%[3]s) ? has(%[2]s.%[3]s) && %[1]s.%[3]s == %[2]s.%[3]s : !has(%[2]s.%[3]s))", a, b, f)
+	// same is a CEL test that each field of a and b is equal or absent in
+	// both.
+	same := func(a, b string, fields ...string) string {
+		var tests []string
+		for _, f := range fields {
+			tests = append(tests, fmt.Sprintf("(has(%[1]s.%[3]s) ? has(%[2]s.%[3]s) && %[1]s.%[3]s == %[2]s.%[3]s : !has(%[2]s.%[3]s))", a, b, f))
+		}
+		return strings.Join(tests, " && ")
 	}
 	// The metadata that would let it have the object deleted (an owner
 	// reference to an owner that is gone), kept (a finalizer) or read
 	// otherwise (labels, annotations) stays as it is too.
-	var meta []string
-	for _, f := range []string{"ownerReferences", "finalizers", "labels", "annotations"} {
-		meta = append(meta, same("object.metadata", "oldObject.metadata", f))
-	}
-	var hook []string
-	for _, f := range []string{"clientConfig.url", "clientConfig.service", "rules", "failurePolicy", "matchPolicy",
+	meta := same("object.metadata", "oldObject.metadata", "ownerReferences", "finalizers", "labels", "annotations")
+	hook := same("w", "o", "clientConfig.url", "clientConfig.service", "rules", "failurePolicy", "matchPolicy",
 		"namespaceSelector", "objectSelector", "sideEffects", "timeoutSeconds", "admissionReviewVersions", "matchConditions",
-		"reinvocationPolicy"} {
-		hook = append(hook, same("w", "o", f))
-	}
-	hooks := `request.resource.group != "admissionregistration.k8s.io" || (` + strings.Join(meta, " && ") + ` && ` +
+		"reinvocationPolicy")
+	hooks := `request.resource.group != "admissionregistration.k8s.io" || (` + meta + ` && ` +
 		`has(object.webhooks) == has(oldObject.webhooks) && (!has(object.webhooks) || ` +
 		`object.webhooks.size() == oldObject.webhooks.size() && ` +
-		`object.webhooks.all(w, oldObject.webhooks.exists(o, o.name == w.name && ` + strings.Join(hook, " && ") + `))))`
-	crd := []string{"object.spec.group == oldObject.spec.group", "object.spec.names == oldObject.spec.names",
-		"object.spec.scope == oldObject.spec.scope", "object.spec.versions == oldObject.spec.versions",
-		same("object.spec", "oldObject.spec", "preserveUnknownFields"),
-		"object.spec.conversion.strategy == oldObject.spec.conversion.strategy"}
-	for _, f := range []string{"clientConfig.url", "clientConfig.service", "conversionReviewVersions"} {
-		crd = append(crd, same("object.spec.conversion.webhook", "oldObject.spec.conversion.webhook", f))
-	}
+		`object.webhooks.all(w, oldObject.webhooks.exists(o, o.name == w.name && ` + hook + `))))`
+	spec := same("object.spec", "oldObject.spec", "group", "names", "scope", "versions", "preserveUnknownFields",
+		"conversion.strategy")
+	conversion := same("object.spec.conversion.webhook", "oldObject.spec.conversion.webhook",
+		"clientConfig.url", "clientConfig.service", "conversionReviewVersions")
 	crdRule := `request.resource.group != "apiextensions.k8s.io" || (has(object.spec.conversion) && has(oldObject.spec.conversion) && ` +
 		`(has(object.spec.conversion.webhook) == has(oldObject.spec.conversion.webhook)) && ` +
-		`(!has(object.spec.conversion.webhook) || (` + strings.Join(crd[len(crd)-3:], " && ") + `)) && ` +
-		strings.Join(crd[:len(crd)-3], " && ") + ` && ` + strings.Join(meta, " && ") + `)`
-	rules := []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-		Rule: admissionregistrationv1.Rule{APIGroups: []string{"admissionregistration.k8s.io"}, APIVersions: []string{"*"},
-			Resources: []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"}}}}}
-	hookNames, crdNames := m.injectionTargets(crds)
-	rules[0].ResourceNames = hookNames
-	if len(crdNames) > 0 {
-		rules = append(rules, admissionregistrationv1.NamedRuleWithOperations{ResourceNames: crdNames,
+		`(!has(object.spec.conversion.webhook) || (` + conversion + `)) && ` + spec + ` && ` + meta + `)`
+	rule := func(group string, names []string, resources ...string) admissionregistrationv1.NamedRuleWithOperations {
+		return admissionregistrationv1.NamedRuleWithOperations{ResourceNames: names,
 			RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{"apiextensions.k8s.io"}, APIVersions: []string{"*"},
-					Resources: []string{"customresourcedefinitions"}}}})
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: resources}}}
+	}
+	hookNames, crdNames := m.injectionTargets(crds)
+	rules := []admissionregistrationv1.NamedRuleWithOperations{
+		rule("admissionregistration.k8s.io", hookNames, "validatingwebhookconfigurations", "mutatingwebhookconfigurations")}
+	if len(crdNames) > 0 {
+		rules = append(rules, rule("apiextensions.k8s.io", crdNames, "customresourcedefinitions"))
 	}
 	fail := admissionregistrationv1.Fail
 	name := o.Name + "-ca-bundle-only"
