@@ -35,23 +35,22 @@ func Estimate(b []byte) int64 {
 		values, members int64
 		stackBuf        [64]bool // true: an array
 		stack           = stackBuf[:0]
-		needElement     bool // just after "[" or an array's ",": the next value is an element
-		raw             int  // depth inside a fieldsV1 object
-		keyStart        = -1 // where the last string's text began
-		lastString      []byte
-		rawNext         bool // the last key was fieldsV1
+		needElement     bool   // just after "[" or an array's ",": the next value is an element
+		raw             int    // depth inside a fieldsV1 object
+		lastString      []byte // the last string's text, for a key
+		rawNext         bool   // the last key was fieldsV1
 	)
 	inArray := func() bool { return len(stack) > 0 && stack[len(stack)-1] }
 	for i := 0; i < len(b); i++ {
 		c := b[i]
 		if c == '"' { // a string: skip to its end
-			keyStart = i + 1
+			start := i + 1
 			for i++; i < len(b) && b[i] != '"'; i++ {
 				if b[i] == '\\' {
 					i++
 				}
 			}
-			lastString = b[keyStart:min(i, len(b))]
+			lastString = b[start:min(i, len(b))]
 			if raw == 0 && needElement {
 				values++
 				needElement = false
