@@ -191,8 +191,7 @@ func TestInformer_lateHandlerFirstGetsTheCacheAsInitialAdds(t *testing.T) {
 func TestInformer_slowHandlerBlocksNobodyAndItsBacklogCoalescesPerKey(t *testing.T) {
 	leakcheck.Check(t)
 	srv := newFakeServer("hot", "cold")
-	reg := prometheus.NewRegistry()
-	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: reg}}})
+	inf, reg := newMeasuredInformer(t, srv)
 	slow, fast := newMirror(), newMirror()
 	release := make(chan struct{})
 	slow.block = release
@@ -230,10 +229,8 @@ func TestInformer_slowHandlerBlocksNobodyAndItsBacklogCoalescesPerKey(t *testing
 func TestInformer_panickingHandlerIsRecoveredCountedAndOthersStillHear(t *testing.T) {
 	leakcheck.Check(t)
 	srv := newFakeServer("a")
-	reg := prometheus.NewRegistry()
-	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: reg}}})
-	bad, good := newMirror(), newMirror()
-	bad.panicOn = func(call string) bool { return strings.HasPrefix(call, "update") }
+	inf, reg := newMeasuredInformer(t, srv)
+	bad, good := panicsOnUpdates(), newMirror()
 	register(t, inf, bad, "bad", 0)
 	register(t, inf, good, "good", 0)
 	run(t, inf)
@@ -261,10 +258,8 @@ func TestInformer_panickingHandlerIsRecoveredCountedAndOthersStillHear(t *testin
 func TestInformer_handlersOfOneNameAreOneSeries(t *testing.T) {
 	leakcheck.Check(t)
 	srv := newFakeServer("a")
-	reg := prometheus.NewRegistry()
-	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{Telemetry: telemetry.Telemetry{Registerer: reg}}})
-	bad, good := newMirror(), newMirror()
-	bad.panicOn = func(call string) bool { return strings.HasPrefix(call, "update") }
+	inf, reg := newMeasuredInformer(t, srv)
+	bad, good := panicsOnUpdates(), newMirror()
 	badReg := register(t, inf, bad, "c", 0)
 	register(t, inf, good, "c", 0)
 	run(t, inf)
@@ -442,4 +437,21 @@ func cachedKeys(inf *informer.SharedIndexInformer[*corev1.ConfigMap]) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// newMeasuredInformer is newInformer over srv with a registry of its own
+// for its metrics.
+func newMeasuredInformer(t *testing.T, srv *fakeServer) (*informer.SharedIndexInformer[*corev1.ConfigMap], *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	return newInformer(t, srv, informer.Options[*corev1.ConfigMap]{FactoryOptions: informer.FactoryOptions{
+		Telemetry: telemetry.Telemetry{Registerer: reg}}}), reg
+}
+
+// panicsOnUpdates is a mirror whose handler panics on every update, after
+// recording it.
+func panicsOnUpdates() *mirror {
+	m := newMirror()
+	m.panicOn = func(call string) bool { return strings.HasPrefix(call, "update") }
+	return m
 }
