@@ -360,6 +360,7 @@ func waitForCanary(ctx context.Context, kube kubernetes.Interface, config string
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	last := errors.New("the canary was admitted without a call")
+	inForce := false // an answer named the canary webhook: the configuration is in force
 	for {
 		_, err := kube.CoreV1().ConfigMaps(canaryNamespace).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		switch {
@@ -369,12 +370,17 @@ func waitForCanary(ctx context.Context, kube kubernetes.Interface, config string
 			// RBAC, not admission: the canary cannot tell.
 			return fmt.Errorf("webhook: checking that the API server calls %s takes a dry-run create of a ConfigMap in %s: %w",
 				config, canaryNamespace, err)
+		case err != nil && ctx.Err() != nil:
+			// Our own deadline cut the request: not an answer, and not to
+			// hide the last one (on a loaded server, the one that said the
+			// configuration is in force).
 		case err != nil:
 			last = err // another webhook's answer, a server busy: try again
+			inForce = inForce || strings.Contains(err.Error(), name)
 		}
 		select {
 		case <-ctx.Done():
-			if reached && strings.Contains(last.Error(), name) {
+			if reached && inForce {
 				return fmt.Errorf("webhook: the API server's calls to the webhooks of %s did not reach this server within %s "+
 					"(an address it cannot reach, a certificate it does not trust); last answer to the canary: %v: %w",
 					config, canaryWait, last, context.Cause(ctx))
