@@ -101,7 +101,7 @@ func (f *fleet) start(ctx context.Context, replica string, restart int, rf runFa
 	f.mu.Unlock()
 	r.t.cut, r.t.clock = f.isCut, f.env.Clock
 	env := f.env
-	env.Config, env.Replica, env.run = r.t.wrap(f.env.Config, ""), replica, r.t
+	env.Config, env.Replica, env.run = r.t.wrap(f.env.plain, ""), replica, r.t
 	if len(f.env.Clusters) > 0 {
 		env.Clusters = make(map[string]*rest.Config, len(f.env.Clusters))
 		for name, cfg := range f.env.Clusters {

@@ -2,9 +2,11 @@ package perturb_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -340,5 +342,45 @@ func TestCheck_aStuckControllerFailsAtStallNotAtTimeout(t *testing.T) {
 	t.Logf("failed after %s: %v", res.Took.Round(time.Millisecond), res.Failures[0].Err)
 	if res.Took > 30*time.Second {
 		t.Errorf("the stuck trial took %s, want it to fail soon after its 3s Stall (Timeout 60s)", res.Took)
+	}
+}
+
+// Writes the workload makes through a client of its Env's Config (a typed
+// client of a custom resource is built that way) are listed in a
+// failure's writes as the test's, beside Kube's: the Config given to the
+// workload is unperturbed and recorded; Run's goes through the
+// perturbations and is listed as the controller's.
+func TestCheck_aFailureListsTheWorkloadsWritesThroughItsConfig(t *testing.T) {
+	s := pairsScenario(t, false, 1, perturb.Faults{})
+	workload := s.Workload
+	s.Workload = func(ctx context.Context, e perturb.Env) error {
+		kube, err := kubernetes.NewForConfig(e.Config)
+		if err != nil {
+			return err
+		}
+		if _, err := kube.CoreV1().ConfigMaps(e.Namespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "through-config"}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		return workload(ctx, e)
+	}
+	s.Settled = func(context.Context, perturb.Env) error { return errors.New("never settles") }
+	s.Timeout, s.Stall = 60*time.Second, 3*time.Second
+	res := perturb.Check(t.Context(), s)
+	if len(res.Failures) != 1 {
+		t.Fatalf("failures %v, want one", res.Failures)
+	}
+	var test, controller int
+	for _, w := range res.Failures[0].History {
+		switch {
+		case w.Test && w.Method == http.MethodPost && strings.HasSuffix(w.Path, "/configmaps"):
+			test++ // the workload's creates: through-config and the four owners through Kube
+		case !w.Test && w.Method != "":
+			controller++
+		}
+	}
+	if test != 5 || controller == 0 {
+		t.Errorf("%d creates of the test and %d writes of the controller in the failure's writes, want 5 and some:\n%v",
+			test, controller, res.Failures[0])
 	}
 }

@@ -19,8 +19,11 @@ import (
 // Env is what one trial runs in: the API server's configuration and a
 // namespace of its own, fresh for the trial. Kube is an unperturbed client
 // for the workload and the checks (its connections are closed when Check
-// returns); the controller under test builds its clients from Config,
-// which goes through the perturbations. Replica names the controller's
+// returns). Config depends on who is given the Env: in Run's, it is the
+// controller's, through the trial's perturbations (its writes recorded
+// and crashed after); in the Env of Workload, Settled and the invariants,
+// it is unperturbed, and the writes made through it are recorded as the
+// test's ("test:" in a failure's writes), as Kube's are. Replica names the controller's
 // process ("a", or "b" for the second replica of a failover trial; the
 // same after a restart, as a Pod's name is): with Faults.Failovers, Run
 // must elect a leader with Replica as its identity and the Lease in
@@ -31,8 +34,8 @@ import (
 //
 // For a typed client of any type in the controller's scheme, custom
 // resources too, in the workload, the checks or the invariants:
-// client.NewForConfig[T](e.Config, scheme) (perturbed, as the
-// controller's) or over Kube's configuration (unperturbed).
+// client.NewForConfig[T](e.Config, scheme), unperturbed, its writes
+// listed with Kube's when a trial fails.
 //
 // Clusters, with Scenario.Clusters, are the clusters of a controller over
 // a fleet, by name; the trial's Namespace exists in each. Run's go through
@@ -53,6 +56,9 @@ type Env struct {
 	Clock *Clock
 
 	run *transport // the controller's run's, for External; nil outside one
+	// plain is Scenario.Config, which Run's Config wraps with the
+	// perturbations (Config of the test's Env records its writes).
+	plain *rest.Config
 
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }

@@ -118,7 +118,7 @@ func (s Scenario) namespace(ctx context.Context) (Env, error) {
 			return Env{}, fmt.Errorf("perturb: create the trial's namespace in cluster %s: %w", name, err)
 		}
 	}
-	return Env{Config: s.Config, Namespace: ns.Name, Kube: s.kube, Clusters: s.Clusters, LeaseDuration: trialLeaseDuration,
+	return Env{Config: s.acts.wrap(s.Config), plain: s.Config, Namespace: ns.Name, Kube: s.kube, Clusters: s.Clusters, LeaseDuration: trialLeaseDuration,
 		RenewDeadline: trialRenewDeadline, RetryPeriod: trialRetryPeriod}, nil
 }
 
