@@ -38,7 +38,7 @@ type Directory struct {
 	// Interval is how often Path is read. Default: 1s.
 	Interval time.Duration
 	// Logger receives a line per cluster engaged, disengaged or refused.
-	// Default: slog.Default().
+	// Default: the fleet's (Fleet.Logger).
 	Logger *slog.Logger
 }
 
@@ -54,7 +54,7 @@ func (d Directory) Run(ctx context.Context, f *Fleet) error {
 	}
 	log := d.Logger
 	if log == nil {
-		log = slog.Default()
+		log = f.Logger()
 	}
 	seen := map[string][32]byte{}    // engaged from this directory: name → the file's digest
 	refused := map[string][32]byte{} // not engaged: name → the digest refused (logged once per content)

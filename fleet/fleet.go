@@ -108,6 +108,13 @@ type Options struct {
 	// list without end and the process would hold it until it ran out of
 	// memory, stopping every cluster. Default: 512 MiB; -1: none.
 	MaxResponseBytes int64
+	// Informers configure every engaged cluster's informers, as
+	// manager.Options.Informers does a manager's: KeepManagedFieldsOf
+	// (apply.Apply then skips a write the cached object already holds),
+	// mutation detection and OnMutation, interning, the reflector. Their
+	// Telemetry is Controller.Telemetry's, and Snapshots are not taken.
+	// manager.NewFleet gives the manager's when this is left zero.
+	Informers informer.FactoryOptions
 	// RingConfig reaches the cluster where the ring's Leases live (the
 	// management cluster). Required with Ring. The fleet makes its own
 	// client of it, with no client-side rate limit: a renewal must never
@@ -143,6 +150,41 @@ type Fleet struct {
 	ctx      context.Context  // Run's; nil before Run
 	closed   bool             // Run has returned
 	wake     chan struct{}    // Run's start
+	// watched are the providers' own caches (Secrets'), by name: Ready
+	// reports one that has not listed yet, with its last error.
+	watched map[string]watchedCache
+}
+
+// watchedCache is a provider's cache, as Ready reads it.
+type watchedCache struct {
+	synced  func() bool
+	lastErr func() error
+}
+
+// watch adds a provider's cache, called name, to what Ready reports, until
+// the returned func is called.
+func (f *Fleet) watch(name string, c watchedCache) (unwatch func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.watched == nil {
+		f.watched = map[string]watchedCache{}
+	}
+	f.watched[name] = c
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.watched, name)
+	}
+}
+
+// Logger returns the fleet's logger: Options.Controller's
+// (Telemetry.Logger), else slog.Default(). The providers of this package
+// log through it unless given a logger of their own.
+func (f *Fleet) Logger() *slog.Logger {
+	if l := f.opts.Controller.Telemetry.Logger; l != nil {
+		return l
+	}
+	return slog.Default()
 }
 
 // Errors of Engage and Disengage.

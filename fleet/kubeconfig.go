@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -39,9 +40,12 @@ type kubeconfigPolicy struct {
 // read the files it names, and a kubeconfig that names one is refused
 // (Directory puts its files inline first, inlineFiles).
 func (p kubeconfigPolicy) restConfig(b []byte) (*rest.Config, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errors.New("no kubeconfig: it is empty (a kubeconfig Secret holds one under the key \"value\")")
+	}
 	cfg, err := clientcmd.Load(b)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("not a kubeconfig (YAML or JSON of kind Config): %w", err)
 	}
 	auth, cluster, err := current(cfg)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,24 @@ func TestKubeconfigPolicy_refusesPluginsAndLocalFilesUnlessAllowed(t *testing.T)
 		}
 		if !tc.ok && !errors.Is(err, ErrUnsafeKubeconfig) {
 			t.Errorf("%s: %v, want ErrUnsafeKubeconfig", tc.name, err)
+		}
+	}
+}
+
+// What is not a kubeconfig at all is refused saying so, not with the
+// decoder's words alone.
+func TestKubeconfigPolicy_saysWhenWhatItReadsIsNoKubeconfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"empty (no value key)", nil, "no kubeconfig: it is empty"},
+		{"a string", []byte("hello"), "not a kubeconfig"},
+		{"another kind", []byte(`{"apiVersion": "v1", "kind": "ConfigMap"}`), "not a kubeconfig"},
+	} {
+		if _, err := (kubeconfigPolicy{}).restConfig(tc.b); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
 		}
 	}
 }

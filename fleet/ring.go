@@ -194,11 +194,34 @@ func (f *Fleet) queueAcquired(in func(hash uint64) bool) {
 // caches do not yet reflect the shards it claimed (see shard.Sharder.Ready).
 // It does not depend on any one cluster's health (see Status).
 func (f *Fleet) Ready() error {
+	if err := f.providersReady(); err != nil {
+		return err
+	}
 	if f.sharder == nil {
 		return nil
 	}
 	if err := f.sharder.Ready(); err != nil {
 		return fmt.Errorf("fleet: %w", err)
+	}
+	return nil
+}
+
+// providersReady fails while a provider's cache (the kubeconfig Secrets')
+// has not listed yet, with the reason its list failed: the provider cannot
+// engage a cluster until it has (a Secrets provider without RBAC to list
+// its Secrets would otherwise look idle, ready, with no cluster).
+func (f *Fleet) providersReady() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, name := range sortedKeys(f.watched) {
+		c := f.watched[name]
+		if c.synced() {
+			continue
+		}
+		if err := c.lastErr(); err != nil {
+			return fmt.Errorf("fleet: %s: not listed yet: %w", name, err)
+		}
+		return fmt.Errorf("fleet: %s: not listed yet", name)
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ type Secrets struct {
 	// LabelSelector, if set, narrows the Secrets watched (API syntax).
 	LabelSelector string
 	// Logger receives a line per cluster engaged, disengaged or refused.
-	// Default: slog.Default().
+	// Default: the fleet's (Fleet.Logger).
 	Logger *slog.Logger
 }
 
@@ -55,14 +55,20 @@ const SecretSuffix = "-kubeconfig"
 func (p Secrets) Run(ctx context.Context, f *Fleet) error {
 	log := p.Logger
 	if log == nil {
-		log = slog.Default()
+		log = f.Logger()
 	}
 	secrets := p.Kube.CoreV1().Secrets(p.Namespace)
+	// Its list and watch errors (a 403: no RBAC to list the Secrets) are
+	// logged and counted as any informer's, and Fleet.Ready names them
+	// until the first list succeeds.
+	name := fmt.Sprintf("%s: kubeconfig Secrets in namespace %s", f.ctrl.Name(), p.Namespace)
 	inf, err := informer.New[*corev1.Secret](listwatch.New[*corev1.Secret](secrets.List, secrets.Watch,
-		listwatch.Options{LabelSelector: p.LabelSelector}), informer.Options[*corev1.Secret]{Name: "fleet: kubeconfig Secrets"})
+		listwatch.Options{LabelSelector: p.LabelSelector}), informer.Options[*corev1.Secret]{Name: name,
+		FactoryOptions: informer.FactoryOptions{Telemetry: f.opts.Controller.Telemetry}})
 	if err != nil {
 		return fmt.Errorf("fleet: %w", err)
 	}
+	defer f.watch(name, watchedCache{synced: inf.HasSynced, lastErr: inf.LastError})()
 	// owned are the clusters this provider engaged: it updates and
 	// disengages only those, never a cluster of the same name that another
 	// provider or the program engaged (whoever can write a Secret here

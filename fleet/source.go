@@ -224,9 +224,12 @@ func build[T object.Object](f *Fleet, m *member, gvk schema.GroupVersionKind, na
 		}
 		opts.Shard = f.spreadShard(m.name, owner)
 	}
-	lw := listwatch.Kind[T](m.discovery, gvk, listwatch.KindOptions{Namespace: scope.Namespace, Options: opts})
-	inf, err := informer.New[T](lw, informer.Options[T]{Name: m.name + ": " + name,
-		FactoryOptions: informer.FactoryOptions{Telemetry: f.opts.Controller.Telemetry}})
+	fo := f.opts.Informers
+	fo.Telemetry, fo.Snapshots = f.opts.Controller.Telemetry, informer.SnapshotOptions{}
+	lw := listwatch.Kind[T](m.discovery, gvk, listwatch.KindOptions{Namespace: scope.Namespace, Options: opts,
+		KeepManagedFields: fo.KeepManagedFields, KeepManagedFieldsOf: fo.KeepManagedFieldsOf,
+		KeepManagedFieldsOfAdded: fo.KeepManagedFieldsOfAdded})
+	inf, err := informer.New[T](lw, informer.Options[T]{Name: m.name + ": " + name, FactoryOptions: fo})
 	if err != nil {
 		return nil, err
 	}

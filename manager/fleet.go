@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"net/http"
+	"reflect"
 
 	"golang.org/x/sync/errgroup"
 
@@ -17,10 +18,17 @@ import (
 //
 // What m gives the fleet: its scheme (unless opts.Scheme is set), its
 // registry and logger (unless opts.Controller's Telemetry sets them), so
-// the fleet's metrics are on /metrics; a readiness check on /readyz
-// ("fleet-" and the controller's name: the ring's, if opts.Ring is set; a
-// cluster that is down never makes the process unready); and the fleet's
-// clusters' informers and its controller on the debug page. With
+// the fleet's metrics are on /metrics and its providers log through the
+// manager's logger; its Options.Informers (unless opts.Informers is set),
+// so that KeepManagedFieldsOf, and m.KeepManagedFieldsOf at any time,
+// let apply.Apply skip writes in every cluster; a readiness check on
+// /readyz ("fleet-" and the controller's name: the ring's, if opts.Ring
+// is set; a provider that cannot list its kubeconfig Secrets makes it fail
+// with the reason, a cluster that is down never does); the fleet's
+// clusters' informers and its controller on the debug page; and, for a
+// fleet.Secrets provider, the list and watch of its Secrets in the
+// manifests' RBAC and the preflight check (another provider's needs go in
+// Options.Permissions). With
 // Options.LeaderElection the fleet runs on the leader only, unless
 // opts.Ring spreads its clusters over the replicas: then on every one.
 // Call it before Run. opts.Controller.Name defaults to "fleet".
@@ -38,10 +46,19 @@ func NewFleet(m *Manager, rec controller.Reconciler[fleet.Key], opts fleet.Optio
 	if opts.Controller.Name == "" {
 		opts.Controller.Name = "fleet"
 	}
+	if reflect.ValueOf(opts.Informers).IsZero() {
+		opts.Informers = m.opts.Informers
+	}
+	if opts.Informers.KeepManagedFieldsOfAdded == nil {
+		opts.Informers.KeepManagedFieldsOfAdded = m.keep // m.KeepManagedFieldsOf reaches the clusters' caches too
+	}
 	m.mu.Lock()
 	err := m.once.Before("manager")
 	if err == nil {
 		err = m.nameFreeLocked(opts.Controller.Name) // the controllers' and fleets' names label one registry's series
+	}
+	if err == nil {
+		m.providerPermissions = append(m.providerPermissions, providerPermissions(providers)...)
 	}
 	m.mu.Unlock()
 	if err != nil {
@@ -60,6 +77,28 @@ func NewFleet(m *Manager, rec controller.Reconciler[fleet.Key], opts fleet.Optio
 	m.fleets = append(m.fleets, f)
 	m.mu.Unlock()
 	return f, nil
+}
+
+// providerPermissions are what the providers of this package read in
+// the management cluster (m's): a Secrets provider lists and watches the
+// Secrets of its namespace. The manifests grant them and preflight checks
+// them, as Options.Permissions; another provider's go in Permissions.
+func providerPermissions(providers []fleet.Provider) []Permission {
+	var out []Permission
+	for _, p := range providers {
+		var ns string
+		switch s := p.(type) {
+		case fleet.Secrets:
+			ns = s.Namespace
+		case *fleet.Secrets:
+			ns = s.Namespace
+		default:
+			continue
+		}
+		out = append(out, Permission{Verb: "list", Resource: "secrets", Namespace: ns},
+			Permission{Verb: "watch", Resource: "secrets", Namespace: ns})
+	}
+	return out
 }
 
 // fleetRunnable runs a fleet and its providers under the manager.

@@ -3,6 +3,7 @@ package manager_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
@@ -144,4 +146,116 @@ func TestNewFleet_refusesANameTheManagerHas(t *testing.T) {
 	if _, err := manager.NewController(m, "fleet", nop, manager.ControllerOptions{}, manager.For(cms)); !errors.Is(err, manager.ErrDuplicateName) {
 		t.Errorf("NewController named as the fleet: %v, want ErrDuplicateName", err)
 	}
+}
+
+// A fleet.Secrets provider that cannot list its Secrets (no RBAC) keeps
+// /readyz failing with the reason, rather than looking idle and ready with
+// no cluster; the manifests grant what it reads.
+func TestNewFleet_aSecretsProviderThatCannotListSaysSoOnReadyzAndTheManifestsGrantIt(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	m, err := manager.New(srv.Config(), quiet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := rest.CopyConfig(srv.Config())
+	limited.Impersonate = rest.ImpersonationConfig{UserName: "no-secrets-" + ns}
+	kube := apiserver.Client(t, limited)
+	rec := controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
+		return controller.Result{}, nil
+	})
+	f, err := manager.NewFleet(m, rec, fleet.Options{Controller: controller.Options[fleet.Key]{Name: "kubeconfigs"}},
+		fleet.Secrets{Kube: kube, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Manifests(manager.ManifestOptions{Name: "op", Image: "example.com/op:v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !grants(string(out), ns, "secrets", "list", "watch") {
+		t.Errorf("the manifests grant no list and watch of secrets in namespace %s:\n%s", ns, out)
+	}
+	base := start(t, m)
+	eventually(t, 30*time.Second, "/readyz failing, naming the provider's Secrets and the refusal", func() bool {
+		code, body := get(t, base+"/readyz?verbose")
+		return code == 503 && strings.Contains(body, "kubeconfig Secrets in namespace "+ns) && strings.Contains(body, "forbidden")
+	})
+}
+
+// grants reports whether the manifests hold a Role in ns whose rules allow
+// every verb on resource (a rough read of the YAML: a rule lists its
+// resources, then its verbs).
+func grants(manifests, ns, resource string, verbs ...string) bool {
+	for _, doc := range strings.Split(manifests, "\n---") {
+		doc += "\n"
+		if !strings.Contains(doc, "kind: Role\n") || !strings.Contains(doc, "namespace: "+ns+"\n") {
+			continue
+		}
+		for _, rule := range strings.Split(doc, "- apiGroups:") {
+			if !strings.Contains(rule, "- "+resource+"\n") {
+				continue
+			}
+			all := true
+			for _, v := range verbs {
+				all = all && strings.Contains(rule, "- "+v+"\n")
+			}
+			if all {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// The clusters' caches take the manager's Options.Informers: a field
+// manager named in KeepManagedFieldsOf keeps its managedFields entry in
+// every cluster's cache, so apply.Apply can tell a write that would change
+// nothing (NewFleet gave them no options, and every apply was sent).
+func TestNewFleet_givesTheClustersCachesTheManagersInformerOptions(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	opts := quiet(t)
+	opts.Informers.KeepManagedFieldsOf = []string{"fleet-test"}
+	m, err := manager.New(srv.Config(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
+		return controller.Result{}, nil
+	})
+	engage := fleet.ProviderFunc(func(ctx context.Context, f *fleet.Fleet) error {
+		if err := f.Engage("east", srv.Config()); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	})
+	f, err := manager.NewFleet(m, rec, fleet.Options{}, engage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := apiserver.Client(t, srv.Config())
+	if _, err := kube.CoreV1().ConfigMaps(ns).Apply(t.Context(), corev1ac.ConfigMap("a", ns).WithData(map[string]string{"k": "v"}),
+		metav1.ApplyOptions{FieldManager: "fleet-test"}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	eventually(t, 30*time.Second, "east's cached ConfigMap with the fleet-test entry of its managedFields", func() bool {
+		r, ok := cms.Reader("east")
+		if !ok {
+			return false
+		}
+		cm, ok := r.Get(object.ObjectName{Namespace: ns, Name: "a"})
+		return ok && slices.ContainsFunc(cm.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == "fleet-test" })
+	})
 }

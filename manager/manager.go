@@ -121,10 +121,13 @@ type Manager struct {
 	webhookAddr string
 	metricsAddr string
 
-	fleets      []*fleet.Fleet                           // NewFleet's, for the debug page; guarded by mu
-	clients     map[reflect.Type]any                     // T → *client.Client[T], made by Client; guarded by mu
-	finalized   []schema.GroupVersionKind                // the kinds a Finalizer patches; guarded by mu
-	projections map[reflect.Type]schema.GroupVersionKind // projection type → its full type's kind; guarded by mu
+	fleets []*fleet.Fleet // NewFleet's, for the debug page; guarded by mu
+	// providerPermissions are what NewFleet's providers read (see
+	// providerPermissions); guarded by mu.
+	providerPermissions []Permission
+	clients             map[reflect.Type]any                     // T → *client.Client[T], made by Client; guarded by mu
+	finalized           []schema.GroupVersionKind                // the kinds a Finalizer patches; guarded by mu
+	projections         map[reflect.Type]schema.GroupVersionKind // projection type → its full type's kind; guarded by mu
 }
 
 // New returns a manager for the API server of cfg; it starts nothing and

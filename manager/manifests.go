@@ -479,7 +479,7 @@ func (m *Manager) rbacRules(p plurals) (cluster []rbacv1.PolicyRule, namespaced 
 			owners = append(owners, c.sources[slices.IndexFunc(c.sources, Source.isFor)])
 		}
 	}
-	fin := m.finalizerPermissions(p) // a Finalizer's patches
+	fin := append(m.finalizerPermissions(p), m.providerPermissions...) // a Finalizer's patches, the fleets' providers' reads
 	m.mu.Unlock()
 	for _, s := range owners {
 		gvk, err := s.kind(m) // (kind takes m.mu)

@@ -75,6 +75,7 @@ func (m *Manager) preflight(ctx context.Context) error {
 	m.mu.Lock()
 	infs := append([]informerEntry(nil), m.informers...)
 	perms = append(perms, m.finalizerPermissions(plurals)...)
+	perms = append(perms, m.providerPermissions...)
 	m.mu.Unlock()
 	for _, e := range infs {
 		mp, err := e.lw.Mapping()
