@@ -363,7 +363,7 @@ func TestFleet_aSourceThatCannotBeBuiltInOneClusterIsRolledBack(t *testing.T) {
 	if _, err := fleet.Watches(f, fleet.Scope{}, byName); err != nil {
 		t.Fatalf("Watches once the name is free: %v", err)
 	}
-	if got, want := informerRows(f), []string{"a: ConfigMap", "a: Secret 2", "b: ConfigMap", "b: Secret 2"}; !slices.Equal(got, want) {
+	if got, want := informerRows(f), []string{"a: ConfigMap", "a: Secret (Watches)", "b: ConfigMap", "b: Secret (Watches)"}; !slices.Equal(got, want) {
 		t.Errorf("informers = %v, want %v", got, want)
 	}
 	for _, name := range []string{"a", "b"} {

@@ -35,6 +35,7 @@ type Cache[T object.Object] struct {
 // in each cluster.
 type source struct {
 	gvk     schema.GroupVersionKind
+	name    string // its informers', after "<cluster>: " (see sourceName)
 	role    int
 	removed bool // by Cache.Remove: its informers stopped, none built
 	build   func(f *Fleet, m *member) (*sourceRun, error)
@@ -113,16 +114,9 @@ func add[T object.Object](f *Fleet, scope Scope, names func(owner schema.GroupKi
 	}
 	keys := names(f.primary)
 	owner := f.primary
-	// Each source's informer has its own name (its metrics and the debug
-	// page's rows are by name): the kind, numbered from the second source
-	// of a kind on (For ConfigMaps in one namespace, Watches ConfigMaps in
-	// another), removed ones counted.
-	name := gvk.Kind
-	if n := 1 + countKind(f.sources, gvk); n > 1 {
-		name = fmt.Sprintf("%s %d", gvk.Kind, n)
-	}
+	name := sourceName(f.sources, gvk, role, scope)
 	index := len(f.sources)
-	f.sources = append(f.sources, source{gvk: gvk, role: role, build: func(f *Fleet, m *member) (*sourceRun, error) {
+	f.sources = append(f.sources, source{gvk: gvk, name: name, role: role, build: func(f *Fleet, m *member) (*sourceRun, error) {
 		return build[T](f, m, gvk, name, scope, keys, role, owner)
 	}})
 	members, sources := f.membersLocked(), slices.Clone(f.sources)
@@ -199,15 +193,30 @@ func (f *Fleet) membersLocked() []*member {
 	return out
 }
 
-// countKind returns how many of sources are of gvk.
-func countKind(sources []source, gvk schema.GroupVersionKind) int {
-	n := 0
-	for _, s := range sources {
-		if s.gvk == gvk {
-			n++
+// sourceName names the informers of a new source of gvk with role and
+// scope, beside sources (after "<cluster>: "; its metrics and the debug
+// page's rows are by name, so no two may share one): the kind alone for
+// the first source of a kind, else the kind with the source's role and
+// scope, "ConfigMap (Owns, labels replica=true)", numbered if that too is
+// taken. Removed sources keep their names.
+func sourceName(sources []source, gvk schema.GroupVersionKind, role int, scope Scope) string {
+	taken := func(name string) bool {
+		return slices.ContainsFunc(sources, func(s source) bool { return s.name == name })
+	}
+	if !slices.ContainsFunc(sources, func(s source) bool { return s.gvk == gvk }) && !taken(gvk.Kind) {
+		return gvk.Kind
+	}
+	what := []string{[...]string{sourceFor: "For", sourceOwns: "Owns", sourceMapped: "Watches"}[role]}
+	for _, p := range [][2]string{{"in ", scope.Namespace}, {"labels ", scope.LabelSelector}, {"fields ", scope.FieldSelector}} {
+		if p[1] != "" {
+			what = append(what, p[0]+p[1])
 		}
 	}
-	return n
+	name := fmt.Sprintf("%s (%s)", gvk.Kind, strings.Join(what, ", "))
+	for n := 2; taken(name); n++ {
+		name = fmt.Sprintf("%s (%s) %d", gvk.Kind, strings.Join(what, ", "), n)
+	}
+	return name
 }
 
 // build makes the informer of T in m, called "<cluster>: <name>", and puts
