@@ -12,8 +12,9 @@ import (
 // DebugSource is the fleet as package debug's page shows it: mount
 // debug.New(f.DebugSource(), opts) on a listener (manager.NewFleet puts it
 // on the manager's page). Each cluster engaged on this replica is a row
-// per source's informer, named "<cluster>: <Kind>" (the second source of
-// a kind "<cluster>: <Kind> 2", and so on), with its health (its
+// per source's informer, named "<cluster>: <Kind>" (a second source of a
+// kind with its role and scope: "<cluster>: ConfigMap (Owns, labels
+// replica=true)"), with its health (its
 // last list or watch error, failing while the cluster is down); the
 // fleet's controller is one row, its queue's keys naming their cluster;
 // with a ring, this replica's share; the clusters offered but refused
