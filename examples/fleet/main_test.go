@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
+	"github.com/ctrlkit/ctrlkit/manager"
 )
 
 // cluster starts an API server of the test's own (stopped when the test
@@ -30,9 +32,10 @@ func cluster(t *testing.T) (*apiserver.Server, kubernetes.Interface, []byte) {
 // A management cluster holds the kubeconfig Secrets of two workload
 // clusters: a labelled ConfigMap in each gets its Secret in its own
 // cluster. One cluster down stops only itself: the other's reconciles go
-// on, and its own resume when it is back.
+// on, and its own resume when it is back. A Secret deleted disengages its
+// cluster.
 func TestFleet_mirrorsInEveryClusterOfTheManagementClustersSecrets(t *testing.T) {
-	_, management, _ := cluster(t)
+	managementServer, management, _ := cluster(t)
 	eastServer, east, eastConfig := cluster(t)
 	_, west, westConfig := cluster(t)
 	for _, ns := range []string{"clusters", "apps"} {
@@ -49,9 +52,17 @@ func TestFleet_mirrorsInEveryClusterOfTheManagementClustersSecrets(t *testing.T)
 			t.Fatal(err)
 		}
 	}
+	m, err := manager.New(managementServer.Config(), manager.Options{HTTPAddr: "0"}) // the manager on the management cluster
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Setup(m, "clusters")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, management, "clusters") }()
+	go func() { done <- m.Run(ctx) }()
 
 	for name, kube := range map[string]kubernetes.Interface{"east": east, "west": west} {
 		writeConfigMap(t, kube, "greeting", name)
@@ -70,6 +81,18 @@ func TestFleet_mirrorsInEveryClusterOfTheManagementClustersSecrets(t *testing.T)
 	}
 	writeConfigMap(t, east, "after-outage", "east")
 	awaitSecret(t, east, "after-outage", "east")
+
+	// West's Secret deleted: west leaves the fleet (its informers,
+	// goroutines, metrics and cache with it).
+	if err := management.CoreV1().Secrets("clusters").Delete(t.Context(), "west-kubeconfig", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !slices.Equal(f.Clusters(), []string{"east"}); {
+		if time.Now().After(deadline) {
+			t.Fatalf("clusters %v 30s after west's Secret was deleted, want [east]", f.Clusters())
+		}
+		time.Sleep(50 * time.Millisecond) // polling the fleet
+	}
 
 	cancel()
 	if err := <-done; err != nil && ctx.Err() == nil {
