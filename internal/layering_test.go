@@ -203,7 +203,7 @@ var allowed = map[string][]string{
 	"examples/foo/config":       nil,
 	"examples/guide":            {"object", "store", "workqueue", "controller", "manager", "perturb", "internal/guidetest"},
 	"examples/mirror":           {"object", "store", "controller", "manager", "apply"},
-	"examples/fleet":            {"object", "store", "controller", "fleet", "apply"},
+	"examples/fleet":            {"object", "store", "controller", "fleet", "apply", "manager"},
 	"examples/podlogger":        {"object", "store", "controller", "manager"},
 	"examples/podcensus":        {"object", "store", "controller", "manager"},
 	"cmd/ctrlkit": {"object", "controller", "debug", "election", "lease", "shard", "listwatch", "client", "manager", "apiserver", "webhook", "ociimage",

@@ -99,7 +99,12 @@
 // a schedule, an expiry or a rotation is then tested in seconds, crashes
 // and restarts included (the clock is the trial's, not the run's), and a
 // failure's writes say how far the clock was ahead (Write.Ahead). The API
-// server's time stays real. A seed replays the same perturbations
+// server's time stays real. The clock runs on after the workload's last
+// Advance, so a recurring schedule (every minute, a cron) keeps doing work
+// through Settled, the quiet period and the fresh controller's check: end
+// the workload with the schedule stopped (suspended, or its object
+// deleted), or write Settled and the invariants to allow the runs that
+// come after. A seed replays the same perturbations
 // (Result.Ran names them), not the same interleaving, so a race may take a
 // few runs to show again.
 //

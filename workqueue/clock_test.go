@@ -2,7 +2,10 @@ package workqueue
 
 import (
 	"sync"
+	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // fakeClock is a Clock whose time moves only when the test calls step. Its
@@ -119,5 +122,40 @@ func (t *fakeTimer) drainLocked() {
 	select {
 	case <-t.ch:
 	default:
+	}
+}
+
+// ClockOf's timers drop a time sent but not received when stopped or
+// reset, as *time.Timer's do, though the fake clock's timers keep it: the
+// queue's delay goroutine never reads a stale firing.
+func TestClockOf_timersDropATimeSentButNotReceived(t *testing.T) {
+	fake := clocktesting.NewFakeClock(time.Unix(0, 0))
+	c := ClockOf(fake.Now, fake.NewTimer)
+	timer := c.NewTimer(time.Second)
+	fake.Step(time.Second) // fired: a time waits in its channel
+	if timer.Stop() {
+		t.Error("Stop after the timer fired reported it stopped it")
+	}
+	select {
+	case at := <-timer.C():
+		t.Fatalf("a stopped timer's channel held %v", at)
+	default:
+	}
+	fake.Step(time.Second)
+	timer.Reset(time.Second) // fired again meanwhile? no: stopped; armed anew for a second from now
+	fake.Step(500 * time.Millisecond)
+	select {
+	case at := <-timer.C():
+		t.Fatalf("the timer reset for a second fired after half of it, at %v", at)
+	default:
+	}
+	fake.Step(500 * time.Millisecond)
+	select {
+	case <-timer.C():
+	default:
+		t.Fatal("the reset timer did not fire when its second was up")
+	}
+	if c.Now() != fake.Now() {
+		t.Errorf("Now = %v, want the fake's %v", c.Now(), fake.Now())
 	}
 }

@@ -154,8 +154,11 @@ func (d *delayer[K]) arm(s *loopState[K]) {
 }
 
 // Clock is the queue's source of time: when delayed keys become ready, how
-// long a key waited, how long a worker held it. Tests inject a fake; the
-// default is the system clock.
+// long a key waited, how long a worker held it. The default is the system
+// clock. Tests inject a fake: ClockOf adapts one of k8s.io/utils/clock's
+// (its testing.FakeClock, as client-go's and controller-runtime's tests
+// use), and package perturb's trials give theirs; a test inside a
+// testing/synctest bubble needs none.
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time
@@ -196,3 +199,44 @@ type realTimer struct{ t *time.Timer }
 func (r realTimer) C() <-chan time.Time        { return r.t.C }
 func (r realTimer) Stop() bool                 { return r.t.Stop() }
 func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
+
+// ClockOf makes a Clock of a clock's Now and NewTimer: those of
+// k8s.io/utils/clock's clocks (clock.RealClock, testing.FakeClock), whose
+// NewTimer returns a clock.Timer, or of any clock whose timers have C,
+// Stop and Reset:
+//
+//	fake := clocktesting.NewFakeClock(time.Now())
+//	q, err := workqueue.New(workqueue.Options[string]{Clock: workqueue.ClockOf(fake.Now, fake.NewTimer)})
+//
+// Its timers' Stop and Reset drop a time sent but not received, as
+// *time.Timer's do since Go 1.23 (a fake clock's timer may keep it).
+func ClockOf[T Timer](now func() time.Time, newTimer func(time.Duration) T) Clock {
+	return clockOf[T]{now: now, newTimer: newTimer}
+}
+
+type clockOf[T Timer] struct {
+	now      func() time.Time
+	newTimer func(time.Duration) T
+}
+
+func (c clockOf[T]) Now() time.Time                 { return c.now() }
+func (c clockOf[T]) NewTimer(d time.Duration) Timer { return drainingTimer{c.newTimer(d)} }
+
+// drainingTimer is a Timer whose Stop and Reset drop a time sent but not
+// yet received.
+type drainingTimer struct{ Timer }
+
+func (t drainingTimer) Stop() bool {
+	stopped := t.Timer.Stop()
+	select {
+	case <-t.C():
+	default:
+	}
+	return stopped
+}
+
+func (t drainingTimer) Reset(d time.Duration) bool {
+	stopped := t.Stop()
+	t.Timer.Reset(d)
+	return stopped
+}

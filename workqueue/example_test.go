@@ -2,7 +2,10 @@ package workqueue_test
 
 import (
 	"fmt"
+	"runtime"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
@@ -104,4 +107,28 @@ func ExampleQueue_AddWithOpts() {
 	// team-a/8
 	// team-a/1
 	// team-a/3
+}
+
+// A fake clock of k8s.io/utils (as client-go's and controller-runtime's
+// tests use) drives a queue's delays through ClockOf: a key added for a
+// minute later is handed out once the fake clock has stepped a minute.
+func ExampleClockOf() {
+	fake := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	q, err := workqueue.New(workqueue.Options[string]{Clock: workqueue.ClockOf(fake.Now, fake.NewTimer)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer q.ShutDown()
+	q.AddAfter("default/web", time.Minute)
+	for !fake.HasWaiters() { // the queue's delay goroutine has set its timer
+		runtime.Gosched()
+	}
+	fmt.Println("queued before the minute:", q.Len())
+	fake.Step(time.Minute)
+	key, _ := q.Get()
+	fmt.Println("handed out after it:", key)
+	// Output:
+	// queued before the minute: 0
+	// handed out after it: default/web
 }
