@@ -62,6 +62,9 @@ func (p Secrets) Run(ctx context.Context, f *Fleet) error {
 	// logged and counted as any informer's, and Fleet.Ready names them
 	// until the first list succeeds.
 	name := fmt.Sprintf("%s: kubeconfig Secrets in namespace %s", f.ctrl.Name(), p.Namespace)
+	if p.LabelSelector != "" {
+		name += ", labels " + p.LabelSelector // two providers of one namespace, told apart (names label the metrics)
+	}
 	inf, err := informer.New[*corev1.Secret](listwatch.New[*corev1.Secret](secrets.List, secrets.Watch,
 		listwatch.Options{LabelSelector: p.LabelSelector}), informer.Options[*corev1.Secret]{Name: name,
 		FactoryOptions: informer.FactoryOptions{Telemetry: f.opts.Controller.Telemetry}})

@@ -57,9 +57,6 @@ func NewFleet(m *Manager, rec controller.Reconciler[fleet.Key], opts fleet.Optio
 	if err == nil {
 		err = m.nameFreeLocked(opts.Controller.Name) // the controllers' and fleets' names label one registry's series
 	}
-	if err == nil {
-		m.providerPermissions = append(m.providerPermissions, providerPermissions(providers)...)
-	}
 	m.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -75,6 +72,7 @@ func NewFleet(m *Manager, rec controller.Reconciler[fleet.Key], opts fleet.Optio
 	m.AddReadyCheck("fleet-"+opts.Controller.Name, func(*http.Request) error { return f.Ready() })
 	m.mu.Lock()
 	m.fleets = append(m.fleets, f)
+	m.providerPermissions = append(m.providerPermissions, providerPermissions(providers)...)
 	m.mu.Unlock()
 	return f, nil
 }
