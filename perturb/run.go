@@ -23,9 +23,10 @@ import (
 // controller's, through the trial's perturbations (its writes recorded
 // and crashed after); in the Env of Workload, Settled and the invariants,
 // it is unperturbed, and the writes made through it are recorded as the
-// test's ("test:" in a failure's writes), as Kube's are. Replica names the controller's
-// process ("a", or "b" for the second replica of a failover trial; the
-// same after a restart, as a Pod's name is): with Faults.Failovers, Run
+// test's ("test:" in a failure's writes), as Kube's are. Replica names
+// the controller's process ("a", or "b" for the second replica of a
+// failover trial; the same after a restart, as a Pod's name is): with
+// Faults.Failovers, Run
 // must elect a leader with Replica as its identity and the Lease in
 // Namespace, on the trial's lease timings: LeaseDuration, RenewDeadline
 // and RetryPeriod (manager.Options.LeaderElection.Timing), 2s, 1.5s and
