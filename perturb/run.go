@@ -26,12 +26,11 @@ import (
 // test's ("test:" in a failure's writes), as Kube's are. Replica names
 // the controller's process ("a", or "b" for the second replica of a
 // failover trial; the same after a restart, as a Pod's name is): with
-// Faults.Failovers, Run
-// must elect a leader with Replica as its identity and the Lease in
-// Namespace, on the trial's lease timings: LeaseDuration, RenewDeadline
-// and RetryPeriod (manager.Options.LeaderElection.Timing), 2s, 1.5s and
-// 200ms, so that a failover trial takes seconds, not a production lease's
-// 15.
+// Faults.Failovers, Run must elect a leader with Replica as its identity
+// and the Lease in Namespace, on the trial's lease timings: LeaseDuration,
+// RenewDeadline and RetryPeriod (manager.Options.LeaderElection.Timing),
+// 2s, 1.5s and 200ms, so that a failover trial takes seconds, not a
+// production lease's 15.
 //
 // For a typed client of any type in the controller's scheme, custom
 // resources too, in the workload, the checks or the invariants:
