@@ -23,10 +23,13 @@ type State struct {
 }
 
 // Waiting is a custom resource not served yet: its controllers start
-// once its CRD is Established and serves its version.
+// once its CRD is Established and serves its version. SetupError, when
+// set, is why they have not started though it is served: the setup's
+// last error (it is tried again).
 type Waiting struct {
-	Kind string `json:"kind"` // group/version, Kind=...
-	CRD  string `json:"crd"`  // the CRD's name: plural.group
+	Kind       string `json:"kind"`                 // group/version, Kind=...
+	CRD        string `json:"crd"`                  // the CRD's name: plural.group
+	SetupError string `json:"setupError,omitempty"` // the failed setup's error, while it is retried
 }
 
 // Refused is a cluster a fleet was offered but could not engage: its

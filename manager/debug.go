@@ -92,7 +92,11 @@ func (s debugSource) State() debug.State {
 	}
 	addFleets(&st, fleets)
 	for _, w := range m.waitingFor() {
-		st.Waiting = append(st.Waiting, debug.Waiting{Kind: w.gvk.String(), CRD: w.crd})
+		var failed string
+		if why := w.failed.Load(); why != nil {
+			failed = *why
+		}
+		st.Waiting = append(st.Waiting, debug.Waiting{Kind: w.gvk.String(), CRD: w.crd, SetupError: failed})
 	}
 	if len(m.webhooks.Paths()) > 0 {
 		m.mu.Lock()

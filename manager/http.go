@@ -166,7 +166,7 @@ func (m *Manager) serveChecks(w http.ResponseWriter, r *http.Request, ready bool
 			fmt.Fprintf(w, "informer %s: synced, started %s\n", st.Name, st.Start)
 		}
 		for _, sw := range m.waitingFor() {
-			fmt.Fprintf(w, "waiting for CRD %s: %s is not served yet; its controllers start when it is\n", sw.crd, sw.gvk)
+			fmt.Fprintf(w, "waiting for CRD %s: %s\n", sw.crd, sw.waiting())
 		}
 	}
 }

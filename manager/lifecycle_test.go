@@ -412,3 +412,65 @@ func TestManager_whenServedFollowsItsCRD(t *testing.T) {
 		t.Errorf("/readyz dropped %d times, e.g. %s", len(drops), drops[0])
 	}
 }
+
+// A WhenServed setup that fails on a served resource is tried again with
+// backoff, not only at the CRD's next change, and /readyz?verbose says it
+// failed and why meanwhile (it said "not served yet", and a passing error
+// left the kind uncontrolled until someone touched its CRD).
+func TestManager_whenServedRetriesAFailedSetupAndSaysWhy(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	cfg := srv.Config()
+	gvk := v2.SchemeGroupVersion.WithKind("Gadget")
+	crdName := "gadgets." + gvk.Group
+	removeCRD(t, cfg, crdName)
+	t.Cleanup(func() { removeCRD(t, cfg, crdName) })
+	if err := apiserver.InstallCRDs(t.Context(), cfg, testapi.CRDs); err != nil { // served before the manager starts
+		t.Fatal(err)
+	}
+	opts := quiet(t)
+	opts.AddToScheme = []func(*kruntime.Scheme) error{testapi.AddToScheme}
+	m, err := manager.New(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	release := make(chan struct{}) // closed once the test has seen the failure reported
+	if err := manager.WhenServed(m, gvk, func() (manager.Served, error) {
+		gadgets := manager.Informer[*v2.Gadget](m, manager.Scope{Namespace: ns})
+		made := manager.Served{Informers: []interface{ Name() string }{gadgets}}
+		calls.Add(1)
+		select {
+		case <-release:
+		default:
+			return made, errors.New("the gadget service is not reachable yet")
+		}
+		c, err := manager.NewController(m, "gadgets", &counting{}, manager.ControllerOptions{}, manager.For(gadgets))
+		if err != nil {
+			return made, err
+		}
+		made.Controllers = []*manager.Controller{c}
+		return made, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	base := start(t, m)
+	eventually(t, 30*time.Second, "/readyz?verbose saying the setup failed, and why", func() bool {
+		_, body := get(t, base+"/readyz?verbose")
+		return strings.Contains(body, "waiting for CRD "+crdName) && strings.Contains(body, "setup failed") &&
+			strings.Contains(body, "not reachable yet")
+	})
+	if _, body := get(t, base+"/debug/ctrlkit/state.json"); !strings.Contains(body, `"setupError":"the gadget service is not reachable yet"`) {
+		t.Errorf("the debug page's state does not carry the setup's error:\n%s", body)
+	}
+	close(release)
+	eventually(t, 30*time.Second, "the setup retried without a change of the CRD, its controller running", func() bool {
+		_, metrics := get(t, base+"/metrics")
+		return strings.Contains(metrics, `controller="gadgets"`)
+	})
+	if _, body := get(t, base+"/readyz?verbose"); strings.Contains(body, "waiting for CRD "+crdName) {
+		t.Errorf("/readyz?verbose still waits for %s once its setup succeeded:\n%s", crdName, body)
+	}
+	t.Logf("setup called %d times", calls.Load())
+}

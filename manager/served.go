@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -12,6 +14,7 @@ import (
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/object"
+	"github.com/ctrlkit/ctrlkit/store"
 )
 
 // Served is what a WhenServed setup made: the controllers to remove and
@@ -35,9 +38,13 @@ type Served struct {
 // It watches that one CRD only, by name (the kind's plural from
 // Options.CRDs, else the lower-case plural, and its group): one small
 // watch, no discovery of the whole API. setup runs on that watch's
-// handler goroutine, one call at a time; an error is logged and setup is
-// tried again at the CRD's next change. WhenServed works before and while
-// the manager runs (not on a sharded manager while it runs: see
+// handler goroutine (a retry on a timer's), one call at a time; an error
+// is logged and setup is
+// tried again after a backoff (1s, doubling to a minute) and at the CRD's
+// next change; /readyz?verbose and the debug page show the error meanwhile.
+// What a failed setup returned in its Served is removed and released, so
+// a setup returns what it made so far with its error. WhenServed works
+// before and while the manager runs (not on a sharded manager while it runs: see
 // ErrShardedLate); the manager needs list and watch on
 // customresourcedefinitions (Manifests grants it).
 func WhenServed(m *Manager, gvk schema.GroupVersionKind, setup func() (Served, error)) error {
@@ -49,7 +56,7 @@ func WhenServed(m *Manager, gvk schema.GroupVersionKind, setup func() (Served, e
 	}
 	name := m.plurals().resource(gvk).Resource + "." + gvk.Group
 	crds := Informer[*apiextensionsv1.CustomResourceDefinition](m, Scope{FieldSelector: "metadata.name=" + name})
-	w := &servedWatch{m: m, gvk: gvk, crd: name, setup: setup}
+	w := &servedWatch{m: m, gvk: gvk, crd: name, setup: setup, crds: crds.Reader(), stopped: crds.IsStopped}
 	m.mu.Lock()
 	m.served = append(m.served, w)
 	m.mu.Unlock()
@@ -67,13 +74,39 @@ func WhenServed(m *Manager, gvk schema.GroupVersionKind, setup func() (Served, e
 // servedWatch sets up and undoes what needs one resource as its CRD comes
 // and goes. Its methods run on its handler's goroutine, one at a time.
 type servedWatch struct {
-	m     *Manager
-	gvk   schema.GroupVersionKind
-	crd   string
-	setup func() (Served, error)
-	up    *Served // what setup made; nil while the resource is not served
-	// serving is up != nil, for /readyz?verbose and the debug page.
+	m       *Manager
+	gvk     schema.GroupVersionKind
+	crd     string
+	setup   func() (Served, error)
+	crds    store.Reader[*apiextensionsv1.CustomResourceDefinition] // the CRD's cache, for a retry
+	stopped func() bool                                             // the CRD's informer has stopped: no more retries
+
+	// mu serializes judge: the handler's calls and a retry's.
+	mu sync.Mutex
+	up *Served // what setup made; nil while the resource is not served
+	// retry, while setup keeps failing on a served resource, runs judge
+	// again after backoff (1s, doubling to a minute).
+	retry   *time.Timer
+	backoff time.Duration
+	// serving is up != nil, and failed the last setup's error while it
+	// keeps failing (nil otherwise), for /readyz?verbose and the debug page.
 	serving atomic.Bool
+	failed  atomic.Pointer[string]
+}
+
+// Setup retries of a served resource whose setup failed.
+const (
+	servedRetryFirst = time.Second
+	servedRetryMax   = time.Minute
+)
+
+// waiting says why w's controllers are not running: its resource is not
+// served yet, or its setup failed (and is retried).
+func (w *servedWatch) waiting() string {
+	if why := w.failed.Load(); why != nil {
+		return fmt.Sprintf("%s is served, but its setup failed (tried again with backoff): %s", w.gvk, *why)
+	}
+	return fmt.Sprintf("%s is not served yet; its controllers start when it is", w.gvk)
 }
 
 // waitingFor returns the WhenServed watches whose resource is not served.
@@ -89,17 +122,34 @@ func (m *Manager) waitingFor() []*servedWatch {
 	return out
 }
 
-// judge sets up or undoes after a change of the CRD (nil: deleted).
+// judge sets up or undoes after a change of the CRD (nil: deleted). A
+// setup that fails on a served resource is tried again after a backoff
+// (1s, doubling to a minute) and at the CRD's next change, until it
+// succeeds, the resource is no longer served or the manager stops.
 func (w *servedWatch) judge(crd *apiextensionsv1.CustomResourceDefinition) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	log := w.m.opts.Logger.With("kind", w.gvk.String(), "crd", w.crd)
-	switch serves := servesVersion(crd, w.gvk.Version); {
+	serves := servesVersion(crd, w.gvk.Version)
+	if !serves || w.up != nil {
+		w.stopRetry()
+	}
+	switch {
 	case serves && w.up == nil:
 		made, err := w.setup()
 		if err != nil {
-			log.Error("manager: the resource is served, but its setup failed; trying again at the CRD's next change", "err", err)
 			w.undo(made)
+			why := err.Error()
+			w.failed.Store(&why)
+			w.backoff = min(max(2*w.backoff, servedRetryFirst), servedRetryMax)
+			log.Error("manager: the resource is served, but its setup failed; trying again", "after", w.backoff, "err", err)
+			if w.retry != nil {
+				w.retry.Stop()
+			}
+			w.retry = time.AfterFunc(w.backoff, w.again)
 			return
 		}
+		w.stopRetry()
 		w.up = &made
 		w.serving.Store(true)
 		log.Info("manager: the resource is served: its controllers start", "controllers", len(made.Controllers))
@@ -109,6 +159,26 @@ func (w *servedWatch) judge(crd *apiextensionsv1.CustomResourceDefinition) {
 		w.serving.Store(false)
 		log.Info("manager: the resource is no longer served: its controllers and informers stopped")
 	}
+}
+
+// again is a retry of a failed setup: judge on the cached CRD, unless the
+// manager has stopped (the CRD's informer with it).
+func (w *servedWatch) again() {
+	if w.stopped() {
+		return
+	}
+	crd, _ := w.crds.Get(object.ObjectName{Name: w.crd})
+	w.judge(crd)
+}
+
+// stopRetry ends the retries and forgets the failure. Called with w.mu held.
+func (w *servedWatch) stopRetry() {
+	if w.retry != nil {
+		w.retry.Stop()
+		w.retry = nil
+	}
+	w.backoff = 0
+	w.failed.Store(nil)
 }
 
 // undo removes the controllers and releases the informers of made.
