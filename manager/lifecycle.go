@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Controllers come and go while the manager runs: NewController after Run
@@ -241,6 +242,8 @@ func (m *Manager) ReleaseInformer(inf interface{ Name() string }) error {
 type namespaceSet interface {
 	close()
 	memberNames() []string
+	kind() schema.GroupVersionKind
+	namespaces() []string
 }
 
 // releaseLocked drops one reference to the informer or set called name;

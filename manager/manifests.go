@@ -94,7 +94,9 @@ const (
 //   - the CustomResourceDefinitions of Options.CRDs, each with its
 //     conversion webhook set when the program converts its kind;
 //   - a ServiceAccount, and the ClusterRole it is bound to: get, list and
-//     watch on every informer's resource, update on the finalizers of a
+//     watch on every informer's resource (in every namespace for a
+//     namespace set's kind and a WhenServed kind, whose namespaces are
+//     known only while the program runs), update on the finalizers of a
 //     controller's For resource when it Owns others (the owner reference
 //     it sets blocks the owner's deletion, which a cluster may enforce as
 //     kubebuilder's scaffold expects), patch on the kind of each
@@ -467,6 +469,13 @@ func (m *Manager) rbacRules(p plurals) (cluster []rbacv1.PolicyRule, namespaced 
 		gvr := p.resource(e.gvk)
 		grant(target{e.scope.Namespace, gvr.Group, gvr.Resource}, "get", "list", "watch")
 		scopes[e.name] = e.scope.Namespace
+	}
+	// What runs informers later: a namespace set's kind in namespaces
+	// known only while it runs, and a WhenServed kind in scopes its setup
+	// chooses; both are granted in every namespace.
+	for _, gvk := range m.laterKindsLocked() {
+		gvr := p.resource(gvk)
+		grant(target{"", gvr.Group, gvr.Resource}, "get", "list", "watch")
 	}
 	// A controller that owns objects sets itself as their controller
 	// (apply.ControllerReference, SetControllerReference) with

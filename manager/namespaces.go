@@ -29,9 +29,11 @@ import (
 // clean up after objects leaving their scope) or nothing (Forget: leaving
 // the scope needs no work). Add, Remove and Forget may be called from a
 // reconcile (a set driven by a label of the namespaces, reconciled as a
-// controller's For objects: see ExampleInNamespaces), never from a source's
+// controller's For objects: see
+// ExampleInNamespaces_drivenByANamespaceLabel), never from a source's
 // filter or map function or an informer's handler, which run on the
-// informers' goroutines. Make one with InNamespaces; safe for concurrent
+// informers' goroutines (Remove and Forget there wait for those very
+// goroutines, forever). Make one with InNamespaces; safe for concurrent
 // use.
 type Namespaces[T Object] struct {
 	m     *Manager
@@ -74,7 +76,10 @@ var setSeq atomic.Int64
 // it that ReleaseInformer gives back. Add and Remove change its namespaces
 // at any time, before or while the manager runs. It fails on a type
 // outside the scheme, a scope with a namespace, or an invalid namespace
-// name.
+// name. Manifests grants get, list and watch on T in every namespace (the
+// set's are known only while the program runs); narrow it by hand to
+// Roles of fixed namespaces if they are. The start's preflight checks
+// list and watch in the namespaces the set holds then.
 func InNamespaces[T Object](m *Manager, scope Scope, namespaces ...string) (*Namespaces[T], error) {
 	gvk, err := m.kindOf(newObject[T]())
 	if err != nil {
@@ -413,4 +418,14 @@ func (h *setHandler[T]) detach(ns string, inf *informer.SharedIndexInformer[T], 
 			Deleted: object.Deleted[T]{Name: object.NameOf(obj), Obj: obj, HasObj: true, FinalStateUnknown: true}})
 	}
 	on.keys.Enqueue(events)
+}
+
+// kind is the set's kind, for the manifests' grants.
+func (s *Namespaces[T]) kind() schema.GroupVersionKind { return s.gvk }
+
+// namespaces returns the namespaces the set holds, sorted.
+func (s *Namespaces[T]) namespaces() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.members))
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/controller"
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
+	"github.com/ctrlkit/ctrlkit/internal/testapi"
+	v2 "github.com/ctrlkit/ctrlkit/internal/testapi/v2"
 	"github.com/ctrlkit/ctrlkit/manager"
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -296,4 +298,46 @@ func protobufListSize(t *testing.T, cfg *rest.Config, ns string) int {
 		t.Fatal(err)
 	}
 	return len(body)
+}
+
+// The manifests grant what informers made while the manager runs will
+// read: a namespace set's kind and a WhenServed kind, in every namespace
+// (a set's namespaces and a setup's scopes are known only then); they
+// granted neither, and a deployed operator could not watch what it was
+// for.
+func TestManifests_grantTheKindsOfNamespaceSetsAndWhenServed(t *testing.T) {
+	opts := quiet(t)
+	opts.AddToScheme = []func(*kruntime.Scheme) error{testapi.AddToScheme}
+	m, err := manager.New(&rest.Config{Host: "https://127.0.0.1:1"}, opts) // makes no request
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := manager.InNamespaces[*corev1.Secret](m, manager.Scope{}, "team-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := manager.WhenServed(m, v2.SchemeGroupVersion.WithKind("Gadget"), func() (manager.Served, error) {
+		return manager.Served{}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Manifests(manager.ManifestOptions{Name: "op", Image: "example.com/op:v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role string
+	for _, doc := range strings.Split(string(out), "\n---") {
+		if strings.Contains(doc, "\nkind: ClusterRole\n") && strings.Contains(doc, "\n  name: op\n") {
+			role = doc + "\n"
+		}
+	}
+	for _, resource := range []string{"secrets", "gadgets"} {
+		granted := false
+		for _, rule := range strings.Split(role, "- apiGroups:") {
+			granted = granted || strings.Contains(rule, "- "+resource+"\n") && strings.Contains(rule, "- get\n") &&
+				strings.Contains(rule, "- list\n") && strings.Contains(rule, "- watch\n")
+		}
+		if !granted {
+			t.Errorf("the ClusterRole grants no get, list and watch of %s:\n%s", resource, role)
+		}
+	}
 }

@@ -3,6 +3,8 @@ package manager
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -76,7 +78,16 @@ func (m *Manager) preflight(ctx context.Context) error {
 	infs := append([]informerEntry(nil), m.informers...)
 	perms = append(perms, m.finalizerPermissions(plurals)...)
 	perms = append(perms, m.providerPermissions...)
+	sets := slices.Collect(maps.Values(m.sets))
 	m.mu.Unlock()
+	for _, set := range sets { // the namespaces a set holds now (its lock after m's, not under it)
+		gvr := plurals.resource(set.kind())
+		for _, ns := range set.namespaces() {
+			for _, verb := range []string{"list", "watch"} {
+				perms = append(perms, Permission{Verb: verb, Group: gvr.Group, Resource: gvr.Resource, Namespace: ns})
+			}
+		}
+	}
 	for _, e := range infs {
 		mp, err := e.lw.Mapping()
 		if err != nil && m.opts.RequireServedKinds {

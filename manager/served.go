@@ -3,6 +3,7 @@ package manager
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -46,7 +47,9 @@ type Served struct {
 // a setup returns what it made so far with its error. WhenServed works
 // before and while the manager runs (not on a sharded manager while it runs: see
 // ErrShardedLate); the manager needs list and watch on
-// customresourcedefinitions (Manifests grants it).
+// customresourcedefinitions, and its setups' informers get, list and
+// watch on the resource (Manifests grants both, the resource in every
+// namespace; their writes go in Options.Permissions).
 func WhenServed(m *Manager, gvk schema.GroupVersionKind, setup func() (Served, error)) error {
 	if gvk.Group == "" || gvk.Version == "" || gvk.Kind == "" {
 		return fmt.Errorf("manager: WhenServed(%v): want a custom resource's group, version and kind", gvk)
@@ -107,6 +110,21 @@ func (w *servedWatch) waiting() string {
 		return fmt.Sprintf("%s is served, but its setup failed (tried again with backoff): %s", w.gvk, *why)
 	}
 	return fmt.Sprintf("%s is not served yet; its controllers start when it is", w.gvk)
+}
+
+// laterKindsLocked returns the kinds whose informers come while the
+// manager runs, in scopes the manifests cannot know: the namespace sets'
+// (their namespaces change at runtime) and the WhenServed kinds' (their
+// setups choose). m.mu is held.
+func (m *Manager) laterKindsLocked() []schema.GroupVersionKind {
+	var out []schema.GroupVersionKind
+	for _, name := range slices.Sorted(maps.Keys(m.sets)) {
+		out = append(out, m.sets[name].kind())
+	}
+	for _, w := range m.served {
+		out = append(out, w.gvk)
+	}
+	return out
 }
 
 // waitingFor returns the WhenServed watches whose resource is not served.
