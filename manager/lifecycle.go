@@ -216,10 +216,12 @@ var ErrNoInformer = errors.New("not an informer this manager holds (released alr
 // ReleaseInformer gives back one reference to inf, an informer Informer or
 // Projection returned or a set InNamespaces returned: each call of those
 // takes one, and each controller holds one on each of its sources'
-// informers until RemoveController. The last release stops the informer
-// (its reflector and handlers; it returns once they have), unregisters its
-// metrics, takes it off /readyz, the debug page and the read-your-writes
-// ledger, and drops the manager's references to its cache; a later
+// informers until RemoveController. The last release takes the informer
+// off the debug page at once, then stops it (its reflector and handlers),
+// takes it off /readyz and the read-your-writes ledger and unregisters its
+// metrics, and returns once all that is done (one watching while it runs
+// sees the series leave /metrics a little after the debug page's row); it
+// drops the manager's references to its cache; a later
 // Informer call of that type and scope makes a new one. Whoever still
 // holds inf reads a cache that no longer changes. A set's last release
 // releases each of its namespaces' informers.
