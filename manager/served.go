@@ -15,7 +15,6 @@ import (
 	"github.com/ctrlkit/ctrlkit/handler"
 	"github.com/ctrlkit/ctrlkit/informer"
 	"github.com/ctrlkit/ctrlkit/object"
-	"github.com/ctrlkit/ctrlkit/store"
 )
 
 // Served is what a WhenServed setup made: the controllers to remove and
@@ -77,12 +76,14 @@ func WhenServed(m *Manager, gvk schema.GroupVersionKind, setup func() (Served, e
 // servedWatch sets up and undoes what needs one resource as its CRD comes
 // and goes. Its methods run on its handler's goroutine, one at a time.
 type servedWatch struct {
-	m       *Manager
-	gvk     schema.GroupVersionKind
-	crd     string
-	setup   func() (Served, error)
-	crds    store.Reader[*apiextensionsv1.CustomResourceDefinition] // the CRD's cache, for a retry
-	stopped func() bool                                             // the CRD's informer has stopped: no more retries
+	m     *Manager
+	gvk   schema.GroupVersionKind
+	crd   string
+	setup func() (Served, error)
+	crds  interface { // the CRD's cache (a store.Reader), for a retry
+		Get(object.ObjectName) (*apiextensionsv1.CustomResourceDefinition, bool)
+	}
+	stopped func() bool // the CRD's informer has stopped: no more retries
 
 	// mu serializes judge: the handler's calls and a retry's.
 	mu sync.Mutex
