@@ -92,8 +92,9 @@ type servedWatch struct {
 	// again after backoff (1s, doubling to a minute).
 	retry   *time.Timer
 	backoff time.Duration
-	// serving is up != nil, and failed the last setup's error while it
-	// keeps failing (nil otherwise), for /readyz?verbose and the debug page.
+	// serving is up != nil; failed is the last setup's error while setups
+	// keep failing (nil otherwise); both for /readyz?verbose and the debug
+	// page, read without mu.
 	serving atomic.Bool
 	failed  atomic.Pointer[string]
 }
