@@ -10,9 +10,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/rest"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
 	"github.com/ctrlkit/ctrlkit/controller"
@@ -120,6 +123,11 @@ func TestNewFleet_runsASingleClusterReconcilerOverEveryClusterWithTheManager(t *
 	}
 }
 
+// fleetNop is a fleet reconciler that does nothing.
+var fleetNop = controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
+	return controller.Result{}, nil
+})
+
 // A fleet's controller name is one of the manager's: NewFleet refuses a
 // name a controller has, and NewController one a fleet has.
 func TestNewFleet_refusesANameTheManagerHas(t *testing.T) {
@@ -134,13 +142,10 @@ func TestNewFleet_refusesANameTheManagerHas(t *testing.T) {
 	if _, err := manager.NewController(m, "mirror", nop, manager.ControllerOptions{}, manager.For(cms)); err != nil {
 		t.Fatal(err)
 	}
-	fleetRec := controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
-		return controller.Result{}, nil
-	})
-	if _, err := manager.NewFleet(m, fleetRec, fleet.Options{Controller: controller.Options[fleet.Key]{Name: "mirror"}}); !errors.Is(err, manager.ErrDuplicateName) {
+	if _, err := manager.NewFleet(m, fleetNop, fleet.Options{Controller: controller.Options[fleet.Key]{Name: "mirror"}}); !errors.Is(err, manager.ErrDuplicateName) {
 		t.Errorf("NewFleet named as a controller: %v, want ErrDuplicateName", err)
 	}
-	if _, err := manager.NewFleet(m, fleetRec, fleet.Options{}); err != nil {
+	if _, err := manager.NewFleet(m, fleetNop, fleet.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := manager.NewController(m, "fleet", nop, manager.ControllerOptions{}, manager.For(cms)); !errors.Is(err, manager.ErrDuplicateName) {
@@ -162,10 +167,7 @@ func TestNewFleet_aSecretsProviderThatCannotListSaysSoOnReadyzAndTheManifestsGra
 	limited := rest.CopyConfig(srv.Config())
 	limited.Impersonate = rest.ImpersonationConfig{UserName: "no-secrets-" + ns}
 	kube := apiserver.Client(t, limited)
-	rec := controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
-		return controller.Result{}, nil
-	})
-	f, err := manager.NewFleet(m, rec, fleet.Options{Controller: controller.Options[fleet.Key]{Name: "kubeconfigs"}},
+	f, err := manager.NewFleet(m, fleetNop, fleet.Options{Controller: controller.Options[fleet.Key]{Name: "kubeconfigs"}},
 		fleet.Secrets{Kube: kube, Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +179,7 @@ func TestNewFleet_aSecretsProviderThatCannotListSaysSoOnReadyzAndTheManifestsGra
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !grants(string(out), ns, "secrets", "list", "watch") {
+	if !grants(t, out, ns, "", "secrets", "list", "watch") {
 		t.Errorf("the manifests grant no list and watch of secrets in namespace %s:\n%s", ns, out)
 	}
 	base := start(t, m)
@@ -187,29 +189,33 @@ func TestNewFleet_aSecretsProviderThatCannotListSaysSoOnReadyzAndTheManifestsGra
 	})
 }
 
-// grants reports whether the manifests hold a Role in ns whose rules allow
-// every verb on resource (a rough read of the YAML: a rule lists its
-// resources, then its verbs).
-func grants(manifests, ns, resource string, verbs ...string) bool {
-	for _, doc := range strings.Split(manifests, "\n---") {
-		doc += "\n"
-		if !strings.Contains(doc, "kind: Role\n") || !strings.Contains(doc, "namespace: "+ns+"\n") {
-			continue
+// grants reports whether the manifests' RBAC of the program called op
+// allows every verb on resource (in the core group or group) in ns: in its
+// ClusterRole, or for ns != "" in its Role of ns.
+func grants(t *testing.T, manifests []byte, ns, group, resource string, verbs ...string) bool {
+	t.Helper()
+	var rules []rbacv1.PolicyRule
+	for _, doc := range strings.Split(string(manifests), "\n---\n") {
+		var head struct {
+			Kind     string            `json:"kind"`
+			Metadata metav1.ObjectMeta `json:"metadata"`
 		}
-		for _, rule := range strings.Split(doc, "- apiGroups:") {
-			if !strings.Contains(rule, "- "+resource+"\n") {
-				continue
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			t.Fatal(err)
+		}
+		if (head.Kind == "ClusterRole" && head.Metadata.Name == "op") ||
+			(head.Kind == "Role" && ns != "" && head.Metadata.Namespace == ns) {
+			var role rbacv1.ClusterRole // a Role's rules decode alike
+			if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+				t.Fatal(err)
 			}
-			all := true
-			for _, v := range verbs {
-				all = all && strings.Contains(rule, "- "+v+"\n")
-			}
-			if all {
-				return true
-			}
+			rules = append(rules, role.Rules...)
 		}
 	}
-	return false
+	return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool {
+		return slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) &&
+			!slices.ContainsFunc(verbs, func(v string) bool { return !slices.Contains(r.Verbs, v) })
+	})
 }
 
 // The clusters' caches take the manager's Options.Informers: a field
@@ -226,9 +232,6 @@ func TestNewFleet_givesTheClustersCachesTheManagersInformerOptions(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
-		return controller.Result{}, nil
-	})
 	engage := fleet.ProviderFunc(func(ctx context.Context, f *fleet.Fleet) error {
 		if err := f.Engage("east", srv.Config()); err != nil {
 			return err
@@ -236,7 +239,7 @@ func TestNewFleet_givesTheClustersCachesTheManagersInformerOptions(t *testing.T)
 		<-ctx.Done()
 		return nil
 	})
-	f, err := manager.NewFleet(m, rec, fleet.Options{}, engage)
+	f, err := manager.NewFleet(m, fleetNop, fleet.Options{}, engage)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -324,20 +324,9 @@ func TestManifests_grantTheKindsOfNamespaceSetsAndWhenServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var role string
-	for _, doc := range strings.Split(string(out), "\n---") {
-		if strings.Contains(doc, "\nkind: ClusterRole\n") && strings.Contains(doc, "\n  name: op\n") {
-			role = doc + "\n"
-		}
-	}
-	for _, resource := range []string{"secrets", "gadgets"} {
-		granted := false
-		for _, rule := range strings.Split(role, "- apiGroups:") {
-			granted = granted || strings.Contains(rule, "- "+resource+"\n") && strings.Contains(rule, "- get\n") &&
-				strings.Contains(rule, "- list\n") && strings.Contains(rule, "- watch\n")
-		}
-		if !granted {
-			t.Errorf("the ClusterRole grants no get, list and watch of %s:\n%s", resource, role)
+	for _, r := range []struct{ group, resource string }{{"", "secrets"}, {v2.SchemeGroupVersion.Group, "gadgets"}} {
+		if !grants(t, out, "", r.group, r.resource, "get", "list", "watch") {
+			t.Errorf("the ClusterRole grants no get, list and watch of %s:\n%s", r.resource, out)
 		}
 	}
 }
