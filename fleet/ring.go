@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -212,9 +213,10 @@ func (f *Fleet) Ready() error {
 // its Secrets would otherwise look idle, ready, with no cluster).
 func (f *Fleet) providersReady() error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, name := range sortedKeys(f.watched) {
-		c := f.watched[name]
+	watched := maps.Clone(f.watched)
+	f.mu.Unlock()
+	for _, name := range sortedKeys(watched) { // the caches' locks are not taken under f.mu
+		c := watched[name]
 		if c.synced() {
 			continue
 		}

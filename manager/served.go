@@ -151,8 +151,8 @@ func (w *servedWatch) judge(crd *apiextensionsv1.CustomResourceDefinition) {
 	defer w.mu.Unlock()
 	log := w.m.opts.Logger.With("kind", w.gvk.String(), "crd", w.crd)
 	serves := servesVersion(crd, w.gvk.Version)
-	if !serves || w.up != nil {
-		w.stopRetry()
+	if !serves {
+		w.stopRetry() // nothing to retry, nor any failure to report
 	}
 	switch {
 	case serves && w.up == nil:
@@ -164,7 +164,7 @@ func (w *servedWatch) judge(crd *apiextensionsv1.CustomResourceDefinition) {
 			w.backoff = min(max(2*w.backoff, servedRetryFirst), servedRetryMax)
 			log.Error("manager: the resource is served, but its setup failed; trying again", "after", w.backoff, "err", err)
 			if w.retry != nil {
-				w.retry.Stop()
+				w.retry.Stop() // a CRD change ran this before the pending retry
 			}
 			w.retry = time.AfterFunc(w.backoff, w.again)
 			return
