@@ -18,6 +18,21 @@ type Provider interface {
 	Run(ctx context.Context, f *Fleet) error
 }
 
+// Watched is a resource a provider lists and watches in the cluster it
+// reads its clusters from (the management cluster), in Namespace ("" for
+// every namespace); Group is "" for the core group.
+type Watched struct {
+	Group, Resource, Namespace string
+}
+
+// Watcher is a Provider that says what it lists and watches in the
+// management cluster: manager.NewFleet grants it in the manifests' RBAC
+// and checks it at start (Secrets is one).
+type Watcher interface {
+	Provider
+	Watches() []Watched
+}
+
 // ProviderFunc adapts a function to Provider.
 type ProviderFunc func(ctx context.Context, f *Fleet) error
 

@@ -47,6 +47,9 @@ type Secrets struct {
 	Logger *slog.Logger
 }
 
+// Watches is what p lists and watches: the Secrets of its namespace.
+func (p Secrets) Watches() []Watched { return []Watched{{Resource: "secrets", Namespace: p.Namespace}} }
+
 // SecretSuffix ends the name of a kubeconfig Secret; the cluster's name
 // is what comes before it.
 const SecretSuffix = "-kubeconfig"

@@ -25,10 +25,10 @@ import (
 // /readyz ("fleet-" and the controller's name: the ring's, if opts.Ring
 // is set; a provider that cannot list its kubeconfig Secrets makes it fail
 // with the reason, a cluster that is down never does); the fleet's
-// clusters' informers and its controller on the debug page; and, for a
-// fleet.Secrets provider, the list and watch of its Secrets in the
-// manifests' RBAC and the preflight check (another provider's needs go in
-// Options.Permissions). With
+// clusters' informers and its controller on the debug page; and what a
+// provider that is a fleet.Watcher (fleet.Secrets) lists and watches, in
+// the manifests' RBAC and the preflight check (another provider's needs go
+// in Options.Permissions). With
 // Options.LeaderElection the fleet runs on the leader only, unless
 // opts.Ring spreads its clusters over the replicas: then on every one.
 // Call it before Run. opts.Controller.Name defaults to "fleet".
@@ -77,24 +77,21 @@ func NewFleet(m *Manager, rec controller.Reconciler[fleet.Key], opts fleet.Optio
 	return f, nil
 }
 
-// providerPermissions are what the providers of this package read in
-// the management cluster (m's): a Secrets provider lists and watches the
-// Secrets of its namespace. The manifests grant them and preflight checks
-// them, as Options.Permissions; another provider's go in Permissions.
+// providerPermissions are what the providers list and watch in m's
+// cluster, as those that are fleet.Watchers say (Secrets does): the
+// manifests grant them and preflight checks them, as Options.Permissions.
 func providerPermissions(providers []fleet.Provider) []Permission {
 	var out []Permission
 	for _, p := range providers {
-		var ns string
-		switch s := p.(type) {
-		case fleet.Secrets:
-			ns = s.Namespace
-		case *fleet.Secrets:
-			ns = s.Namespace
-		default:
+		w, ok := p.(fleet.Watcher)
+		if !ok {
 			continue
 		}
-		out = append(out, Permission{Verb: "list", Resource: "secrets", Namespace: ns},
-			Permission{Verb: "watch", Resource: "secrets", Namespace: ns})
+		for _, r := range w.Watches() {
+			for _, verb := range []string{"list", "watch"} {
+				out = append(out, Permission{Verb: verb, Group: r.Group, Resource: r.Resource, Namespace: r.Namespace})
+			}
+		}
 	}
 	return out
 }

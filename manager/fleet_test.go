@@ -262,3 +262,31 @@ func TestNewFleet_givesTheClustersCachesTheManagersInformerOptions(t *testing.T)
 		return ok && slices.ContainsFunc(cm.ManagedFields, func(e metav1.ManagedFieldsEntry) bool { return e.Manager == "fleet-test" })
 	})
 }
+
+// clusterTable is a provider of one's own that reads its clusters from
+// ConfigMaps of the management cluster, and says so (fleet.Watcher).
+type clusterTable struct{ fleet.ProviderFunc }
+
+func (clusterTable) Watches() []fleet.Watched {
+	return []fleet.Watched{{Resource: "configmaps", Namespace: "clusters"}}
+}
+
+// A provider of one's own that is a fleet.Watcher has what it watches in
+// the manifests, as the Secrets provider has.
+func TestNewFleet_grantsWhatAWatcherProviderWatches(t *testing.T) {
+	m, err := manager.New(&rest.Config{Host: "https://127.0.0.1:1"}, quiet(t)) // makes no request
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := clusterTable{func(ctx context.Context, _ *fleet.Fleet) error { <-ctx.Done(); return nil }}
+	if _, err := manager.NewFleet(m, fleetNop, fleet.Options{}, idle); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Manifests(manager.ManifestOptions{Name: "op", Image: "example.com/op:v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !grants(t, out, "clusters", "", "configmaps", "list", "watch") {
+		t.Errorf("the manifests grant no list and watch of configmaps in namespace clusters:\n%s", out)
+	}
+}
