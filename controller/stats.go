@@ -392,8 +392,30 @@ func (c *Controller[K]) AddBatchBecause(keys []K, reasons []Reason, priority int
 	if len(keys) == 0 {
 		return
 	}
-	c.track.noteBatch(keys, reasons, nil, true, c.track.now())
-	c.queue.AddBatch(keys, priority)
+	c.addNoted(keys, reasons, nil, true, priority)
+}
+
+// noteChunk is how many keys addNoted notes before adding them to the
+// queue: as many as the queue adds per lock.
+const noteChunk = 32
+
+// addNoted notes why each of keys is added (and links its cause) and adds
+// it to the queue, a chunk at a time: a worker can take a key between
+// two of the queue's locks, and the events of a later chunk must then be
+// the reasons of the reconcile they cause, not of the one already
+// running (which would leave that later reconcile with no reason).
+func (c *Controller[K]) addNoted(keys []K, reasons []Reason, causes []Cause, draw bool, priority int) {
+	now := c.track.now()
+	for len(keys) > 0 {
+		n := min(len(keys), noteChunk)
+		var cs []Cause
+		if len(causes) > 0 {
+			cs, causes = causes[:n], causes[n:]
+		}
+		c.track.noteBatch(keys[:n], reasons[:n], cs, draw, now)
+		c.queue.AddBatch(keys[:n], priority)
+		keys, reasons = keys[n:], reasons[n:]
+	}
 }
 
 // requeue adds key after d (now when d <= 0), remembering why and that it

@@ -109,8 +109,7 @@ func (c *Controller[K]) AddBatchCaused(keys []K, reasons []Reason, causes []Caus
 		c.AddBatchBecause(keys, reasons, priority)
 		return
 	}
-	c.track.noteBatch(keys, reasons, causes, false, c.track.now())
-	c.queue.AddBatch(keys, priority)
+	c.addNoted(keys, reasons, causes, false, priority)
 }
 
 // drawPlain draws keys added with no reason (Add, AddWithPriority,

@@ -51,7 +51,7 @@ func TestController_tracesEachReconcileWithTheEventsMergedIntoIt(t *testing.T) {
 		defer func() { _ = tp.Shutdown(context.Background()) }()
 		reg := prometheus.NewRegistry()
 		writes := tracing.NewWrites(0)
-		release := make(chan struct{})
+		release, gate := make(chan struct{}), make(chan struct{})
 		calls := map[string]int{}
 		c := newController(t, func(ctx context.Context, key string) (Result, error) {
 			calls[key]++
@@ -61,6 +61,8 @@ func TestController_tracesEachReconcileWithTheEventsMergedIntoIt(t *testing.T) {
 			switch {
 			case key == "ns/merged" && calls[key] == 1:
 				<-release // the events below merge while it runs
+			case key == "ns/gate":
+				<-gate // the batch below is added while it runs
 			case key == "ns/fails" && calls[key] <= 3:
 				return Result{}, errors.New("not yet")
 			}
@@ -95,7 +97,10 @@ func TestController_tracesEachReconcileWithTheEventsMergedIntoIt(t *testing.T) {
 		for i := range many {
 			many[i], whys[i], causes[i] = "ns/many", Reason{Event: "update", Source: "cms"}, cause("ns/many", fmt.Sprint(i))
 		}
+		c.Add("ns/gate") // the only worker is busy while the batch is added: it cannot take ns/many halfway
+		synctest.Wait()
 		c.AddBatchCaused(many, whys, causes, 0)
+		close(gate)
 		synctest.Wait()
 
 		self := cause("ns/self", "9")
@@ -127,7 +132,11 @@ func TestController_tracesEachReconcileWithTheEventsMergedIntoIt(t *testing.T) {
 			t.Errorf("the reconcile of an object with a traceparent did not join its trace: %+v", child)
 		}
 		if m := byKey["ns/many"]; len(m) != 1 || len(m[0].Links) != MaxLinks || spanAttr(m[0], "ctrlkit.links.dropped") != "5" {
-			t.Errorf("ns/many: want one span with %d links and 5 dropped", MaxLinks)
+			var got []string
+			for _, s := range m {
+				got = append(got, fmt.Sprintf("%d links, %s dropped", len(s.Links), spanAttr(s, "ctrlkit.links.dropped")))
+			}
+			t.Errorf("ns/many: spans %v, want one span with %d links and 5 dropped", got, MaxLinks)
 		}
 		if s := byKey["ns/self"]; len(s) != 1 || linkAttr(s[0].Links[0], "ctrlkit.self_triggered") != "true" ||
 			s[0].Links[0].SpanContext.TraceID() != (trace.TraceID{9}) {
