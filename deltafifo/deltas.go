@@ -51,8 +51,14 @@ func (d Delta[T]) isUpsert() bool { return d.Type == Added || d.Type == Updated 
 //   - an upsert after Updated, or Added after Added: one delta of the
 //     newest object, with the type of the first;
 //   - Deleted after upserts: the upserts are dropped, the delete carries the
-//     final state;
-//   - Deleted after Deleted: the newer delete remains.
+//     final state; but if a delete is queued before those upserts (the
+//     object was deleted and created again, and the new one deleted too),
+//     that first delete remains and the new one is dropped with its
+//     upserts: the first is the end of the object the consumer may hold
+//     (its UID, its final state), the other object lived only in the queue;
+//   - Deleted right after Deleted: the newer remains if it is the same
+//     object's (its deletion told twice), the older if the newer is of
+//     another object (another UID: one that lived only in the queue).
 func appendDelta[T object.Object](ds []Delta[T], d Delta[T]) []Delta[T] {
 	n := len(ds)
 	if d.isUpsert() {
@@ -62,8 +68,17 @@ func appendDelta[T object.Object](ds []Delta[T], d Delta[T]) []Delta[T] {
 		}
 		return append(ds, d)
 	}
-	for len(ds) > 0 && (ds[len(ds)-1].isUpsert() || ds[len(ds)-1].Type == Deleted) {
+	if n > 0 && ds[n-1].Type == Deleted {
+		if !object.Recreated(ds[n-1].Object, d.Object) {
+			ds[n-1].Object = d.Object
+		}
+		return ds
+	}
+	for len(ds) > 0 && ds[len(ds)-1].isUpsert() {
 		ds = ds[:len(ds)-1]
+	}
+	if len(ds) > 0 { // a Deleted, before the upserts just dropped
+		return ds
 	}
 	return append(ds, d)
 }

@@ -18,7 +18,10 @@
 //   - A key holds at most three deltas, so memory stays bounded under a
 //     burst on one key: consecutive updates compact to the newest object,
 //     consecutive deletes collapse, and a delete drops the upserts queued
-//     before it (the deleted object carries their final state). An update
+//     before it (the deleted object carries their final state); a delete
+//     queued before those upserts stays and the new one goes with them, so
+//     that the delete the consumer hears is of the object it may hold, not
+//     of a re-created one that lived only in the queue. An update
 //     after an add is kept beside it, so that handlers hear the add and
 //     then the update, as client-go's do (a handler acting on updates does
 //     not miss one that came before the add was popped). The shape of a

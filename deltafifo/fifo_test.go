@@ -166,9 +166,14 @@ func TestFIFO_rules(t *testing.T) {
 			want: []string{"ns/a: Deleted@1 Added@2 Updated@3"},
 		},
 		{
+			name: "a re-created object deleted again goes, the first delete stays",
+			ops:  []op{"delete a 1", "add a 2", "update a 3", "delete a 4"},
+			want: []string{"ns/a: Deleted@1"},
+		},
+		{
 			name: "a burst of re-creations stays at three deltas",
 			ops:  []op{"add a 1", "delete a 2", "add a 3", "delete a 4", "add a 5", "update a 6", "update a 7"},
-			want: []string{"ns/a: Deleted@4 Added@5 Updated@7"},
+			want: []string{"ns/a: Deleted@2 Added@5 Updated@7"},
 		},
 		{
 			name: "a replace supersedes every queued delta",

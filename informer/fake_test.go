@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/ctrlkit/ctrlkit/internal/poll"
@@ -49,7 +50,13 @@ func (s *fakeServer) change(typ watch.EventType, name string, data map[string]st
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rv++
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: strconv.Itoa(s.rv)}, Data: data}
+	// An object keeps its UID until it is deleted; one created again gets
+	// another.
+	uid := types.UID("uid-" + strconv.Itoa(s.rv))
+	if prev, ok := s.objs[name]; ok && typ != watch.Added {
+		uid = prev.UID
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid, ResourceVersion: strconv.Itoa(s.rv)}, Data: data}
 	if typ == watch.Deleted {
 		delete(s.objs, name)
 	} else {

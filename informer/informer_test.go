@@ -3,6 +3,7 @@ package informer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -157,6 +158,38 @@ func TestInformer_aRelistNotifiesOnlyObjectsWhoseResourceVersionChanged(t *testi
 		if got := m.callList()[3:]; !slices.Equal(got, want) {
 			t.Errorf("handler %s after the relist heard\n%q\nwant\n%q", m.handlerID, got, want)
 		}
+	}
+}
+
+// An object deleted and created again while the watch was down (the
+// relist lists another UID under its key) is told as a delete of the old
+// object (final state unknown), then an add of the new, never as an update
+// from one object to the other; with the relist streamed or atomic.
+func TestInformer_aRelistThatFindsAnObjectRecreatedTellsADeleteThenAnAdd(t *testing.T) {
+	for _, atomic := range []bool{false, true} {
+		t.Run(fmt.Sprintf("atomic=%v", atomic), func(t *testing.T) {
+			leakcheck.Check(t)
+			srv := newFakeServer("kept", "recreated")
+			opts := informer.Options[*corev1.ConfigMap]{}
+			opts.AtomicRelist = atomic
+			inf := newInformer(t, srv, opts)
+			m := newMirror()
+			register(t, inf, m, "m", 0)
+			run(t, inf)
+			waitFor(t, wait, "sync", inf.HasSynced)
+			m.waitForView(t, wait, srv.state)
+
+			srv.stall()
+			srv.remove("recreated")
+			srv.create("recreated", map[string]string{"k": "v"})
+			srv.expireAndResume()
+			m.waitForView(t, wait, srv.state)
+			want := []string{"delete ns/recreated@2 unknown=true", "add recreated@4 initial=false"}
+			if got := m.callList()[2:]; !slices.Equal(got, want) {
+				t.Errorf("after the relist the handler heard\n%q\nwant\n%q", got, want)
+			}
+			m.check(t)
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -15,10 +16,13 @@ import (
 // mirror is a Handler that keeps its own view of the objects from the
 // events it hears, and records violations of the handler contract: an add
 // of a key it holds, an update or delete of a key it does not, an update
-// whose old is not what it holds.
+// whose old is not what it holds, an update from one object to another
+// (another UID: a recreated object is a delete, then an add), a delete
+// carrying another object than the one it holds.
 type mirror struct {
 	mu        sync.Mutex
 	view      map[string]string // name -> resource version
+	uids      map[string]types.UID
 	calls     []string
 	errs      []string
 	initial   int
@@ -28,7 +32,7 @@ type mirror struct {
 	handlerID string
 }
 
-func newMirror() *mirror { return &mirror{view: map[string]string{}} }
+func newMirror() *mirror { return &mirror{view: map[string]string{}, uids: map[string]types.UID{}} }
 
 func (m *mirror) record(call string, f func()) {
 	if m.block != nil {
@@ -59,6 +63,7 @@ func (m *mirror) OnAdd(obj *corev1.ConfigMap, initial bool) {
 			m.initial++
 		}
 		m.view[obj.Name] = obj.ResourceVersion
+		m.uids[obj.Name] = obj.UID
 	})
 }
 
@@ -66,6 +71,9 @@ func (m *mirror) OnUpdate(old, new *corev1.ConfigMap) {
 	m.record(fmt.Sprintf("update %s@%s->%s", new.Name, old.ResourceVersion, new.ResourceVersion), func() {
 		if rv, ok := m.view[new.Name]; !ok || rv != old.ResourceVersion {
 			m.violation("update of %s from %s, held %q (%v)", new.Name, old.ResourceVersion, rv, ok)
+		}
+		if old.UID != new.UID {
+			m.violation("update of %s from UID %s to %s: another object", new.Name, old.UID, new.UID)
 		}
 		m.view[new.Name] = new.ResourceVersion
 	})
@@ -81,7 +89,11 @@ func (m *mirror) OnDelete(d object.Deleted[*corev1.ConfigMap]) {
 		if _, ok := m.view[name]; !ok {
 			m.violation("delete of %s, not held", d.Name)
 		}
+		if d.HasObj && d.Obj.UID != m.uids[name] {
+			m.violation("delete of %s with UID %s, held UID %s", d.Name, d.Obj.UID, m.uids[name])
+		}
 		delete(m.view, name)
+		delete(m.uids, name)
 	})
 }
 

@@ -160,6 +160,13 @@ func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool, no
 	switch {
 	case !existed:
 		i.dispatchLocked(key, notification[T]{Type: handler.AddEvent, Obj: obj, Initial: relist && !i.synced}, now)
+	case relist && object.Recreated(old, obj):
+		// Deleted and created again while the watch was down (or its
+		// delete still queued when this relist superseded it): the old
+		// object's end (final state unknown), then the new one, never an
+		// update from one object to another.
+		i.dispatchLocked(key, notification[T]{Type: handler.DeleteEvent, Deleted: tombstone(key, old, true)}, now)
+		i.dispatchLocked(key, notification[T]{Type: handler.AddEvent, Obj: obj, Initial: !i.synced}, now)
 	case !relist: // a watch's event: a new version
 		i.dispatchLocked(key, notification[T]{Type: handler.UpdateEvent, Old: old, Obj: obj}, now)
 	case changed(old, obj):
@@ -294,6 +301,7 @@ func (i *SharedIndexInformer[T]) swapLocked(h *heldRelist[T], rv string) {
 	items := make([]T, 0, len(h.objs))
 	changes := make([]change, 0, len(h.objs))
 	written := make(map[string]struct{}, len(h.objs))
+	var removed []change // deleted or recreated: told first
 	for _, key := range h.keys {
 		obj, ok := h.objs[key]
 		if !ok {
@@ -306,12 +314,14 @@ func (i *SharedIndexInformer[T]) swapLocked(h *heldRelist[T], rv string) {
 		switch old, existed := i.idx.GetByKey(key); {
 		case !existed:
 			c.n = notification[T]{Type: handler.AddEvent, Obj: obj, Initial: !i.synced}
+		case object.Recreated(old, obj):
+			removed = append(removed, change{key: key, n: notification[T]{Type: handler.DeleteEvent, Deleted: tombstone(key, old, true)}})
+			c.n = notification[T]{Type: handler.AddEvent, Obj: obj, Initial: !i.synced}
 		case changed(old, obj):
 			c.n = notification[T]{Type: handler.UpdateEvent, Old: old, Obj: obj}
 		}
 		changes = append(changes, c)
 	}
-	var removed []change
 	for _, key := range i.idx.ListKeys() {
 		if _, ok := written[key]; !ok {
 			old, _ := i.idx.GetByKey(key)

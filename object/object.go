@@ -1,5 +1,7 @@
 package object
 
+import "k8s.io/apimachinery/pkg/types"
+
 // Object is what the pipeline needs to know about a cached object: where it
 // lives and which version of it this is. It is deliberately small; every
 // Kubernetes API type satisfies it through its embedded ObjectMeta
@@ -24,4 +26,21 @@ type Labeled interface {
 	Object
 	// GetLabels returns the object's labels. Callers must not modify the map.
 	GetLabels() map[string]string
+}
+
+// Recreated reports whether b is another object than a under the same
+// name: both carry a UID (metadata.uid) and the two differ, so a was
+// deleted and b created in its place. Objects without a UID, or with an
+// empty one, are never recreated.
+func Recreated[T Object](a, b T) bool {
+	ua, ub := uidOf(a), uidOf(b)
+	return ua != "" && ub != "" && ua != ub
+}
+
+// uidOf returns obj's UID, "" if it has none.
+func uidOf(obj Object) types.UID {
+	if u, ok := obj.(interface{ GetUID() types.UID }); ok {
+		return u.GetUID()
+	}
+	return ""
 }
