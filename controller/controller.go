@@ -470,10 +470,11 @@ func (c *Controller[K]) worker(ctx, work context.Context, id int) {
 	}
 }
 
-// LoggerFrom returns the logger of the controller whose reconcile ctx
-// belongs to: its Options.Logger with the attribute controller=NAME (put
-// in the context once per Run: a reconcile pays nothing for it), as
-// controller-runtime's log.FromContext gives a reconciler its logger.
-// Outside a reconcile it returns slog.Default(). Add the key yourself:
-// controller.LoggerFrom(ctx).With("key", name).
+// LoggerFrom returns the logger of the reconcile ctx belongs to: its
+// controller's Options.Logger (with the attribute controller=NAME) and
+// the attribute key=KEY, the key being reconciled, as controller-runtime's
+// log.FromContext gives a reconciler a logger naming its object. Outside a
+// reconcile it returns slog.Default(). Each call makes a logger with the
+// key (a reconcile that never asks pays only for the key in its context):
+// call it once per reconcile and keep it.
 func LoggerFrom(ctx context.Context) *slog.Logger { return logctx.From(ctx) }

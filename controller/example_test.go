@@ -51,7 +51,7 @@ func Example() {
 
 // A reconciler logs through its controller's logger, found in its context
 // (as controller-runtime's log.FromContext): every line names the
-// controller.
+// controller and the key being reconciled.
 func ExampleLoggerFrom() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		Level: slog.LevelWarn, // the controller's own lines at Info are left out of this example
@@ -63,7 +63,7 @@ func ExampleLoggerFrom() {
 		}}))
 	done := make(chan struct{})
 	rec := controller.ReconcileFunc[string](func(ctx context.Context, key string) (controller.Result, error) {
-		controller.LoggerFrom(ctx).Warn("the greeting is empty", "key", key)
+		controller.LoggerFrom(ctx).Warn("the greeting is empty")
 		close(done)
 		return controller.Result{}, nil
 	})

@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ctrlkit/ctrlkit/internal/logctx"
 	"github.com/ctrlkit/ctrlkit/workqueue"
 )
 
@@ -56,7 +57,7 @@ func (c *Controller[K]) process(ctx context.Context, key K, worker int) {
 		ctx, span = c.startSpan(ctx, key)
 	}
 	start := time.Since(c.track.epoch) // as in tracker.now: one read of the monotonic clock
-	res, err := c.reconcile(ctx, key)
+	res, err := c.reconcile(logctx.WithKey(ctx, key), key)
 	end := time.Since(c.track.epoch)
 	c.metrics.duration(end-start, exemplar(span))
 	if span != nil {

@@ -487,9 +487,9 @@ func (l *lines) with(s string) []string {
 }
 
 // A reconcile's logger (controller.LoggerFrom) and the controller's own
-// lines name the controller once: the manager and the controller both
+// lines name the controller once (the manager and the controller both
 // added the attribute, and a JSON handler wrote objects with a duplicate
-// key.
+// key); a reconcile's lines name its key.
 func TestManager_aControllersLogLinesNameItOnce(t *testing.T) {
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
@@ -503,7 +503,7 @@ func TestManager_aControllersLogLinesNameItOnce(t *testing.T) {
 	}
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
 	rec := controller.ReconcileFunc[object.ObjectName](func(ctx context.Context, name object.ObjectName) (controller.Result, error) {
-		controller.LoggerFrom(ctx).Info("reconciling", "key", name)
+		controller.LoggerFrom(ctx).Info("reconciling")
 		return controller.Result{}, nil
 	})
 	if _, err := manager.NewController(m, "logs", rec, manager.ControllerOptions{}, manager.For(cms)); err != nil {
@@ -524,6 +524,11 @@ func TestManager_aControllersLogLinesNameItOnce(t *testing.T) {
 			if n := strings.Count(line, "controller=logs"); n != 1 {
 				t.Errorf("%d times controller=logs in %q, want once", n, line)
 			}
+		}
+	}
+	for _, line := range logs.with("msg=reconciling") {
+		if !strings.Contains(line, " key="+ns+"/a") {
+			t.Errorf("a reconcile's line %q does not name its key %s/a", line, ns)
 		}
 	}
 }

@@ -16,11 +16,39 @@ func With(ctx context.Context, l *slog.Logger) context.Context {
 	return context.WithValue(ctx, key{}, l)
 }
 
-// From returns the logger ctx carries, or slog.Default() when it carries
-// none.
-func From(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(key{}).(*slog.Logger); ok && l != nil {
-		return l
+// keyOf is the context key of the key being reconciled.
+type keyOf struct{}
+
+// keyCtx carries the key being reconciled without boxing it: a reconcile
+// pays one small allocation for it, and the boxing only happens when a
+// logger is asked for.
+type keyCtx[K any] struct {
+	context.Context
+	key K
+}
+
+func (c *keyCtx[K]) Value(k any) any {
+	if _, ok := k.(keyOf); ok {
+		return c.key
 	}
-	return slog.Default()
+	return c.Context.Value(k)
+}
+
+// WithKey returns ctx carrying the key being reconciled, which From adds
+// to the logger it returns.
+func WithKey[K any](ctx context.Context, key K) context.Context {
+	return &keyCtx[K]{Context: ctx, key: key}
+}
+
+// From returns the logger ctx carries, or slog.Default() when it carries
+// none, with the attribute key=KEY when ctx is a reconcile's (WithKey).
+func From(ctx context.Context) *slog.Logger {
+	l, ok := ctx.Value(key{}).(*slog.Logger)
+	if !ok || l == nil {
+		l = slog.Default()
+	}
+	if k := ctx.Value(keyOf{}); k != nil {
+		return l.With("key", k)
+	}
+	return l
 }
