@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ctrlkit/ctrlkit/object"
 	"github.com/ctrlkit/ctrlkit/tracing"
@@ -30,6 +31,10 @@ type Cause struct {
 	// (KEP-5915), if it carries one: the reconcile joins that trace
 	// (linked only, with Options.LinkTraceparents).
 	Traceparent trace.SpanContext
+	// DeletedUID is, for a delete event, the UID of the object deleted:
+	// the event is linked to the traced delete of that object
+	// (tracing.Writes.RecordDelete) when no write made its version.
+	DeletedUID types.UID
 }
 
 // MaxLinks bounds the links of one reconcile's span; the events beyond
@@ -171,7 +176,10 @@ func (p *pendingLink) write(writes *tracing.Writes) (tracing.Write, bool) {
 	if !p.hasCause || writes == nil {
 		return tracing.Write{}, false
 	}
-	return writes.Lookup(p.cause.Resource, p.cause.Object, p.cause.ResourceVersion)
+	if w, ok := writes.Lookup(p.cause.Resource, p.cause.Object, p.cause.ResourceVersion); ok {
+		return w, true
+	}
+	return writes.LookupDelete(p.cause.Resource, p.cause.Object, p.cause.DeletedUID)
 }
 
 // link makes the link of p: to the span of w, the traced write that made

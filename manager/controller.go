@@ -576,6 +576,9 @@ func (s *sourceKeys[T]) cause(causes []controller.Cause, e *handler.Event[T], be
 		}
 		if ok {
 			c.Object, c.ResourceVersion = object.NameOf(obj), obj.GetResourceVersion()
+			if e.Type == handler.DeleteEvent {
+				c.DeletedUID = object.UIDOf(obj)
+			}
 		} else {
 			c.Object = e.Deleted.Name
 		}

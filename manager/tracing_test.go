@@ -216,6 +216,55 @@ func TestManager_tracesWhyEachReconcileRan(t *testing.T) {
 	}
 }
 
+// A controller's own delete comes back linked to it: the API server
+// answers a delete with a Status (no resource version), and the delete's
+// watch event carries the version the deletion made, so the event is
+// matched to the traced delete by the deleted object's UID; the reconcile
+// it queues links the delete's span as self-triggered.
+func TestManager_aControllersOwnDeleteIsLinkedAsSelfTriggered(t *testing.T) {
+	m, _, exp, kube, ns := tracedManager(t, 0)
+	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
+	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns})
+	secretClient := manager.Client[*corev1.Secret](m)
+	if _, err := manager.NewController(m, "pruner", controller.ReconcileFunc[object.ObjectName](
+		func(ctx context.Context, n object.ObjectName) (controller.Result, error) {
+			if _, ok := secrets.Reader().Get(n); !ok {
+				return controller.Result{}, nil
+			}
+			err := secretClient.Delete(ctx, n, metav1.DeleteOptions{})
+			if apierrors.IsNotFound(err) {
+				err = nil
+			}
+			return controller.Result{}, err
+		}), manager.ControllerOptions{}, manager.For(cms), manager.Owns(secrets)); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "a",
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cm, corev1.SchemeGroupVersion.WithKind("ConfigMap"))}}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start(t, m)
+	key := ns + "/a"
+	eventually(t, 30*time.Second, "the delete's span", func() bool { return len(spansOf(exp, "delete secrets", "k8s.object", key)) > 0 })
+	del := spansOf(exp, "delete secrets", "k8s.object", key)[0]
+	eventually(t, 30*time.Second, "a reconcile linking the delete", func() bool {
+		for _, s := range spansOf(exp, "reconcile pruner", "ctrlkit.key", key) {
+			for _, l := range s.Links {
+				if linkAttr(l, "ctrlkit.event") == "delete" && l.SpanContext.SpanID() == del.SpanContext.SpanID() &&
+					linkAttr(l, "ctrlkit.self_triggered") == "true" && linkAttr(l, "ctrlkit.writer") == "pruner" {
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
+
 // With Options.TraceSampling drawing (almost) no event, the reconciles of
 // plain objects get no span, and an object carrying a sampled traceparent
 // still gets its reconcile traced in its trace: a source draws per event

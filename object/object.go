@@ -33,12 +33,12 @@ type Labeled interface {
 // deleted and b created in its place. Objects without a UID, or with an
 // empty one, are never recreated.
 func Recreated[T Object](a, b T) bool {
-	ua, ub := uidOf(a), uidOf(b)
+	ua, ub := UIDOf(a), UIDOf(b)
 	return ua != "" && ub != "" && ua != ub
 }
 
-// uidOf returns obj's UID, "" if it has none.
-func uidOf(obj Object) types.UID {
+// UIDOf returns obj's UID (metadata.uid), "" if it has none.
+func UIDOf(obj Object) types.UID {
 	if u, ok := obj.(interface{ GetUID() types.UID }); ok {
 		return u.GetUID()
 	}

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ctrlkit/ctrlkit/internal/apiwrite"
 	"github.com/ctrlkit/ctrlkit/object"
@@ -74,6 +75,30 @@ func (ws *Writes) Record(resource schema.GroupResource, name object.ObjectName, 
 	ws.byKey[k] = w
 }
 
+// deletedVersion stands for the end of the object with uid among the
+// versions of writes: a delete's response carries no resource version
+// (a Status, or the object as it was), and its watch event carries the
+// version the deletion made, so a delete is found by the UID the event's
+// object has. It cannot be a resource version (those hold no NUL).
+func deletedVersion(uid types.UID) string { return "\x00deleted " + string(uid) }
+
+// RecordDelete remembers w as the write that deleted the object with uid
+// called name of resource.
+func (ws *Writes) RecordDelete(resource schema.GroupResource, name object.ObjectName, uid types.UID, w Write) {
+	if uid != "" {
+		ws.Record(resource, name, deletedVersion(uid), w)
+	}
+}
+
+// LookupDelete returns the write that deleted the object with uid called
+// name of resource, if it is remembered.
+func (ws *Writes) LookupDelete(resource schema.GroupResource, name object.ObjectName, uid types.UID) (Write, bool) {
+	if uid == "" {
+		return Write{}, false
+	}
+	return ws.Lookup(resource, name, deletedVersion(uid))
+}
+
 // Lookup returns the write that made version resourceVersion of the
 // object called name of resource, if it is remembered.
 func (ws *Writes) Lookup(resource schema.GroupResource, name object.ObjectName, resourceVersion string) (Write, bool) {
@@ -94,8 +119,9 @@ func (ws *Writes) Len() int {
 // that gives each create, update, patch and delete made with a context
 // carrying a valid span (a traced reconcile's) a client span of its own,
 // child of that one, with the resource, the object, the status code and
-// the resource version the server returned; and records the write in
-// writes. Reads, and writes made outside a traced reconcile, pass through
+// the resource version the server returned (a delete: the UID of the
+// object deleted); and records the write in writes (a delete by that
+// UID, RecordDelete). Reads, and writes made outside a traced reconcile, pass through
 // untouched.
 func Transport(tracer trace.Tracer, writes *Writes) func(http.RoundTripper) http.RoundTripper {
 	return func(rt http.RoundTripper) http.RoundTripper {
@@ -137,13 +163,19 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		span.SetStatus(codes.Error, strconv.Itoa(resp.StatusCode))
 		return resp, nil
 	}
+	w := Write{SpanContext: span.SpanContext(), Controller: ControllerFrom(req.Context())}
+	if verb == "delete" {
+		if uid, ok := apiwrite.DeletedUID(resp); ok {
+			span.SetAttributes(attribute.String("k8s.uid", string(uid)))
+			t.writes.RecordDelete(ref.Resource, ref.Name, uid, w)
+		}
+	}
 	meta, ok := apiwrite.Response(resp, &ref)
 	if !ok {
 		return resp, nil
 	}
 	span.SetAttributes(attribute.String("k8s.object", ref.Name.String()))
 	span.SetAttributes(attribute.String("k8s.resource_version", meta.ResourceVersion))
-	t.writes.Record(ref.Resource, ref.Name, meta.ResourceVersion, Write{SpanContext: span.SpanContext(),
-		Controller: ControllerFrom(req.Context())})
+	t.writes.Record(ref.Resource, ref.Name, meta.ResourceVersion, w)
 	return resp, nil
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -41,6 +42,41 @@ func Response(resp *http.Response, ref *Ref) (meta metav1.ObjectMeta, ok bool) {
 		ref.Name = object.ObjectName{Namespace: meta.Namespace, Name: meta.Name}
 	}
 	return meta, ok
+}
+
+// DeletedUID reads the UID of the object a delete's response names: the
+// object's (a response carrying it) or the Status's details (a response
+// saying it is gone), putting the body back for the caller to read; ok is
+// false when the body names none.
+func DeletedUID(resp *http.Response) (uid types.UID, ok bool) {
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return "", false
+	}
+	ct := resp.Header.Get("Content-Type")
+	if meta, ok := ObjectMeta(ct, body); ok {
+		return meta.UID, meta.UID != ""
+	}
+	var st metav1.Status
+	switch {
+	case strings.HasPrefix(ct, "application/json"):
+		if json.Unmarshal(body, &st) != nil {
+			return "", false
+		}
+	case strings.HasPrefix(ct, "application/vnd.kubernetes.protobuf") && bytes.HasPrefix(body, protoMagic):
+		var u runtime.Unknown
+		if u.Unmarshal(body[len(protoMagic):]) != nil || st.Unmarshal(u.Raw) != nil {
+			return "", false
+		}
+	default:
+		return "", false
+	}
+	if st.Details == nil || st.Details.UID == "" {
+		return "", false
+	}
+	return st.Details.UID, true
 }
 
 // ObjectMeta reads the metadata of the object in a response body, JSON or
