@@ -448,7 +448,7 @@ func (c *Controller[K]) worker(ctx, work context.Context, id int) {
 		if c.opts.Gate != nil {
 			if wait, atMost := c.opts.Gate.Wait(key); wait {
 				c.queue.Done(key)
-				c.requeue(key, "held for read-your-writes", c.track.now(), atMost, 0)
+				c.requeue(key, "held for read-your-writes", c.track.now(), atMost, 0, trace.SpanContext{})
 				c.metrics.gated()
 				continue
 			}

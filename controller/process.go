@@ -70,7 +70,7 @@ func (c *Controller[K]) process(ctx context.Context, key K, worker int) {
 		c.queue.Forget(key)
 		c.metrics.succeeded(res.RequeueAfter > 0)
 		if res.RequeueAfter > 0 {
-			c.requeue(key, "requeue after", ended, res.RequeueAfter, res.Priority)
+			c.requeue(key, "requeue after", ended, res.RequeueAfter, res.Priority, spanContext(span))
 		}
 	case IsTerminal(err):
 		c.queue.Forget(key)
@@ -86,7 +86,7 @@ func (c *Controller[K]) process(ctx context.Context, key K, worker int) {
 		c.metrics.failed(false)
 		c.opts.Logger.Warn("controller: reconcile failed; retrying with backoff", "key", key, "err", err)
 		c.track.retries.Add(1)
-		c.track.note(key, Reason{Event: "retry after error", At: ended})
+		c.track.noteAfter(key, Reason{Event: "retry after error", At: ended}, spanContext(span))
 		c.queue.AddWithOpts(key, workqueue.AddOpts{RateLimited: true, Priority: res.Priority})
 	}
 }
@@ -128,4 +128,12 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) (res Result, err e
 		}
 	}()
 	return c.rec.Reconcile(rctx, key)
+}
+
+// spanContext returns span's context, the zero one without a span.
+func spanContext(span trace.Span) trace.SpanContext {
+	if span == nil {
+		return trace.SpanContext{}
+	}
+	return span.SpanContext()
 }

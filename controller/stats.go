@@ -235,12 +235,20 @@ func (t *tracker[K]) time(d time.Duration) time.Time {
 	return t.epoch.Add(d)
 }
 
-func (t *tracker[K]) note(key K, r Reason) {
+func (t *tracker[K]) note(key K, r Reason) { t.noteAfter(key, r, trace.SpanContext{}) }
+
+// noteAfter is note for a reconcile asked for by the one whose span is
+// prev (a retry's, a requeue's): its link points to that span, and is
+// made whenever prev was sampled (the story of a traced reconcile goes on
+// in its retry), else drawn like an event's.
+func (t *tracker[K]) noteAfter(key K, r Reason, prev trace.SpanContext) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.noteLocked(key, r)
-	if t.tracing && t.draw() {
-		t.linkLocked(key, r, nil)
+	if t.tracing && (prev.IsSampled() || t.draw()) {
+		if p := t.linkLocked(key, r, nil); p != nil {
+			p.prev = prev
+		}
 	}
 }
 
@@ -419,9 +427,9 @@ func (c *Controller[K]) addNoted(keys []K, reasons []Reason, causes []Cause, dra
 }
 
 // requeue adds key after d (now when d <= 0), remembering why and that it
-// was at now.
-func (c *Controller[K]) requeue(key K, event string, now time.Time, d time.Duration, priority int) {
-	c.track.note(key, Reason{Event: event, At: now, Due: now.Add(d)})
+// was at now, and (prev) the span of the reconcile that asked for it.
+func (c *Controller[K]) requeue(key K, event string, now time.Time, d time.Duration, priority int, prev trace.SpanContext) {
+	c.track.noteAfter(key, Reason{Event: event, At: now, Due: now.Add(d)}, prev)
 	c.queue.AddWithOpts(key, workqueue.AddOpts{After: d, Priority: priority})
 }
 

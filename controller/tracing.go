@@ -62,6 +62,7 @@ type pendingLink struct {
 	event, source string
 	cause         Cause
 	hasCause      bool
+	prev          trace.SpanContext // a retry's or requeue's: the span of the reconcile that asked for it
 }
 
 // Attribute keys of reconcile spans and their links.
@@ -141,8 +142,9 @@ func (t *tracker[K]) drawPlain(keys ...K) {
 }
 
 // linkLocked adds the link of r and cause (nil: a requeue or retry) to
-// key's next reconcile. Called with t.mu held.
-func (t *tracker[K]) linkLocked(key K, r Reason, cause *Cause) {
+// key's next reconcile and returns it (nil: dropped past MaxLinks).
+// Called with t.mu held.
+func (t *tracker[K]) linkLocked(key K, r Reason, cause *Cause) *pendingLink {
 	if t.links == nil {
 		t.links = map[K]*links{}
 	}
@@ -156,18 +158,19 @@ func (t *tracker[K]) linkLocked(key K, r Reason, cause *Cause) {
 	}
 	if l.n >= MaxLinks {
 		l.dropped++
-		return
+		return nil
 	}
 	p := pendingLink{event: r.Event, source: r.Source}
 	if cause != nil {
 		p.cause, p.hasCause = *cause, true
 	}
-	if l.n == 0 {
-		l.first = p
-	} else {
-		l.more = append(l.more, p)
-	}
 	l.n++
+	if l.n == 1 {
+		l.first = p
+		return &l.first
+	}
+	l.more = append(l.more, p)
+	return &l.more[len(l.more)-1]
 }
 
 // write returns the traced write that made p's event's version of the
@@ -183,14 +186,15 @@ func (p *pendingLink) write(writes *tracing.Writes) (tracing.Write, bool) {
 }
 
 // link makes the link of p: to the span of w, the traced write that made
-// its event's version of the object (ok), else to its traceparent.
+// its event's version of the object (ok), else to its traceparent; a
+// retry's or requeue's to the reconcile that asked for it.
 func (p *pendingLink) link(controller string, w tracing.Write, ok bool) trace.Link {
 	attrs := make([]attribute.KeyValue, 0, 8)
 	attrs = append(attrs, attrEvent.String(p.event))
 	if p.source != "" {
 		attrs = append(attrs, attrInformer.String(p.source))
 	}
-	var sc trace.SpanContext
+	sc := p.prev
 	if c := &p.cause; p.hasCause {
 		attrs = append(attrs, attrHandler.String(c.Handler), attrObject.String(c.Object.String()),
 			attrVersion.String(c.ResourceVersion))

@@ -41,7 +41,8 @@ func spanAttr(s tracetest.SpanStub, key string) string {
 
 // A reconcile's span links every event merged into it, up to MaxLinks with
 // a count beyond; an event from an object's traceparent makes it join that
-// trace; a retry and a requeue are links of the next reconcile; an event
+// trace; a retry and a requeue are links of the next reconcile, to the
+// span of the reconcile that asked for it; an event
 // of the controller's own write counts as self-triggered; the key's last
 // trace id is in KeyStats.
 func TestController_tracesEachReconcileWithTheEventsMergedIntoIt(t *testing.T) {
@@ -152,6 +153,11 @@ func TestController_tracesEachReconcileWithTheEventsMergedIntoIt(t *testing.T) {
 		if fails[0].Status.Code.String() != "Error" || spanAttr(fails[3], "ctrlkit.result") != "success" ||
 			len(fails[1].Links) != 1 || linkAttr(fails[1].Links[0], "ctrlkit.event") != "retry after error" {
 			t.Errorf("ns/fails: the failed reconcile's status or the retry's link is wrong: %+v", fails[1].Links)
+		}
+		for i := 1; i < len(fails); i++ {
+			if len(fails[i].Links) != 1 || fails[i].Links[0].SpanContext.SpanID() != fails[i-1].SpanContext.SpanID() {
+				t.Errorf("ns/fails: retry %d does not link the span of the reconcile that failed before it", i)
+			}
 		}
 		if got := c.KeyStats("ns/fails").TraceID; got != fails[3].SpanContext.TraceID().String() {
 			t.Errorf("KeyStats.TraceID = %q, want the last reconcile's %s", got, fails[3].SpanContext.TraceID())
