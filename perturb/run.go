@@ -143,6 +143,13 @@ type Faults struct {
 	// seed and timed from the trial's start (each held in the run of the
 	// controller that is the latest when it begins): the controller's
 	// cache of them falls behind and its reconciles read an old state.
+	// A trial holds three spans, the first from the trial's start (the
+	// controller's first list, what it creates at once), each of the
+	// others a little after the one before ends (up to MaxHold/4): all
+	// within about 4.75 x MaxHold of the start. A hold delays events, not
+	// lists, so a workload whose bug needs a stale read late in its run
+	// (a second reconcile of an object after the controller's own write)
+	// should make those changes within that window, or raise MaxHold.
 	StaleReads []string
 	MaxHold    time.Duration
 	// StaleTrials is how many trials with stale reads run, each with its
