@@ -1,7 +1,8 @@
 // Package logctx carries a logger in a context: a controller puts its own
-// in each reconcile's context, and what a reconcile calls (controller.
-// LoggerFrom, apply's warnings) logs there instead of on the default
-// logger, under the controller's name.
+// in each reconcile's context, with the key being reconciled, and what a
+// reconcile calls (controller.LoggerFrom, apply's warnings) logs there
+// instead of on the default logger, under the controller's name and the
+// key.
 package logctx
 
 import (
