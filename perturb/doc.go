@@ -68,7 +68,11 @@
 //
 // The controller runs in the test's process, beside the workload: give its
 // manager KeepKlogOutput (klog's logger is process-wide, and routing it
-// while other goroutines make requests is a data race).
+// while other goroutines make requests is a data race). klog then writes
+// to stderr, and a crash trial's cancelled requests make client-go log
+// lines such as "Unexpected error when reading response body" there; a
+// test package that wants them gone sets klog's logger once, before any
+// request, in its TestMain: klog.SetLogger(logr.Discard()).
 //
 // Late writes. A failover trial's paused leader resumes with a write
 // already on its way: no lease, fence or context stops a request the
