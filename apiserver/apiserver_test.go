@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ctrlkit/ctrlkit/internal/leakcheck"
 )
@@ -350,4 +352,31 @@ func mustAtoi(t *testing.T, s string) int64 {
 		t.Fatalf("resource version %q is not a number: %v", s, err)
 	}
 	return n
+}
+
+// KubeconfigAs acts as the ServiceAccount: the server knows it by that
+// name, and it may do what its RBAC grants and nothing more.
+func TestServer_kubeconfigAsActsAsTheServiceAccountWithItsPermissionsOnly(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	admin := kubernetes.NewForConfigOrDie(srv.Config())
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "op"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", srv.KubeconfigAs(t, ns, "op"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := kubernetes.NewForConfigOrDie(cfg)
+	review, err := op.AuthenticationV1().SelfSubjectReviews().Create(t.Context(), &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "system:serviceaccount:" + ns + ":op"; review.Status.UserInfo.Username != want {
+		t.Errorf("the kubeconfig acts as %q, want %q", review.Status.UserInfo.Username, want)
+	}
+	if _, err := op.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("listing ConfigMaps without a grant: %v, want forbidden", err)
+	}
 }

@@ -5,15 +5,19 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Shared is one server for a whole test package, started by the first test
@@ -156,4 +160,41 @@ func Client(t testing.TB, cfg *rest.Config) *kubernetes.Clientset {
 		t.Fatal(err)
 	}
 	return kube
+}
+
+// KubeconfigAs writes a kubeconfig that acts as the ServiceAccount
+// namespace/serviceAccount (a token from the TokenRequest API, valid for
+// an hour, and the server's certificate authority) into a folder of the
+// test's, and returns its path: run a program with it, and it has the
+// permissions its RBAC gives that ServiceAccount and nothing else, as in
+// a cluster (the ServiceAccount and its bindings applied first, e.g. from
+// a manager.Main program's --manifests).
+func (s *Server) KubeconfigAs(t testing.TB, namespace, serviceAccount string) string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(s.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(t.Context(), serviceAccount,
+		&authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token for ServiceAccount %s/%s: %v", namespace, serviceAccount, err)
+	}
+	cfg := s.Config()
+	ca := cfg.CAData
+	if len(ca) == 0 && cfg.CAFile != "" {
+		if ca, err = os.ReadFile(cfg.CAFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["ctrlkit"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: ca}
+	kc.AuthInfos[serviceAccount] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	kc.Contexts["ctrlkit"] = &clientcmdapi.Context{Cluster: "ctrlkit", AuthInfo: serviceAccount, Namespace: namespace}
+	kc.CurrentContext = "ctrlkit"
+	path := filepath.Join(t.TempDir(), "kubeconfig-"+serviceAccount)
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

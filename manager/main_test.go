@@ -33,7 +33,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ctrlkit/ctrlkit/apiserver"
@@ -393,19 +392,7 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 
 	// The program as its Pod runs it: the ServiceAccount's token, the
 	// Deployment's arguments (the addresses and cache folder made local).
-	tok, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := srv.Config()
-	ca := cfg.CAData
-	if len(ca) == 0 {
-		if ca, err = os.ReadFile(cfg.CAFile); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kubeconfig := tokenKubeconfig(t, cfg.Host, ca, tok.Status.Token)
+	kubeconfig := srv.KubeconfigAs(t, ns, name)
 	if len(deploy.Spec.Template.Spec.Containers) != 1 {
 		t.Fatalf("the Deployment has %d containers, want 1", len(deploy.Spec.Template.Spec.Containers))
 	}
@@ -577,20 +564,6 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 	waitUntil(t, time.Minute, "the program naming the permission taken out", func() bool {
 		return strings.Contains(logs(), "permission=\"patch secrets in every namespace\"")
 	}, logs)
-}
-
-// tokenKubeconfig writes a kubeconfig that authenticates with token only.
-func tokenKubeconfig(t *testing.T, host string, ca []byte, token string) string {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: ca}
-	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
-	cfg.CurrentContext = "c"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // slicesWithout returns s without v.
