@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -164,13 +165,16 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	w := Write{SpanContext: span.SpanContext(), Controller: ControllerFrom(req.Context())}
+	var meta metav1.ObjectMeta
 	if verb == "delete" {
-		if uid, ok := apiwrite.DeletedUID(resp); ok {
+		var uid types.UID
+		if meta, ok, uid = apiwrite.DeleteResponse(resp, &ref); uid != "" {
 			span.SetAttributes(attribute.String("k8s.uid", string(uid)))
 			t.writes.RecordDelete(ref.Resource, ref.Name, uid, w)
 		}
+	} else {
+		meta, ok = apiwrite.Response(resp, &ref)
 	}
-	meta, ok := apiwrite.Response(resp, &ref)
 	if !ok {
 		return resp, nil
 	}

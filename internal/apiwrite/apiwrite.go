@@ -32,51 +32,56 @@ type Ref struct {
 // the object (generateName), so ref's name is taken from it when it has
 // one.
 func Response(resp *http.Response, ref *Ref) (meta metav1.ObjectMeta, ok bool) {
+	meta, ok, _ = response(resp, ref)
+	return meta, ok
+}
+
+// DeleteResponse is Response for a delete, which also reads (from the
+// same read of the body) the UID of the object deleted: the object's,
+// when the response carries it, else the Status's details' ("" when it
+// names none).
+func DeleteResponse(resp *http.Response, ref *Ref) (meta metav1.ObjectMeta, ok bool, uid types.UID) {
+	meta, ok, body := response(resp, ref)
+	if ok {
+		return meta, true, meta.UID
+	}
+	return meta, false, statusUID(resp.Header.Get("Content-Type"), body)
+}
+
+// response reads the body once, puts it back for the caller and reads
+// the object's metadata from it; body is nil when it could not be read.
+func response(resp *http.Response, ref *Ref) (meta metav1.ObjectMeta, ok bool, body []byte) {
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil {
-		return meta, false
+		return meta, false, nil
 	}
 	if meta, ok = ObjectMeta(resp.Header.Get("Content-Type"), body); ok && meta.Name != "" {
 		ref.Name = object.ObjectName{Namespace: meta.Namespace, Name: meta.Name}
 	}
-	return meta, ok
+	return meta, ok, body
 }
 
-// DeletedUID reads the UID of the object a delete's response names: the
-// object's (a response carrying it) or the Status's details (a response
-// saying it is gone), putting the body back for the caller to read; ok is
-// false when the body names none.
-func DeletedUID(resp *http.Response) (uid types.UID, ok bool) {
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		return "", false
-	}
-	ct := resp.Header.Get("Content-Type")
-	if meta, ok := ObjectMeta(ct, body); ok {
-		return meta.UID, meta.UID != ""
-	}
+// statusUID reads the UID in the details of a Status body, JSON or
+// Kubernetes protobuf; "" when it is not a Status or names none.
+func statusUID(contentType string, body []byte) types.UID {
 	var st metav1.Status
 	switch {
-	case strings.HasPrefix(ct, "application/json"):
+	case strings.HasPrefix(contentType, "application/json"):
 		if json.Unmarshal(body, &st) != nil {
-			return "", false
+			return ""
 		}
-	case strings.HasPrefix(ct, "application/vnd.kubernetes.protobuf") && bytes.HasPrefix(body, protoMagic):
+	case strings.HasPrefix(contentType, "application/vnd.kubernetes.protobuf") && bytes.HasPrefix(body, protoMagic):
 		var u runtime.Unknown
 		if u.Unmarshal(body[len(protoMagic):]) != nil || st.Unmarshal(u.Raw) != nil {
-			return "", false
+			return ""
 		}
-	default:
-		return "", false
 	}
-	if st.Details == nil || st.Details.UID == "" {
-		return "", false
+	if st.Details == nil {
+		return ""
 	}
-	return st.Details.UID, true
+	return st.Details.UID
 }
 
 // ObjectMeta reads the metadata of the object in a response body, JSON or

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ctrlkit/ctrlkit/object"
 )
 
 func TestVerb_namesEachWriteAndNoRead(t *testing.T) {
@@ -33,7 +35,7 @@ func TestVerb_namesEachWriteAndNoRead(t *testing.T) {
 // A delete's response names the deleted object's UID in the object it
 // carries or in its Status's details, JSON or protobuf; the body stays
 // readable, and a Status without details names none.
-func TestDeletedUID_readsTheObjectOrTheStatusAndPutsTheBodyBack(t *testing.T) {
+func TestDeleteResponse_readsTheUIDOfTheObjectOrTheStatusAndPutsTheBodyBack(t *testing.T) {
 	status := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess,
 		Details: &metav1.StatusDetails{Name: "s", Kind: "secrets", UID: "u-1"}}
 	jsonStatus, err := json.Marshal(status)
@@ -62,9 +64,13 @@ func TestDeletedUID_readsTheObjectOrTheStatusAndPutsTheBodyBack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := &http.Response{Header: http.Header{"Content-Type": {tc.contentType}}, Body: io.NopCloser(strings.NewReader(tc.body))}
-			uid, ok := DeletedUID(resp)
-			if uid != tc.want || ok != (tc.want != "") {
-				t.Errorf("DeletedUID = %q, %v; want %q", uid, ok, tc.want)
+			ref := Ref{Name: object.ObjectName{Namespace: "ns", Name: "s"}}
+			meta, ok, uid := DeleteResponse(resp, &ref)
+			if uid != tc.want {
+				t.Errorf("DeleteResponse's UID = %q, want %q", uid, tc.want)
+			}
+			if isObject := tc.name == "the object"; ok != isObject || (ok && meta.ResourceVersion != "9") {
+				t.Errorf("DeleteResponse's metadata = %+v, %v; want the object's only when it carries one", meta, ok)
 			}
 			if body, _ := io.ReadAll(resp.Body); string(body) != tc.body {
 				t.Errorf("the body left for the caller = %q, want it unchanged", body)
