@@ -85,13 +85,7 @@ func getJSON(t *testing.T, url string, v any) int {
 }
 
 func TestManager_debugStateAndExplainOnTheRealServer(t *testing.T) {
-	srv := env.Get(t)
-	ns := srv.Namespace(t)
-	leakcheck.Check(t)
-	m, err := manager.New(srv.Config(), quiet(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, srv, ns := quietManager(t)
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
 	rec := controller.ReconcileFunc[object.ObjectName](func(_ context.Context, n object.ObjectName) (controller.Result, error) {
 		if strings.HasPrefix(n.Name, "bad") {

@@ -32,13 +32,7 @@ import (
 // for the test's API server, so each has its own cache), with the
 // manager: its /readyz, its /metrics, its debug page.
 func TestNewFleet_runsASingleClusterReconcilerOverEveryClusterWithTheManager(t *testing.T) {
-	srv := env.Get(t)
-	ns := srv.Namespace(t)
-	leakcheck.Check(t)
-	m, err := manager.New(srv.Config(), quiet(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, srv, ns := quietManager(t)
 	var cms *fleet.Cache[*corev1.ConfigMap]
 	var mu sync.Mutex
 	made := map[string]*mirror{} // by cluster
@@ -157,13 +151,7 @@ func TestNewFleet_refusesANameTheManagerHas(t *testing.T) {
 // /readyz failing with the reason, rather than looking idle and ready with
 // no cluster; the manifests grant what it reads.
 func TestNewFleet_aSecretsProviderThatCannotListSaysSoOnReadyzAndTheManifestsGrantIt(t *testing.T) {
-	srv := env.Get(t)
-	ns := srv.Namespace(t)
-	leakcheck.Check(t)
-	m, err := manager.New(srv.Config(), quiet(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, srv, ns := quietManager(t)
 	limited := rest.CopyConfig(srv.Config())
 	limited.Impersonate = rest.ImpersonationConfig{UserName: "no-secrets-" + ns}
 	kube := apiserver.Client(t, limited)

@@ -89,6 +89,21 @@ func quiet(t *testing.T) manager.Options {
 		AddToScheme: nil, ShutdownTimeout: 5 * time.Second}
 }
 
+// quietManager returns a manager (quiet, not started) on the package's
+// API server, the server and a namespace of the test's, with the test's
+// goroutines checked for leaks.
+func quietManager(t *testing.T) (*manager.Manager, *apiserver.Server, string) {
+	t.Helper()
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	m, err := manager.New(srv.Config(), quiet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, srv, ns
+}
+
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) {
@@ -129,13 +144,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 func TestManager_runsAForAndOwnsControllerAndServesMetricsAndProbes(t *testing.T) {
-	srv := env.Get(t)
-	ns := srv.Namespace(t)
-	leakcheck.Check(t)
-	m, err := manager.New(srv.Config(), quiet(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, srv, ns := quietManager(t)
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns, LabelSelector: "mirror=true"})
 	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns})
 	rec := &mirror{cms: cms.Reader().Get, kube: m.Kube()}
@@ -538,13 +547,7 @@ func TestManager_aControllersLogLinesNameItOnce(t *testing.T) {
 // informers are made: the cache then keeps that manager's entries, and
 // apply.Apply sends nothing when the cached object holds the apply.
 func TestManager_keepManagedFieldsOfAfterTheInformersLetsApplySkipWrites(t *testing.T) {
-	srv := env.Get(t)
-	ns := srv.Namespace(t)
-	leakcheck.Check(t)
-	m, err := manager.New(srv.Config(), quiet(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, srv, ns := quietManager(t)
 	const fieldManager = "setup-keeper"
 	cms := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: ns})
 	secrets := manager.Informer[*corev1.Secret](m, manager.Scope{Namespace: ns})

@@ -56,13 +56,7 @@ func (r *placements) Reconcile(_ context.Context, n object.ObjectName) (controll
 }
 
 func TestManager_aProjectionInformerCachesOnlyTheDeclaredFields(t *testing.T) {
-	srv := env.Get(t)
-	ns := srv.Namespace(t)
-	leakcheck.Check(t)
-	m, err := manager.New(srv.Config(), quiet(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _, ns := quietManager(t)
 	views := manager.Projection[*podView, corev1.Pod](m, manager.Scope{Namespace: ns})
 	full := manager.Informer[*corev1.Pod](m, manager.Scope{Namespace: ns}) // the whole Pod, beside it
 	rec := &placements{pods: views.Reader(), seen: map[string]string{}}
