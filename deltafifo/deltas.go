@@ -2,6 +2,7 @@ package deltafifo
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ctrlkit/ctrlkit/object"
 )
@@ -41,8 +42,10 @@ type Delta[T object.Object] struct {
 func (d Delta[T]) isUpsert() bool { return d.Type == Added || d.Type == Updated }
 
 // appendDelta adds d to the deltas queued for one key and compacts them. It
-// reuses ds. Invariant of the result (checkDeltas): at most three deltas,
-// in the shape Deleted? Added? Updated? (and not empty).
+// reuses ds. The deltas are the lives of the objects the key named while it
+// was queued, in order: each life is Added? (Updated | Deleted)?, and every
+// life but the last ends with its Deleted. Invariant of the result
+// (checkDeltas): not empty, at most two lives, so at most four deltas.
 //
 //   - Updated after Added: both kept, so that a handler hears the object's
 //     add and then its update, as client-go's do (a handler that acts on
@@ -50,61 +53,88 @@ func (d Delta[T]) isUpsert() bool { return d.Type == Added || d.Type == Updated 
 //     popped);
 //   - an upsert after Updated, or Added after Added: one delta of the
 //     newest object, with the type of the first;
-//   - Deleted after upserts: the upserts are dropped, the delete carries the
-//     final state; but if a delete is queued before those upserts (the
-//     object was deleted and created again, and the new one deleted too),
-//     that first delete remains and the new one is dropped with its
-//     upserts: the first is the end of the object the consumer may hold
-//     (its UID, its final state), the other object lived only in the queue;
+//   - Deleted after upserts: the Updated is dropped, the delete carries the
+//     final state; an Added stays, so that an object created and deleted
+//     while its key was queued is told as an add then a delete, as
+//     client-go tells it (an expectation counting the creates a controller
+//     made, or a read-your-writes hold, hears of it);
+//   - an upsert after Deleted begins a new life; of three or more lives
+//     the first is kept (the end of the object the consumer may hold, or
+//     the first that lived only in the queue) and the last, and those
+//     between, which lived only in the queue and are over, are dropped:
+//     memory stays bounded under a burst of re-creations;
 //   - Deleted right after Deleted: the newer remains if it is the same
 //     object's (its deletion told twice), the older if the newer is of
-//     another object (another UID: one that lived only in the queue).
+//     another object (another UID: one whose add was never queued);
+//   - Deleted after an Updated that began a life (a stream that updated an
+//     object after deleting it): the life goes, the delete before it stays.
 func appendDelta[T object.Object](ds []Delta[T], d Delta[T]) []Delta[T] {
 	n := len(ds)
-	if d.isUpsert() {
-		if n > 0 && (ds[n-1].Type == Updated || ds[n-1].Type == Added && d.Type == Added) {
-			ds[n-1].Object = d.Object
+	if n > 0 && ds[n-1].Type != Deleted { // the last life goes on
+		last := &ds[n-1]
+		if d.isUpsert() {
+			if last.Type == Updated || last.Type == Added && d.Type == Added {
+				last.Object = d.Object
+				return ds
+			}
+			return append(ds, d)
+		}
+		if last.Type == Updated {
+			ds, n = ds[:n-1], n-1
+		}
+		switch {
+		case n > 0 && ds[n-1].Type == Added: // it began in the queue: told whole
+			return append(ds, d)
+		case n > 0: // a life that began with an update after a delete
 			return ds
 		}
 		return append(ds, d)
 	}
-	if n > 0 && ds[n-1].Type == Deleted {
+	if n == 0 {
+		return append(ds, d)
+	}
+	if d.Type == Deleted {
 		if !object.Recreated(ds[n-1].Object, d.Object) {
 			ds[n-1].Object = d.Object
 		}
 		return ds
 	}
-	for len(ds) > 0 && ds[len(ds)-1].isUpsert() {
-		ds = ds[:len(ds)-1]
-	}
-	if len(ds) > 0 { // a Deleted, before the upserts just dropped
-		return ds
+	if first := slices.IndexFunc(ds, Delta[T].isDelete); first < n-1 { // two lives over: drop the second
+		clear(ds[first+1:])
+		ds = ds[:first+1]
 	}
 	return append(ds, d)
 }
+
+// isDelete reports a Deleted delta.
+func (d Delta[T]) isDelete() bool { return d.Type == Deleted }
 
 // checkDeltas returns an error if ds breaks appendDelta's invariant.
 func checkDeltas[T object.Object](ds []Delta[T]) error {
 	if len(ds) == 0 {
 		return fmt.Errorf("a queued key has no deltas")
 	}
-	next := 0 // the shape's place: 0 Deleted, 1 Added, 2 Updated
-	for _, d := range ds {
-		var at int
-		switch d.Type {
-		case Deleted:
-			at = 0
-		case Added:
+	lives, at := 1, 0 // at: the place in the life's shape, 0 Added, 1 Updated or Deleted, 2 ended
+	for i, d := range ds {
+		if at == 2 { // the life before ended with its delete
+			lives, at = lives+1, 0
+		}
+		switch {
+		case d.Type == Added && at == 0:
 			at = 1
-		case Updated:
+		case d.Type == Updated && at <= 1:
+			at = 2
+			if i != len(ds)-1 {
+				return fmt.Errorf("deltas %v: an update must end the last life", types(ds))
+			}
+		case d.Type == Deleted:
 			at = 2
 		default:
-			return fmt.Errorf("unknown delta type %v", d.Type)
+			return fmt.Errorf("deltas %v: want at most two lives of the shape Added? (Updated | Deleted)?", types(ds))
 		}
-		if at < next {
-			return fmt.Errorf("deltas %v: want the shape Deleted? Added? Updated?", types(ds))
-		}
-		next = at + 1
+	}
+	if lives > 2 {
+		return fmt.Errorf("deltas %v: %d lives, want at most two", types(ds), lives)
 	}
 	return nil
 }

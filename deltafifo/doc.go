@@ -15,18 +15,22 @@
 //
 //   - Per key, deltas are kept in server order, and a key keeps its place in
 //     the queue while it is queued, however often it changes.
-//   - A key holds at most three deltas, so memory stays bounded under a
-//     burst on one key: consecutive updates compact to the newest object,
-//     consecutive deletes collapse, and a delete drops the upserts queued
-//     before it (the deleted object carries their final state); a delete
-//     queued before those upserts stays and the new one goes with them, so
-//     that the delete the consumer hears is of the object it may hold, not
-//     of a re-created one that lived only in the queue. An update
-//     after an add is kept beside it, so that handlers hear the add and
-//     then the update, as client-go's do (a handler acting on updates does
-//     not miss one that came before the add was popped). The shape of a
-//     queued key is therefore [Deleted] [Added] [Updated]. The consumer reads
-//     the "old" object of an update from its cache, so a handler still sees
+//   - A key holds the deltas of at most two lives of an object, so memory
+//     stays bounded under a burst on one key: consecutive updates compact
+//     to the newest object, consecutive deletes collapse, and a delete drops
+//     the updates queued before it (the deleted object carries their final
+//     state). An add stays before the delete that ends its object, so that
+//     an object created and deleted while its key was queued is told as an
+//     add then a delete, as client-go tells it. Of three or more objects
+//     that lived under one key while it was queued, the first (the end of
+//     the one the consumer may hold) and the last are kept, and those
+//     between are dropped with their deltas. An update after an add is kept
+//     beside it, so that handlers hear the add and then the update, as
+//     client-go's do (a handler acting on updates does not miss one that
+//     came before the add was popped). A queued key is therefore at most
+//     two lives of the shape [Added] [Updated | Deleted], every one but
+//     the last ending with its delete: four deltas. The consumer reads the
+//     "old" object of an update from its cache, so a handler still sees
 //     old -> newest across a compaction.
 //   - A relist supersedes everything still queued: it holds the final state
 //     of every key. Given whole (Replace), it is popped as one Item so that

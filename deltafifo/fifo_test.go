@@ -156,9 +156,14 @@ func TestFIFO_rules(t *testing.T) {
 			want: []string{"ns/a: Deleted@2"},
 		},
 		{
-			name: "a delete drops the upserts before it",
-			ops:  []op{"add a 1", "update a 2", "delete a 3"},
+			name: "a delete drops the updates before it",
+			ops:  []op{"update a 1", "update a 2", "delete a 3"},
 			want: []string{"ns/a: Deleted@3"},
+		},
+		{
+			name: "an object added and deleted while queued is told whole, its updates dropped",
+			ops:  []op{"add a 1", "update a 2", "delete a 3"},
+			want: []string{"ns/a: Added@1 Deleted@3"},
 		},
 		{
 			name: "a re-creation after a delete keeps both in order",
@@ -166,14 +171,24 @@ func TestFIFO_rules(t *testing.T) {
 			want: []string{"ns/a: Deleted@1 Added@2 Updated@3"},
 		},
 		{
-			name: "a re-created object deleted again goes, the first delete stays",
+			name: "a re-created object deleted again is told after the first delete",
 			ops:  []op{"delete a 1", "add a 2", "update a 3", "delete a 4"},
-			want: []string{"ns/a: Deleted@1"},
+			want: []string{"ns/a: Deleted@1 Added@2 Deleted@4"},
 		},
 		{
-			name: "a burst of re-creations stays at three deltas",
+			name: "a burst of re-creations keeps the first life and the last",
 			ops:  []op{"add a 1", "delete a 2", "add a 3", "delete a 4", "add a 5", "update a 6", "update a 7"},
-			want: []string{"ns/a: Deleted@2 Added@5 Updated@7"},
+			want: []string{"ns/a: Added@1 Deleted@2 Added@5 Updated@7"},
+		},
+		{
+			name: "the lives between the held object's end and the last are dropped",
+			ops:  []op{"delete a 1", "add a 2", "delete a 3", "add a 4", "delete a 5", "add a 6"},
+			want: []string{"ns/a: Deleted@1 Added@6"},
+		},
+		{
+			name: "an update after a delete begins a life that a delete ends without a trace",
+			ops:  []op{"delete a 1", "update a 2", "delete a 3"},
+			want: []string{"ns/a: Deleted@1"},
 		},
 		{
 			name: "a replace supersedes every queued delta",

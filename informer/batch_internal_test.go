@@ -291,3 +291,69 @@ func TestInformer_enqueuersHearTheSizeOfAListIntoAnEmptyStore(t *testing.T) {
 		t.Errorf("after a relist's size: expected %v, want still [600]", sized.expected)
 	}
 }
+
+// lifeRecorder is a handler.Enqueuer that records each event as
+// "add ns/x@2", "update ns/x@3" or "delete ns/x@4".
+type lifeRecorder struct {
+	handler.Funcs[*corev1.ConfigMap] // never called: Enqueue replaces them
+	events                           []string
+}
+
+func (r *lifeRecorder) ExpectKeys(int) {}
+
+func (r *lifeRecorder) Enqueue(events []handler.Event[*corev1.ConfigMap]) {
+	for _, e := range events {
+		switch e.Type {
+		case handler.AddEvent:
+			r.events = append(r.events, "add "+e.Key+"@"+e.Obj.ResourceVersion)
+		case handler.UpdateEvent:
+			r.events = append(r.events, "update "+e.Key+"@"+e.Obj.ResourceVersion)
+		case handler.DeleteEvent:
+			r.events = append(r.events, "delete "+e.Key+"@"+e.Deleted.Obj.ResourceVersion)
+		}
+	}
+}
+
+// An object created and deleted while its key waited in the FIFO is told
+// to handlers as an add then a delete, as client-go's informers tell it:
+// an expectation counting the creates a controller made hears of it. So is
+// an object created again after a cached one was deleted, and deleted too.
+func TestInformer_anObjectAddedAndDeletedWhileQueuedIsToldAsAnAddThenADelete(t *testing.T) {
+	inf, err := New[*corev1.ConfigMap](cmLW{}, Options[*corev1.ConfigMap]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &lifeRecorder{}
+	if _, err := inf.AddEventHandler(rec, HandlerOptions{Name: "lives"}); err != nil {
+		t.Fatal(err)
+	}
+	inf.process([]deltafifo.Item[*corev1.ConfigMap]{{Relist: &deltafifo.RelistPart[*corev1.ConfigMap]{
+		Begin: true, Items: []*corev1.ConfigMap{namedCM("held", "1")}, End: true, ResourceVersion: "1", Seq: 1}}})
+	rec.events = nil
+
+	fifo := deltafifo.New[*corev1.ConfigMap]()
+	for _, push := range []func() error{
+		func() error { return fifo.Add(namedCM("brief", "2")) },
+		func() error { return fifo.Update(namedCM("brief", "3")) },
+		func() error { return fifo.Delete(namedCM("brief", "4")) },
+		func() error { return fifo.Delete(namedCM("held", "5")) },
+		func() error { return fifo.Add(namedCM("held", "6")) },
+		func() error { return fifo.Delete(namedCM("held", "7")) },
+	} {
+		if err := push(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch, err := fifo.PopBatch(t.Context(), nil, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf.process(batch)
+	want := []string{"add ns/brief@2", "delete ns/brief@4", "delete ns/held@5", "add ns/held@6", "delete ns/held@7"}
+	if !slices.Equal(rec.events, want) {
+		t.Errorf("handler heard %q, want %q", rec.events, want)
+	}
+	if n := len(inf.idx.List()); n != 0 {
+		t.Errorf("the cache holds %d objects, want none", n)
+	}
+}

@@ -53,12 +53,11 @@
 //   - A panicking handler is recovered, logged with its stack and counted;
 //     it and every other handler go on receiving events, the next at once
 //     (client-go's listener pauses a second after a panic).
-//   - A delete of a key the cache does not hold notifies nobody: a watch's
-//     DELETED of an object the informer never cached reaches no handler,
-//     where client-go's informer calls OnDelete with it (and an add then a
-//     delete still in the FIFO compact to nothing, as above). A handler
-//     that must act on an object's end keeps what it needs from the add it
-//     heard, or the object carries a finalizer.
+//   - A delete of a key the cache does not hold, with nothing queued for
+//     it, notifies nobody, as client-go's FIFO drops it. An object created
+//     and deleted while its key waited in the FIFO is told as an add then
+//     a delete (see package deltafifo for the bound on a burst of
+//     re-creations).
 //   - Per-handler resync replays the cache as OnUpdate(obj, obj) every
 //     HandlerOptions.ResyncPeriod, with no minimum (client-go raises a
 //     period under a second to one second); it never relists.
