@@ -35,12 +35,14 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
@@ -70,10 +72,13 @@ type Options struct {
 	// Controller configures the fleet's one controller. Its queue's flows
 	// default to the cluster (Fairness.FlowKey): a cluster with a burst of
 	// changes takes its turn with the others instead of starving them.
-	// From 4 Workers up, a cluster's keys in flight default to three
-	// quarters of them (Fairness.MaxInFlight): a quarter of the workers
-	// stays free for the other clusters, whose keys then wait for no
-	// reconcile of the busy one to end; set MaxInFlight to -1 for no cap.
+	// Workers default to 4 here (a controller's own default is 1: one
+	// reconcile waiting on a cluster whose server stopped answering would
+	// hold every other cluster's keys). From 4 Workers up, a cluster's
+	// keys in flight default to three quarters of them
+	// (Fairness.MaxInFlight): a quarter of the workers stays free for the
+	// other clusters, whose keys then wait for no reconcile of the busy or
+	// unreachable one to end; set MaxInFlight to -1 for no cap.
 	Controller controller.Options[Key]
 	// Ring, when named, spreads the clusters over the replicas running the
 	// same ring (see package shard): each engages only the clusters whose
@@ -85,7 +90,10 @@ type Options struct {
 	// (never two replicas at once, and no wait for a lease to expire).
 	// Ring.Key is not used: clusters are hashed by name. A provider runs on
 	// every replica and offers every cluster; Engaged and Clusters report
-	// those offered, Here those engaged on this replica.
+	// those offered, Here those engaged on this replica. A replica drains
+	// the shards it gives up together: a reconcile hanging on a server that
+	// stopped answering holds their release until the ring's DrainTimeout
+	// (then it is cancelled), and the clusters of those shards wait for it.
 	Ring shard.Ring
 	// Spread names clusters too big for one replica (it needs Ring): every
 	// replica engages each of them, and reconciles a key of theirs only
@@ -115,6 +123,15 @@ type Options struct {
 	// Telemetry is Controller.Telemetry's, and Snapshots are not taken.
 	// manager.NewFleet gives the manager's when this is left zero.
 	Informers informer.FactoryOptions
+	// ProbeInterval is how often each engaged cluster's API server is asked
+	// whether it answers (GET /livez, bounded by the interval). A cluster
+	// whose last probe got no answer reports it in Cluster.Err, Status and
+	// ctrlkit_fleet_cluster_up until one is answered, and a ring's replica
+	// waits for it no longer. Without the probe, a server that stops
+	// answering (a stopped process, a partition that drops packets) is
+	// noticed only when requests to it time out, a watch's after about 45
+	// seconds. Default: 5s; negative: no probe.
+	ProbeInterval time.Duration
 	// RingConfig reaches the cluster where the ring's Leases live (the
 	// management cluster). Required with Ring. The fleet makes its own
 	// client of it, with no client-side rate limit: a renewal must never
@@ -194,6 +211,10 @@ var (
 	ErrStopped    = errors.New("fleet: stopped")
 )
 
+// defaultWorkers is a fleet controller's Workers when Options leave them
+// 0: the fewest that leave one free of any one cluster's keys.
+const defaultWorkers = 4
+
 // New returns a fleet whose controller reconciles with rec. A key whose
 // cluster has left the fleet is dropped, not reconciled; a reconcile finds
 // its key's cluster (its clients) with ClusterFrom(ctx).
@@ -212,6 +233,15 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 		opts.MaxResponseBytes = defaultMaxResponseBytes
 	case opts.MaxResponseBytes < 0:
 		opts.MaxResponseBytes = 0 // none
+	}
+	switch {
+	case opts.ProbeInterval == 0:
+		opts.ProbeInterval = defaultProbeInterval
+	case opts.ProbeInterval < 0:
+		opts.ProbeInterval = 0 // none
+	}
+	if opts.Controller.Workers == 0 {
+		opts.Controller.Workers = defaultWorkers
 	}
 	if w := opts.Controller.Workers; opts.Controller.Fairness.MaxInFlight == 0 && w >= 4 {
 		opts.Controller.Fairness.MaxInFlight = w - w/4
@@ -242,6 +272,13 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 		if !ok {
 			return controller.Result{}, nil // the cluster left: nothing to do there
 		}
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		untrack, ok := c.member.track(cancel)
+		if !ok {
+			return controller.Result{}, nil // it left meanwhile
+		}
+		defer untrack()
 		res, err := rec.Reconcile(context.WithValue(ctx, clusterKey{}, c), k)
 		f.metrics.reconciled(k.Cluster, err)
 		return res, err
@@ -481,9 +518,12 @@ func (f *Fleet) engageHere(name string, cfg *rest.Config) (*member, error) {
 // Disengage removes the cluster called name: its informers stop, their
 // handlers leave the controller, its metrics are unregistered, and its
 // keys still queued are dropped unreconciled (its connections, idle,
-// close after client-go's idle timeout). It returns once all of that is done;
-// reconciles of its keys in flight finish on their own. A refused cluster
-// (see Refused) is forgotten; any other unknown name is ErrNotEngaged.
+// close after client-go's idle timeout). It returns once all of that is done
+// (a server that stopped answering does not hold it up: every request to it
+// ends with its context); the contexts of its keys' reconciles in flight
+// are cancelled, with a cause that says so (context.Cause). A refused
+// cluster (see Refused) is forgotten; any other unknown name is
+// ErrNotEngaged.
 func (f *Fleet) Disengage(name string) error {
 	f.mu.Lock()
 	cfg, m := f.offered[name], f.clusters[name]
@@ -547,8 +587,16 @@ type member struct {
 	runs    []*sourceRun
 	ctx     context.Context // once started; the runs' parent
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup // the informers' goroutines
+	wg      sync.WaitGroup // the informers' goroutines and the probe
 	stopped bool
+	// reconciles cancels the reconciles in flight of the cluster's keys,
+	// by an id of each; close calls them (see track).
+	reconciles    map[uint64]context.CancelCauseFunc
+	nextReconcile uint64
+
+	health   health                     // the probe's finding
+	probeDC  *discovery.DiscoveryClient // the probe's requests; nil: no probe
+	interval time.Duration              // the probe's
 }
 
 // sourceRun is one source's informer in one cluster.
@@ -587,7 +635,12 @@ func (f *Fleet) newMember(name string, cfg *rest.Config) (*member, error) {
 		return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)
 	}
 	disc.Serializer = f.serializer // one for every cluster
-	m := &member{name: name, hc: hc, transport: transport, discovery: disc}
+	m := &member{name: name, hc: hc, transport: transport, discovery: disc, interval: f.opts.ProbeInterval}
+	if m.interval > 0 {
+		if m.probeDC, err = discovery.NewDiscoveryClientForConfigAndClient(cfg, hc); err != nil {
+			return nil, fmt.Errorf("fleet: cluster %s: %w", name, err)
+		}
+	}
 	m.cluster = &Cluster{member: m, name: name, hc: hc, disc: disc, scheme: f.opts.Scheme}
 	m.cluster.cfg.Store(cfg)
 	if failed := m.follow(f, f.sourcesNow()); len(failed) > 0 {
@@ -695,6 +748,9 @@ func (m *member) start(ctx context.Context) {
 			m.startLocked(r)
 		}
 	}
+	if m.probeDC != nil {
+		m.wg.Go(func() { m.probe(m.ctx, m.probeDC, m.interval) })
+	}
 }
 
 // startLocked runs r under m's context; m.mu is held.
@@ -726,9 +782,14 @@ func (m *member) close() {
 	cancel := m.cancel
 	runs := m.runs
 	m.runs = nil
+	reconciles := m.reconciles
+	m.reconciles = nil
 	m.mu.Unlock()
 	if cancel != nil {
 		cancel()
+	}
+	for _, stop := range reconciles {
+		stop(errDisengaged)
 	}
 	m.wg.Wait()
 	for _, r := range runs {

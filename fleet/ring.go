@@ -221,9 +221,9 @@ func (f *Fleet) providersReady() error {
 			continue
 		}
 		if err := c.lastErr(); err != nil {
-			return fmt.Errorf("fleet: %s: not listed yet: %w", name, err)
+			return fmt.Errorf("%s: not listed yet: %w", name, err) // the name starts with the fleet's
 		}
-		return fmt.Errorf("fleet: %s: not listed yet", name)
+		return fmt.Errorf("%s: not listed yet", name)
 	}
 	return nil
 }

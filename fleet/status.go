@@ -25,11 +25,12 @@ func (c *Cluster) Synced() bool {
 // Err returns the cluster's trouble, nil while it is well: the last error
 // of a source's informer listing or watching it (a server down,
 // unreachable or refusing the credentials), until a list or watch
-// succeeds again. A cluster in trouble affects no other: its informers
+// succeeds again, and a probe of its server that got no answer (see
+// Options.ProbeInterval), until one is answered. A cluster in trouble affects no other: its informers
 // retry with backoff, its keys fail and are retried in their own flow of
 // the queue, and the others' reconciles go on.
 func (c *Cluster) Err() error {
-	var errs []error
+	errs := []error{c.member.health.err()}
 	for _, r := range c.member.sources() {
 		if err := r.lastErr(); err != nil {
 			errs = append(errs, err) // it names the informer, hence the cluster and kind

@@ -134,7 +134,7 @@ func item[P object.Object](obj P, err error) runtime.Object {
 func (p *page[P]) DeepCopyObject() runtime.Object { c := *p; return &c }
 
 func (d *decoder[P]) list(ctx context.Context, opts metav1.ListOptions) (*page[P], error) {
-	req, err := d.k.request(&opts)
+	req, err := d.k.request(ctx, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +199,7 @@ func listFields(b []byte, meta *metav1.ListMeta, each func([]byte)) error {
 
 func (d *decoder[P]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	req, err := d.k.request(&opts)
+	req, err := d.k.request(ctx, &opts)
 	if err != nil {
 		return nil, err
 	}

@@ -203,15 +203,23 @@ func (k *KindListerWatcher[T]) Watch(ctx context.Context, opts metav1.ListOption
 // server did not serve the kind last time. A kind the server does not
 // serve is a 404 error naming it.
 func (k *KindListerWatcher[T]) Mapping() (*meta.RESTMapping, error) {
+	return k.mapping(context.Background())
+}
+
+// mapping is Mapping, with ctx bounding the discovery request of NewDiscovery's
+// mapper: a list or watch of a server that stopped answering (a partition, a
+// stopped process) ends when its context does, not after the transport's
+// timeouts.
+func (k *KindListerWatcher[T]) mapping(ctx context.Context) (*meta.RESTMapping, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.mapped != nil {
 		return k.mapped, nil
 	}
-	mp, err := k.d.Mapper.RESTMapping(k.gvk.GroupKind(), k.gvk.Version)
+	mp, err := restMapping(ctx, k.d.Mapper, k.gvk.GroupKind(), k.gvk.Version)
 	if meta.IsNoMatchError(err) {
 		k.d.Mapper.Reset()
-		mp, err = k.d.Mapper.RESTMapping(k.gvk.GroupKind(), k.gvk.Version)
+		mp, err = restMapping(ctx, k.d.Mapper, k.gvk.GroupKind(), k.gvk.Version)
 	}
 	if meta.IsNoMatchError(err) {
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
@@ -246,8 +254,8 @@ func (k *KindListerWatcher[T]) OnMapped(fn func(*meta.RESTMapping)) {
 }
 
 // request starts a GET on the kind's resource in the adapter's namespace.
-func (k *KindListerWatcher[T]) request(opts *metav1.ListOptions) (*rest.Request, error) {
-	mp, err := k.Mapping()
+func (k *KindListerWatcher[T]) request(ctx context.Context, opts *metav1.ListOptions) (*rest.Request, error) {
+	mp, err := k.mapping(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +289,7 @@ func (k *KindListerWatcher[T]) client() (rest.Interface, error) {
 }
 
 func (k *KindListerWatcher[T]) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	req, err := k.request(&opts)
+	req, err := k.request(ctx, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +298,7 @@ func (k *KindListerWatcher[T]) list(ctx context.Context, opts metav1.ListOptions
 
 func (k *KindListerWatcher[T]) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	req, err := k.request(&opts)
+	req, err := k.request(ctx, &opts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,11 +1,14 @@
 package listwatch
 
 import (
+	"context"
+	"reflect"
 	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -39,15 +42,28 @@ func newGroupVersionMapper(dc discovery.DiscoveryInterface) *groupVersionMapper 
 	return &groupVersionMapper{dc: dc, served: map[schema.GroupVersion]map[string]kindResource{}}
 }
 
+// restMapping is m.RESTMapping(gk, version), with ctx bounding the
+// discovery request when m is NewDiscovery's mapper.
+func restMapping(ctx context.Context, m meta.RESTMapper, gk schema.GroupKind, version string) (*meta.RESTMapping, error) {
+	if gvm, ok := m.(*groupVersionMapper); ok {
+		return gvm.restMapping(ctx, gk, version)
+	}
+	return m.RESTMapping(gk, version)
+}
+
 // RESTMapping maps gk in the first of versions that serves it; with no
 // version, the whole of discovery picks the preferred one.
 func (m *groupVersionMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	return m.restMapping(context.Background(), gk, versions...)
+}
+
+func (m *groupVersionMapper) restMapping(ctx context.Context, gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
 	if len(versions) == 0 {
 		return m.fullMapper().RESTMapping(gk)
 	}
 	for _, v := range versions {
 		gv := schema.GroupVersion{Group: gk.Group, Version: v}
-		kinds, err := m.groupVersion(gv)
+		kinds, err := m.groupVersion(ctx, gv)
 		if err != nil {
 			return nil, err
 		}
@@ -65,13 +81,13 @@ func (m *groupVersionMapper) RESTMapping(gk schema.GroupKind, versions ...string
 // groupVersion returns the kinds gv serves, reading its discovery once; a
 // group version the server does not serve serves no kind (not kept, so
 // that a CustomResourceDefinition installed since is found).
-func (m *groupVersionMapper) groupVersion(gv schema.GroupVersion) (map[string]kindResource, error) {
+func (m *groupVersionMapper) groupVersion(ctx context.Context, gv schema.GroupVersion) (map[string]kindResource, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if kinds, ok := m.served[gv]; ok {
 		return kinds, nil
 	}
-	list, err := m.dc.ServerResourcesForGroupVersion(gv.String())
+	list, err := m.read(ctx, gv)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -89,6 +105,26 @@ func (m *groupVersionMapper) groupVersion(gv schema.GroupVersion) (map[string]ki
 	}
 	m.served[gv] = kinds
 	return kinds, nil
+}
+
+// read reads gv's discovery, as the discovery client's
+// ServerResourcesForGroupVersion does, but bounded by ctx (the client's
+// method takes none: against a server that stopped answering it waits out
+// the transport's timeouts, holding m's lock).
+func (m *groupVersionMapper) read(ctx context.Context, gv schema.GroupVersion) (*metav1.APIResourceList, error) {
+	rc := m.dc.RESTClient()
+	if rc == nil || reflect.ValueOf(rc).IsNil() { // a fake
+		return m.dc.ServerResourcesForGroupVersion(gv.String())
+	}
+	path := "/apis/" + gv.String()
+	if gv.Group == "" {
+		path = "/api/" + gv.Version
+	}
+	list := &metav1.APIResourceList{GroupVersion: gv.String()}
+	if err := rc.Get().AbsPath(path).Do(ctx).Into(list); err != nil {
+		return nil, err
+	}
+	return list, nil
 }
 
 // RESTMappings returns gk's mapping in each of versions that serves it;

@@ -1,7 +1,9 @@
 package listwatch_test
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -9,7 +11,9 @@ import (
 	"testing/fstest"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -118,5 +122,69 @@ spec:
 	// preferred one.
 	if mp, err := d.Mapper.RESTMapping(schema.GroupKind{Group: "apps", Kind: "Deployment"}); err != nil || mp.Resource.Version != "v1" {
 		t.Errorf("Deployment with no version: %v, %v; want apps/v1", mp, err)
+	}
+}
+
+// A list or watch of a kind not mapped yet, against a server that accepts
+// connections and never answers (a stopped process, a partition that drops
+// packets), ends when its context does: the discovery read that maps the
+// kind is bounded by it too. It waited out the transport's timeouts before,
+// holding the mapper's lock, so a fleet's cluster on such a server took
+// tens of seconds to disengage, and its informers to stop.
+func TestKind_aListOfAServerThatNeverAnswersEndsWithItsContext(t *testing.T) {
+	leakcheck.Check(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held sync.WaitGroup
+	stop := make(chan struct{})
+	held.Go(func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				<-stop
+				return
+			}
+			conns = append(conns, c) // accepted, never read: no TLS handshake
+		}
+	})
+	t.Cleanup(func() { ln.Close(); close(stop); held.Wait() })
+
+	cfg := &rest.Config{Host: "https://" + ln.Addr().String(), TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
+	d, err := listwatch.NewDiscovery(cfg, hc, clientgoscheme.Scheme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw := listwatch.Kind[*corev1.ConfigMap](d, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, listwatch.KindOptions{})
+	for _, call := range []struct {
+		name string
+		do   func(context.Context) error
+	}{
+		{"list", func(ctx context.Context) error { _, err := lw.List(ctx, metav1.ListOptions{}); return err }},
+		{"watch", func(ctx context.Context) error { _, err := lw.Watch(ctx, metav1.ListOptions{}); return err }},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		start := time.Now()
+		err := call.do(ctx)
+		took := time.Since(start)
+		cancel()
+		if err == nil {
+			t.Errorf("%s of a server that never answers: no error", call.name)
+		}
+		if took > 5*time.Second { // the TLS handshake's own timeout is 10s
+			t.Errorf("%s of a server that never answers returned after %v, its context ended after 200ms", call.name, took)
+		}
 	}
 }
