@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -591,4 +592,64 @@ func TestSecrets_leavesClustersItDidNotEngage(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the provider's own cluster disengaged with its Secret", func() bool { return !f.Engaged("mine") })
 	unchanged("after the kubeconfig Secret of its name was deleted")
+}
+
+// A Secrets provider reads the naming of one's choice: with Suffix "-" and
+// Key "kubeconfig" (multicluster-runtime's kubeconfig provider's Secrets,
+// selected by a label), a Secret's name is its cluster's, and a Secret in
+// Cluster API's naming is not a kubeconfig Secret to it.
+func TestSecrets_readsTheNamingItIsGiven(t *testing.T) {
+	const ns = "fleet"
+	leakcheck.Check(t)
+	srv, kube := startServer(t, ns)
+	f, err := fleet.New(controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
+		return controller.Result{}, nil
+	}), fleet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := os.ReadFile(srv.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const label = "sigs.k8s.io/multicluster-runtime-kubeconfig"
+	secrets := kube.CoreV1().Secrets(ns)
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "east", Labels: map[string]string{label: "true"}}, Data: map[string][]byte{"kubeconfig": admin}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "west-kubeconfig", Labels: map[string]string{label: "true"}}, Data: map[string][]byte{"value": admin}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "north"}, Data: map[string][]byte{"kubeconfig": admin}}, // not selected
+	} {
+		if _, err := secrets.Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ran, provided := make(chan error, 1), make(chan error, 1)
+	go func() { ran <- f.Run(ctx) }()
+	go func() {
+		provided <- fleet.Secrets{Kube: kube, Namespace: ns, LabelSelector: label + "=true", Suffix: "-", Key: "kubeconfig"}.Run(ctx, f)
+	}()
+	defer func() {
+		cancel()
+		for _, ch := range []chan error{ran, provided} {
+			if err := <-ch; err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	eventually(t, 30*time.Second, "east engaged", func() bool { return f.Engaged("east") })
+	eventually(t, 30*time.Second, "west-kubeconfig refused: no kubeconfig under the key", func() bool {
+		i := slices.IndexFunc(f.Refused(), func(s fleet.ClusterStatus) bool { return s.Name == "west-kubeconfig" })
+		return i >= 0 && strings.Contains(f.Refused()[i].Err.Error(), `no kubeconfig under the Secret's key "kubeconfig"`)
+	})
+	if got := f.Clusters(); !slices.Equal(got, []string{"east"}) {
+		t.Errorf("clusters %q, want [east]", got)
+	}
+	if err := secrets.Delete(t.Context(), "east", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "east disengaged with its Secret", func() bool { return !f.Engaged("east") })
 }

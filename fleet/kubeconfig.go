@@ -41,7 +41,7 @@ type kubeconfigPolicy struct {
 // (Directory puts its files inline first, inlineFiles).
 func (p kubeconfigPolicy) restConfig(b []byte) (*rest.Config, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, errors.New("no kubeconfig: it is empty (a kubeconfig Secret holds one under the key \"value\")")
+		return nil, errors.New("no kubeconfig: it is empty")
 	}
 	cfg, err := clientcmd.Load(b)
 	if err != nil {

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,16 @@ type Secrets struct {
 	Namespace string
 	// LabelSelector, if set, narrows the Secrets watched (API syntax).
 	LabelSelector string
+	// Suffix ends a kubeconfig Secret's name; the cluster's name is what
+	// comes before it, and a Secret whose name does not end with it (or is
+	// nothing but it) is not a kubeconfig Secret. Default: SecretSuffix,
+	// Cluster API's "-kubeconfig"; "-" for none: the Secret's name is the
+	// cluster's (multicluster-runtime's kubeconfig provider names them so,
+	// with Key "kubeconfig" and a label to select them by).
+	Suffix string
+	// Key is the data key holding the kubeconfig. Default: "value", Cluster
+	// API's.
+	Key string
 	// Logger receives a line per cluster engaged, disengaged or refused.
 	// Default: the fleet's (Fleet.Logger).
 	Logger *slog.Logger
@@ -81,14 +92,24 @@ func (p Secrets) Run(ctx context.Context, f *Fleet) error {
 	// must not redirect or drop it). The handler's calls come from one
 	// goroutine.
 	owned := map[string]bool{}
+	suffix, key := cmp.Or(p.Suffix, SecretSuffix), cmp.Or(p.Key, "value")
+	if suffix == "-" {
+		suffix = ""
+	}
+	clusterOf := func(secret string) (string, bool) {
+		name, ok := strings.CutSuffix(secret, suffix)
+		return name, ok && name != ""
+	}
 	engage := func(s *corev1.Secret) {
 		name, ok := clusterOf(s.Name)
 		if !ok {
 			return
 		}
 		where := p.Namespace + "/" + s.Name
-		cfg, err := kubeconfigPolicy{allowExec: p.AllowExec}.restConfig(s.Data["value"])
+		cfg, err := kubeconfigPolicy{allowExec: p.AllowExec}.restConfig(s.Data[key])
 		switch {
+		case err != nil && len(s.Data[key]) == 0:
+			err = fmt.Errorf("fleet: cluster %s: no kubeconfig under the Secret's key %q", name, key)
 		case err != nil:
 			err = fmt.Errorf("fleet: cluster %s: %w", name, err)
 		case owned[name]:
@@ -120,7 +141,7 @@ func (p Secrets) Run(ctx context.Context, f *Fleet) error {
 	if _, err := inf.AddEventHandler(handler.Funcs[*corev1.Secret]{
 		AddFunc: func(s *corev1.Secret, _ bool) { engage(s) },
 		UpdateFunc: func(old, s *corev1.Secret) {
-			if string(old.Data["value"]) != string(s.Data["value"]) {
+			if string(old.Data[key]) != string(s.Data[key]) {
 				engage(s)
 			}
 		},
@@ -141,10 +162,4 @@ func (p Secrets) Run(ctx context.Context, f *Fleet) error {
 		return fmt.Errorf("fleet: %w", err)
 	}
 	return inf.Run(ctx)
-}
-
-// clusterOf returns the cluster a kubeconfig Secret's name names.
-func clusterOf(secret string) (string, bool) {
-	name, ok := strings.CutSuffix(secret, SecretSuffix)
-	return name, ok && name != ""
 }
