@@ -59,14 +59,18 @@ func TestWebsite_manifestsAreAcceptedByTheAPIServer(t *testing.T) {
 			t.Errorf("the manifests lack %q:\n%s", want, out)
 		}
 	}
-	// A dry run makes nothing, the namespace included: make it first.
+	// A dry run makes nothing, the namespaces included: make them first
+	// (the operator's, and the site directory's, where it is granted its
+	// reads and writes of ConfigMaps).
 	kubectl := func(args ...string) ([]byte, error) {
 		return exec.CommandContext(t.Context(), "kubectl", append([]string{"--kubeconfig", srv.Kubeconfig()}, args...)...).CombinedOutput()
 	}
-	if b, err := kubectl("create", "namespace", "website-system"); err != nil && !strings.Contains(string(b), "AlreadyExists") {
-		t.Fatalf("%v: %s", err, b)
+	for _, ns := range []string{"website-system", "websites"} {
+		if b, err := kubectl("create", "namespace", ns); err != nil && !strings.Contains(string(b), "AlreadyExists") {
+			t.Fatalf("%v: %s", err, b)
+		}
+		t.Cleanup(func() { _, _ = kubectl("delete", "namespace", ns, "--wait=false") })
 	}
-	t.Cleanup(func() { _, _ = kubectl("delete", "namespace", "website-system", "--wait=false") })
 	file := filepath.Join(t.TempDir(), "deploy.yaml")
 	if err := os.WriteFile(file, out, 0o600); err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ var CRDs embed.FS
 // +kubebuilder:rbac:groups=example.com,resources=websites/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=create;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Reconciler makes a Website's children and status match its spec.
@@ -52,6 +52,7 @@ type Reconciler struct {
 	Websites    store.Reader[*webv1.Website]
 	Deployments store.Reader[*appsv1.Deployment]
 	Services    store.Reader[*corev1.Service]
+	Entries     store.Reader[*corev1.ConfigMap] // the site directory's
 	Client      *client.Client[*webv1.Website]
 	Kube        kubernetes.Interface
 	Finalizer   *apply.Finalizer[*webv1.Website]
@@ -65,12 +66,18 @@ func Setup(m *manager.Manager, directory string) error {
 	websites := manager.Informer[*webv1.Website](m, manager.Scope{})
 	deployments := manager.Informer[*appsv1.Deployment](m, manager.Scope{})
 	services := manager.Informer[*corev1.Service](m, manager.Scope{})
+	entries := manager.Informer[*corev1.ConfigMap](m, manager.Scope{Namespace: directory}) // read by apply.Apply, queues nothing
 	r := &Reconciler{Websites: websites.Reader(), Deployments: deployments.Reader(), Services: services.Reader(),
-		Client: manager.Client[*webv1.Website](m), Kube: m.Kube(), Events: m.EventRecorder("website"), Directory: directory}
+		Entries: entries.Reader(), Client: manager.Client[*webv1.Website](m), Kube: m.Kube(), Events: m.EventRecorder("website"),
+		Directory: directory}
 	r.Finalizer = manager.Finalizer(m, "example.com/directory", r.removeEntry)
-	_, err := manager.NewController(m, "website", r, manager.ControllerOptions{},
+	c, err := manager.NewController(m, "website", r, manager.ControllerOptions{},
 		manager.For(websites), manager.Owns(deployments), manager.Owns(services))
-	return err
+	if err != nil {
+		return err
+	}
+	c.WaitFor("site directory", entries.HasSynced, entries.LastError) // reconciles start once it is listed
+	return nil
 }
 
 // Reconcile implements controller.Reconciler.
@@ -100,7 +107,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, name object.ObjectName) (con
 	}
 	entry := corev1ac.ConfigMap(entryName(site), r.Directory).
 		WithData(map[string]string{"host": site.Spec.Host, "service": site.Name + "." + site.Namespace})
-	if _, err := r.Kube.CoreV1().ConfigMaps(r.Directory).Apply(ctx, entry, applyOptions); err != nil {
+	if _, _, err := apply.Apply(ctx, r.Kube.CoreV1().ConfigMaps(r.Directory), r.Entries, entry, applyOptions); err != nil {
 		return controller.Result{}, err
 	}
 	return controller.Result{}, r.updateStatus(ctx, site)
