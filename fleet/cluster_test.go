@@ -133,22 +133,7 @@ func TestFleet_aClusterDownStopsOnlyItself(t *testing.T) {
 	if err := b.Down(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "b's status saying it is down", func() bool {
-		for _, s := range f.Status() {
-			if s.Name == "b" {
-				return s.Err != nil
-			}
-		}
-		return false
-	})
-	for _, s := range f.Status() {
-		if s.Name == "a" && (s.Err != nil || !s.Synced) {
-			t.Errorf("a's status while b is down: synced %v, err %v; want synced and no error", s.Synced, s.Err)
-		}
-		if s.Name == "b" {
-			t.Logf("b's status while its server is down: %v", s.Err)
-		}
-	}
+	checkOneDown(t, f, "a", "b", "its server is down", 30*time.Second)
 	up := func(cluster string) float64 {
 		return metricValue(t, reg, "ctrlkit_fleet_cluster_up", map[string]string{"cluster": cluster})
 	}
@@ -217,6 +202,46 @@ func TestFleet_aClusterDownStopsOnlyItself(t *testing.T) {
 	if err := <-ran; err != nil {
 		t.Errorf("Run: %v", err)
 	}
+}
+
+// idleFleet returns a fleet whose reconciles do nothing, with a For
+// source of the ConfigMaps of namespace ns.
+func idleFleet(t *testing.T, ns string) *fleet.Fleet {
+	t.Helper()
+	f, err := fleet.New(controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
+		return controller.Result{}, nil
+	}), fleet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// checkOneDown waits until the status of the cluster down reports an
+// error (its server, in the words of why), then checks that the cluster
+// well is synced and without one.
+func checkOneDown(t *testing.T, f *fleet.Fleet, well, down, why string, within time.Duration) {
+	t.Helper()
+	statusOf := func(name string) (fleet.ClusterStatus, bool) {
+		st := f.Status()
+		i := slices.IndexFunc(st, func(s fleet.ClusterStatus) bool { return s.Name == name })
+		if i < 0 {
+			return fleet.ClusterStatus{}, false
+		}
+		return st[i], true
+	}
+	eventually(t, within, down+"'s status saying "+why, func() bool {
+		s, ok := statusOf(down)
+		return ok && s.Err != nil
+	})
+	if s, ok := statusOf(well); !ok || s.Err != nil || !s.Synced {
+		t.Errorf("%s's status while %s: engaged %v, synced %v, err %v; want synced and no error", well, why, ok, s.Synced, s.Err)
+	}
+	s, _ := statusOf(down)
+	t.Logf("%s's status while %s: %v", down, why, s.Err)
 }
 
 // metricValue returns the value of the series name with the labels
@@ -520,15 +545,7 @@ func TestSecrets_leavesClustersItDidNotEngage(t *testing.T) {
 	const ns = "fleet"
 	leakcheck.Check(t)
 	srv, kube := startServer(t, ns)
-	f, err := fleet.New(controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
-		return controller.Result{}, nil
-	}), fleet.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: ns}); err != nil {
-		t.Fatal(err)
-	}
+	f := idleFleet(t, ns)
 	for _, name := range []string{"prod", "billing"} {
 		if err := f.Engage(name, srv.Config()); err != nil {
 			t.Fatal(err)
@@ -602,15 +619,7 @@ func TestSecrets_readsTheNamingItIsGiven(t *testing.T) {
 	const ns = "fleet"
 	leakcheck.Check(t)
 	srv, kube := startServer(t, ns)
-	f, err := fleet.New(controller.ReconcileFunc[fleet.Key](func(context.Context, fleet.Key) (controller.Result, error) {
-		return controller.Result{}, nil
-	}), fleet.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fleet.For[*corev1.ConfigMap](f, fleet.Scope{Namespace: ns}); err != nil {
-		t.Fatal(err)
-	}
+	f := idleFleet(t, ns)
 	admin, err := os.ReadFile(srv.Kubeconfig())
 	if err != nil {
 		t.Fatal(err)

@@ -103,22 +103,7 @@ func TestFleet_aClusterWhoseServerStopsAnsweringHoldsUpNoOther(t *testing.T) {
 	if d := time.Since(made); d > 5*time.Second {
 		t.Errorf("a's new object was reconciled %v after it was made while b's server hung, want it unaffected (≤ 5s)", d)
 	}
-	eventually(t, 10*time.Second, "b's status saying it does not answer", func() bool {
-		for _, s := range f.Status() {
-			if s.Name == "b" {
-				return s.Err != nil
-			}
-		}
-		return false
-	})
-	for _, s := range f.Status() {
-		if s.Name == "a" && (s.Err != nil || !s.Synced) {
-			t.Errorf("a's status while b hangs: synced %v, err %v; want synced and no error", s.Synced, s.Err)
-		}
-		if s.Name == "b" {
-			t.Logf("b's status while its server hangs: %v", s.Err)
-		}
-	}
+	checkOneDown(t, f, "a", "b", "its server does not answer", 10*time.Second)
 	if ua, ub := metricValue(t, reg, "ctrlkit_fleet_cluster_up", map[string]string{"cluster": "a"}),
 		metricValue(t, reg, "ctrlkit_fleet_cluster_up", map[string]string{"cluster": "b"}); ua != 1 || ub != 0 {
 		t.Errorf("ctrlkit_fleet_cluster_up: a %v, b %v; want 1 and 0", ua, ub)
