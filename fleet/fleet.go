@@ -280,7 +280,9 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 		}
 		defer untrack()
 		res, err := rec.Reconcile(context.WithValue(ctx, clusterKey{}, c), k)
-		f.metrics.reconciled(k.Cluster, err)
+		if context.Cause(ctx) != errDisengaged { // a series of a cluster gone is not made again
+			f.metrics.reconciled(k.Cluster, err)
+		}
 		return res, err
 	}), opts.Controller)
 	if err != nil {

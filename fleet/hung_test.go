@@ -122,6 +122,9 @@ func TestFleet_aClusterWhoseServerStopsAnsweringHoldsUpNoOther(t *testing.T) {
 	if cancelled.Load() == 0 {
 		t.Error("no reconcile of b saw its context cancelled by the disengage")
 	}
+	if n := metricValue(t, reg, "ctrlkit_fleet_reconciles_total", map[string]string{"cluster": "b"}); n != -1 {
+		t.Errorf("b's reconciles cancelled by its disengage made its series again (%v)", n)
+	}
 	start = time.Now()
 	cancel()
 	if err := <-ran; err != nil {
