@@ -71,7 +71,9 @@ func Setup(m *manager.Manager, directory string) error {
 		Entries: entries.Reader(), Client: manager.Client[*webv1.Website](m), Kube: m.Kube(), Events: m.EventRecorder("website"),
 		Directory: directory}
 	r.Finalizer = manager.Finalizer(m, "example.com/directory", r.removeEntry)
-	c, err := manager.NewController(m, "website", r, manager.ControllerOptions{},
+	// ReadYourWrites: a reconcile that the Deployment's apply queues waits until the cache shows the status the
+	// reconcile before it wrote, so it does not rewrite that status from an older Website (a conflict, a retry)
+	c, err := manager.NewController(m, "website", r, manager.ControllerOptions{ReadYourWrites: true},
 		manager.For(websites), manager.Owns(deployments), manager.Owns(services))
 	if err != nil {
 		return err
