@@ -99,13 +99,7 @@ func TestFleet_aClusterDownStopsOnlyItself(t *testing.T) {
 	ran := make(chan error, 1)
 	go func() { ran <- f.Run(ctx) }()
 
-	create := func(kube kubernetes.Interface, name string) {
-		t.Helper()
-		if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Data: map[string]string{"from": name}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	create := func(kube kubernetes.Interface, name string) { createConfigMap(t, kube, ns, name) }
 	create(kubeA, "x")
 	create(kubeB, "x")
 	eventually(t, 30*time.Second, "each cluster's Secret written in that cluster", func() bool {
@@ -201,6 +195,16 @@ func TestFleet_aClusterDownStopsOnlyItself(t *testing.T) {
 	cancel()
 	if err := <-ran; err != nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// createConfigMap creates the ConfigMap ns/name in kube, with the data
+// from=name.
+func createConfigMap(t *testing.T, kube kubernetes.Interface, ns, name string) {
+	t.Helper()
+	if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Data: map[string]string{"from": name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

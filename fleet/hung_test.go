@@ -46,7 +46,7 @@ func TestFleet_aClusterWhoseServerStopsAnsweringHoldsUpNoOther(t *testing.T) {
 		if !ok {
 			return controller.Result{}, nil
 		}
-		s := corev1ac.Secret(cm.Name, cm.Namespace).WithData(map[string][]byte{"from": []byte(cm.Name + cm.Data["n"])})
+		s := corev1ac.Secret(cm.Name, cm.Namespace).WithData(map[string][]byte{"from": []byte(cm.Data["from"])})
 		_, err := fleet.Client[*corev1.Secret](c).Apply(ctx, s, metav1.ApplyOptions{FieldManager: "fleet-test", Force: true})
 		if context.Cause(ctx) != nil && ctx.Err() != nil && k.Cluster == "b" {
 			cancelled.Add(1)
@@ -69,13 +69,7 @@ func TestFleet_aClusterWhoseServerStopsAnsweringHoldsUpNoOther(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	ran := make(chan error, 1)
 	go func() { ran <- f.Run(ctx) }()
-	create := func(kube kubernetes.Interface, name string) {
-		t.Helper()
-		if _, err := kube.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}},
-			metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	create := func(kube kubernetes.Interface, name string) { createConfigMap(t, kube, ns, name) }
 	names := []string{"x1", "x2", "x3", "x4"}
 	for _, name := range names {
 		create(kubeB, name)
