@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -207,7 +208,10 @@ func TestManager_readyzNamesAForbiddenWatchAndTurnsReadyOnceGranted(t *testing.T
 	user := "limited-" + ns
 	cfg := rest.CopyConfig(srv.Config())
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	m, err := manager.New(cfg, quiet(t))
+	var logs lines
+	opts := quiet(t)
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := manager.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,6 +232,18 @@ func TestManager_readyzNamesAForbiddenWatchAndTurnsReadyOnceGranted(t *testing.T
 	if !strings.Contains(body, "controller reader: waiting for its caches") {
 		t.Errorf("/readyz does not name the waiting controller:\n%s", body)
 	}
+	// The start's check (sent beside the caches) names each missing verb once.
+	for _, verb := range []string{"list", "watch"} {
+		want := fmt.Sprintf(`permission="%s configmaps in namespace %s"`, verb, ns)
+		eventually(t, 30*time.Second, "a WARN line naming "+want, func() bool { return len(logs.with(want)) == 1 })
+	}
+	list := manager.Permission{Verb: "list", Resource: "configmaps", Namespace: ns}
+	watch := manager.Permission{Verb: "watch", Resource: "configmaps", Namespace: ns}
+	limited := apiserver.Client(t, cfg)
+	missing, err := manager.MissingPermissions(t.Context(), limited, []manager.Permission{watch, list, watch})
+	if err != nil || !slices.Equal(missing, []manager.Permission{watch, list}) {
+		t.Errorf("MissingPermissions(watch, list, watch) = %v, %v; want [watch list] in that order, once each", missing, err)
+	}
 
 	admin := apiserver.Client(t, srv.Config())
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "read-cms"}, Rules: []rbacv1.PolicyRule{
@@ -246,6 +262,9 @@ func TestManager_readyzNamesAForbiddenWatchAndTurnsReadyOnceGranted(t *testing.T
 		code, _ := get(t, base+"/readyz")
 		return code == 200
 	})
+	if missing, err := manager.MissingPermissions(t.Context(), limited, []manager.Permission{list, watch}); err != nil || len(missing) > 0 {
+		t.Errorf("MissingPermissions once granted = %v, %v; want none", missing, err)
+	}
 }
 
 func TestManager_aMissingCRDStopsOnlyItsOwnController(t *testing.T) {

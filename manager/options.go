@@ -130,7 +130,8 @@ type Options struct {
 	// Permissions are the API verbs the controllers need beyond listing
 	// and watching their informers' resources (which are checked anyway),
 	// e.g. create on deployments.apps. Run checks them at start with one
-	// SelfSubjectAccessReview each and logs every one missing at WARN.
+	// SelfSubjectAccessReview each, sent while the caches fill (nothing
+	// waits for them), and logs every one missing at WARN.
 	Permissions []Permission
 	// RequireServedKinds makes Run fail at start when the server does not
 	// serve a kind one of the informers needs, instead of waiting for its

@@ -1,12 +1,14 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,30 +41,59 @@ func (p Permission) String() string {
 }
 
 // MissingPermissions asks the API server, with one SelfSubjectAccessReview
-// each, which of perms the credentials of kube lack. It fails only when a
-// review cannot be made.
+// per distinct permission (at most 8 in flight at once), which of perms the
+// credentials of kube lack, in perms' order. It fails only when a review
+// cannot be made; it then returns the missing permissions the reviews made
+// found.
 func MissingPermissions(ctx context.Context, kube kubernetes.Interface, perms []Permission) ([]Permission, error) {
+	const (
+		unknown = iota
+		allowed
+		denied
+	)
+	distinct := slices.Clone(perms)
+	slices.SortFunc(distinct, comparePermissions)
+	distinct = slices.Compact(distinct)
+	verdict := make([]int, len(distinct))
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i, p := range distinct {
+		g.Go(func() error {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: p.Namespace, Verb: p.Verb,
+					Group: p.Group, Resource: p.Resource, Subresource: p.Subresource},
+			}}
+			got, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("checking permission to %s: %w", p, err)
+			}
+			verdict[i] = allowed
+			if !got.Status.Allowed {
+				verdict[i] = denied
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
 	var missing []Permission
 	for _, p := range perms {
-		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: p.Namespace, Verb: p.Verb,
-				Group: p.Group, Resource: p.Resource, Subresource: p.Subresource},
-		}}
-		got, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
-		if err != nil {
-			return missing, fmt.Errorf("checking permission to %s: %w", p, err)
-		}
-		if !got.Status.Allowed {
+		i, _ := slices.BinarySearchFunc(distinct, p, comparePermissions)
+		if verdict[i] == denied && !slices.Contains(missing, p) {
 			missing = append(missing, p)
 		}
 	}
-	return missing, nil
+	return missing, err
 }
 
-// preflight runs at start: the API server must answer (else Run fails);
-// kinds it does not serve and permissions the controllers lack are logged
-// at WARN, one line each, since they can be fixed while the manager runs
-// (/readyz names them until then).
+// comparePermissions orders permissions field by field.
+func comparePermissions(a, b Permission) int {
+	return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Resource, b.Resource),
+		cmp.Compare(a.Subresource, b.Subresource), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Verb, b.Verb))
+}
+
+// preflight runs at start, before the caches: the API server must answer
+// and leader election must be able to work (else Run fails), and with
+// RequireServedKinds every informer's kind must be served.
 func (m *Manager) preflight(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
 	defer cancel()
@@ -72,6 +103,27 @@ func (m *Manager) preflight(ctx context.Context) error {
 	if err := m.checkLease(ctx); err != nil {
 		return err
 	}
+	if !m.opts.RequireServedKinds {
+		return nil
+	}
+	m.mu.Lock()
+	infs := slices.Clone(m.informers)
+	m.mu.Unlock()
+	for _, e := range infs {
+		if _, err := e.lw.Mapping(); err != nil {
+			return fmt.Errorf("%w: informer %s: %v", ErrKindNotServed, e.name, err)
+		}
+	}
+	return nil
+}
+
+// checkPermissions runs beside the caches as they start (nothing waits for
+// it): kinds the server does not serve and permissions the controllers lack
+// are logged at WARN, one line each, since they can be fixed while the
+// manager runs (/readyz names them until then). It always returns nil.
+func (m *Manager) checkPermissions(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
+	defer cancel()
 	plurals := m.plurals()
 	perms := append([]Permission(nil), m.opts.Permissions...)
 	m.mu.Lock()
@@ -90,9 +142,6 @@ func (m *Manager) preflight(ctx context.Context) error {
 	}
 	for _, e := range infs {
 		mp, err := e.lw.Mapping()
-		if err != nil && m.opts.RequireServedKinds {
-			return fmt.Errorf("%w: informer %s: %v", ErrKindNotServed, e.name, err)
-		}
 		if err != nil {
 			m.opts.Logger.Warn("manager: preflight: an informer cannot start yet", "informer", e.name, "err", err)
 			continue
@@ -103,7 +152,7 @@ func (m *Manager) preflight(ctx context.Context) error {
 		}
 	}
 	missing, err := MissingPermissions(ctx, m.kube, perms)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		m.opts.Logger.Warn("manager: preflight: cannot check permissions", "err", shorten(err))
 	}
 	for _, p := range missing {

@@ -69,7 +69,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.opts.Logger.Info("manager: starting", "controllers", len(ctrls), "fleets", fleets, "http", m.Addr(ctx))
 	m.planSharding(ctrls)
 	err = runStages(ctx, []stage{
-		{"http", append(serving(servers, m.opts.Logger), m.api.run)},
+		{"http", append(serving(servers, m.opts.Logger), m.api.run, m.checkPermissions)},
 		{"caches", []func(context.Context) error{m.factory.Run}},
 		{"events", []func(context.Context) error{m.recorder.started(ctx)}},
 		{"work", m.work(ctrls, runnables)},
