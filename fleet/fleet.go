@@ -90,10 +90,10 @@ type Options struct {
 	// (never two replicas at once, and no wait for a lease to expire).
 	// Ring.Key is not used: clusters are hashed by name. A provider runs on
 	// every replica and offers every cluster; Engaged and Clusters report
-	// those offered, Here those engaged on this replica. A replica drains
-	// the shards it gives up together: a reconcile hanging on a server that
-	// stopped answering holds their release until the ring's DrainTimeout
-	// (then it is cancelled), and the clusters of those shards wait for it.
+	// those offered, Here those engaged on this replica. A replica releases
+	// each shard it gives up once that shard's reconciles returned: a
+	// reconcile hanging on a server that stopped answering holds back only
+	// its own shard's clusters, until the ring's DrainTimeout cancels it.
 	Ring shard.Ring
 	// Spread names clusters too big for one replica (it needs Ring): every
 	// replica engages each of them, and reconciles a key of theirs only

@@ -17,7 +17,8 @@ import (
 // (an action marked "request" below; next returns at most one):
 //
 //	idle      --membersSeen-->  draining (some shard releasing) or reading
-//	draining  --drained------>  reading
+//	draining  --drained------>  reading (the drained shards are released in
+//	                            this step, the others stay closed for the next)
 //	reading   --tableRead---->  writing (the table must change), or as tableWritten
 //	writing   --tableWritten->  relisting (the selector changed or the caches are
 //	                            not listed with it), or idle
@@ -41,7 +42,9 @@ type (
 		members []string
 		now     time.Time
 	}
-	drained   struct{} // no reconcile is in flight in a shard that is not open
+	// drained: no reconcile is in flight in a shard that is releasing,
+	// except in busy (a drain that is not all returns once one is idle).
+	drained   struct{ busy []int }
 	tableRead struct { // the ring's table as read
 		holders []string        // holders[v] holds shard v; "" for none
 		expired map[string]bool // the holders in it whose membership Expired
@@ -69,9 +72,11 @@ type action interface{ isAction() }
 
 type (
 	wakeAt struct{ at time.Time } // step again at (the join grace ends)
-	// drain (request): wait until no reconcile is in flight in a shard
-	// that is not open; after DrainTimeout cancel them, and still wait.
-	drain struct{}
+	// drain (request): wait until a releasing shard has no reconcile in
+	// flight (all: every releasing shard); a shard still busy DrainTimeout
+	// after it began releasing has its reconciles cancelled, and is still
+	// waited for.
+	drain struct{ all bool }
 	// readTable (request): read the ring's table, creating it if missing;
 	// bound the request by timeout unless it is 0.
 	readTable struct{ timeout time.Duration }
@@ -166,6 +171,7 @@ type machine struct {
 	claim     []bool   // the shards the pending write claims
 	takenOver int      // how many of them an expired holder held
 	held      int      // leaving: the shards the table names this holder for
+	busy      []bool   // this step's releasing shards not drained yet: released in a later step
 }
 
 func newMachine(key Key, virtual int, grace time.Duration) *machine {
@@ -186,6 +192,10 @@ func (m *machine) next(in input) []action {
 		}
 	case drained:
 		if m.phase == draining {
+			m.busy = make([]bool, m.virtual)
+			for _, v := range in.busy {
+				m.busy[v] = true
+			}
 			return m.afterDrain()
 		}
 	case tableRead:
@@ -246,7 +256,7 @@ func (m *machine) onMembers(in membersSeen) []action {
 		m.err = err
 		return acts
 	}
-	m.owners, m.reads = owners, 0
+	m.owners, m.reads, m.busy = owners, 0, nil
 	for v, x := range m.states {
 		if owners[v] != id && (x == open || x == acquiring) {
 			m.states[v] = releasing // Enter says no from now on
@@ -295,6 +305,8 @@ func (m *machine) onRead(in tableRead) []action {
 	for v, x := range m.states {
 		h := in.holders[v]
 		switch {
+		case x == releasing && m.busy != nil && m.busy[v]:
+			// still draining: this holder keeps it in the table until a later step
 		case x == releasing || (x == closed && h == m.holder && m.owners[v] != id):
 			if h == m.holder {
 				next[v] = ""
@@ -326,7 +338,7 @@ func (m *machine) onWritten() []action {
 	released := 0
 	for v := range m.states {
 		switch {
-		case m.states[v] == releasing:
+		case m.states[v] == releasing && (m.busy == nil || !m.busy[v]):
 			m.states[v] = closed
 			released++
 		case m.claim[v]:
@@ -349,11 +361,13 @@ func (m *machine) onWritten() []action {
 	return append(acts, relist{})
 }
 
-// publish sets the selector to the shards open or acquiring, if it moved.
+// publish sets the selector to the shards open or acquiring, and those
+// releasing that are still draining (a reconcile in flight keeps its
+// objects cached), if it moved.
 func (m *machine) publish() []action {
 	var vs []int
 	for v, x := range m.states {
-		if x == open || x == acquiring {
+		if x == open || x == acquiring || x == releasing && m.busy != nil && m.busy[v] {
 			vs = append(vs, v)
 		}
 	}
@@ -424,7 +438,7 @@ func (m *machine) onLeave(in leave) []action {
 		}
 	}
 	m.phase = draining
-	return []action{drain{}}
+	return []action{drain{all: true}}
 }
 
 func (m *machine) onReadLeaving(in tableRead) []action {

@@ -59,6 +59,8 @@ var (
 	openAll  = append(slices.Clone(acquired), relisted{})            // every shard open, idle
 	bJoined  = append(slices.Clone(openAll), seen(A, 3*time.Second, "a", "b"))
 	leaving  = append(slices.Clone(openAll), leave{holder: A})
+	// partly: shard 1 was still busy when the others were released.
+	partly = with(bJoined, drained{busy: []int{1}}, tbl(allA), tableWritten{}, relisted{})
 )
 
 func with(h []input, more ...input) []input { return append(slices.Clone(h), more...) }
@@ -92,6 +94,9 @@ func describeAction(a action) string {
 	case wakeAt:
 		return fmt.Sprintf("wake +%s", a.at.Sub(t0))
 	case drain:
+		if a.all {
+			return "drain all"
+		}
 		return "drain"
 	case readTable:
 		return strings.TrimSpace("read " + timeoutOf(a.timeout))
@@ -229,6 +234,17 @@ func TestMachine(t *testing.T) {
 			in: tableWritten{}, want: "released 4; select 2 3 5 6; relist", state: "relisting ..oo.oo."},
 		{name: "a relist that opens nothing ends the step", history: with(bJoined, drained{}, tbl(allA), tableWritten{}),
 			in: relisted{}, want: "", state: "idle ..oo.oo."},
+		{name: "a shard still busy keeps this holder in the table; the drained ones lose it", history: with(bJoined, drained{busy: []int{1}}),
+			in: tbl(allA), want: "write [. a#1 a#1 a#1 . a#1 a#1 .]", state: "writing rrooroor"},
+		{name: "once written the drained ones close; the busy one stays cached and closed to reconciles",
+			history: with(bJoined, drained{busy: []int{1}}, tbl(allA)), in: tableWritten{},
+			want: "released 3; select 1 2 3 5 6; relist", state: "relisting .roo.oo."},
+		{name: "the next step drains it again", history: partly, in: seen(A, 4*time.Second, "a", "b"),
+			want: "drain", state: "draining .roo.oo."},
+		{name: "drained at last, it loses this holder in the table", history: with(partly, seen(A, 4*time.Second, "a", "b"), drained{}),
+			in: tbl(". a#1 a#1 a#1 . a#1 a#1 ."), want: "write [. . a#1 a#1 . a#1 a#1 .]", state: "writing .roo.oo."},
+		{name: "and closes, leaving the caches", history: with(partly, seen(A, 4*time.Second, "a", "b"), drained{}, tbl(". a#1 a#1 a#1 . a#1 a#1 .")),
+			in: tableWritten{}, want: "released 1; select 2 3 5 6; relist", state: "relisting ..oo.oo."},
 		{name: "a drain cut short fails the step; the shards stay closed to reconciles", history: bJoined,
 			in: fail(errRead), want: "", state: "idle rrooroor err=read failed"},
 
@@ -286,15 +302,15 @@ func TestMachine(t *testing.T) {
 
 		// Leaving.
 		{name: "a leave closes every shard and drains them", history: openAll, in: leave{holder: A},
-			want: "drain", state: "leaving/draining rrrrrrrr"},
+			want: "drain all", state: "leaving/draining rrrrrrrr"},
 		{name: "a leave abandons a step draining", history: bJoined, in: leave{holder: A},
-			want: "drain", state: "leaving/draining rrrrrrrr"},
+			want: "drain all", state: "leaving/draining rrrrrrrr"},
 		{name: "a leave abandons a step reading", history: stepA, in: leave{holder: A},
-			want: "drain", state: "leaving/draining ........"},
+			want: "drain all", state: "leaving/draining ........"},
 		{name: "a leave abandons a step writing", history: claimed, in: leave{holder: A},
-			want: "drain", state: "leaving/draining ........"},
+			want: "drain all", state: "leaving/draining ........"},
 		{name: "a leave abandons a step relisting", history: acquired, in: leave{holder: A},
-			want: "drain", state: "leaving/draining rrrrrrrr"},
+			want: "drain all", state: "leaving/draining rrrrrrrr"},
 		{name: "drained, a leave reads the table within its timeout", history: leaving, in: drained{},
 			want: "read 5s", state: "leaving/reading rrrrrrrr"},
 		{name: "it clears this holder in the table", history: with(leaving, drained{}),

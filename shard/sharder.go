@@ -68,9 +68,11 @@ type Ring struct {
 type SharderOptions struct {
 	Kube kubernetes.Interface
 	Ring
-	// DrainTimeout bounds how long a release waits for the shard's
+	// DrainTimeout bounds how long a shard's release waits for its
 	// in-flight reconciles before cancelling their contexts (it then
-	// still waits for them to return). Default: 30s.
+	// still waits for them to return). Shards are released one by one as
+	// each drains: a reconcile that hangs holds back its own shard only.
+	// Default: 30s.
 	DrainTimeout time.Duration
 	// Relist is called after the shards this replica may work on changed
 	// (Selector changed): it must make every sharded cache list again with
@@ -121,6 +123,17 @@ type Sharder struct {
 	running []map[uint64]context.CancelCauseFunc // per shard: its in-flight reconciles' cancels
 	nextID  uint64
 	idle    chan struct{} // closed and replaced when a shard's last running reconcile ends
+	// releasing holds, per shard that is releasing, when drain first saw
+	// it so: its DrainTimeout counts from then, across steps. Run's
+	// goroutine only.
+	releasing map[int]*since
+}
+
+// since is when a shard began releasing, and whether its reconciles were
+// cancelled for outlasting DrainTimeout.
+type since struct {
+	at        time.Time
+	cancelled bool
 }
 
 // NewSharder checks opts and returns a Sharder; Run starts it.
@@ -129,7 +142,7 @@ func NewSharder(opts SharderOptions) (*Sharder, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sharder{opts: opts, kick: make(chan struct{}, 1), idle: make(chan struct{}),
+	s := &Sharder{opts: opts, kick: make(chan struct{}, 1), idle: make(chan struct{}), releasing: map[int]*since{},
 		m:       newMachine(opts.Key, opts.VirtualShards, 2*opts.RetryPeriod),
 		running: make([]map[uint64]context.CancelCauseFunc, opts.VirtualShards)}
 	s.mem, err = NewMembership(MembershipOptions{Kube: opts.Kube, Namespace: opts.Namespace, Ring: opts.Name,
@@ -396,7 +409,11 @@ func (s *Sharder) do(ctx context.Context, a action) input {
 	case wakeAt:
 		time.AfterFunc(time.Until(a.at), s.poke)
 	case drain:
-		return s.drain(ctx)
+		in := s.drain(ctx, a.all)
+		if d, ok := in.(drained); ok && len(d.busy) > 0 {
+			s.poke() // the next step waits for the busy ones
+		}
+		return in
 	case readTable:
 		return s.read(ctx, a.timeout)
 	case writeTable:
@@ -434,46 +451,77 @@ func (s *Sharder) stopShard(v int, cause error) {
 	}
 }
 
-// drain waits until no reconcile is in flight in a shard that is not open,
-// for at most DrainTimeout; then it cancels them and waits for them to
-// return.
-func (s *Sharder) drain(ctx context.Context) input {
-	deadline := time.NewTimer(s.opts.DrainTimeout)
-	defer deadline.Stop()
-	cancelled := false
+// drain waits until a releasing shard has no reconcile in flight (all:
+// every releasing shard), and says which are still busy: those that are
+// drained are released at once, each busy one in a later step, so a hung
+// reconcile holds back only its own shard. A shard still busy DrainTimeout
+// after it began releasing has its reconciles cancelled, and is still
+// waited for.
+func (s *Sharder) drain(ctx context.Context, all bool) input {
 	for {
-		busy, idle := s.busy()
-		if len(busy) == 0 {
-			return drained{}
+		now := time.Now()
+		busy, idle, ended := s.drainState(now)
+		if len(busy) == 0 || (!all && idle > 0) {
+			return drained{busy: busy}
 		}
-		select {
-		case <-idle:
-		case <-deadline.C:
-			if !cancelled {
-				cancelled = true
-				s.opts.Logger.Warn("shard: reconciles still running after the drain timeout; cancelling them", "ring", s.opts.Name, "shards", busy)
-				for _, v := range busy {
-					s.stopShard(v, fmt.Errorf("%w: released after a drain timeout of %s", ErrLost, s.opts.DrainTimeout))
-				}
+		var overdue []int
+		first := now.Add(s.opts.DrainTimeout)
+		for _, v := range busy {
+			r := s.releasing[v]
+			switch due := r.at.Add(s.opts.DrainTimeout); {
+			case r.cancelled:
+			case !due.After(now):
+				r.cancelled = true
+				overdue = append(overdue, v)
+			case due.Before(first):
+				first = due
 			}
+		}
+		if len(overdue) > 0 {
+			s.opts.Logger.Warn("shard: reconciles still running after the drain timeout; cancelling them", "ring", s.opts.Name, "shards", overdue)
+			for _, v := range overdue {
+				s.stopShard(v, fmt.Errorf("%w: released after a drain timeout of %s", ErrLost, s.opts.DrainTimeout))
+			}
+			continue
+		}
+		timer := time.NewTimer(first.Sub(now))
+		select {
+		case <-ended:
+		case <-timer.C:
 		case <-ctx.Done():
+			timer.Stop()
 			return failed{err: ctx.Err()}
 		}
+		timer.Stop()
 	}
 }
 
-// busy returns the shards not open with reconciles in flight, and a
-// channel closed when the next reconcile ends.
-func (s *Sharder) busy() ([]int, <-chan struct{}) {
+// drainState returns the releasing shards with reconciles in flight, how
+// many releasing shards have none, and a channel closed when the next
+// reconcile ends; it notes when each shard began releasing (as of now) and
+// forgets those no longer releasing.
+func (s *Sharder) drainState(now time.Time) (busy []int, idle int, ended <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var busy []int
-	for v, rs := range s.running {
-		if len(rs) > 0 && s.m.states[v] != open {
-			busy = append(busy, v)
+	for v := range s.releasing {
+		if s.m.states[v] != releasing {
+			delete(s.releasing, v)
 		}
 	}
-	return busy, s.idle
+	for v, x := range s.m.states {
+		if x != releasing {
+			continue
+		}
+		if s.releasing[v] == nil {
+			s.releasing[v] = &since{at: now}
+		}
+		if len(s.running[v]) > 0 {
+			busy = append(busy, v)
+		} else {
+			idle++
+		}
+	}
+	return busy, idle, s.idle
 }
 
 // read reads the ring's table and asks the membership which of its

@@ -254,3 +254,54 @@ func TestSharder_refusesARingMadeWithOtherSettings(t *testing.T) {
 		t.Errorf("the misconfigured replica opened shards %v", st.Open)
 	}
 }
+
+// A reconcile that hangs in a shard a replica gives up holds back that
+// shard only: the joining replica gets the rest of its share at once, and
+// the hung shard as soon as its reconcile returns, never reconciled by
+// both.
+func TestSharder_aHungReconcileHoldsBackOnlyItsOwnShard(t *testing.T) {
+	srv := env.Get(t)
+	ns := srv.Namespace(t)
+	leakcheck.Check(t)
+	kube := apiserver.Client(t, srv.Config())
+	log := &intervals{}
+	a := startWorker(t, kube, ns, "a", log)
+	waitCovered(t, 10*time.Second, a)
+	owners, err := shard.Owners([]string{"a", "b"}, virtual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := slices.Index(owners, "b")
+	var share []int // b's shards but the hung one
+	for v, o := range owners {
+		if o == "b" && v != hung {
+			share = append(share, v)
+		}
+	}
+	rctx, enterDone, ok := a.s.Enter(t.Context(), hashes[hung])
+	if !ok {
+		t.Fatalf("a cannot enter shard %d it holds", hung)
+	}
+	done := sync.OnceFunc(enterDone)
+	t.Cleanup(done) // before a stops (cleanups run last first): a failed test must not leave a's leave waiting on it
+	start := time.Now()
+	b := startWorker(t, kube, ns, "b", log)
+	poll(t, 10*time.Second, func() (bool, string) {
+		as, bs := a.s.Stats(), b.s.Stats()
+		return slices.Equal(bs.Open, share) && slices.Equal(as.Pending, []int{hung}),
+			fmt.Sprintf("b open %v (want %v), a pending %v (want [%d])", bs.Open, share, as.Pending, hung)
+	})
+	t.Logf("b opened its share but shard %d %s after joining, while a's reconcile there hung", hung, time.Since(start).Round(time.Millisecond))
+	if rctx.Err() != nil {
+		t.Errorf("the hung reconcile was cancelled before the drain timeout: %v", context.Cause(rctx))
+	}
+	released := time.Now()
+	done()
+	waitCovered(t, 5*time.Second, a, b)
+	if d := time.Since(released); d > 2*time.Second {
+		t.Errorf("shard %d reached b %s after its reconcile returned, want well under the 2s handoff goal", hung, d)
+	}
+	if o := log.overlaps(); len(o) > 0 {
+		t.Fatalf("%d overlapping reconciles, first: %s", len(o), o[0])
+	}
+}
