@@ -198,7 +198,8 @@ func (c *Controller[K]) Close() {
 type source struct {
 	name      string
 	hasSynced func() bool
-	lastError func() error // nil when the cache cannot say
+	synced    <-chan struct{} // nil: hasSynced is polled
+	lastError func() error    // nil when the cache cannot say
 }
 
 // New returns a controller; it starts nothing. It fails if rec is nil or
@@ -271,10 +272,30 @@ func (c *Controller[K]) Queue() *workqueue.Queue[K] { return c.queue }
 // lastError's error, if lastError is not nil (an informer's LastError says
 // why it has not synced). Call it before Run, typically with each event
 // handler registration's HasSynced.
+//
+// Run polls hasSynced every 50ms; WaitForSynced takes a channel instead,
+// and the workers start the moment it closes.
 func (c *Controller[K]) WaitFor(name string, hasSynced func() bool, lastError func() error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sources = append(c.sources, source{name: name, hasSynced: hasSynced, lastError: lastError})
+}
+
+// WaitForSynced is WaitFor with a channel closed once the cache has synced
+// (informer.Registration.Synced): Run waits on it rather than polling, so
+// the workers start as soon as the last of their caches synced.
+func (c *Controller[K]) WaitForSynced(name string, synced <-chan struct{}, lastError func() error) {
+	hasSynced := func() bool {
+		select {
+		case <-synced:
+			return true
+		default:
+			return false
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sources = append(c.sources, source{name: name, hasSynced: hasSynced, synced: synced, lastError: lastError})
 }
 
 // Errors of New and Run; classify them with errors.Is.
@@ -389,16 +410,39 @@ func (c *Controller[K]) HasSynced() bool {
 // Name returns the controller's name.
 func (c *Controller[K]) Name() string { return c.opts.Name }
 
-// waitForSync polls the sources until all have synced or ctx ends. After
-// CacheSyncTimeout it logs the laggards once and goes on waiting.
+// waitForSync waits until all sources have synced or ctx ends: on the
+// channel of the first that has not (WaitForSynced), and polling every 50ms
+// while one given by WaitFor has not. After CacheSyncTimeout it logs the
+// laggards once and goes on waiting.
 func (c *Controller[K]) waitForSync(ctx context.Context, sources []source) {
 	deadline := time.NewTimer(c.opts.CacheSyncTimeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
+	var tick *time.Ticker
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
 	for {
-		waiting := notSynced(sources)
-		if len(waiting) == 0 {
+		var (
+			wake <-chan struct{}
+			poll <-chan time.Time
+		)
+		for _, s := range sources {
+			switch {
+			case s.hasSynced():
+			case s.synced != nil:
+				if wake == nil {
+					wake = s.synced
+				}
+			default:
+				if tick == nil {
+					tick = time.NewTicker(50 * time.Millisecond)
+				}
+				poll = tick.C
+			}
+		}
+		if wake == nil && poll == nil {
 			return
 		}
 		select {
@@ -406,8 +450,9 @@ func (c *Controller[K]) waitForSync(ctx context.Context, sources []source) {
 			return
 		case <-deadline.C:
 			c.opts.Logger.Error("controller: caches not synced; still waiting",
-				"after", c.opts.CacheSyncTimeout, "caches", waiting)
-		case <-tick.C:
+				"after", c.opts.CacheSyncTimeout, "caches", notSynced(sources))
+		case <-wake:
+		case <-poll:
 		}
 	}
 }

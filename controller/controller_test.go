@@ -241,6 +241,35 @@ func TestController_workersStartOnlyAfterCachesSync(t *testing.T) {
 	})
 }
 
+// WaitForSynced starts the workers the moment the channel closes: no
+// poll, so no time passes (synctest's clock moves only when every
+// goroutine of the bubble waits on time).
+func TestController_workersStartTheMomentASyncedChannelCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		synced := make(chan struct{})
+		var cs calls
+		c := newController(t, func(context.Context, string) (Result, error) { cs.add(); return Result{}, nil }, Options[string]{})
+		c.WaitForSynced("pods", synced, nil)
+		stop := runInBubble(t, c)
+		c.Add("ns/a")
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := cs.count(); n != 0 || c.HasSynced() {
+			t.Fatalf("%d reconciles, HasSynced %v before the channel closed; want 0, false", n, c.HasSynced())
+		}
+		before := time.Now()
+		close(synced)
+		synctest.Wait()
+		if n := cs.count(); n != 1 || !c.HasSynced() {
+			t.Errorf("%d reconciles, HasSynced %v once the channel closed; want 1, true", n, c.HasSynced())
+		}
+		if waited := time.Since(before); waited != 0 {
+			t.Errorf("the workers started %s after the channel closed, want at once", waited)
+		}
+		stop()
+	})
+}
+
 func TestController_aCacheThatNeverSyncsIsLoggedOnceAndWaitedFor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs strings.Builder

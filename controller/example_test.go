@@ -85,3 +85,37 @@ func ExampleLoggerFrom() {
 	// level=WARN msg="the greeting is empty" controller=greeter key=default/world
 	// true
 }
+
+// Workers wait for the caches a controller reads: with a channel closed
+// once a cache has synced (an informer registration's Synced), they start
+// the moment it closes; keys added meanwhile wait in the queue.
+func ExampleController_WaitForSynced() {
+	synced := make(chan struct{})
+	done := make(chan struct{})
+	rec := controller.ReconcileFunc[string](func(_ context.Context, key string) (controller.Result, error) {
+		fmt.Println("reconciled", key)
+		close(done)
+		return controller.Result{}, nil
+	})
+	c, err := controller.New[string](rec, controller.Options[string]{Name: "waits"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c.WaitForSynced("configmaps", synced, nil)
+	ctx, cancel := context.WithCancel(context.TODO())
+	ran := make(chan error)
+	go func() { ran <- c.Run(ctx) }()
+	c.Add("default/a")
+	fmt.Println("synced:", c.HasSynced())
+	close(synced) // the informer's initial list is in
+	<-done
+	fmt.Println("synced:", c.HasSynced())
+	cancel()
+	fmt.Println("run:", <-ran)
+	// Output:
+	// synced: false
+	// reconciled default/a
+	// synced: true
+	// run: <nil>
+}

@@ -307,7 +307,10 @@ func (i *SharedIndexInformer[T]) AddEventHandler(h handler.Handler[T], opts Hand
 	if i.stopped {
 		return nil, fmt.Errorf("informer %s: add handler %s: %w", i.name, opts.Name, ErrStopped)
 	}
-	defer i.flushHeldLocked() // after l joins the listeners
+	defer func() { // after l joins the listeners
+		i.flushHeldLocked()
+		l.noteSynced()
+	}()
 	now := time.Now()
 	for _, obj := range i.idx.List() {
 		l.enqueue(object.NameOf(obj).String(), notification[T]{Type: handler.AddEvent, Obj: obj, Initial: true}, now)
@@ -317,7 +320,7 @@ func (i *SharedIndexInformer[T]) AddEventHandler(h handler.Handler[T], opts Hand
 	if i.once.Started() {
 		i.wg.Go(func() { l.run(i.stopping) })
 	}
-	return &Registration{synced: func() bool { return i.HasSynced() && l.hasSynced() }, remove: l.remove}, nil
+	return &Registration{synced: func() bool { return i.HasSynced() && l.hasSynced() }, syncedC: l.syncedC, remove: l.remove}, nil
 }
 
 func (i *SharedIndexInformer[T]) removeListener(l *listener[T]) {
@@ -369,6 +372,11 @@ func (i *SharedIndexInformer[T]) HasSynced() bool {
 	defer i.mu.Unlock()
 	return i.synced
 }
+
+// Synced returns a channel closed once HasSynced reports true: a wait for
+// it needs no polling, as client-go's HasSyncedChecker. Safe for
+// concurrent use.
+func (i *SharedIndexInformer[T]) Synced() <-chan struct{} { return i.syncedC }
 
 // Relist makes the running informer list its resource again from scratch
 // and returns once the cache reflects that list: objects the list no longer

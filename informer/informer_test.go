@@ -488,3 +488,71 @@ func panicsOnUpdates() *mirror {
 	m.panicOn = func(call string) bool { return strings.HasPrefix(call, "update") }
 	return m
 }
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// A registration's Synced channel closes exactly when its HasSynced turns
+// true: after the handler returned from the initial list (a slow one
+// holds it open), for an Enqueuer once its initial keys were given to it,
+// and for a handler added late once it has the whole cache.
+func TestInformer_syncedChannelsCloseWhenHasSyncedTurnsTrue(t *testing.T) {
+	leakcheck.Check(t)
+	srv := newFakeServer("a", "b")
+	inf := newInformer(t, srv, informer.Options[*corev1.ConfigMap]{})
+	slow := newMirror()
+	slow.block = make(chan struct{})
+	reg := register(t, inf, slow, "slow", 0)
+	keys := &keyRecorder{}
+	sinkReg, err := inf.AddEventHandler(keys, informer.HandlerOptions{Name: "keys"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if closed(reg.Synced()) || closed(sinkReg.Synced()) || closed(inf.Synced()) {
+		t.Fatal("a Synced channel closed before Run")
+	}
+	run(t, inf)
+	select {
+	case <-inf.Synced():
+	case <-time.After(wait):
+		t.Fatal("the informer's Synced channel did not close")
+	}
+	select {
+	case <-sinkReg.Synced():
+	case <-time.After(wait):
+		t.Fatal("the Enqueuer's Synced channel did not close")
+	}
+	if got := keys.calls(); len(got) != 2 || !sinkReg.HasSynced() {
+		t.Errorf("when the Enqueuer's channel closed it had %q, HasSynced %v; want both keys, true", got, sinkReg.HasSynced())
+	}
+	if closed(reg.Synced()) || reg.HasSynced() {
+		t.Fatal("the slow handler's channel closed (or HasSynced) while it was still in its first OnAdd")
+	}
+	close(slow.block)
+	select {
+	case <-reg.Synced():
+	case <-time.After(wait):
+		t.Fatal("the slow handler's Synced channel did not close once it returned")
+	}
+	if !reg.HasSynced() || len(slow.callList()) != 2 {
+		t.Errorf("when its channel closed: HasSynced %v after %q; want true after both adds", reg.HasSynced(), slow.callList())
+	}
+
+	late := newMirror()
+	lateReg := register(t, inf, late, "late", 0)
+	select {
+	case <-lateReg.Synced():
+	case <-time.After(wait):
+		t.Fatal("a late handler's Synced channel did not close")
+	}
+	if got := late.callList(); len(got) != 2 || !lateReg.HasSynced() {
+		t.Errorf("when the late handler's channel closed it had %q, HasSynced %v; want both adds, true", got, lateReg.HasSynced())
+	}
+}

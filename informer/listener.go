@@ -49,6 +49,10 @@ type listener[T object.Object] struct {
 	initial     int
 	armed       bool // the handler has been given the whole cache
 	removed     bool
+	// syncedC is closed once armed with initial at 0 (see hasSynced),
+	// which stays so: no notification after arming is an initial one.
+	syncedC      chan struct{}
+	syncedClosed bool
 
 	// sink, if set, is h as a handler.Enqueuer: it is handed the events of
 	// each of the informer's batches at the batch's end, on the informer's
@@ -65,7 +69,7 @@ func newListener[T object.Object](i *SharedIndexInformer[T], name string, h hand
 	l := &listener[T]{
 		name: name, h: h, resync: resync, inf: i,
 		pending: map[string]*pendingKey[T]{},
-		wake:    make(chan struct{}, 1), stop: make(chan struct{}),
+		wake:    make(chan struct{}, 1), stop: make(chan struct{}), syncedC: make(chan struct{}),
 	}
 	l.sink, _ = h.(handler.Enqueuer[T])
 	return l
@@ -139,6 +143,23 @@ func (l *listener[T]) arm() {
 	l.mu.Unlock()
 }
 
+// noteSynced closes syncedC if the handler has synced. The informer calls
+// it once the events held for an Enqueuer were given to it (after
+// flushHeldLocked), so that nothing of the initial list is still held.
+func (l *listener[T]) noteSynced() {
+	l.mu.Lock()
+	l.noteSyncedLocked()
+	l.mu.Unlock()
+}
+
+// noteSyncedLocked closes syncedC once the handler has synced.
+func (l *listener[T]) noteSyncedLocked() {
+	if !l.syncedClosed && l.armed && l.initial == 0 {
+		l.syncedClosed = true
+		close(l.syncedC)
+	}
+}
+
 // next takes the oldest pending key and its notifications, if any.
 func (l *listener[T]) next() (string, []notification[T], bool) {
 	l.mu.Lock()
@@ -206,6 +227,7 @@ func (l *listener[T]) guarded(initial int, fn func()) {
 		if initial > 0 {
 			l.mu.Lock()
 			l.initial -= initial
+			l.noteSyncedLocked()
 			l.mu.Unlock()
 		}
 	}()
@@ -243,14 +265,20 @@ func (l *listener[T]) remove() {
 
 // Registration is one handler added to an informer.
 type Registration struct {
-	synced func() bool
-	remove func()
+	synced  func() bool
+	syncedC <-chan struct{}
+	remove  func()
 }
 
 // HasSynced reports that the informer has synced and this handler has
 // returned from every notification of the initial list (for a handler added
 // late: of the cache as it was when it was added). Safe for concurrent use.
 func (r *Registration) HasSynced() bool { return r.synced() }
+
+// Synced returns a channel closed once HasSynced reports true (it never
+// is for a handler removed before then): a wait for it needs no polling, as
+// client-go's HasSyncedChecker. Safe for concurrent use.
+func (r *Registration) Synced() <-chan struct{} { return r.syncedC }
 
 // Remove stops notifying the handler. It does not wait for a call in
 // progress to return (it may be called from the handler itself, unless the

@@ -357,6 +357,9 @@ func (i *SharedIndexInformer[T]) markSyncedLocked() {
 		l.arm()
 	}
 	i.flushHeldLocked() // WaitForCacheSync waits on syncedC without the lock
+	for _, l := range i.listeners {
+		l.noteSynced()
+	}
 	close(i.syncedC)
 }
 

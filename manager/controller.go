@@ -258,7 +258,7 @@ func (s *source[T]) register(m *Manager, c *Controller, primary schema.GroupVers
 	if err != nil {
 		return nil, err
 	}
-	c.WaitFor(s.inf.Name(), reg.HasSynced, s.inf.LastError)
+	c.WaitForSynced(s.inf.Name(), reg.Synced(), s.inf.LastError)
 	return reg.Remove, nil
 }
 

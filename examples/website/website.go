@@ -78,7 +78,7 @@ func Setup(m *manager.Manager, directory string) error {
 	if err != nil {
 		return err
 	}
-	c.WaitFor("site directory", entries.HasSynced, entries.LastError) // reconciles start once it is listed
+	c.WaitForSynced("site directory", entries.Synced(), entries.LastError) // reconciles start once it is listed
 	return nil
 }
 
