@@ -157,8 +157,8 @@ type Options struct {
 	// every replica running in the same ring, each caching only its share
 	// (see Sharding). Exclusive with LeaderElection. Default: off.
 	Sharding Sharding
-	// StartTimeout bounds the start-up check that the API server answers.
-	// Default: 30s.
+	// StartTimeout bounds the start-up check that the API server answers,
+	// and the permission checks sent beside the caches. Default: 30s.
 	StartTimeout time.Duration
 	// TracerProvider, if set, traces every controller's reconciles and the
 	// writes made with their contexts through the manager's connections:

@@ -121,8 +121,8 @@ func (m *Manager) preflight(ctx context.Context) error {
 // it): kinds the server does not serve and permissions the controllers lack
 // are logged at WARN, one line each, since they can be fixed while the
 // manager runs (/readyz names them until then). It always returns nil.
-func (m *Manager) checkPermissions(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
+func (m *Manager) checkPermissions(running context.Context) error {
+	ctx, cancel := context.WithTimeout(running, m.opts.StartTimeout)
 	defer cancel()
 	plurals := m.plurals()
 	perms := append([]Permission(nil), m.opts.Permissions...)
@@ -152,7 +152,7 @@ func (m *Manager) checkPermissions(ctx context.Context) error {
 		}
 	}
 	missing, err := MissingPermissions(ctx, m.kube, perms)
-	if err != nil && ctx.Err() == nil {
+	if err != nil && running.Err() == nil { // not when the manager is stopping; a StartTimeout that ran out is said
 		m.opts.Logger.Warn("manager: preflight: cannot check permissions", "err", shorten(err))
 	}
 	for _, p := range missing {

@@ -22,8 +22,8 @@ import (
 )
 
 // Run runs everything until ctx ends: it binds the HTTP listener, checks
-// that the API server answers and which permissions are missing, starts
-// the informers, then each controller (whose workers start once its own
+// that the API server answers, starts the informers (and, beside them,
+// the check of which permissions are missing), then each controller (whose workers start once its own
 // caches synced, independently of the others) and the runnables. A
 // failure to start is returned at once with nothing left running.
 //

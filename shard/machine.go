@@ -43,7 +43,7 @@ type (
 		now     time.Time
 	}
 	// drained: no reconcile is in flight in a shard that is releasing,
-	// except in busy (a drain that is not all returns once one is idle).
+	// except in busy: those stay releasing, for a later step.
 	drained   struct{ busy []int }
 	tableRead struct { // the ring's table as read
 		holders []string        // holders[v] holds shard v; "" for none
@@ -72,10 +72,9 @@ type action interface{ isAction() }
 
 type (
 	wakeAt struct{ at time.Time } // step again at (the join grace ends)
-	// drain (request): wait until a releasing shard has no reconcile in
-	// flight (all: every releasing shard); a shard still busy DrainTimeout
-	// after it began releasing has its reconciles cancelled, and is still
-	// waited for.
+	// drain (request): say which releasing shards have reconciles in
+	// flight (all: first wait until none has); a shard still busy
+	// DrainTimeout after it began releasing has its reconciles cancelled.
 	drain struct{ all bool }
 	// readTable (request): read the ring's table, creating it if missing;
 	// bound the request by timeout unless it is 0.

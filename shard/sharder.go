@@ -123,10 +123,13 @@ type Sharder struct {
 	running []map[uint64]context.CancelCauseFunc // per shard: its in-flight reconciles' cancels
 	nextID  uint64
 	idle    chan struct{} // closed and replaced when a shard's last running reconcile ends
-	// releasing holds, per shard that is releasing, when drain first saw
-	// it so: its DrainTimeout counts from then, across steps. Run's
-	// goroutine only.
+	// releasing holds, per shard releasing with reconciles in flight, when
+	// drain first saw it so: its DrainTimeout counts from then, across
+	// steps. An entry goes once its shard drained or closed.
 	releasing map[int]*since
+	// drainWake pokes the step loop when the first DrainTimeout of a
+	// busy releasing shard runs out. Run's goroutine only.
+	drainWake *time.Timer
 }
 
 // since is when a shard began releasing, and whether its reconciles were
@@ -225,6 +228,9 @@ func (s *Sharder) Enter(ctx context.Context, h uint64) (rctx context.Context, do
 		if len(s.running[v]) == 0 {
 			close(s.idle)
 			s.idle = make(chan struct{})
+			if s.m.states[v] == releasing {
+				s.poke() // a step releases it now
+			}
 		}
 		s.mu.Unlock()
 	}, true
@@ -294,6 +300,11 @@ func (s *Sharder) Run(ctx context.Context) error {
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	wg.Go(func() { s.watchTable(wctx) })
+	defer func() {
+		if s.drainWake != nil {
+			s.drainWake.Stop()
+		}
+	}()
 	for s.incarnation(ctx) {
 		select {
 		case <-ctx.Done():
@@ -409,11 +420,7 @@ func (s *Sharder) do(ctx context.Context, a action) input {
 	case wakeAt:
 		time.AfterFunc(time.Until(a.at), s.poke)
 	case drain:
-		in := s.drain(ctx, a.all)
-		if d, ok := in.(drained); ok && len(d.busy) > 0 {
-			s.poke() // the next step waits for the busy ones
-		}
-		return in
+		return s.drain(ctx, a.all)
 	case readTable:
 		return s.read(ctx, a.timeout)
 	case writeTable:
@@ -421,6 +428,11 @@ func (s *Sharder) do(ctx context.Context, a action) input {
 	case relist:
 		return s.relist(ctx)
 	case stop:
+		s.mu.Lock()
+		for _, v := range a.shards {
+			delete(s.releasing, v) // closed: a later release starts its own timeout
+		}
+		s.mu.Unlock()
 		for _, v := range a.shards {
 			s.stopShard(v, a.cause)
 		}
@@ -451,40 +463,37 @@ func (s *Sharder) stopShard(v int, cause error) {
 	}
 }
 
-// drain waits until a releasing shard has no reconcile in flight (all:
-// every releasing shard), and says which are still busy: those that are
-// drained are released at once, each busy one in a later step, so a hung
-// reconcile holds back only its own shard. A shard still busy DrainTimeout
-// after it began releasing has its reconciles cancelled, and is still
-// waited for.
+// drain says which releasing shards still have reconciles in flight:
+// those that have none are released in this step, each busy one in a later
+// step, once its last reconcile returned (Enter's done pokes the step
+// loop), so a reconcile that hangs holds back its own shard only and the
+// steps go on meanwhile. A shard still busy DrainTimeout after it began
+// releasing has its reconciles cancelled, and is still waited for. A leave
+// (all) waits until every releasing shard has drained.
 func (s *Sharder) drain(ctx context.Context, all bool) input {
 	for {
-		now := time.Now()
-		busy, idle, ended := s.drainState(now)
-		if len(busy) == 0 || (!all && idle > 0) {
-			return drained{busy: busy}
-		}
-		var overdue []int
-		first := now.Add(s.opts.DrainTimeout)
-		for _, v := range busy {
-			r := s.releasing[v]
-			switch due := r.at.Add(s.opts.DrainTimeout); {
-			case r.cancelled:
-			case !due.After(now):
-				r.cancelled = true
-				overdue = append(overdue, v)
-			case due.Before(first):
-				first = due
-			}
-		}
+		busy, overdue, next, ended := s.drainState(time.Now())
 		if len(overdue) > 0 {
 			s.opts.Logger.Warn("shard: reconciles still running after the drain timeout; cancelling them", "ring", s.opts.Name, "shards", overdue)
 			for _, v := range overdue {
 				s.stopShard(v, fmt.Errorf("%w: released after a drain timeout of %s", ErrLost, s.opts.DrainTimeout))
 			}
-			continue
 		}
-		timer := time.NewTimer(first.Sub(now))
+		if len(busy) == 0 || !all {
+			if s.drainWake != nil {
+				s.drainWake.Stop()
+				s.drainWake = nil
+			}
+			if !next.IsZero() && !all {
+				s.drainWake = time.AfterFunc(time.Until(next), s.poke)
+			}
+			return drained{busy: busy}
+		}
+		wait := time.Until(next)
+		if next.IsZero() {
+			wait = s.opts.DrainTimeout // every busy shard was cancelled: wait for them to return
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-ended:
 		case <-timer.C:
@@ -496,32 +505,34 @@ func (s *Sharder) drain(ctx context.Context, all bool) input {
 	}
 }
 
-// drainState returns the releasing shards with reconciles in flight, how
-// many releasing shards have none, and a channel closed when the next
-// reconcile ends; it notes when each shard began releasing (as of now) and
-// forgets those no longer releasing.
-func (s *Sharder) drainState(now time.Time) (busy []int, idle int, ended <-chan struct{}) {
+// drainState returns the releasing shards with reconciles in flight, those
+// of them whose DrainTimeout ran out (counted from when a drain first saw
+// each busy: marked cancelled), the earliest timeout still to come (zero
+// if none) and a channel closed when the next reconcile ends.
+func (s *Sharder) drainState(now time.Time) (busy, overdue []int, next time.Time, ended <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for v := range s.releasing {
-		if s.m.states[v] != releasing {
-			delete(s.releasing, v)
-		}
-	}
 	for v, x := range s.m.states {
-		if x != releasing {
+		if x != releasing || len(s.running[v]) == 0 {
+			delete(s.releasing, v)
 			continue
 		}
-		if s.releasing[v] == nil {
-			s.releasing[v] = &since{at: now}
+		busy = append(busy, v)
+		r := s.releasing[v]
+		if r == nil {
+			r = &since{at: now}
+			s.releasing[v] = r
 		}
-		if len(s.running[v]) > 0 {
-			busy = append(busy, v)
-		} else {
-			idle++
+		switch due := r.at.Add(s.opts.DrainTimeout); {
+		case r.cancelled:
+		case !due.After(now):
+			r.cancelled = true
+			overdue = append(overdue, v)
+		case next.IsZero() || due.Before(next):
+			next = due
 		}
 	}
-	return busy, idle, s.idle
+	return busy, overdue, next, s.idle
 }
 
 // read reads the ring's table and asks the membership which of its

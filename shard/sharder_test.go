@@ -256,9 +256,10 @@ func TestSharder_refusesARingMadeWithOtherSettings(t *testing.T) {
 }
 
 // A reconcile that hangs in a shard a replica gives up holds back that
-// shard only: the joining replica gets the rest of its share at once, and
-// the hung shard as soon as its reconcile returns, never reconciled by
-// both.
+// shard only: the joining replica gets the rest of its share at once, the
+// steps go on meanwhile (a third replica gets its share from the first),
+// and the hung shard moves as soon as its reconcile returns, never
+// reconciled by two replicas at once.
 func TestSharder_aHungReconcileHoldsBackOnlyItsOwnShard(t *testing.T) {
 	srv := env.Get(t)
 	ns := srv.Namespace(t)
@@ -267,37 +268,64 @@ func TestSharder_aHungReconcileHoldsBackOnlyItsOwnShard(t *testing.T) {
 	log := &intervals{}
 	a := startWorker(t, kube, ns, "a", log)
 	waitCovered(t, 10*time.Second, a)
-	owners, err := shard.Owners([]string{"a", "b"}, virtual)
+	two, err := shard.Owners([]string{"a", "b"}, virtual)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hung := slices.Index(owners, "b")
-	var share []int // b's shards but the hung one
-	for v, o := range owners {
-		if o == "b" && v != hung {
-			share = append(share, v)
+	three, err := shard.Owners([]string{"a", "b", "c"}, virtual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := -1 // a shard b owns beside a, and beside a and c
+	for v := range virtual {
+		if two[v] == "b" && three[v] == "b" {
+			hung = v
+			break
 		}
+	}
+	if hung < 0 {
+		t.Fatalf("no shard is b's with two and with three members: %v, %v", two, three)
+	}
+	share := func(owners []string, id string) []int { // id's shards but the hung one
+		var out []int
+		for v, o := range owners {
+			if o == id && v != hung {
+				out = append(out, v)
+			}
+		}
+		return out
 	}
 	rctx, enterDone, ok := a.s.Enter(t.Context(), hashes[hung])
 	if !ok {
 		t.Fatalf("a cannot enter shard %d it holds", hung)
 	}
-	done := sync.OnceFunc(enterDone)
+	entered := time.Now()
+	done := sync.OnceFunc(func() {
+		log.add(interval{who: "a", v: hung, start: entered, end: time.Now()})
+		enterDone()
+	})
 	t.Cleanup(done) // before a stops (cleanups run last first): a failed test must not leave a's leave waiting on it
-	start := time.Now()
 	b := startWorker(t, kube, ns, "b", log)
 	poll(t, 10*time.Second, func() (bool, string) {
 		as, bs := a.s.Stats(), b.s.Stats()
-		return slices.Equal(bs.Open, share) && slices.Equal(as.Pending, []int{hung}),
-			fmt.Sprintf("b open %v (want %v), a pending %v (want [%d])", bs.Open, share, as.Pending, hung)
+		return slices.Equal(bs.Open, share(two, "b")) && slices.Equal(as.Pending, []int{hung}),
+			fmt.Sprintf("b open %v (want %v), a pending %v (want [%d])", bs.Open, share(two, "b"), as.Pending, hung)
 	})
-	t.Logf("b opened its share but shard %d %s after joining, while a's reconcile there hung", hung, time.Since(start).Round(time.Millisecond))
+	t.Logf("b opened its share but shard %d %s after joining, while a's reconcile there hung", hung, time.Since(entered).Round(time.Millisecond))
+	c := startWorker(t, kube, ns, "c", log)
+	poll(t, 10*time.Second, func() (bool, string) {
+		as, bs, cs := a.s.Stats(), b.s.Stats(), c.s.Stats()
+		return slices.Equal(as.Open, share(three, "a")) && slices.Equal(as.Pending, []int{hung}) &&
+				slices.Equal(bs.Open, share(three, "b")) && slices.Equal(cs.Open, share(three, "c")),
+			fmt.Sprintf("a open %v pending %v, b open %v, c open %v; want %v [%d], %v, %v", as.Open, as.Pending,
+				bs.Open, cs.Open, share(three, "a"), hung, share(three, "b"), share(three, "c"))
+	})
 	if rctx.Err() != nil {
 		t.Errorf("the hung reconcile was cancelled before the drain timeout: %v", context.Cause(rctx))
 	}
 	released := time.Now()
 	done()
-	waitCovered(t, 5*time.Second, a, b)
+	waitCovered(t, 5*time.Second, a, b, c)
 	if d := time.Since(released); d > 2*time.Second {
 		t.Errorf("shard %d reached b %s after its reconcile returned, want well under the 2s handoff goal", hung, d)
 	}
