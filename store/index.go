@@ -81,6 +81,49 @@ type cache[T object.Object] struct {
 	// queries by namespace (a namespaced informer, a controller reading by
 	// key) never pays for it, nor for its memory.
 	nsIndexed bool
+	// chunk holds entries not handed out yet and free those of removed
+	// objects, for newEntry.
+	chunk []entry[T]
+	free  []*entry[T]
+}
+
+// entryChunk is how many entries are allocated together: sixteen 64-byte
+// entries make one 1 KiB object. The collector scans an object of more
+// than 512 bytes whole, so that it reaches the cached objects in runs of
+// sixteen; entries allocated one by one, as objects of 64 bytes, are scanned
+// through Go 1.26's per-span queue, and there the parts of the cached
+// objects they point to ended up scanned one by one rather than a span at
+// a time: 1.3x-1.4x the collector's CPU per cycle for the same heap
+// (bench/podpipeline).
+const entryChunk = 16
+
+// newEntry returns an empty entry: one a removed object left, else the
+// next of a chunk.
+func (c *cache[T]) newEntry() *entry[T] {
+	if n := len(c.free); n > 0 {
+		e := c.free[n-1]
+		c.free[n-1] = nil
+		c.free = c.free[:n-1]
+		return e
+	}
+	if len(c.chunk) == 0 {
+		c.chunk = make([]entry[T], entryChunk)
+	}
+	e := &c.chunk[0]
+	c.chunk = c.chunk[1:]
+	return e
+}
+
+// freeEntry keeps e, emptied, for newEntry. Past 1,024 free entries and
+// more than are in use (most objects were deleted), they are let go: the
+// chunks no object uses any more go back to the collector.
+func (c *cache[T]) freeEntry(e *entry[T]) {
+	*e = entry[T]{} // drop what it holds
+	if len(c.free) >= 1024 && len(c.free) > len(c.items) {
+		c.free = nil
+		return
+	}
+	c.free = append(c.free, e)
 }
 
 // newCache returns an empty cache with n indices, sized for size items.
@@ -109,7 +152,7 @@ func (c *cache[T]) put(key string, e entry[T]) (stored string, old T, had bool) 
 	prev := c.items[key]
 	if prev == nil {
 		e.key = key
-		added := new(entry[T]) // only here: e itself does not escape
+		added := c.newEntry() // only here: e itself does not escape
 		*added = e
 		c.items[key] = added
 		c.indexAll(key, added)
@@ -183,7 +226,7 @@ func (c *cache[T]) remove(key string) (old T, had bool) {
 		c.unindex(i+1, key, vals)
 	}
 	old = e.obj
-	*e = entry[T]{} // it may sit in a slab that outlives it: drop what it holds
+	c.freeEntry(e)
 	return old, true
 }
 
