@@ -203,3 +203,41 @@ func TestNew_validatesIndexers(t *testing.T) {
 		})
 	}
 }
+
+// Entries come sixteen to a chunk; a removed object's entry is emptied and
+// reused by the next object stored, and once most objects are deleted the
+// free entries are let go rather than kept for a peak that passed.
+func TestIndexer_entriesOfRemovedObjectsAreReusedThenLetGo(t *testing.T) {
+	s := newTestIndexer(t)
+	const n = 4096
+	for i := range n {
+		mustAdd(t, s, newPod("ns", fmt.Sprint(i), "1", "app=a"))
+	}
+	gone := s.c.items["ns/7"]
+	if err := s.Delete(newPod("ns", "7", "2")); err != nil {
+		t.Fatal(err)
+	}
+	if gone.obj != nil || gone.key != "" || gone.vals != nil || len(s.c.free) != 1 {
+		t.Fatalf("a removed entry holds %v %q %v (want nothing); %d free, want 1", gone.obj, gone.key, gone.vals, len(s.c.free))
+	}
+	mustAdd(t, s, newPod("ns", "new", "3", "app=b"))
+	if s.c.items["ns/new"] != gone || len(s.c.free) != 0 {
+		t.Fatalf("the next object got a fresh entry (%d free): want the removed one's", len(s.c.free))
+	}
+	for i := range n - 100 {
+		if err := s.Delete(newPod("ns", fmt.Sprint(i), "4")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.c.free) > 1024 || len(s.c.free) > len(s.c.items)+1024 {
+		t.Errorf("%d free entries kept for %d objects, want at most 1,024 beyond what is in use", len(s.c.free), len(s.c.items))
+	}
+	if err := s.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	for i := n - 100; i < n; i++ {
+		if got, ok := s.GetByKey("ns/" + fmt.Sprint(i)); !ok || got.Name != fmt.Sprint(i) {
+			t.Fatalf("ns/%d: %v, %v after the deletes", i, got, ok)
+		}
+	}
+}
