@@ -20,9 +20,10 @@ type keySet map[string]struct{}
 // a write finds its entry with one lookup and writes nothing back to the
 // map (the entry keeps the key string of the object's first write, see
 // put). The namespace index's value is the key's namespace part, and the
-// entry holds its place in that index: a store with no other index
-// allocates one 64-byte entry per object, and a write need not check that
-// the namespace did not change (the same key, the same namespace).
+// entry holds its place in that index: a store with no other index keeps
+// one 64-byte entry per object (from a chunk of sixteen, or a removed
+// object's, see newEntry), and a write need not check that the namespace
+// did not change (the same key, the same namespace).
 type entry[T object.Object] struct {
 	obj  T
 	key  string     // the string it is stored and indexed under: its first write's (see cache.put)
@@ -81,8 +82,8 @@ type cache[T object.Object] struct {
 	// queries by namespace (a namespaced informer, a controller reading by
 	// key) never pays for it, nor for its memory.
 	nsIndexed bool
-	// chunk holds entries not handed out yet and free those of removed
-	// objects, for newEntry.
+	// For newEntry: chunk, the entries of the last chunk not handed out
+	// yet; free, the emptied entries of removed objects.
 	chunk []entry[T]
 	free  []*entry[T]
 }
@@ -115,8 +116,9 @@ func (c *cache[T]) newEntry() *entry[T] {
 }
 
 // freeEntry keeps e, emptied, for newEntry. Past 1,024 free entries and
-// more than are in use (most objects were deleted), they are let go: the
-// chunks no object uses any more go back to the collector.
+// more than are in use (most objects were deleted), they are let go: a
+// chunk none of whose entries holds an object goes back to the collector;
+// one that still holds some stays, at most 1 KiB per object held.
 func (c *cache[T]) freeEntry(e *entry[T]) {
 	*e = entry[T]{} // drop what it holds
 	if len(c.free) >= 1024 && len(c.free) > len(c.items) {
@@ -403,6 +405,11 @@ func (c *cache[T]) valuesOf(i int) []string {
 // ready is the number of indices that every entry must have values for (the
 // others are being built).
 func (c *cache[T]) checkInvariants(ready int) error {
+	for _, e := range c.free {
+		if e.key != "" || e.vals != nil || e.seq != 0 || e.gen != 0 {
+			return fmt.Errorf("a free entry is not empty (key %q, seq %d)", e.key, e.seq)
+		}
+	}
 	want := 0
 	for key, e := range c.items {
 		if e.key != key {
