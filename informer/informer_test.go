@@ -489,6 +489,16 @@ func panicsOnUpdates() *mirror {
 	return m
 }
 
+// waitClosed fails the test with msg unless ch closes within wait.
+func waitClosed(t *testing.T, ch <-chan struct{}, msg string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(wait):
+		t.Fatal(msg)
+	}
+}
+
 // closed reports whether ch is closed.
 func closed(ch <-chan struct{}) bool {
 	select {
@@ -519,16 +529,8 @@ func TestInformer_syncedChannelsCloseWhenHasSyncedTurnsTrue(t *testing.T) {
 		t.Fatal("a Synced channel closed before Run")
 	}
 	run(t, inf)
-	select {
-	case <-inf.Synced():
-	case <-time.After(wait):
-		t.Fatal("the informer's Synced channel did not close")
-	}
-	select {
-	case <-sinkReg.Synced():
-	case <-time.After(wait):
-		t.Fatal("the Enqueuer's Synced channel did not close")
-	}
+	waitClosed(t, inf.Synced(), "the informer's Synced channel did not close")
+	waitClosed(t, sinkReg.Synced(), "the Enqueuer's Synced channel did not close")
 	if got := keys.calls(); len(got) != 2 || !sinkReg.HasSynced() {
 		t.Errorf("when the Enqueuer's channel closed it had %q, HasSynced %v; want both keys, true", got, sinkReg.HasSynced())
 	}
@@ -536,22 +538,14 @@ func TestInformer_syncedChannelsCloseWhenHasSyncedTurnsTrue(t *testing.T) {
 		t.Fatal("the slow handler's channel closed (or HasSynced) while it was still in its first OnAdd")
 	}
 	close(slow.block)
-	select {
-	case <-reg.Synced():
-	case <-time.After(wait):
-		t.Fatal("the slow handler's Synced channel did not close once it returned")
-	}
+	waitClosed(t, reg.Synced(), "the slow handler's Synced channel did not close once it returned")
 	if !reg.HasSynced() || len(slow.callList()) != 2 {
 		t.Errorf("when its channel closed: HasSynced %v after %q; want true after both adds", reg.HasSynced(), slow.callList())
 	}
 
 	late := newMirror()
 	lateReg := register(t, inf, late, "late", 0)
-	select {
-	case <-lateReg.Synced():
-	case <-time.After(wait):
-		t.Fatal("a late handler's Synced channel did not close")
-	}
+	waitClosed(t, lateReg.Synced(), "a late handler's Synced channel did not close")
 	if got := late.callList(); len(got) != 2 || !lateReg.HasSynced() {
 		t.Errorf("when the late handler's channel closed it had %q, HasSynced %v; want both adds, true", got, lateReg.HasSynced())
 	}
