@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // frames splits a watch stream into its events as their bytes arrive, so
@@ -97,13 +98,23 @@ func (f *frames) split() int {
 	return 0
 }
 
-// resourceVersion reads an event's object's resource version.
+// resourceVersion reads an event's object's resource version; 0 for a
+// bookmark, which no hold stops. A bookmark changes no object: it reaches a
+// hold only once every event before it in its stream was delivered, so
+// letting it through skips nothing, while holding the one that ends a
+// watch-list's initial events would keep the informer from syncing at all
+// (its controllers not started: another fault than stale reads).
 func (f *frames) resourceVersion(frame []byte) uint64 {
 	var rv string
 	if f.proto {
-		rv = protoResourceVersion(frame[4:])
+		var bookmark bool
+		rv, bookmark = protoResourceVersion(frame[4:])
+		if bookmark {
+			return 0
+		}
 	} else {
 		var ev struct {
+			Type   string `json:"type"`
 			Object struct {
 				Metadata struct {
 					ResourceVersion string `json:"resourceVersion"`
@@ -111,6 +122,9 @@ func (f *frames) resourceVersion(frame []byte) uint64 {
 			} `json:"object"`
 		}
 		if json.Unmarshal(frame, &ev) == nil {
+			if ev.Type == string(watch.Bookmark) {
+				return 0
+			}
 			rv = ev.Object.Metadata.ResourceVersion
 		}
 	}
@@ -122,23 +136,27 @@ func (f *frames) resourceVersion(frame []byte) uint64 {
 }
 
 // protoResourceVersion reads the resource version of a protobuf watch
-// event's object: the event's object is the "k8s\x00" envelope around a
-// runtime.Unknown, whose bytes are the object; every object's field 1 is
-// its ObjectMeta, whose field 6 is the resource version.
-func protoResourceVersion(event []byte) string {
+// event's object, and whether the event is a bookmark: the event's object
+// is the "k8s\x00" envelope around a runtime.Unknown, whose bytes are the
+// object; every object's field 1 is its ObjectMeta, whose field 6 is the
+// resource version.
+func protoResourceVersion(event []byte) (rv string, bookmark bool) {
 	var ev metav1.WatchEvent
 	if ev.Unmarshal(event) != nil {
-		return ""
+		return "", false
+	}
+	if ev.Type == string(watch.Bookmark) {
+		return "", true
 	}
 	raw, ok := bytes.CutPrefix(ev.Object.Raw, []byte("k8s\x00"))
 	if !ok {
-		return ""
+		return "", false
 	}
 	var u runtime.Unknown
 	if u.Unmarshal(raw) != nil {
-		return ""
+		return "", false
 	}
-	return string(protoField(protoField(u.Raw, 1), 6))
+	return string(protoField(protoField(u.Raw, 1), 6)), false
 }
 
 // protoField returns the bytes of the first length-delimited field num of

@@ -50,8 +50,9 @@ func jsonEvent(t *testing.T, typ string, obj runtime.Object) []byte {
 }
 
 // A stream is split into its events whatever the sizes of its reads, in
-// both encodings, and each event's resource version read; an object with
-// none is held by every hold.
+// both encodings, and each event's resource version read; a bookmark
+// reads as 0 (no hold stops it), an object with no version is held by
+// every hold.
 func TestFrames_splitsAStreamIntoEventsAndReadsTheirVersions(t *testing.T) {
 	for _, c := range []struct {
 		contentType string
@@ -61,8 +62,10 @@ func TestFrames_splitsAStreamIntoEventsAndReadsTheirVersions(t *testing.T) {
 		{"application/json;stream=watch", jsonEvent},
 	} {
 		t.Run(c.contentType, func(t *testing.T) {
+			bookmark := configMap("23") // as the one that ends a watch-list's initial events: never held
+			bookmark.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
 			events := [][]byte{c.event(t, "ADDED", configMap("7")), c.event(t, "MODIFIED", configMap("19")),
-				c.event(t, "MODIFIED", configMap(""))}
+				c.event(t, "BOOKMARK", bookmark), c.event(t, "MODIFIED", configMap(""))}
 			var stream []byte
 			for _, e := range events {
 				stream = append(stream, e...)
@@ -70,7 +73,7 @@ func TestFrames_splitsAStreamIntoEventsAndReadsTheirVersions(t *testing.T) {
 			f := newFrames(c.contentType)
 			r := iotest.HalfReader(iotest.OneByteReader(&readerOf{b: stream}))
 			var passed []byte
-			for i, want := range []uint64{7, 19, math.MaxUint64} {
+			for i, want := range []uint64{7, 19, 0, math.MaxUint64} {
 				got, rv, err := f.next(r)
 				if err != nil {
 					t.Fatalf("event %d: %v", i+1, err)
