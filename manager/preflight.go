@@ -46,9 +46,8 @@ func (p Permission) String() string {
 // cannot be made; it then returns the missing permissions the reviews made
 // found.
 func MissingPermissions(ctx context.Context, kube kubernetes.Interface, perms []Permission) ([]Permission, error) {
-	const (
-		unknown = iota
-		allowed
+	const ( // a verdict; 0: no answer
+		allowed = iota + 1
 		denied
 	)
 	distinct := slices.Clone(perms)
