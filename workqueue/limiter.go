@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"math"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -9,9 +10,10 @@ import (
 
 // RateLimiter decides how long a key that failed waits before it is retried.
 //
-// Implementations are plain values that take the time as an argument and
-// need not be safe for concurrent use: a Queue serializes its calls to its
-// own limiter. Give each queue its own limiter.
+// Implementations take the time as an argument. A Queue serializes its
+// calls to its limiter, so one written for a single queue need not be safe
+// for concurrent use; the limiters of this package are (as client-go's
+// are), so one may be shared or called from several goroutines.
 type RateLimiter[K comparable] interface {
 	// When records one more failure of key at now and returns how long
 	// the key should wait before it is retried.
@@ -34,8 +36,9 @@ func DefaultControllerRateLimiter[K comparable]() RateLimiter[K] {
 
 // ItemExponential backs off each key on its own: base, 2*base, 4*base, ...
 // capped at maxDelay, however many failures (no overflow).
-// Not safe for concurrent use (see RateLimiter).
+// Safe for concurrent use.
 type ItemExponential[K comparable] struct {
+	mu             sync.Mutex
 	base, maxDelay time.Duration
 	failures       map[K]int
 }
@@ -48,6 +51,8 @@ func NewItemExponential[K comparable](base, maxDelay time.Duration) *ItemExponen
 
 // When returns base * 2^(previous failures of key), capped at maxDelay.
 func (e *ItemExponential[K]) When(key K, _ time.Time) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	n := e.failures[key]
 	if n < math.MaxInt {
 		e.failures[key] = n + 1
@@ -67,14 +72,25 @@ func backoff(base, limit time.Duration, n int) time.Duration {
 }
 
 // Forget drops key's failure count.
-func (e *ItemExponential[K]) Forget(key K) { delete(e.failures, key) }
+func (e *ItemExponential[K]) Forget(key K) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.failures) > 0 { // a queue forgets a key after every success
+		delete(e.failures, key)
+	}
+}
 
 // NumRequeues returns key's failure count.
-func (e *ItemExponential[K]) NumRequeues(key K) int { return e.failures[key] }
+func (e *ItemExponential[K]) NumRequeues(key K) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.failures[key]
+}
 
 // FastSlow retries each key quickly a few times, then slowly.
-// Not safe for concurrent use (see RateLimiter).
+// Safe for concurrent use.
 type FastSlow[K comparable] struct {
+	mu         sync.Mutex
 	fast, slow time.Duration
 	maxFast    int
 	failures   map[K]int
@@ -88,6 +104,8 @@ func NewFastSlow[K comparable](fast, slow time.Duration, maxFast int) *FastSlow[
 
 // When returns fast for the first maxFast failures of key, then slow.
 func (f *FastSlow[K]) When(key K, _ time.Time) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	n := f.failures[key]
 	if n < math.MaxInt {
 		n++
@@ -100,13 +118,23 @@ func (f *FastSlow[K]) When(key K, _ time.Time) time.Duration {
 }
 
 // Forget drops key's failure count.
-func (f *FastSlow[K]) Forget(key K) { delete(f.failures, key) }
+func (f *FastSlow[K]) Forget(key K) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.failures) > 0 {
+		delete(f.failures, key)
+	}
+}
 
 // NumRequeues returns key's failure count.
-func (f *FastSlow[K]) NumRequeues(key K) int { return f.failures[key] }
+func (f *FastSlow[K]) NumRequeues(key K) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failures[key]
+}
 
 // Bucket limits retries of all keys together with a token bucket; it keeps
-// no state per key.
+// no state per key. Safe for concurrent use.
 type Bucket[K comparable] struct {
 	limiter *rate.Limiter
 }
@@ -128,8 +156,8 @@ func (b *Bucket[K]) Forget(K) {}
 // NumRequeues returns 0: the bucket does not count per key.
 func (b *Bucket[K]) NumRequeues(K) int { return 0 }
 
-// MaxOf combines limiters: the wait is the longest of theirs.
-// Not safe for concurrent use (see RateLimiter).
+// MaxOf combines limiters: the wait is the longest of theirs. It is safe
+// for concurrent use when they are.
 type MaxOf[K comparable] struct {
 	limiters []RateLimiter[K]
 }
@@ -164,8 +192,8 @@ func (m *MaxOf[K]) NumRequeues(key K) int {
 	return n
 }
 
-// WithMaxWait caps another limiter's wait.
-// Not safe for concurrent use (see RateLimiter).
+// WithMaxWait caps another limiter's wait. It is safe for concurrent use
+// when the limiter it wraps is.
 type WithMaxWait[K comparable] struct {
 	limiter RateLimiter[K]
 	maxWait time.Duration

@@ -1,7 +1,9 @@
 package workqueue
 
 import (
+	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -122,6 +124,46 @@ func TestRateLimiter_ForgetAndNumRequeues(t *testing.T) {
 			}
 			if got := tc.limiter.NumRequeues("other"); got != min(tc.want, 1) {
 				t.Fatalf("Forget(k) changed another key's count to %d", got)
+			}
+		})
+	}
+}
+
+// The limiters are safe for concurrent use, as client-go's are: one shared
+// by goroutines counts every failure (run under -race, which reports any
+// unguarded access).
+func TestRateLimiter_SafeForConcurrentUse(t *testing.T) {
+	const goroutines, failures = 4, 500
+	for _, tc := range []struct {
+		name    string
+		limiter RateLimiter[string]
+	}{
+		{"exponential", NewItemExponential[string](time.Millisecond, time.Second)},
+		{"fast slow", NewFastSlow[string](time.Millisecond, time.Second, 1)},
+		{"default", DefaultControllerRateLimiter[string]()},
+		{"with max wait", NewWithMaxWait[string](NewFastSlow[string](0, time.Second, 1), time.Millisecond)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					other := fmt.Sprint("other-", g)
+					for range failures {
+						tc.limiter.When("shared", t0)
+						tc.limiter.When(other, t0)
+						tc.limiter.NumRequeues("shared")
+						tc.limiter.Forget(other)
+					}
+				})
+			}
+			wg.Wait()
+			if got := tc.limiter.NumRequeues("shared"); got != goroutines*failures {
+				t.Errorf("NumRequeues = %d after %d failures from %d goroutines", got, goroutines*failures, goroutines)
+			}
+			for g := range goroutines {
+				if got := tc.limiter.NumRequeues(fmt.Sprint("other-", g)); got != 0 {
+					t.Errorf("other-%d: NumRequeues = %d after Forget", g, got)
+				}
 			}
 		})
 	}

@@ -169,7 +169,8 @@ type Queue[K comparable] struct {
 	// do; nil when none waits (see markShutDown).
 	forced chan struct{}
 
-	// limitMu guards limiter, whose methods are not safe for concurrent use.
+	// limitMu serializes the calls to limiter, which need not be safe for
+	// concurrent use when it is the caller's own (see RateLimiter).
 	limitMu sync.Mutex
 	limiter RateLimiter[K]
 
