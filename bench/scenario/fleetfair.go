@@ -132,9 +132,11 @@ func (q clusterQueues) add(k string, p int) {
 	}
 }
 
-func (q clusterQueues) Get() (string, bool) { panic("S9 floor: a worker gets from one cluster's queue") }
-func (q clusterQueues) Done(string)         { panic("S9 floor: a worker is done with one cluster's queue") }
-func (q clusterQueues) ShutDown()           { q.quiet.ShutDown(); q.noisy.ShutDown() }
+func (q clusterQueues) Get() (string, bool) {
+	panic("S9 floor: a worker gets from one cluster's queue")
+}
+func (q clusterQueues) Done(string) { panic("S9 floor: a worker is done with one cluster's queue") }
+func (q clusterQueues) ShutDown()   { q.quiet.ShutDown(); q.noisy.ShutDown() }
 
 // runClusters runs the quiet cluster's stream, with noise keys of the
 // noisy cluster added beside each of its keys, through side's queue, and
