@@ -48,6 +48,7 @@ func BenchmarkController_process(b *testing.B) {
 					b.Fatal("queue shut down")
 				}
 				c.process(ctx, key, 0)
+				c.queue.Done(key)
 			}
 		})
 	}

@@ -479,40 +479,44 @@ func notSynced(sources []source) []string {
 
 // worker processes keys until the queue shuts down. Once ctx has ended it
 // takes no new work: keys still queued are marked done unprocessed.
-// Reconciles run under work; id is the worker's slot in the tracker.
+// Reconciles run under work; id is the worker's slot in the tracker. It
+// marks each key done as it takes the next (Queue.DoneAndGet: one lock,
+// and no other worker woken for the key it takes itself).
 func (c *Controller[K]) worker(ctx, work context.Context, id int) {
-	for {
-		key, shutdown := c.queue.Get()
-		if shutdown {
+	key, shutdown := c.queue.Get()
+	for !shutdown {
+		c.handle(ctx, work, key, id)
+		key, shutdown = c.queue.DoneAndGet(key)
+	}
+}
+
+// handle does a worker's part for key, which the queue handed out, but
+// marking it done: reconcile it, or hold it back (read-your-writes), or
+// drop it (another replica's; Run ending).
+func (c *Controller[K]) handle(ctx, work context.Context, key K, id int) {
+	if ctx.Err() != nil {
+		return
+	}
+	if c.opts.Gate != nil {
+		if wait, atMost := c.opts.Gate.Wait(key); wait {
+			c.requeue(key, "held for read-your-writes", c.track.now(), atMost, 0, trace.SpanContext{})
+			c.metrics.gated()
 			return
 		}
-		if ctx.Err() != nil {
-			c.queue.Done(key)
-			continue
-		}
-		if c.opts.Gate != nil {
-			if wait, atMost := c.opts.Gate.Wait(key); wait {
-				c.queue.Done(key)
-				c.requeue(key, "held for read-your-writes", c.track.now(), atMost, 0, trace.SpanContext{})
-				c.metrics.gated()
-				continue
-			}
-		}
-		rctx, done := work, func() {}
-		if c.opts.Partition != nil {
-			var ok bool
-			if rctx, done, ok = c.opts.Partition.Enter(work, key); !ok {
-				c.queue.Forget(key)
-				c.queue.Done(key)
-				c.metrics.drop(dropNotOwned)
-				continue
-			}
-		}
-		c.metrics.workerBusy(1)
-		c.process(rctx, key, id)
-		c.metrics.workerBusy(-1)
-		done()
 	}
+	rctx, done := work, func() {}
+	if c.opts.Partition != nil {
+		var ok bool
+		if rctx, done, ok = c.opts.Partition.Enter(work, key); !ok {
+			c.queue.Forget(key)
+			c.metrics.drop(dropNotOwned)
+			return
+		}
+	}
+	c.metrics.workerBusy(1)
+	c.process(rctx, key, id)
+	c.metrics.workerBusy(-1)
+	done()
 }
 
 // LoggerFrom returns the logger of the reconcile ctx belongs to: its

@@ -48,9 +48,8 @@ type errPanic struct {
 func (e errPanic) Error() string { return fmt.Sprintf("controller: reconcile panicked: %v", e.value) }
 
 // process reconciles one key, as worker (its slot in the tracker), and
-// applies the retry policy.
+// applies the retry policy. The caller marks key done in the queue.
 func (c *Controller[K]) process(ctx context.Context, key K, worker int) {
-	defer c.queue.Done(key)
 	c.track.started(key, worker)
 	var span trace.Span
 	if c.opts.Tracer != nil {

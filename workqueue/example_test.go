@@ -34,6 +34,29 @@ func ExampleQueue() {
 	// sync default/db
 }
 
+// A worker loop that steps from each key to the next with DoneAndGet: one
+// lock per key instead of two, and no other worker woken for the key this
+// one takes next.
+func ExampleQueue_DoneAndGet() {
+	q, err := workqueue.New(workqueue.Options[string]{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	q.Add("default/web")
+	q.Add("default/db")
+	q.ShutDown() // queued keys are still handed out
+
+	key, shutdown := q.Get()
+	for !shutdown {
+		fmt.Println("sync", key)
+		key, shutdown = q.DoneAndGet(key)
+	}
+	// Output:
+	// sync default/web
+	// sync default/db
+}
+
 func ExampleQueue_AddRateLimited() {
 	q, err := workqueue.New(workqueue.Options[string]{
 		RateLimiter: workqueue.NewItemExponential[string](time.Millisecond, time.Second),

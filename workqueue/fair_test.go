@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -396,4 +397,128 @@ func TestQueue_AFlowAtItsInFlightCapLeavesWorkersToTheOthers(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// DoneAndGet hands its caller the next key as Done then Get would: the key
+// it finished with when that was added again meanwhile, a key of a flow
+// that its Done took below the cap, or another flow's; and after ShutDown,
+// the keys still queued, then shutdown.
+func TestQueue_DoneAndGetIsDoneThenGet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := newTestQueue(t, Options[string]{Fairness: Fairness[string]{MaxInFlight: 1}})
+		q.Add("a/1")
+		k, _ := q.Get()
+		q.Add("a/2") // a is at its cap: parked
+		q.Add("a/1") // added again while processing: queued behind a/2 at Done
+		if k, shutdown := q.DoneAndGet(k); k != "a/2" || shutdown {
+			t.Fatalf("DoneAndGet(a/1) = %q, %v; want a/2 (a under its cap again)", k, shutdown)
+		}
+		if k, _ := q.DoneAndGet("a/2"); k != "a/1" {
+			t.Fatalf("DoneAndGet(a/2) = %q, want a/1 (added again while it was processed)", k)
+		}
+		q.Add("b/1")
+		q.ShutDown()
+		if k, shutdown := q.DoneAndGet("a/1"); k != "b/1" || shutdown {
+			t.Fatalf("DoneAndGet(a/1) after ShutDown = %q, %v; want b/1, still queued", k, shutdown)
+		}
+		if k, shutdown := q.DoneAndGet("b/1"); !shutdown {
+			t.Fatalf("DoneAndGet(b/1) = %q, want shutdown", k)
+		}
+		select {
+		case <-q.drained:
+		default:
+			t.Fatal("the queue is not drained after the last key was done")
+		}
+	})
+}
+
+// Workers that step with DoneAndGet, over flows at small in-flight caps,
+// with keys added again while they are processed, lose no wake-up: every
+// key added is handed out, and none is left queued while a worker waits
+// (synctest reports a deadlock if workers wait with keys they could take).
+func TestQueue_DoneAndGetLosesNoWakeup(t *testing.T) {
+	for seed := range uint64(20) {
+		synctest.Test(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 0))
+			q := newTestQueue(t, Options[string]{Fairness: Fairness[string]{MaxInFlight: 1 + int(seed%3)}})
+			const workers, adds = 4, 400
+			var (
+				mu      sync.Mutex
+				pending = map[string]int{} // adds not yet followed by a hand-out
+			)
+			var wg sync.WaitGroup
+			for w := range uint64(workers) {
+				wrng := rand.New(rand.NewPCG(seed, w+1)) // each worker's own
+				wg.Go(func() {
+					k, shutdown := q.Get()
+					for !shutdown {
+						mu.Lock()
+						delete(pending, k)
+						mu.Unlock()
+						time.Sleep(time.Duration(wrng.IntN(3)) * time.Millisecond) // a reconcile's work, in fake time
+						k, shutdown = q.DoneAndGet(k)
+					}
+				})
+			}
+			for i := range adds {
+				k := fmt.Sprintf("f%d/k%d", rng.IntN(3), rng.IntN(20))
+				mu.Lock()
+				pending[k]++
+				mu.Unlock()
+				q.Add(k)
+				synctest.Wait()
+				if w, k, ok := waitsBesideTakeable(q); ok {
+					t.Fatalf("seed %d, add %d: %d workers wait in Get while %s could be handed out: a wake-up was lost", seed, i, w, k)
+				}
+				if i%7 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			for {
+				synctest.Wait() // every worker busy in fake time or waiting in the queue
+				if w, k, ok := waitsBesideTakeable(q); ok {
+					t.Fatalf("seed %d: %d workers wait in Get while %s could be handed out: a wake-up was lost", seed, w, k)
+				}
+				mu.Lock()
+				left := len(pending)
+				mu.Unlock()
+				if left == 0 && q.Len() == 0 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			q.ShutDown()
+			wg.Wait()
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			if err := q.core.checkInvariants(q.flowKey); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// waitsBesideTakeable reports whether workers wait in Get while a key is
+// queued that one of them could take (its flow under its cap), and how
+// many wait and one such key's flow. Call it with every goroutine that uses
+// q blocked (synctest.Wait): then it is a lost wake-up.
+func waitsBesideTakeable(q *Queue[string]) (waiting int, flow string, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	waiting = int(q.waiting.Load())
+	if waiting == 0 {
+		return 0, "", false
+	}
+	for _, b := range q.core.active {
+		turns := slices.Clone(b.ready.heap)
+		for i := range b.ready.run.Len() {
+			turns = append(turns, *b.ready.run.At(i))
+		}
+		for _, tn := range turns {
+			if tn.f.live > 0 && (q.core.full == nil || !q.core.full(tn.f.name)) {
+				return waiting, tn.f.name, true
+			}
+		}
+	}
+	return waiting, "", false
 }

@@ -274,3 +274,41 @@ func TestQueue_BandMetricsReportDepthAndOldestAgeWithCappedLabels(t *testing.T) 
 		}
 	})
 }
+
+// DoneAndGet times the key it finishes and the one it hands out as Done
+// and Get do, and records the first before it waits for the second.
+func TestQueue_MetricsOfDoneAndGet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		clk := newFakeClock()
+		q := newTestQueue(t, Options[string]{Name: "q", Registerer: reg, Clock: clk})
+		want := func(family string, v float64) {
+			t.Helper()
+			if got := value(t, reg, family, "q"); got != v {
+				t.Errorf("%s = %v, want %v", family, got, v)
+			}
+		}
+		q.Add("a")
+		q.Add("b")
+		get("a")(t, q)
+		clk.step(2 * time.Second)
+		if k, _ := q.DoneAndGet("a"); k != "b" {
+			t.Fatalf("DoneAndGet(a) = %q, want b", k)
+		}
+		want("workqueue_work_duration_seconds", 2)
+		want("workqueue_queue_duration_seconds", 2)
+		clk.step(time.Second)
+		next := make(chan string)
+		go func() {
+			k, _ := q.DoneAndGet("b") // nothing queued: waits
+			next <- k
+		}()
+		synctest.Wait()
+		want("workqueue_work_duration_seconds", 2+1) // b's, recorded before the wait
+		q.Add("c")
+		if k := <-next; k != "c" {
+			t.Fatalf("DoneAndGet(b) = %q, want c", k)
+		}
+		want("workqueue_depth", 0)
+	})
+}

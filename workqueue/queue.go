@@ -329,20 +329,67 @@ func (q *Queue[K]) addChunk(keys []K, flows []string, prio int32) bool {
 func (q *Queue[K]) Get() (k K, shutdown bool) {
 	q.yieldIfSaturated()
 	q.mu.Lock()
+	return q.getLocked(time.Time{}, false, nil)
+}
+
+// DoneAndGet is Done(k) then Get, under one lock: a worker's step from the
+// key it has finished with to its next. Where Done would wake a waiting
+// worker (k was added again meanwhile, or its flow fell below its
+// in-flight cap) and this worker then takes a key at once, it wakes
+// nobody: the woken worker would find that key gone. It yields as Get
+// does, before it marks k done. Safe for concurrent use.
+func (q *Queue[K]) DoneAndGet(k K) (next K, shutdown bool) {
+	var flow string
+	if q.core.full != nil {
+		flow = q.flowKey(k)
+	}
+	q.yieldIfSaturated()
+	now := q.now()
+	q.mu.Lock()
+	started, wake, ok := q.core.done(k, flow, now)
+	q.closeIfDrainedLocked()
+	record := func() {
+		if wake {
+			q.cond.Signal() // this worker takes nothing now: another may
+			wake = false
+		}
+		if ok && q.metrics != nil {
+			q.metrics.finished(now.Sub(started))
+			ok = false
+		}
+	}
+	next, shutdown = q.getLocked(now, true, record)
+	record()
+	return next, shutdown
+}
+
+// getLocked is Get once it holds q.mu, which it releases. With read set,
+// now is the time to hand a key out at if one is there without waiting
+// (the caller read it just before the lock). idle, if not nil, runs once
+// without the lock before the first wait, and before the loop looks again.
+func (q *Queue[K]) getLocked(now time.Time, read bool, idle func()) (k K, shutdown bool) {
 	var (
-		now   time.Time
 		since time.Time
 		ok    bool
 		waits bool
 	)
 	for {
 		if q.core.queued > 0 || q.shuttingDown {
-			now = q.now() // after waiting: the key is handed out now
+			if !read || waits {
+				now = q.now() // after waiting: the key is handed out now
+			}
 			// Nothing to get with keys queued: every one's flow is at its
 			// in-flight cap; a Done wakes a worker when that changes.
 			if k, since, ok = q.core.get(now); ok || q.shuttingDown {
 				break
 			}
+		}
+		if idle != nil {
+			q.mu.Unlock()
+			idle()
+			idle = nil
+			q.mu.Lock()
+			continue
 		}
 		if !waits {
 			waits = true

@@ -50,8 +50,8 @@ func Queue(cfg QueueConfig) Scenario {
 		Doc: fmt.Sprintf("Throughput: %d producers add %d random keys of %d as fast as they can; %d workers Get and Done "+
 			"each; saturated_p50/p99 are the add-to-get latencies of that phase (a backlog included). Latency: the same at "+
 			"a paced %d adds/s (open loop, so a saturated queue's backlog does not count), from "+
-			"the first Add that queued a key to the Get that handed it out. ctrlkit workqueue.New vs client-go "+
-			"workqueue.NewTyped.", cfg.Producers, cfg.Adds, cfg.Keys, cfg.Workers, cfg.rate()) + busy,
+			"the first Add that queued a key to the Get that handed it out. ctrlkit workqueue.New (its workers step with "+
+			"DoneAndGet, as its controllers' do) vs client-go workqueue.NewTyped (Done, then Get).", cfg.Producers, cfg.Adds, cfg.Keys, cfg.Workers, cfg.rate()) + busy,
 		Metrics: []Metric{
 			{Name: "adds_per_sec", Unit: "adds/s", Better: "higher"},
 			{Name: "p50_latency_us", Unit: "µs", Better: "lower"},
@@ -195,20 +195,30 @@ func (r *queueRun) produce(q queue, p, n, rate int) {
 	}
 }
 
+// stepper is a queue whose workers finish a key and get the next under one
+// lock: ctrlkit's, whose controllers' workers step so (Queue.DoneAndGet).
+type stepper interface {
+	DoneAndGet(string) (string, bool)
+}
+
 func (r *queueRun) work(q queue) []time.Duration {
 	var lat []time.Duration
-	for {
-		k, shutdown := q.Get()
-		if shutdown {
-			return lat
-		}
+	s, steps := q.(stepper)
+	k, shutdown := q.Get()
+	for !shutdown {
 		i := r.index[k]
 		if t := r.firstAdd[i].Swap(0); t != 0 {
 			lat = append(lat, time.Duration(time.Now().UnixNano()-t))
 		}
 		r.processed[i].Store(r.added[i].Load())
-		q.Done(k)
+		if steps {
+			k, shutdown = s.DoneAndGet(k)
+		} else {
+			q.Done(k)
+			k, shutdown = q.Get()
+		}
 	}
+	return lat
 }
 
 // waitProcessed waits until every key's last Get came after its last Add:
