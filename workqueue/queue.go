@@ -329,7 +329,7 @@ func (q *Queue[K]) addChunk(keys []K, flows []string, prio int32) bool {
 func (q *Queue[K]) Get() (k K, shutdown bool) {
 	q.yieldIfSaturated()
 	q.mu.Lock()
-	return q.getLocked(time.Time{}, false, nil)
+	return q.getLocked(nil)
 }
 
 // DoneAndGet is Done(k) then Get, under one lock: a worker's step from the
@@ -337,14 +337,16 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 // worker (k was added again meanwhile, or its flow fell below its
 // in-flight cap) and this worker then takes a key at once, it wakes
 // nobody: the woken worker would find that key gone. It yields as Get
-// does, before it marks k done. Safe for concurrent use.
+// does, before it takes the lock (k's work is timed to before the yield,
+// and k holds its flow's in-flight slot through it). Safe for concurrent
+// use.
 func (q *Queue[K]) DoneAndGet(k K) (next K, shutdown bool) {
 	var flow string
 	if q.core.full != nil {
 		flow = q.flowKey(k)
 	}
+	now := q.now() // k's work ends here, not after the yield
 	q.yieldIfSaturated()
-	now := q.now()
 	q.mu.Lock()
 	started, wake, ok := q.core.done(k, flow, now)
 	q.closeIfDrainedLocked()
@@ -358,26 +360,24 @@ func (q *Queue[K]) DoneAndGet(k K) (next K, shutdown bool) {
 			ok = false
 		}
 	}
-	next, shutdown = q.getLocked(now, true, record)
+	next, shutdown = q.getLocked(record)
 	record()
 	return next, shutdown
 }
 
-// getLocked is Get once it holds q.mu, which it releases. With read set,
-// now is the time to hand a key out at if one is there without waiting
-// (the caller read it just before the lock). idle, if not nil, runs once
-// without the lock before the first wait, and before the loop looks again.
-func (q *Queue[K]) getLocked(now time.Time, read bool, idle func()) (k K, shutdown bool) {
+// getLocked is Get once it holds q.mu, which it releases. idle, if not
+// nil, runs once without the lock before the first wait; the loop then
+// looks again.
+func (q *Queue[K]) getLocked(idle func()) (k K, shutdown bool) {
 	var (
+		now   time.Time
 		since time.Time
 		ok    bool
 		waits bool
 	)
 	for {
 		if q.core.queued > 0 || q.shuttingDown {
-			if !read || waits {
-				now = q.now() // after waiting: the key is handed out now
-			}
+			now = q.now() // under the lock: the key is handed out now
 			// Nothing to get with keys queued: every one's flow is at its
 			// in-flight cap; a Done wakes a worker when that changes.
 			if k, since, ok = q.core.get(now); ok || q.shuttingDown {

@@ -37,7 +37,8 @@ type queue interface {
 	ShutDown()
 }
 
-// Queue is S3: producers add random keys, workers Get and Done them.
+// Queue is S3: producers add random keys, workers take and finish them
+// (ctrlkit's step with DoneAndGet, client-go's call Done then Get).
 func Queue(cfg QueueConfig) Scenario {
 	name, busy := "S3 work queue", ""
 	if cfg.Busy {
