@@ -51,17 +51,23 @@ func value(t *testing.T, reg *prometheus.Registry, family, queue string) float64
 	return 0
 }
 
+// metricsQueue returns a queue called name with metrics in a registry of
+// its own and a fake clock, and a check of one of its series' value.
+func metricsQueue(t *testing.T, name string) (*Queue[string], *fakeClock, func(family string, v float64)) {
+	reg := prometheus.NewRegistry()
+	clk := newFakeClock()
+	q := newTestQueue(t, Options[string]{Name: name, Registerer: reg, Clock: clk})
+	return q, clk, func(family string, v float64) {
+		t.Helper()
+		if got := value(t, reg, family, name); got != v {
+			t.Errorf("%s = %v, want %v", family, got, v)
+		}
+	}
+}
+
 func TestQueue_Metrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg := prometheus.NewRegistry()
-		clk := newFakeClock()
-		q := newTestQueue(t, Options[string]{Name: "pods", Registerer: reg, Clock: clk})
-		want := func(family string, v float64) {
-			t.Helper()
-			if got := value(t, reg, family, "pods"); got != v {
-				t.Errorf("%s = %v, want %v", family, got, v)
-			}
-		}
+		q, clk, want := metricsQueue(t, "pods")
 		q.Add("a")
 		q.Add("a")
 		q.Add("b")
@@ -279,15 +285,7 @@ func TestQueue_BandMetricsReportDepthAndOldestAgeWithCappedLabels(t *testing.T) 
 // and Get do, and records the first before it waits for the second.
 func TestQueue_MetricsOfDoneAndGet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reg := prometheus.NewRegistry()
-		clk := newFakeClock()
-		q := newTestQueue(t, Options[string]{Name: "q", Registerer: reg, Clock: clk})
-		want := func(family string, v float64) {
-			t.Helper()
-			if got := value(t, reg, family, "q"); got != v {
-				t.Errorf("%s = %v, want %v", family, got, v)
-			}
-		}
+		q, clk, want := metricsQueue(t, "q")
 		q.Add("a")
 		q.Add("b")
 		get("a")(t, q)
