@@ -224,19 +224,22 @@ func (t *tracked) added(i int) { t.addedAt[i].Store(time.Now().UnixNano()) }
 func (t *tracked) serve(q prioQueue, workers int, work func()) {
 	for range workers {
 		t.workers.Go(func() {
-			for {
-				k, shutdown := q.Get()
-				if shutdown {
-					return
-				}
+			s, steps := q.(stepper) // ctrlkit's: as its controllers' workers step
+			k, shutdown := q.Get()
+			for !shutdown {
 				if i, ok := t.index[k]; ok {
 					t.latency[i] = time.Duration(time.Now().UnixNano() - t.addedAt[i].Load())
 					t.got[i].Add(1)
 				}
 				work()
-				q.Done(k)
 				if t.handed.Add(1) == t.total {
 					close(t.all)
+				}
+				if steps {
+					k, shutdown = s.DoneAndGet(k)
+				} else {
+					q.Done(k)
+					k, shutdown = q.Get()
 				}
 			}
 		})

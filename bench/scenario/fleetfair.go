@@ -58,7 +58,7 @@ func NoisyCluster(cfg ClusterFairConfig) Scenario {
 			"collector held off (_gc_off: the wait the queue makes, without the few keys a collection of the noisy "+
 			"cluster's garbage delays, on any queue, on a machine with few processors). ctrlkit workqueue.New with the "+
 			"flows by cluster and a cluster's keys in flight capped at three quarters of the workers (as package fleet "+
-			"makes it), client-go workqueue.NewTyped, controller-runtime "+
+			"makes it; its workers step with DoneAndGet), client-go workqueue.NewTyped, controller-runtime "+
 			"priorityqueue.New (the queue multicluster-runtime runs its clusters' keys through); "+
 			"the floor: a queue per cluster (client-go's), the quiet one with its own worker of the %d, the isolation no "+
 			"shared queue can beat: what the noisy cluster raises there is the machine's (its processors busy with the "+
