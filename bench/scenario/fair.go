@@ -224,7 +224,6 @@ func (t *tracked) added(i int) { t.addedAt[i].Store(time.Now().UnixNano()) }
 func (t *tracked) serve(q prioQueue, workers int, work func()) {
 	for range workers {
 		t.workers.Go(func() {
-			s, steps := q.(stepper) // ctrlkit's: as its controllers' workers step
 			k, shutdown := q.Get()
 			for !shutdown {
 				if i, ok := t.index[k]; ok {
@@ -235,12 +234,7 @@ func (t *tracked) serve(q prioQueue, workers int, work func()) {
 				if t.handed.Add(1) == t.total {
 					close(t.all)
 				}
-				if steps {
-					k, shutdown = s.DoneAndGet(k)
-				} else {
-					q.Done(k)
-					k, shutdown = q.Get()
-				}
+				k, shutdown = finishAndTake(q, k) // ctrlkit's step with DoneAndGet, as its controllers' workers do
 			}
 		})
 	}

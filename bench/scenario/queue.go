@@ -202,9 +202,21 @@ type stepper interface {
 	DoneAndGet(string) (string, bool)
 }
 
+// finishAndTake finishes k and takes the next key: in one call on a queue that
+// steps, Done then Get on the others.
+func finishAndTake(q interface {
+	Get() (string, bool)
+	Done(string)
+}, k string) (string, bool) {
+	if s, ok := q.(stepper); ok {
+		return s.DoneAndGet(k)
+	}
+	q.Done(k)
+	return q.Get()
+}
+
 func (r *queueRun) work(q queue) []time.Duration {
 	var lat []time.Duration
-	s, steps := q.(stepper)
 	k, shutdown := q.Get()
 	for !shutdown {
 		i := r.index[k]
@@ -212,12 +224,7 @@ func (r *queueRun) work(q queue) []time.Duration {
 			lat = append(lat, time.Duration(time.Now().UnixNano()-t))
 		}
 		r.processed[i].Store(r.added[i].Load())
-		if steps {
-			k, shutdown = s.DoneAndGet(k)
-		} else {
-			q.Done(k)
-			k, shutdown = q.Get()
-		}
+		k, shutdown = finishAndTake(q, k)
 	}
 	return lat
 }
