@@ -432,6 +432,58 @@ func TestQueue_DoneAndGetIsDoneThenGet(t *testing.T) {
 	})
 }
 
+// DoneAndGet wakes no waiting worker for the key its caller takes: not
+// when its Done takes a capped flow with a backlog below its cap, nor when
+// the key it finished was added again meanwhile; Done then Get does wake
+// one in both cases, for nothing (the control).
+func TestQueue_DoneAndGetWakesNobodyForTheKeyItTakes(t *testing.T) {
+	for _, step := range []string{"DoneAndGet", "Done then Get"} {
+		synctest.Test(t, func(t *testing.T) {
+			q := newTestQueue(t, Options[string]{Fairness: Fairness[string]{MaxInFlight: 1}})
+			var wakes atomic.Int32
+			signal := q.wake
+			q.wake = func() { wakes.Add(1); signal() }
+			next := func(k string) string {
+				if step == "DoneAndGet" {
+					k, _ = q.DoneAndGet(k)
+					return k
+				}
+				q.Done(k)
+				k, _ = q.Get()
+				return k
+			}
+			q.Add("a/1")
+			k, _ := q.Get()
+			q.Add("a/2") // a is at its cap: parked, nobody woken
+			waiter := make(chan string)
+			go func() {
+				k, _ := q.Get() // waits: a/2 is a capped flow's
+				waiter <- k
+			}()
+			synctest.Wait()
+			if k = next(k); k != "a/2" {
+				t.Fatalf("%s: took %q, want a/2", step, k)
+			}
+			q.Add("a/2") // added again while processed: queued at its Done
+			if k = next(k); k != "a/2" {
+				t.Fatalf("%s: took %q, want a/2 again", step, k)
+			}
+			synctest.Wait()
+			want := int32(0)
+			if step != "DoneAndGet" {
+				want = 2
+			}
+			if got := wakes.Load(); got != want {
+				t.Errorf("%s: %d wake-ups while the stepping worker took every key, want %d", step, got, want)
+			}
+			q.Add("b/1") // the waiter's
+			if k := <-waiter; k != "b/1" {
+				t.Errorf("%s: the waiting worker got %q, want b/1", step, k)
+			}
+		})
+	}
+}
+
 // Workers that step with DoneAndGet, over flows at small in-flight caps,
 // with keys added again while they are processed, lose no wake-up: every
 // key added is handed out, and none is left queued while a worker waits

@@ -194,6 +194,9 @@ type Queue[K comparable] struct {
 		Put(any)
 	}
 	yield func()
+	// wake wakes one worker waiting in Get: cond.Signal, replaced in tests
+	// to count the wake-ups.
+	wake func()
 	// calm is when, counted from born, Gets may yield again after a slow
 	// yield (see yieldSlow).
 	calm atomic.Int64
@@ -218,6 +221,7 @@ func New[K comparable](opts Options[K]) (*Queue[K], error) {
 	}
 	q.core.init(opts.Registerer != nil, opts.AgingStep, opts.Quantum, max(opts.MaxInFlight, 0))
 	q.cond.L = &q.mu
+	q.wake = q.cond.Signal
 	q.delay = newDelayer(opts.Clock, q.add)
 	if opts.Registerer != nil {
 		if opts.Name == "" {
@@ -299,7 +303,7 @@ func (q *Queue[K]) addChunk(keys []K, flows []string, prio int32) bool {
 	}
 	q.mu.Unlock()
 	for range min(queued, int(q.waiting.Load())) {
-		q.cond.Signal()
+		q.wake()
 	}
 	q.metrics.added(dirtied)
 	return true
@@ -352,7 +356,7 @@ func (q *Queue[K]) DoneAndGet(k K) (next K, shutdown bool) {
 	q.closeIfDrainedLocked()
 	record := func() {
 		if wake {
-			q.cond.Signal() // this worker takes nothing now: another may
+			q.wake() // this worker takes nothing now: another may
 			wake = false
 		}
 		if ok && q.metrics != nil {
@@ -361,6 +365,13 @@ func (q *Queue[K]) DoneAndGet(k K) (next K, shutdown bool) {
 		}
 	}
 	next, shutdown = q.getLocked(record)
+	if !shutdown {
+		// This worker took a key without waiting (the idle hook, had it
+		// run, sent the wake already): Done made at most one key
+		// takeable, and a worker took one. Another woken now would find
+		// nothing, on every step of a capped flow with a backlog.
+		wake = false
+	}
 	record()
 	return next, shutdown
 }
@@ -495,7 +506,7 @@ func (q *Queue[K]) Done(k K) {
 	q.closeIfDrainedLocked()
 	q.mu.Unlock()
 	if wake {
-		q.cond.Signal()
+		q.wake()
 	}
 	if ok && q.metrics != nil {
 		q.metrics.finished(now.Sub(started))
