@@ -1,14 +1,22 @@
 package apply
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+)
 
 // parseFieldSet decodes a FieldsV1 field set (an object whose values are
 // objects, to any depth) into maps, as json.Unmarshal into a
 // map[string]any would, without its reflection: an empty object is a nil
 // map. Input it does not expect, or nested deeper than maxFieldSetDepth,
 // goes to json.Unmarshal (which refuses the latter).
-func parseFieldSet(raw []byte) (map[string]any, bool) {
-	p := fieldSetParser{raw: raw, str: string(raw)} // one copy: the keys are parts of it
+func parseFieldSet(raw []byte) (map[string]any, bool) { return parseFieldSetInto(raw, nil) }
+
+// parseFieldSetInto is parseFieldSet with its maps lent by a, when not
+// nil: the set is the caller's only until it releases a.
+func parseFieldSetInto(raw []byte, a *fieldSetArena) (map[string]any, bool) {
+	p := fieldSetParser{raw: raw, str: string(raw), arena: a} // one copy: the keys are parts of it
 	set, ok := p.object()
 	if p.skipSpace(); ok && p.i == len(raw) {
 		return set, true
@@ -20,11 +28,60 @@ func parseFieldSet(raw []byte) (map[string]any, bool) {
 	return m, true
 }
 
+// fieldSetArena lends a parser the maps of a field set, taken back empty
+// by release: Holds parses one on every call and reads it only until it
+// returns, so the maps are made once per processor, not per call (an
+// apply's field set is a map per object it names, ten or so).
+type fieldSetArena struct {
+	maps []map[string]any
+	used int
+}
+
+// fieldSetArenas holds the arenas between calls.
+var fieldSetArenas = sync.Pool{New: func() any { return new(fieldSetArena) }}
+
+// Bounds on what an arena keeps between calls: a field set from anyone
+// who may update the object can name millions of fields.
+const (
+	arenaMaps    = 64 // maps kept; a larger set's others are left to the collector
+	arenaMapKeys = 32 // a map that held more is dropped, not kept at its size
+)
+
+// newMap lends an empty map.
+func (a *fieldSetArena) newMap() map[string]any {
+	if a.used < len(a.maps) {
+		m := a.maps[a.used]
+		a.used++
+		return m
+	}
+	m := make(map[string]any, 4)
+	if len(a.maps) < arenaMaps {
+		a.maps = append(a.maps, m)
+		a.used++
+	}
+	return m
+}
+
+// release empties the maps lent and returns a to the pool; nothing read
+// from them may be used after.
+func (a *fieldSetArena) release() {
+	for i, m := range a.maps[:a.used] {
+		if len(m) > arenaMapKeys {
+			a.maps[i] = make(map[string]any, 4)
+			continue
+		}
+		clear(m)
+	}
+	a.used = 0
+	fieldSetArenas.Put(a)
+}
+
 type fieldSetParser struct {
 	raw   []byte
 	str   string // raw as a string, when the caller made one: keys are parts of it
 	i     int
-	depth int // objects open
+	depth int            // objects open
+	arena *fieldSetArena // lends the maps when not nil
 }
 
 // maxFieldSetDepth bounds the nesting parseFieldSet reads, as the API
@@ -69,7 +126,11 @@ func (p *fieldSetParser) object() (map[string]any, bool) {
 			return nil, false
 		}
 		if m == nil {
-			m = make(map[string]any, 4)
+			if p.arena != nil {
+				m = p.arena.newMap()
+			} else {
+				m = make(map[string]any, 4)
+			}
 		}
 		m[k] = v
 		if p.next('}') {
@@ -128,14 +189,15 @@ func (p *fieldSetParser) text(start, end int) string {
 // ones (the quotes inside a "k:{...}" key); not ok for \u escapes and
 // bytes beyond ASCII, which encoding/json decodes.
 func unescape(b []byte) (string, bool) {
-	out := make([]byte, 0, len(b))
+	var out strings.Builder // one allocation: the string is the builder's array
+	out.Grow(len(b))
 	for i := 0; i < len(b); i++ {
 		c := b[i]
 		if c >= 0x80 {
 			return "", false
 		}
 		if c != '\\' {
-			out = append(out, c)
+			out.WriteByte(c)
 			continue
 		}
 		if i++; i == len(b) {
@@ -143,20 +205,20 @@ func unescape(b []byte) (string, bool) {
 		}
 		switch b[i] {
 		case '"', '\\', '/':
-			out = append(out, b[i])
+			out.WriteByte(b[i])
 		case 'b':
-			out = append(out, '\b')
+			out.WriteByte('\b')
 		case 'f':
-			out = append(out, '\f')
+			out.WriteByte('\f')
 		case 'n':
-			out = append(out, '\n')
+			out.WriteByte('\n')
 		case 'r':
-			out = append(out, '\r')
+			out.WriteByte('\r')
 		case 't':
-			out = append(out, '\t')
+			out.WriteByte('\t')
 		default:
 			return "", false
 		}
 	}
-	return string(out), true
+	return out.String(), true
 }

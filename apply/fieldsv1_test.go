@@ -2,6 +2,7 @@ package apply
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -93,5 +94,44 @@ func TestParseFieldSet_boundsItsDepth(t *testing.T) {
 	}
 	if set, ok := parseFieldSet(nested(1_000_000)); ok || set != nil {
 		t.Errorf("a field set 1,000,000 deep: parsed; want refused")
+	}
+}
+
+// A field set parsed into an arena's maps is the one parsed without it,
+// also when the arena's maps held another set before; and what the arena
+// keeps after a release is bounded and empty, however large the set was.
+func TestParseFieldSetInto_reusesBoundedMaps(t *testing.T) {
+	var big strings.Builder
+	big.WriteString(`{"f:data":{`)
+	for i := range 5000 {
+		if i > 0 {
+			big.WriteByte(',')
+		}
+		fmt.Fprintf(&big, `"f:k%d":{"f:v":{}}`, i)
+	}
+	big.WriteString(`}}`)
+	sets := [][]byte{
+		[]byte(`{"f:data":{"f:a":{},"f:b":{}},"f:metadata":{"f:labels":{"f:mirrored":{}},"f:ownerReferences":{"k:{\"uid\":\"u1\"}":{}}}}`),
+		[]byte(big.String()),
+		[]byte(`{"f:spec":{"f:replicas":{},"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"c\"}":{".":{},"f:image":{}}}}}}}`),
+		[]byte(`{"f:data":{"f:a":{},"f:b":{}},"f:metadata":{"f:labels":{"f:mirrored":{}},"f:ownerReferences":{"k:{\"uid\":\"u1\"}":{}}}}`),
+	}
+	a := new(fieldSetArena)
+	for i, raw := range sets {
+		want, _ := parseFieldSet(raw)
+		got, ok := parseFieldSetInto(raw, a)
+		if !ok || !reflect.DeepEqual(got, want) {
+			t.Fatalf("set %d: parsed into a used arena: %v, %v; want %v", i, got, ok, want)
+		}
+		a.release()
+		if len(a.maps) > arenaMaps || a.used != 0 {
+			t.Fatalf("set %d: the arena keeps %d maps (%d lent) after release; want at most %d, none lent", i, len(a.maps), a.used, arenaMaps)
+		}
+		for _, m := range a.maps {
+			if len(m) != 0 {
+				t.Fatalf("set %d: a map kept after release holds %v", i, m)
+			}
+		}
+		a = fieldSetArenas.Get().(*fieldSetArena) // release put it back
 	}
 }

@@ -403,3 +403,34 @@ func TestHolds_walkingTheConfigurationAnswersAsItsJSONValue(t *testing.T) {
 		t.Fatalf("too few cases of each answer to tell: %d hold, %d not", holds, not)
 	}
 }
+
+// Maps of bytes (a Secret's data) are compared in place as their JSON
+// would be: nil is null, beside "" for an empty value; a value the
+// configuration sets that the field set does not own, or one owned it does
+// not set, is a difference.
+func TestMatchApplied_mapsOfBytesCompareAsTheirJSON(t *testing.T) {
+	leaf := map[string]any(nil)
+	for _, tc := range []struct {
+		name  string
+		v, c  map[string][]byte
+		owned map[string]any
+		want  bool
+	}{
+		{"equal", map[string][]byte{"a": []byte("x")}, map[string][]byte{"a": []byte("x")}, map[string]any{"f:a": leaf}, true},
+		{"another value", map[string][]byte{"a": []byte("x")}, map[string][]byte{"a": []byte("y")}, map[string]any{"f:a": leaf}, false},
+		{"null beside empty", map[string][]byte{"a": {}}, map[string][]byte{"a": nil}, map[string]any{"f:a": leaf}, false},
+		{"null beside null", map[string][]byte{"a": nil}, map[string][]byte{"a": nil}, map[string]any{"f:a": leaf}, true},
+		{"another's entry in the object", map[string][]byte{"a": []byte("x"), "b": []byte("z")}, map[string][]byte{"a": []byte("x")}, map[string]any{"f:a": leaf}, true},
+		{"an entry set but not owned", map[string][]byte{"a": []byte("x"), "b": []byte("z")}, map[string][]byte{"a": []byte("x"), "b": []byte("z")}, map[string]any{"f:a": leaf}, false},
+		{"an entry owned but not set", map[string][]byte{"a": []byte("x"), "b": []byte("z")}, map[string][]byte{"a": []byte("x")}, map[string]any{"f:a": leaf, "f:b": leaf}, false},
+		{"owned but gone from the object", map[string][]byte{}, map[string][]byte{"a": []byte("x")}, map[string]any{"f:a": leaf}, false},
+	} {
+		got := matchApplied(reflect.ValueOf(tc.v), tc.owned, reflect.ValueOf(tc.c), nested)
+		whole, _ := jsonValue(reflect.ValueOf(tc.v))
+		want, _ := jsonValue(reflect.ValueOf(tc.c))
+		projected, ok := project(whole, tc.owned)
+		if reference := ok && jsonEqual(projected, want); got != tc.want || reference != tc.want {
+			t.Errorf("%s: matchApplied = %v, project then compare = %v, want %v", tc.name, got, reference, tc.want)
+		}
+	}
+}

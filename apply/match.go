@@ -107,21 +107,13 @@ func matchApplied(v reflect.Value, owned map[string]any, c reflect.Value, lv lev
 // (but for the level's identity) are the ones owned names, each matching
 // v's.
 func matchFieldsApplied(v reflect.Value, owned map[string]any, c reflect.Value, lv level) bool {
-	if vm, cm, ok := stringMaps(v, c); ok && lv == nested {
-		n := 0
-		for k, sub := range owned {
-			if k == "." {
-				continue
-			}
-			name, ok := strings.CutPrefix(k, "f:")
-			cs, inC := cm[name]
-			vs, inV := vm[name]
-			if sub, _ := sub.(map[string]any); !ok || !inC || !inV || !isLeaf(sub) || cs != vs {
-				return false
-			}
-			n++
+	if lv == nested {
+		if vm, cm, ok := stringMaps(v, c); ok {
+			return matchEntriesApplied(vm, owned, cm, func(a, b string) bool { return a == b })
 		}
-		return n == len(cm)
+		if vm, cm, ok := bytesMaps(v, c); ok { // a Secret's data
+			return matchEntriesApplied(vm, owned, cm, sameBytes)
+		}
 	}
 	n := 0
 	for k, sub := range owned {
@@ -150,15 +142,49 @@ func matchFieldsApplied(v reflect.Value, owned map[string]any, c reflect.Value, 
 	return n == setFields(c, lv)
 }
 
+// matchEntriesApplied is matchFieldsApplied of two maps of plain values
+// (no reflection, no lookup of a reflect.Value by name): every entry owned
+// names is in both and equal, and c has no other.
+func matchEntriesApplied[E any](vm map[string]E, owned map[string]any, cm map[string]E, equal func(a, b E) bool) bool {
+	n := 0
+	for k, sub := range owned {
+		if k == "." {
+			continue
+		}
+		name, ok := strings.CutPrefix(k, "f:")
+		cs, inC := cm[name]
+		vs, inV := vm[name]
+		if sub, _ := sub.(map[string]any); !ok || !inC || !inV || !isLeaf(sub) || !equal(cs, vs) {
+			return false
+		}
+		n++
+	}
+	return n == len(cm)
+}
+
 // stringMaps returns v and c as map[string]string when both are.
 func stringMaps(v, c reflect.Value) (vm, cm map[string]string, ok bool) {
+	return mapsOf[string](v, c)
+}
+
+// bytesMaps returns v and c as map[string][]byte when both are.
+func bytesMaps(v, c reflect.Value) (vm, cm map[string][]byte, ok bool) {
+	return mapsOf[[]byte](v, c)
+}
+
+// mapsOf returns v and c as map[string]E when both are.
+func mapsOf[E any](v, c reflect.Value) (vm, cm map[string]E, ok bool) {
 	if v.Kind() != reflect.Map || c.Kind() != reflect.Map || !v.CanInterface() || !c.CanInterface() {
 		return nil, nil, false
 	}
-	vm, vok := v.Interface().(map[string]string)
-	cm, cok := c.Interface().(map[string]string)
+	vm, vok := v.Interface().(map[string]E)
+	cm, cok := c.Interface().(map[string]E)
 	return vm, cm, vok && cok
 }
+
+// sameBytes reports whether encoding/json writes a and b alike: the same
+// bytes, and nil (null) only beside nil.
+func sameBytes(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
 
 // setFields counts the fields of the object c that encoding/json writes,
 // but for the level's identity; at the top, metadata counts only when it
@@ -232,21 +258,15 @@ func equalApplied(v, c reflect.Value) bool {
 		case vk == reflect.Bool && ck == reflect.Bool:
 			return v.Bool() == c.Bool()
 		case vk == reflect.Slice && ck == reflect.Slice && isBytes(v.Type()) && isBytes(c.Type()):
-			return v.IsNil() == c.IsNil() && bytes.Equal(v.Bytes(), c.Bytes())
+			return sameBytes(v.Bytes(), c.Bytes())
 		case vk == reflect.Struct && ck == reflect.Struct && !structInfoOf(v.Type()).viaJSON && !structInfoOf(c.Type()).viaJSON:
 			return equalStructsApplied(v, c)
 		case vk == reflect.Map && ck == reflect.Map:
 			if vm, cm, ok := stringMaps(v, c); ok {
 				return (vm == nil) == (cm == nil) && maps.Equal(vm, cm)
 			}
-			if v.CanInterface() && c.CanInterface() {
-				vm, vok := v.Interface().(map[string][]byte)
-				cm, cok := c.Interface().(map[string][]byte)
-				if vok && cok {
-					return (vm == nil) == (cm == nil) && maps.EqualFunc(vm, cm, func(a, b []byte) bool {
-						return (a == nil) == (b == nil) && bytes.Equal(a, b)
-					})
-				}
+			if vm, cm, ok := bytesMaps(v, c); ok {
+				return (vm == nil) == (cm == nil) && maps.EqualFunc(vm, cm, sameBytes)
 			}
 		}
 	}

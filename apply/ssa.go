@@ -279,18 +279,21 @@ func Holds(cur metav1.Object, cfg runtime.ApplyConfiguration, fieldManager strin
 	} else if desired, apiVersion, ok = desiredFields(cfg); !ok {
 		return false
 	}
-	var owned map[string]any
+	var raw []byte
 	for _, e := range cur.GetManagedFields() {
 		if e.Manager == fieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" &&
 			e.APIVersion == apiVersion && e.FieldsType == "FieldsV1" && e.FieldsV1 != nil {
-			var ok bool
-			if owned, ok = parseFieldSet(e.FieldsV1.Raw); !ok {
-				return false
-			}
+			raw = e.FieldsV1.Raw
 			break
 		}
 	}
-	if owned == nil {
+	if raw == nil {
+		return false
+	}
+	arena := fieldSetArenas.Get().(*fieldSetArena)
+	defer arena.release() // owned is read only below
+	owned, ok := parseFieldSetInto(raw, arena)
+	if !ok || owned == nil {
 		return false
 	}
 	switch {
