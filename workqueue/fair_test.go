@@ -484,40 +484,60 @@ func TestQueue_DoneAndGetWakesNobodyForTheKeyItTakes(t *testing.T) {
 	}
 }
 
-// Workers that step with DoneAndGet, over flows at small in-flight caps,
-// with keys added again while they are processed, lose no wake-up: every
-// key added is handed out, and none is left queued while a worker waits
-// (synctest reports a deadlock if workers wait with keys they could take).
+// Workers that step with DoneAndGet (and, beside them, workers that call
+// Done then Get), over flows at small in-flight caps and three priority
+// bands, with keys added one by one and in batches, and added again while
+// they are processed, lose no wake-up: every key added is handed out, and
+// none is left queued while a worker waits (synctest reports a deadlock if
+// workers wait with keys they could take); ShutDown and ShutDownWithDrain
+// end them.
 func TestQueue_DoneAndGetLosesNoWakeup(t *testing.T) {
-	for seed := range uint64(20) {
+	for seed := range uint64(24) {
 		synctest.Test(t, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0))
-			q := newTestQueue(t, Options[string]{Fairness: Fairness[string]{MaxInFlight: 1 + int(seed%3)}})
-			const workers, adds = 4, 400
+			q := newTestQueue(t, Options[string]{Fairness: Fairness[string]{MaxInFlight: 1 + int(seed%3), AgingStep: time.Millisecond}})
+			workers := 2 + int(seed%3)
 			var (
 				mu      sync.Mutex
 				pending = map[string]int{} // adds not yet followed by a hand-out
 			)
 			var wg sync.WaitGroup
-			for w := range uint64(workers) {
-				wrng := rand.New(rand.NewPCG(seed, w+1)) // each worker's own
+			for w := range workers {
+				wrng := rand.New(rand.NewPCG(seed, uint64(w)+1)) // each worker's own
+				steps := w != 1                                  // worker 1 calls Done, then Get
 				wg.Go(func() {
 					k, shutdown := q.Get()
 					for !shutdown {
 						mu.Lock()
 						delete(pending, k)
+						if wrng.IntN(5) == 0 { // added again while processed
+							pending[k]++
+							q.AddWithPriority(k, wrng.IntN(3)-1)
+						}
 						mu.Unlock()
 						time.Sleep(time.Duration(wrng.IntN(3)) * time.Millisecond) // a reconcile's work, in fake time
-						k, shutdown = q.DoneAndGet(k)
+						if steps {
+							k, shutdown = q.DoneAndGet(k)
+						} else {
+							q.Done(k)
+							k, shutdown = q.Get()
+						}
 					}
 				})
 			}
-			for i := range adds {
-				k := fmt.Sprintf("f%d/k%d", rng.IntN(3), rng.IntN(20))
+			for i := range 300 {
+				keys := make([]string, 1+rng.IntN(3))
 				mu.Lock()
-				pending[k]++
+				for j := range keys {
+					keys[j] = fmt.Sprintf("f%d/k%d", rng.IntN(3), rng.IntN(20))
+					pending[keys[j]]++
+				}
 				mu.Unlock()
-				q.Add(k)
+				if prio := rng.IntN(3) - 1; len(keys) == 1 {
+					q.AddWithPriority(keys[0], prio)
+				} else {
+					q.AddBatch(keys, prio)
+				}
 				synctest.Wait()
 				if w, k, ok := waitsBesideTakeable(q); ok {
 					t.Fatalf("seed %d, add %d: %d workers wait in Get while %s could be handed out: a wake-up was lost", seed, i, w, k)
@@ -539,7 +559,11 @@ func TestQueue_DoneAndGetLosesNoWakeup(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
-			q.ShutDown()
+			if seed%2 == 0 {
+				q.ShutDown()
+			} else if err := q.ShutDownWithDrain(t.Context()); err != nil {
+				t.Fatalf("seed %d: ShutDownWithDrain: %v", seed, err)
+			}
 			wg.Wait()
 			q.mu.Lock()
 			defer q.mu.Unlock()
