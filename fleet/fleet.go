@@ -93,7 +93,8 @@ type Options struct {
 	// those offered, Here those engaged on this replica. A replica releases
 	// each shard it gives up once that shard's reconciles returned: a
 	// reconcile hanging on a server that stopped answering holds back only
-	// its own shard's clusters, until the ring's DrainTimeout cancels it.
+	// its own shard's clusters, until the sharder's drain timeout (30s,
+	// shard.SharderOptions.DrainTimeout) cancels it.
 	Ring shard.Ring
 	// Spread names clusters too big for one replica (it needs Ring): every
 	// replica engages each of them, and reconciles a key of theirs only

@@ -42,7 +42,8 @@ func (p ProviderFunc) Run(ctx context.Context, f *Fleet) error { return p(ctx, f
 // PerCluster returns a reconciler of the fleet's keys made of one
 // single-cluster reconciler per cluster: newRec makes a cluster's
 // reconciler at the first key of that cluster, with that cluster's readers
-// (Cache.Reader(c.Name())) and clients (c.Kube(), Client), and each key's
+// (Cache.Reader(c.Name()), not ok once the cluster left) and clients
+// (c.Kube(), which fails on a bad kubeconfig; Client), and each key's
 // ObjectName is reconciled by its cluster's. So a reconciler written for
 // one cluster (a controller.Reconciler[object.ObjectName] holding its
 // readers and clients) runs over every cluster of a fleet unchanged. An

@@ -32,16 +32,16 @@ import (
 // --cache-dir, --leader-elect, --leader-elect-namespace, --manifests (with
 // --manifests-image, --manifests-name, --manifests-namespace,
 // --manifests-replicas, --manifests-memory-limit and
-// --manifests-cert-manager) and
-// --webhook-manifests to the command
-// line's flags, each defaulting to what
+// --manifests-cert-manager), --webhook-manifests and --webhook-local
+// (webhooks served on loopback for an API server on this machine) to the
+// command line's flags, each defaulting to what
 // opts sets, and parses them into opts (define your own flags before, and
 // do not call flag.Parse): so one program runs without leader election on
 // a laptop (--leader-elect=false) and with it in its Deployment. It
 // connects to the cluster as
 // kubectl does (--kubeconfig, else $KUBECONFIG, ~/.kube/config, or the
 // in-cluster service account), makes a manager with opts, calls setup to
-// add the controllers, and runs it until SIGINT or SIGTERM, then returns
+// add the controllers, and runs it until SIGINT, SIGTERM or SIGHUP, then returns
 // after a clean shutdown. Any failure is printed on stderr and exits the
 // process with status 1.
 //

@@ -16,7 +16,6 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ctrlkit/ctrlkit/apply"
 	"github.com/ctrlkit/ctrlkit/controller"
@@ -87,7 +86,7 @@ func newManager(cfg *rest.Config, opts manager.Options) (*manager.Manager, error
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	cfg, err := manager.LoadConfig("") // as kubectl: $KUBECONFIG, ~/.kube/config, or in a cluster its service account
 	if err == nil {
 		err = run(ctx, cfg, manager.Options{HTTPAddr: ":8080", DisableDebug: true})
 	}
