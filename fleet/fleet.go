@@ -93,9 +93,13 @@ type Options struct {
 	// those offered, Here those engaged on this replica. A replica releases
 	// each shard it gives up once that shard's reconciles returned: a
 	// reconcile hanging on a server that stopped answering holds back only
-	// its own shard's clusters, until the sharder's drain timeout (30s,
-	// shard.SharderOptions.DrainTimeout) cancels it.
+	// its own shard's clusters, until DrainTimeout cancels it.
 	Ring shard.Ring
+	// DrainTimeout bounds how long a replica giving up a shard of the Ring
+	// waits for that shard's reconciles before it cancels their contexts
+	// (it still waits for them to return; only then does the shard move).
+	// Default: 30s, as shard.SharderOptions.
+	DrainTimeout time.Duration
 	// Spread names clusters too big for one replica (it needs Ring): every
 	// replica engages each of them, and reconciles a key of theirs only
 	// while the shard its "cluster/namespace/name" hashes into is open

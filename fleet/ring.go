@@ -32,10 +32,16 @@ func (f *Fleet) newSharder() (*shard.Sharder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: the ring's client: %w", err)
 	}
+	return shard.NewSharder(f.sharderOptions(kube))
+}
+
+// sharderOptions are the options of the fleet's sharder, whose client is
+// kube.
+func (f *Fleet) sharderOptions(kube kubernetes.Interface) shard.SharderOptions {
 	ring := f.opts.Ring
 	ring.Key = shard.Namespace // unused: clusters are hashed by name
-	return shard.NewSharder(shard.SharderOptions{Kube: kube, Ring: ring, Relist: f.rebalance,
-		Acquired: f.queueAcquired, Telemetry: f.opts.Controller.Telemetry})
+	return shard.SharderOptions{Kube: kube, Ring: ring, DrainTimeout: f.opts.DrainTimeout, Relist: f.rebalance,
+		Acquired: f.queueAcquired, Telemetry: f.opts.Controller.Telemetry}
 }
 
 // clusterHash places a cluster in the ring (see shard.SpreadHash: cluster

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,5 +130,17 @@ func TestAwaitRelist_toleratesAStoppedInformerAndAClusterThatIsDown(t *testing.T
 	down = nil
 	if err := f.awaitRelist(ctx, m, make(chan error)); !errors.Is(err, context.Canceled) {
 		t.Errorf("a relist when the context ended: %v, want context.Canceled", err)
+	}
+}
+
+// The fleet's DrainTimeout is its sharder's (how long a replica giving up
+// clusters waits for their reconciles before cancelling them), and unset
+// it leaves the sharder's default.
+func TestSharderOptions_carryTheFleetsDrainTimeout(t *testing.T) {
+	for _, d := range []time.Duration{5 * time.Second, 0} {
+		f := &Fleet{opts: Options{Ring: shard.Ring{Name: "clusters"}, DrainTimeout: d}}
+		if got := f.sharderOptions(nil); got.DrainTimeout != d || got.Name != "clusters" || got.Key != shard.Namespace {
+			t.Errorf("DrainTimeout %v: the sharder's options carry DrainTimeout %v, ring %q, key %q", d, got.DrainTimeout, got.Name, got.Key)
+		}
 	}
 }
