@@ -434,54 +434,68 @@ func TestQueue_DoneAndGetIsDoneThenGet(t *testing.T) {
 
 // DoneAndGet wakes no waiting worker for the key its caller takes: not
 // when its Done takes a capped flow with a backlog below its cap, nor when
-// the key it finished was added again meanwhile; Done then Get does wake
-// one in both cases, for nothing (the control).
+// the key it finished was added again meanwhile. Done alone does wake one
+// in both cases (the control: the count sees wake-ups, and these are the
+// cases that send one).
 func TestQueue_DoneAndGetWakesNobodyForTheKeyItTakes(t *testing.T) {
-	for _, step := range []string{"DoneAndGet", "Done then Get"} {
-		synctest.Test(t, func(t *testing.T) {
-			q := newTestQueue(t, Options[string]{Fairness: Fairness[string]{MaxInFlight: 1}})
-			var wakes atomic.Int32
-			signal := q.wake
-			q.wake = func() { wakes.Add(1); signal() }
-			next := func(k string) string {
-				if step == "DoneAndGet" {
-					k, _ = q.DoneAndGet(k)
-					return k
-				}
-				q.Done(k)
-				k, _ = q.Get()
-				return k
-			}
-			q.Add("a/1")
-			k, _ := q.Get()
-			q.Add("a/2") // a is at its cap: parked, nobody woken
-			waiter := make(chan string)
+	// countWakes makes a queue of flows capped at one key in flight whose
+	// wake-ups are counted, and a Get that waits on it, whose key arrives on
+	// the channel returned.
+	countWakes := func(t *testing.T) (*Queue[string], *atomic.Int32, func() <-chan string) {
+		q := newTestQueue(t, Options[string]{Fairness: Fairness[string]{MaxInFlight: 1}})
+		wakes := new(atomic.Int32)
+		signal := q.wake
+		q.wake = func() { wakes.Add(1); signal() }
+		waitingGet := func() <-chan string {
+			got := make(chan string, 1)
 			go func() {
-				k, _ := q.Get() // waits: a/2 is a capped flow's
-				waiter <- k
+				k, _ := q.Get()
+				got <- k
 			}()
-			synctest.Wait()
-			if k = next(k); k != "a/2" {
-				t.Fatalf("%s: took %q, want a/2", step, k)
-			}
-			q.Add("a/2") // added again while processed: queued at its Done
-			if k = next(k); k != "a/2" {
-				t.Fatalf("%s: took %q, want a/2 again", step, k)
-			}
-			synctest.Wait()
-			want := int32(0)
-			if step != "DoneAndGet" {
-				want = 2
-			}
-			if got := wakes.Load(); got != want {
-				t.Errorf("%s: %d wake-ups while the stepping worker took every key, want %d", step, got, want)
-			}
-			q.Add("b/1") // the waiter's
-			if k := <-waiter; k != "b/1" {
-				t.Errorf("%s: the waiting worker got %q, want b/1", step, k)
-			}
-		})
+			synctest.Wait() // it waits in Get
+			return got
+		}
+		return q, wakes, waitingGet
 	}
+	synctest.Test(t, func(t *testing.T) {
+		q, wakes, waitingGet := countWakes(t)
+		q.Add("a/1")
+		k, _ := q.Get()
+		q.Add("a/2") // a is at its cap: parked, nobody woken
+		waiter := waitingGet()
+		if k, _ = q.DoneAndGet(k); k != "a/2" {
+			t.Fatalf("DoneAndGet took %q, want a/2 (a under its cap again)", k)
+		}
+		q.Add("a/2") // added again while processed: queued at its Done
+		if k, _ = q.DoneAndGet(k); k != "a/2" {
+			t.Fatalf("DoneAndGet took %q, want a/2 again", k)
+		}
+		synctest.Wait()
+		if got := wakes.Load(); got != 0 {
+			t.Errorf("%d wake-ups while the stepping worker took every key, want 0", got)
+		}
+		q.Add("b/1") // the waiter's
+		if k := <-waiter; k != "b/1" {
+			t.Errorf("the waiting worker got %q, want b/1", k)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		q, wakes, waitingGet := countWakes(t)
+		q.Add("a/1")
+		k, _ := q.Get()
+		q.Add("a/2")
+		waiter := waitingGet()
+		q.Done(k) // a under its cap again: the waiter is woken for a/2
+		if k := <-waiter; k != "a/2" || wakes.Load() != 1 {
+			t.Fatalf("after Done of a capped flow's key the waiter got %q with %d wake-ups, want a/2 and 1", k, wakes.Load())
+		}
+		q.Add("a/2") // added again while the waiter processes it
+		waiter = waitingGet()
+		q.Done("a/2") // queued again: the second waiter is woken for it
+		if k := <-waiter; k != "a/2" || wakes.Load() != 2 {
+			t.Fatalf("after Done of a key added again the waiter got %q with %d wake-ups, want a/2 and 2", k, wakes.Load())
+		}
+	})
 }
 
 // Workers that step with DoneAndGet (and, beside them, workers that call
