@@ -80,6 +80,25 @@ func (a *auditor) Reconcile(ctx context.Context, name object.ObjectName) (contro
 func lostUpdateScenario(t *testing.T, buggy bool) perturb.Scenario {
 	var mu sync.Mutex
 	sized := map[string]bool{} // namespace/app: its size was seen written
+	// observe reads the app and records a size it holds, or reports one
+	// lost. The read is made under the lock: a read that returned before
+	// another saw the size, but took the lock after it, would otherwise
+	// report the older copy as a loss.
+	observe := func(ctx context.Context, e perturb.Env) (*corev1.ConfigMap, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		app, err := e.Kube.CoreV1().ConfigMaps(e.Namespace).Get(ctx, "shop", metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		key := e.Namespace + "/shop"
+		if app.Data["size"] != "" {
+			sized[key] = true
+		} else if sized[key] {
+			return app, fmt.Errorf("shop lost its size (audit %q): a write made from a copy older than the sizer's", app.Data["audit"])
+		}
+		return app, nil
+	}
 	return perturb.Scenario{
 		Config: env.Get(t).Config(),
 		Run: runManager(func(m *manager.Manager, e perturb.Env) error {
@@ -102,14 +121,11 @@ func lostUpdateScenario(t *testing.T, buggy bool) perturb.Scenario {
 				return err
 			}
 			if err := until(ctx, func() (bool, error) { // sized, then its Secret changes twice
-				app, err := e.Kube.CoreV1().ConfigMaps(e.Namespace).Get(ctx, "shop", metav1.GetOptions{})
+				app, err := observe(ctx, e)
 				return err == nil && app.Data["size"] != "", err
 			}); err != nil {
 				return err
 			}
-			mu.Lock()
-			sized[e.Namespace+"/shop"] = true
-			mu.Unlock()
 			secrets := e.Kube.CoreV1().Secrets(e.Namespace)
 			s, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shop",
 				Labels: map[string]string{"app": "shop", "rev": "1"}}}, metav1.CreateOptions{})
@@ -134,19 +150,10 @@ func lostUpdateScenario(t *testing.T, buggy bool) perturb.Scenario {
 			return nil
 		},
 		Invariants: []perturb.Invariant{{Name: "an app's size, once written, stays", Check: func(ctx context.Context, e perturb.Env) error {
-			app, err := e.Kube.CoreV1().ConfigMaps(e.Namespace).Get(ctx, "shop", metav1.GetOptions{})
-			if err != nil {
-				return nil // not created yet
+			if app, err := observe(ctx, e); app != nil {
+				return err
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			key := e.Namespace + "/shop"
-			if app.Data["size"] != "" {
-				sized[key] = true
-			} else if sized[key] {
-				return fmt.Errorf("shop lost its size (audit %q): a write made from a copy older than the sizer's", app.Data["audit"])
-			}
-			return nil
+			return nil // not created yet, or a read that failed: it proves nothing
 		}}},
 		Seed: 2,
 		// A hold of 3 s: the bug needs the Secret's events (the workload's
