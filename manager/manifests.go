@@ -127,7 +127,9 @@ const (
 //     serving certificate kept by the manager in the Secret
 //     NAME-webhook-cert (--webhook-cert-secret; WebhookCerts), with the
 //     rights to keep it (above) and to write the authority into those
-//     configurations and CRDs; or, with CertManager, from cert-manager (a
+//     configurations and CRDs, by name (only the configurations the
+//     program has: none of the mutating type when it registered no
+//     mutating webhook); or, with CertManager, from cert-manager (a
 //     self-signed Issuer and a Certificate whose Secret the Deployment
 //     mounts; cert-manager injects the authority into the configurations
 //     and CRDs it annotates). When the manager keeps the certificate, a
@@ -264,31 +266,51 @@ func (m *Manager) rbacManifests(d *manifestDocs, crds []*apiextensionsv1.CustomR
 }
 
 // injectionRules are the rights WebhookCerts needs to write the authority
-// into the server's webhook configurations and the converted kinds' CRDs,
-// by name (both configurations' names: it watches both, whichever the
-// program has, so that one applied later gets its bundle at once).
+// into the program's webhook configurations and the converted kinds' CRDs,
+// by name: only the configurations the program has (a validating one, a
+// mutating one), none for a program that only converts.
 func (m *Manager) injectionRules(crds []*apiextensionsv1.CustomResourceDefinition) []rbacv1.PolicyRule {
-	hooks, crdNames := m.injectionTargets(crds)
-	rules := []rbacv1.PolicyRule{{APIGroups: []string{"admissionregistration.k8s.io"},
-		Resources:     []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"},
-		ResourceNames: hooks, Verbs: []string{"get", "list", "update", "watch"}}}
-	if len(crdNames) > 0 {
+	var rules []rbacv1.PolicyRule
+	for _, h := range m.injectionHooks() {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"admissionregistration.k8s.io"},
+			Resources: []string{h.resource}, ResourceNames: []string{h.name}, Verbs: []string{"get", "list", "update", "watch"}})
+	}
+	if crdNames := conversionCRDs(crds); len(crdNames) > 0 {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"},
 			Resources: []string{"customresourcedefinitions"}, ResourceNames: crdNames, Verbs: []string{"get", "patch"}})
 	}
 	return rules
 }
 
-// injectionTargets names what WebhookCerts writes the authority into: the
-// webhook configurations, and the CRDs of crds with a conversion webhook.
-func (m *Manager) injectionTargets(crds []*apiextensionsv1.CustomResourceDefinition) (hooks, crdNames []string) {
-	hooks = []string{m.webhooks.Options().Name + "-validating", m.webhooks.Options().Name + "-mutating"}
+// injectionHook is a webhook configuration WebhookCerts writes the
+// authority into: its resource and its name.
+type injectionHook struct{ resource, name string }
+
+// injectionHooks are the program's webhook configurations, as registered
+// so far (webhook.Server.ConfigurationNames): those Manifests writes and
+// WebhookCerts keeps.
+func (m *Manager) injectionHooks() []injectionHook {
+	validating, mutating := m.webhooks.ConfigurationNames()
+	var hooks []injectionHook
+	if validating != "" {
+		hooks = append(hooks, injectionHook{"validatingwebhookconfigurations", validating})
+	}
+	if mutating != "" {
+		hooks = append(hooks, injectionHook{"mutatingwebhookconfigurations", mutating})
+	}
+	return hooks
+}
+
+// conversionCRDs names the CRDs of crds with a conversion webhook, whose
+// authority WebhookCerts writes.
+func conversionCRDs(crds []*apiextensionsv1.CustomResourceDefinition) []string {
+	var names []string
 	for _, crd := range crds {
 		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Webhook != nil {
-			crdNames = append(crdNames, crd.Name)
+			names = append(names, crd.Name)
 		}
 	}
-	return hooks, crdNames
+	return names
 }
 
 // notIn selects every namespace but those named.
@@ -399,11 +421,15 @@ func (m *Manager) caBundleOnlyPolicy(d *manifestDocs, crds []*apiextensionsv1.Cu
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
 				Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: resources}}}
 	}
-	hookNames, crdNames := m.injectionTargets(crds)
-	rules := []admissionregistrationv1.NamedRuleWithOperations{
-		rule("admissionregistration.k8s.io", hookNames, "validatingwebhookconfigurations", "mutatingwebhookconfigurations")}
-	if len(crdNames) > 0 {
+	var rules []admissionregistrationv1.NamedRuleWithOperations
+	for _, h := range m.injectionHooks() {
+		rules = append(rules, rule("admissionregistration.k8s.io", []string{h.name}, h.resource))
+	}
+	if crdNames := conversionCRDs(crds); len(crdNames) > 0 {
 		rules = append(rules, rule("apiextensions.k8s.io", crdNames, "customresourcedefinitions"))
+	}
+	if len(rules) == 0 { // nothing the role lets it update: no rule (none would match every name)
+		return
 	}
 	fail := admissionregistrationv1.Fail
 	name := o.Name + "-ca-bundle-only"

@@ -193,6 +193,12 @@ func TestManifests_followWhatTheProgramRegistered(t *testing.T) {
 	if strings.Contains(string(out), "creationTimestamp") || strings.Contains(string(out), "status:") {
 		t.Errorf("the manifests carry server-set fields:\n%s", out)
 	}
+	// Only validating webhooks: the role and the policy name no mutating
+	// configuration (a grant on one the program does not have would let
+	// it rewrite a configuration someone else applies under that name).
+	if strings.Contains(string(out), "mutatingwebhookconfigurations") || strings.Contains(string(out), m.webhooks.Options().Name+"-mutating") {
+		t.Errorf("a program with only validating webhooks is granted its mutating configuration:\n%s", out)
+	}
 
 	// A CRD's plural is its own, not a guess: Mesh's is meshes.
 	if r := m.plurals().resource(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Mesh"}); r.Resource != "meshes" {
@@ -255,5 +261,53 @@ func TestManifests_grantAFinalizerItsPatches(t *testing.T) {
 	}
 	if !has(cluster, "secrets") {
 		t.Errorf("patch on secrets, which no informer watches: not cluster-wide in %v", cluster)
+	}
+}
+
+// A program with only a mutating webhook may write the authority into its
+// mutating configuration alone: the ClusterRole and the policy that keeps
+// it to the bundle name that one, by name, and no validating one.
+func TestManifests_grantOnlyTheWebhookConfigurationsTheProgramHas(t *testing.T) {
+	m, err := New(&rest.Config{Host: "https://cluster.invalid"}, Options{HTTPAddr: "0", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := webhook.AddDefaulter(m.Webhooks(), func(context.Context, *corev1.ConfigMap) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Manifests(ManifestOptions{Name: "op", Image: "example.com/op:v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	var policy admissionregistrationv1.ValidatingAdmissionPolicy
+	for _, doc := range strings.Split(string(out), "---\n") {
+		switch {
+		case strings.Contains(doc, "kind: ClusterRole\n") && strings.Contains(doc, "\n  name: op\n"):
+			err = yaml.Unmarshal([]byte(doc), &role)
+		case strings.Contains(doc, "kind: ValidatingAdmissionPolicy\n"):
+			err = yaml.Unmarshal([]byte(doc), &policy)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var granted []string
+	for _, r := range role.Rules {
+		if slices.Contains(r.APIGroups, "admissionregistration.k8s.io") {
+			granted = append(granted, strings.Join(r.Resources, ",")+"/"+strings.Join(r.ResourceNames, ","))
+		}
+	}
+	mutating := m.webhooks.Options().Name + "-mutating" // the webhook server's name: the program's by default
+	if want := []string{"mutatingwebhookconfigurations/" + mutating}; !slices.Equal(granted, want) {
+		t.Errorf("the ClusterRole grants %v on webhook configurations; want %v", granted, want)
+	}
+	if policy.Spec.MatchConstraints == nil || len(policy.Spec.MatchConstraints.ResourceRules) != 1 ||
+		!slices.Equal(policy.Spec.MatchConstraints.ResourceRules[0].ResourceNames, []string{mutating}) ||
+		!slices.Equal(policy.Spec.MatchConstraints.ResourceRules[0].Resources, []string{"mutatingwebhookconfigurations"}) {
+		t.Errorf("the ca-bundle-only policy matches %+v; want %s's updates alone", policy.Spec.MatchConstraints, mutating)
+	}
+	if v, mu := m.webhooks.ConfigurationNames(); v != "" || mu != mutating {
+		t.Errorf("ConfigurationNames() = %q, %q; want \"\", %q", v, mu, mutating)
 	}
 }

@@ -42,7 +42,8 @@ import (
 // replica makes the Secret when it is missing and renews what is about to
 // expire (the API server's optimistic concurrency makes one of them win),
 // and writes the authority into the caBundle of the server's webhook
-// configurations (NAME-validating, NAME-mutating) and of the CRDs of the
+// configurations (NAME-validating, NAME-mutating: those of the types the
+// program registered webhooks of) and of the CRDs of the
 // kinds it converts, whenever they lack it.
 //
 // The serving certificate lasts 90 days and is renewed with 30 left, by
@@ -131,26 +132,33 @@ func (c *webhookCerts) watch(m *Manager) error {
 	if err != nil {
 		return err
 	}
-	// The configurations, so that one applied again without its bundle
-	// has it back at once, not at the next resync.
-	name, adm := m.webhooks.Options().Name, m.kube.AdmissionregistrationV1()
-	vwc, err := watchNamed[*admissionregistrationv1.ValidatingWebhookConfiguration](name+"-validating", "webhook configuration "+name+"-validating", poke,
-		adm.ValidatingWebhookConfigurations().List, adm.ValidatingWebhookConfigurations().Watch)
-	if err != nil {
-		return err
-	}
-	mwc, err := watchNamed[*admissionregistrationv1.MutatingWebhookConfiguration](name+"-mutating", "webhook configuration "+name+"-mutating", poke,
-		adm.MutatingWebhookConfigurations().List, adm.MutatingWebhookConfigurations().Watch)
-	if err != nil {
-		return err
-	}
 	c.get, c.synced = secret.Reader().Get, secret.HasSynced
 	m.runnables = append(m.runnables, everyReplica(func(ctx context.Context) error {
+		// The program's configurations (known once its webhooks are
+		// registered, before Run), so that one applied again without its
+		// bundle has it back at once, not at the next resync.
+		informers := []interface{ Run(context.Context) error }{secret}
+		adm := m.kube.AdmissionregistrationV1()
+		for _, h := range m.injectionHooks() {
+			var inf interface{ Run(context.Context) error }
+			var err error
+			if h.resource == "mutatingwebhookconfigurations" {
+				inf, err = watchNamed[*admissionregistrationv1.MutatingWebhookConfiguration](h.name, "webhook configuration "+h.name,
+					poke, adm.MutatingWebhookConfigurations().List, adm.MutatingWebhookConfigurations().Watch)
+			} else {
+				inf, err = watchNamed[*admissionregistrationv1.ValidatingWebhookConfiguration](h.name, "webhook configuration "+h.name,
+					poke, adm.ValidatingWebhookConfigurations().List, adm.ValidatingWebhookConfigurations().Watch)
+			}
+			if err != nil {
+				return err
+			}
+			informers = append(informers, inf)
+		}
 		var wg sync.WaitGroup
-		errs := make([]error, 3)
-		wg.Go(func() { errs[0] = secret.Run(ctx) })
-		wg.Go(func() { errs[1] = vwc.Run(ctx) })
-		wg.Go(func() { errs[2] = mwc.Run(ctx) })
+		errs := make([]error, len(informers))
+		for i, inf := range informers {
+			wg.Go(func() { errs[i] = inf.Run(ctx) })
+		}
 		err := c.run(ctx)
 		wg.Wait()
 		return errors.Join(append(errs, err)...)
@@ -364,28 +372,30 @@ func (c *webhookCerts) write(ctx context.Context, old *corev1.Secret, data map[s
 // configurations and of the CRDs of the kinds it converts, where it
 // differs. A missing object is skipped (not applied yet).
 func (c *webhookCerts) inject(ctx context.Context, bundle []byte) error {
-	name := c.m.webhooks.Options().Name
 	adm := c.m.kube.AdmissionregistrationV1()
-	errs := []error{
-		injectInto(ctx, bundle, adm.ValidatingWebhookConfigurations(), name+"-validating",
+	var errs []error
+	for _, h := range c.m.injectionHooks() {
+		if h.resource == "mutatingwebhookconfigurations" {
+			errs = append(errs, injectInto(ctx, bundle, adm.MutatingWebhookConfigurations(), h.name,
+				func(v *admissionregistrationv1.MutatingWebhookConfiguration) []*[]byte {
+					out := make([]*[]byte, len(v.Webhooks))
+					for i := range v.Webhooks {
+						out[i] = &v.Webhooks[i].ClientConfig.CABundle
+					}
+					return out
+				}))
+			continue
+		}
+		errs = append(errs, injectInto(ctx, bundle, adm.ValidatingWebhookConfigurations(), h.name,
 			func(v *admissionregistrationv1.ValidatingWebhookConfiguration) []*[]byte {
 				out := make([]*[]byte, len(v.Webhooks))
 				for i := range v.Webhooks {
 					out[i] = &v.Webhooks[i].ClientConfig.CABundle
 				}
 				return out
-			}),
-		injectInto(ctx, bundle, adm.MutatingWebhookConfigurations(), name+"-mutating",
-			func(v *admissionregistrationv1.MutatingWebhookConfiguration) []*[]byte {
-				out := make([]*[]byte, len(v.Webhooks))
-				for i := range v.Webhooks {
-					out[i] = &v.Webhooks[i].ClientConfig.CABundle
-				}
-				return out
-			}),
-		c.injectCRDs(ctx, bundle),
+			}))
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, c.injectCRDs(ctx, bundle))...)
 }
 
 // configurations is what inject needs of a webhook configuration client.

@@ -128,7 +128,7 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 		}
 		if h.mutating {
 			if mwc == nil {
-				mwc = &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name + "-mutating"}}
+				mwc = &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name + "-mutating"}} // as ConfigurationNames
 			}
 			mwc.Webhooks = append(mwc.Webhooks, admissionregistrationv1.MutatingWebhook{Name: name, ClientConfig: client,
 				Rules: rules, FailurePolicy: &policy, MatchPolicy: &match, SideEffects: &none, TimeoutSeconds: &timeout,
@@ -136,7 +136,7 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 			continue
 		}
 		if vwc == nil {
-			vwc = &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name + "-validating"}}
+			vwc = &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name + "-validating"}} // as ConfigurationNames
 		}
 		vwc.Webhooks = append(vwc.Webhooks, admissionregistrationv1.ValidatingWebhook{Name: name, ClientConfig: client,
 			Rules: rules, FailurePolicy: &policy, MatchPolicy: &match, SideEffects: &none, TimeoutSeconds: &timeout,
@@ -182,6 +182,23 @@ func (s *Server) Registered() (serves bool, converted []schema.GroupKind) {
 	}
 	slices.SortFunc(converted, func(a, b schema.GroupKind) int { return strings.Compare(a.String(), b.String()) })
 	return len(s.hooks) > 0 || len(converted) > 0, converted
+}
+
+// ConfigurationNames returns the names of the configurations
+// Configurations makes, the validating one's and the mutating one's: ""
+// for a type of which no webhook is registered (Configurations makes no
+// configuration of it).
+func (s *Server) ConfigurationNames() (validating, mutating string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.hooks {
+		if h.mutating {
+			mutating = s.opts.Name + "-mutating"
+		} else {
+			validating = s.opts.Name + "-validating"
+		}
+	}
+	return validating, mutating
 }
 
 // hookKind is a kind's webhooks of one type, validating or mutating.
