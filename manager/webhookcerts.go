@@ -378,24 +378,25 @@ func (c *webhookCerts) inject(ctx context.Context, bundle []byte) error {
 		if h.resource == "mutatingwebhookconfigurations" {
 			errs = append(errs, injectInto(ctx, bundle, adm.MutatingWebhookConfigurations(), h.name,
 				func(v *admissionregistrationv1.MutatingWebhookConfiguration) []*[]byte {
-					out := make([]*[]byte, len(v.Webhooks))
-					for i := range v.Webhooks {
-						out[i] = &v.Webhooks[i].ClientConfig.CABundle
-					}
-					return out
+					return caBundles(v.Webhooks, func(w *admissionregistrationv1.MutatingWebhook) *[]byte { return &w.ClientConfig.CABundle })
 				}))
 			continue
 		}
 		errs = append(errs, injectInto(ctx, bundle, adm.ValidatingWebhookConfigurations(), h.name,
 			func(v *admissionregistrationv1.ValidatingWebhookConfiguration) []*[]byte {
-				out := make([]*[]byte, len(v.Webhooks))
-				for i := range v.Webhooks {
-					out[i] = &v.Webhooks[i].ClientConfig.CABundle
-				}
-				return out
+				return caBundles(v.Webhooks, func(w *admissionregistrationv1.ValidatingWebhook) *[]byte { return &w.ClientConfig.CABundle })
 			}))
 	}
 	return errors.Join(append(errs, c.injectCRDs(ctx, bundle))...)
+}
+
+// caBundles points at the caBundle of each of webhooks, through bundle.
+func caBundles[W any](webhooks []W, bundle func(*W) *[]byte) []*[]byte {
+	out := make([]*[]byte, len(webhooks))
+	for i := range webhooks {
+		out[i] = bundle(&webhooks[i])
+	}
+	return out
 }
 
 // configurations is what inject needs of a webhook configuration client.
