@@ -286,6 +286,12 @@ func (m *Manager) injectionRules(crds []*apiextensionsv1.CustomResourceDefinitio
 // authority into: its resource and its name.
 type injectionHook struct{ resource, name string }
 
+// The resources of the two webhook configuration types.
+const (
+	validatingConfigurations = "validatingwebhookconfigurations"
+	mutatingConfigurations   = "mutatingwebhookconfigurations"
+)
+
 // injectionHooks are the program's webhook configurations, as registered
 // so far (webhook.Server.ConfigurationNames): those Manifests writes and
 // WebhookCerts keeps.
@@ -293,10 +299,10 @@ func (m *Manager) injectionHooks() []injectionHook {
 	validating, mutating := m.webhooks.ConfigurationNames()
 	var hooks []injectionHook
 	if validating != "" {
-		hooks = append(hooks, injectionHook{"validatingwebhookconfigurations", validating})
+		hooks = append(hooks, injectionHook{validatingConfigurations, validating})
 	}
 	if mutating != "" {
-		hooks = append(hooks, injectionHook{"mutatingwebhookconfigurations", mutating})
+		hooks = append(hooks, injectionHook{mutatingConfigurations, mutating})
 	}
 	return hooks
 }

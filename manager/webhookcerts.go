@@ -142,7 +142,7 @@ func (c *webhookCerts) watch(m *Manager) error {
 		for _, h := range m.injectionHooks() {
 			var inf interface{ Run(context.Context) error }
 			var err error
-			if h.resource == "mutatingwebhookconfigurations" {
+			if h.resource == mutatingConfigurations {
 				inf, err = watchNamed[*admissionregistrationv1.MutatingWebhookConfiguration](h.name, "webhook configuration "+h.name,
 					poke, adm.MutatingWebhookConfigurations().List, adm.MutatingWebhookConfigurations().Watch)
 			} else {
@@ -375,7 +375,7 @@ func (c *webhookCerts) inject(ctx context.Context, bundle []byte) error {
 	adm := c.m.kube.AdmissionregistrationV1()
 	var errs []error
 	for _, h := range c.m.injectionHooks() {
-		if h.resource == "mutatingwebhookconfigurations" {
+		if h.resource == mutatingConfigurations {
 			errs = append(errs, injectInto(ctx, bundle, adm.MutatingWebhookConfigurations(), h.name,
 				func(v *admissionregistrationv1.MutatingWebhookConfiguration) []*[]byte {
 					return caBundles(v.Webhooks, func(w *admissionregistrationv1.MutatingWebhook) *[]byte { return &w.ClientConfig.CABundle })

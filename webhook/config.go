@@ -128,7 +128,7 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 		}
 		if h.mutating {
 			if mwc == nil {
-				mwc = &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name + "-mutating"}} // as ConfigurationNames
+				mwc = &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.configName(true)}}
 			}
 			mwc.Webhooks = append(mwc.Webhooks, admissionregistrationv1.MutatingWebhook{Name: name, ClientConfig: client,
 				Rules: rules, FailurePolicy: &policy, MatchPolicy: &match, SideEffects: &none, TimeoutSeconds: &timeout,
@@ -136,7 +136,7 @@ func (s *Server) Configurations(cc ClientConfig, mapper meta.RESTMapper) (*admis
 			continue
 		}
 		if vwc == nil {
-			vwc = &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Name + "-validating"}} // as ConfigurationNames
+			vwc = &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: s.configName(false)}}
 		}
 		vwc.Webhooks = append(vwc.Webhooks, admissionregistrationv1.ValidatingWebhook{Name: name, ClientConfig: client,
 			Rules: rules, FailurePolicy: &policy, MatchPolicy: &match, SideEffects: &none, TimeoutSeconds: &timeout,
@@ -193,12 +193,21 @@ func (s *Server) ConfigurationNames() (validating, mutating string) {
 	defer s.mu.Unlock()
 	for _, h := range s.hooks {
 		if h.mutating {
-			mutating = s.opts.Name + "-mutating"
+			mutating = s.configName(true)
 		} else {
-			validating = s.opts.Name + "-validating"
+			validating = s.configName(false)
 		}
 	}
 	return validating, mutating
+}
+
+// configName is the name of the server's mutating configuration, or of its
+// validating one: NAME-mutating, NAME-validating.
+func (s *Server) configName(mutating bool) string {
+	if mutating {
+		return s.opts.Name + "-mutating"
+	}
+	return s.opts.Name + "-validating"
 }
 
 // hookKind is a kind's webhooks of one type, validating or mutating.
@@ -422,10 +431,10 @@ func (s *Server) Uninstall(ctx context.Context, cfg *rest.Config) error {
 	var errs []error
 	for _, del := range []func() error{
 		func() error {
-			return adm.ValidatingWebhookConfigurations().Delete(ctx, s.opts.Name+"-validating", metav1.DeleteOptions{})
+			return adm.ValidatingWebhookConfigurations().Delete(ctx, s.configName(false), metav1.DeleteOptions{})
 		},
 		func() error {
-			return adm.MutatingWebhookConfigurations().Delete(ctx, s.opts.Name+"-mutating", metav1.DeleteOptions{})
+			return adm.MutatingWebhookConfigurations().Delete(ctx, s.configName(true), metav1.DeleteOptions{})
 		},
 	} {
 		if err := del(); err != nil && !apierrors.IsNotFound(err) {
