@@ -33,7 +33,10 @@
 //     "old" object of an update from its cache, so a handler still sees
 //     old -> newest across a compaction.
 //   - A relist supersedes everything still queued: it holds the final state
-//     of every key. Given whole (Replace), it is popped as one Item so that
+//     of every key. The deleted objects of the deletes it drops go with it
+//     (Finals), so that the consumer can tell the deletion of an object the
+//     relist lacks with the state the watch delivered rather than as
+//     unknown. Given whole (Replace), it is popped as one Item so that
 //     the consumer can swap its cache in one step. Given in parts (the
 //     reflector.RelistSink methods BeginRelist, RelistItems, RelistDelete,
 //     EndRelist, which the reflector uses), each part is popped as it comes

@@ -44,6 +44,9 @@ type Snapshot[T object.Object] struct {
 	// Seq numbers this end of a relist among every end handed to the FIFO
 	// (see RelistPart.Seq).
 	Seq uint64
+	// Finals are the deleted objects of the watch deletes this relist
+	// superseded (see RelistPart.Finals).
+	Finals []T
 }
 
 // RelistPart is one part of a relist given in parts, popped in the order
@@ -69,6 +72,15 @@ type RelistPart[T object.Object] struct {
 	// consumer that applies number k has applied or superseded every
 	// relist numbered k or less.
 	Seq uint64
+	// Finals, with Begin, are the deleted objects of the watch deletes the
+	// relist superseded (those of a superseded relist that was never popped
+	// first, then by key in queue order, a key's in server order).
+	// A relist tells a cached object it lacks as deleted with its final
+	// state unknown; the consumer can tell such an object's deletion with
+	// the state the watch delivered instead, as client-go's handlers get
+	// it. The FIFO does not know the consumer's cache: a final may be of an
+	// object the consumer never held, or of an older life of its key.
+	Finals []T
 }
 
 // MaxQueuedRelistParts bounds the relist parts waiting to be popped:
@@ -144,30 +156,47 @@ func (f *FIFO[T]) push(d Delta[T]) error {
 // consumer's cache validates keys as it swaps.
 func (f *FIFO[T]) Replace(items []T, resourceVersion string) error {
 	f.mu.Lock()
-	f.supersedeLocked()
+	finals := f.supersedeLocked()
 	f.ends++
-	f.replace = &Snapshot[T]{Items: items, ResourceVersion: resourceVersion, Seq: f.ends}
+	f.replace = &Snapshot[T]{Items: items, ResourceVersion: resourceVersion, Seq: f.ends, Finals: finals}
 	f.mu.Unlock()
 	f.signal()
 	return nil
 }
 
-// supersedeLocked drops everything queued: a relist is starting.
-func (f *FIFO[T]) supersedeLocked() {
+// supersedeLocked drops everything queued: a relist is starting. It
+// returns the finals of the deletes dropped (RelistPart.Finals): those of
+// a relist dropped before it was popped, then every deleted object queued
+// (a key holds at most two), in queue order.
+func (f *FIFO[T]) supersedeLocked() (finals []T) {
+	switch {
+	case f.replace != nil:
+		finals = f.replace.Finals
+	case len(f.parts) > 0 && f.parts[0].Begin:
+		finals = f.parts[0].Finals
+	}
+	for _, key := range f.order.Items() {
+		for _, d := range f.deltas[key] {
+			if d.Type == Deleted {
+				finals = append(finals, d.Object)
+			}
+		}
+	}
 	f.replace = nil
 	clear(f.parts)
 	f.parts = f.parts[:0]
 	f.order = fifo.Queue[string]{}
 	f.deltas = peak.Clear(&f.peak, f.deltas)
 	f.bookmark = ""
+	return finals
 }
 
 // BeginRelist drops everything still queued, as Replace does, and queues
 // the start of a relist given in parts (reflector.RelistSink).
 func (f *FIFO[T]) BeginRelist() error {
 	f.mu.Lock()
-	f.supersedeLocked()
-	f.parts = append(f.parts, &RelistPart[T]{Begin: true})
+	finals := f.supersedeLocked()
+	f.parts = append(f.parts, &RelistPart[T]{Begin: true, Finals: finals})
 	f.mu.Unlock()
 	f.signal()
 	return nil

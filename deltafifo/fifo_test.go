@@ -67,12 +67,19 @@ func (o op) apply(t *testing.T, f *FIFO[*corev1.ConfigMap]) {
 }
 
 // describe writes an Item the way the tables expect it:
-// "ns/a: Added@1 Updated@3", "replace@7 a:5 b:6", "bookmark@9".
+// "ns/a: Added@1 Updated@3", "replace@7 a:5 b:6", "bookmark@9"; a
+// relist's finals as "final a:3".
 func describe(it Item[*corev1.ConfigMap]) string {
 	var b strings.Builder
+	finals := func(objs []*corev1.ConfigMap) {
+		for _, o := range objs {
+			fmt.Fprintf(&b, " final %s:%s", o.Name, o.ResourceVersion)
+		}
+	}
 	switch {
 	case it.Replace != nil:
 		fmt.Fprintf(&b, "replace@%s", it.Replace.ResourceVersion)
+		finals(it.Replace.Finals)
 		for _, o := range it.Replace.Items {
 			fmt.Fprintf(&b, " %s:%s", o.Name, o.ResourceVersion)
 		}
@@ -81,6 +88,7 @@ func describe(it Item[*corev1.ConfigMap]) string {
 		if it.Relist.Begin {
 			b.WriteString(" begin")
 		}
+		finals(it.Relist.Finals)
 		for _, o := range it.Relist.Items {
 			fmt.Fprintf(&b, " %s:%s", o.Name, o.ResourceVersion)
 		}
@@ -234,6 +242,16 @@ func TestFIFO_rules(t *testing.T) {
 			name: "a deletion during a relist is a part of it",
 			ops:  []op{"begin", "relistdelete a 3", "end 4"},
 			want: []string{"relist begin", "relist -a:3 end@4"},
+		},
+		{
+			name: "a replace carries the deleted objects it drops, by key in queue order, both lives of a key",
+			ops:  []op{"delete b 1", "add a 2", "delete a 3", "update c 4", "add b 5", "delete b 6", "replace 7 c:4"},
+			want: []string{"replace@7 final b:1 final b:6 final a:3 c:4"},
+		},
+		{
+			name: "a begin carries the deleted objects of the deltas and of a relist it drops unpopped",
+			ops:  []op{"delete a 1", "replace 2", "delete b 3", "begin", "end 4"},
+			want: []string{"relist begin final a:1 final b:3 end@4"},
 		},
 		{
 			name: "a replace drops a pending bookmark",

@@ -18,7 +18,9 @@
 //     hear an add, or an update if its resource version changed; an object
 //     the relist found unchanged notifies nobody), and at the end every
 //     cached object the relist lacked is deleted (tombstones with the last
-//     known object, FinalStateUnknown). Readers may see a mix of listed and
+//     known object, FinalStateUnknown; or with the final state of a watch
+//     delete the relist superseded in the FIFO, as a plain delete). Readers
+//     may see a mix of listed and
 //     not yet listed objects meanwhile, as with client-go; each is a state
 //     the server had.
 //   - Each handler hears a key's changes in order, after the cache holds

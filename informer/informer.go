@@ -108,8 +108,13 @@ type SharedIndexInformer[T object.Object] struct {
 	// mixes two states); distrust: its objects are notified as changed
 	// whatever their versions (a snapshot newer than the server).
 	relisting, distrust bool
-	stopping            chan struct{} // closed when Run's context ends
-	retrying            bool          // listAgain waits to list again
+	// finals are the final states of watch deletes a relist superseded
+	// (deltafifo.RelistPart.Finals) whose object the cache holds, by key:
+	// the relist's end tells such an object's deletion with it rather than
+	// as FinalStateUnknown. Kept until a relist ends applied.
+	finals   map[string]T
+	stopping chan struct{} // closed when Run's context ends
+	retrying bool          // listAgain waits to list again
 	// removedPanics are the panics of removed handlers by name, which
 	// their name's panics_total goes on counting.
 	removedPanics map[string]uint64

@@ -83,7 +83,7 @@ func (i *SharedIndexInformer[T]) process(batch []deltafifo.Item[T]) {
 	switch it := batch[0]; {
 	case it.Replace != nil: // a relist given whole: one part that is all of it
 		i.relistPart(&deltafifo.RelistPart[T]{Begin: true, Items: it.Replace.Items, End: true,
-			ResourceVersion: it.Replace.ResourceVersion, Seq: it.Replace.Seq})
+			ResourceVersion: it.Replace.ResourceVersion, Seq: it.Replace.Seq, Finals: it.Replace.Finals})
 	case it.Relist != nil:
 		i.relistPart(it.Relist)
 	case it.Key != "":
@@ -191,13 +191,17 @@ func (i *SharedIndexInformer[T]) removeLocked(key string, obj T, finalStateUnkno
 // objects whose resource version changed), so the cache never holds the old
 // and the new state of the whole collection at the same time; at the end,
 // every cached object the relist did not give is deleted (tombstones with
-// the last known object, FinalStateUnknown). The end of the first relist
+// the last known object, FinalStateUnknown, or relistTombstoneLocked's
+// final state). The end of the first relist
 // marks the informer synced once every handler has been handed its
 // notifications.
 func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	defer i.flushHeldLocked()
+	if p.Begin {
+		i.keepFinalsLocked(p.Finals)
+	}
 	if i.atomic {
 		i.holdPartLocked(p)
 		return
@@ -229,8 +233,9 @@ func (i *SharedIndexInformer[T]) relistPart(p *deltafifo.RelistPart[T]) {
 		for _, gone := range i.idx.EndRelist(p.ResourceVersion) {
 			i.det.removed(gone.Key)
 			i.dispatchLocked(gone.Key, notification[T]{Type: handler.DeleteEvent,
-				Deleted: tombstone(gone.Key, gone.Object, true)}, now)
+				Deleted: i.relistTombstoneLocked(gone.Key, gone.Object)}, now)
 		}
+		i.finals = nil
 		i.snap.relistEnds(i.refl.Resume())
 		i.markSyncedLocked()
 	}
@@ -315,7 +320,7 @@ func (i *SharedIndexInformer[T]) swapLocked(h *heldRelist[T], rv string) {
 		case !existed:
 			c.n = notification[T]{Type: handler.AddEvent, Obj: obj, Initial: !i.synced}
 		case object.Recreated(old, obj):
-			removed = append(removed, change{key: key, n: notification[T]{Type: handler.DeleteEvent, Deleted: tombstone(key, old, true)}})
+			removed = append(removed, change{key: key, n: notification[T]{Type: handler.DeleteEvent, Deleted: i.relistTombstoneLocked(key, old)}})
 			c.n = notification[T]{Type: handler.AddEvent, Obj: obj, Initial: !i.synced}
 		case changed(old, obj):
 			c.n = notification[T]{Type: handler.UpdateEvent, Old: old, Obj: obj}
@@ -325,13 +330,14 @@ func (i *SharedIndexInformer[T]) swapLocked(h *heldRelist[T], rv string) {
 	for _, key := range i.idx.ListKeys() {
 		if _, ok := written[key]; !ok {
 			old, _ := i.idx.GetByKey(key)
-			removed = append(removed, change{key: key, n: notification[T]{Type: handler.DeleteEvent, Deleted: tombstone(key, old, true)}})
+			removed = append(removed, change{key: key, n: notification[T]{Type: handler.DeleteEvent, Deleted: i.relistTombstoneLocked(key, old)}})
 		}
 	}
 	if err := i.idx.Replace(items, rv); err != nil {
 		i.log.Error("informer: relist could not be applied; the cache keeps its content", "informer", i.name, "err", err)
 		return
 	}
+	i.finals = nil
 	// Deletes first, then adds and updates in the order listed, as
 	// client-go's atomic relist tells them.
 	now := time.Now()
@@ -512,6 +518,35 @@ func (s *transformSink[T]) upsert(obj T, next func(T) error) error {
 
 // tombstone is the delete notification of the cache entry key, which held
 // obj.
+// keepFinalsLocked keeps, of the final states a relist superseded, those
+// of the objects the cache holds (the same life: not object.Recreated), the newest
+// last: their deletion is then told with them at the relist's end.
+func (i *SharedIndexInformer[T]) keepFinalsLocked(finals []T) {
+	for _, f := range finals {
+		key, err := object.MetaNamespaceKeyFunc(f)
+		if err != nil {
+			continue
+		}
+		if cached, ok := i.idx.GetByKey(key); ok && !object.Recreated(cached, f) {
+			if i.finals == nil {
+				i.finals = map[string]T{}
+			}
+			i.finals[key] = f
+		}
+	}
+}
+
+// relistTombstoneLocked is the deletion a relist tells of cached, which it
+// no longer lists (or lists under another UID): with the final state the
+// watch delivered when it had (keepFinalsLocked), else with cached and
+// FinalStateUnknown.
+func (i *SharedIndexInformer[T]) relistTombstoneLocked(key string, cached T) object.Deleted[T] {
+	if f, ok := i.finals[key]; ok && !object.Recreated(cached, f) {
+		return tombstone(key, f, false)
+	}
+	return tombstone(key, cached, true)
+}
+
 func tombstone[T object.Object](key string, obj T, finalStateUnknown bool) object.Deleted[T] {
 	name, err := object.ParseObjectName(key)
 	if err != nil { // the cache holds only valid keys
