@@ -62,6 +62,19 @@ func mainProcess() {
 			AddToScheme: []func(*runtime.Scheme) error{testapi.AddToScheme}, CRDs: testapi.CRDs}, setupMirror)
 		return
 	}
+	if os.Getenv(envMain) == "validating-only" {
+		manager.Main(manager.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+			Webhook: webhook.Options{Name: os.Getenv(envWebhookName)}}, func(m *manager.Manager) error {
+			return webhook.AddValidator(m.Webhooks(), webhook.Validator[*corev1.ConfigMap]{
+				Create: func(_ context.Context, cm *corev1.ConfigMap) (webhook.Warnings, error) {
+					if _, ok := cm.Data["forbidden"]; ok {
+						return nil, field.Forbidden(field.NewPath("data").Key("forbidden"), "refused by the validating-only program")
+					}
+					return nil, nil
+				}})
+		})
+		return
+	}
 	manager.Main(manager.Options{Logger: slog.New(slog.DiscardHandler)}, func(m *manager.Manager) error {
 		switch os.Getenv(envMain) {
 		case "fail-setup":
@@ -564,6 +577,104 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 	waitUntil(t, time.Minute, "the program naming the permission taken out", func() bool {
 		return strings.Contains(logs(), "permission=\"patch secrets in every namespace\"")
 	}, logs)
+}
+
+// A program with validating webhooks only, run from its own manifests as
+// its ServiceAccount: the role grants nothing on mutating configurations
+// (TestManifests_followWhatTheProgramRegistered), and the program needs
+// nothing there: it writes its authority into its validating
+// configuration, and logs no refusal of the API server (a watch or a write
+// of a configuration it has not, which the role no longer grants, would).
+func TestManagerMain_aValidatingOnlyProgramRunsAsItsOwnManifestsSay(t *testing.T) {
+	srv := env.Get(t)
+	admin := kubernetes.NewForConfigOrDie(srv.Config())
+	name := fmt.Sprintf("validating-only-%d", time.Now().UnixNano()%1_000_000)
+	ns := name + "-system"
+	env := append(os.Environ(), envMain+"=validating-only", envWebhookName+"="+name)
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "--manifests", "--manifests-image", "example.com/validating:v1",
+		"--manifests-name", name, "--manifests-namespace", ns)
+	cmd.Env = env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("--manifests: %v (stderr: %s)", err, stderr.String())
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, name+"-validating", metav1.DeleteOptions{})
+		_ = admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		_ = admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, name+"-ca-bundle-only", metav1.DeleteOptions{})
+		_ = admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, name+"-ca-bundle-only", metav1.DeleteOptions{})
+		_ = admin.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	if strings.Contains(string(out), "MutatingWebhookConfiguration") || strings.Contains(string(out), name+"-mutating") {
+		t.Fatalf("the manifests of a validating-only program name a mutating configuration:\n%s", out)
+	}
+	var deploy struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct{ Args []string }
+				}
+			}
+		}
+	}
+	for _, doc := range strings.Split(string(out), "---\n") {
+		var m struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		if m.Kind == "Deployment" {
+			if err := yaml.Unmarshal([]byte(doc), &deploy); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(deploy.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("the Deployment has %d containers, want 1:\n%s", len(deploy.Spec.Template.Spec.Containers), out)
+	}
+	webhookAddr := freeAddr(t)
+	out = webhooksByURL(t, out, "https://"+webhookAddr, ns)
+	file := filepath.Join(t.TempDir(), "manifests.yaml")
+	if err := os.WriteFile(file, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.CommandContext(t.Context(), "kubectl", "--kubeconfig", srv.Kubeconfig(), "apply", "--server-side",
+		"--field-manager", "manifest-test", "-f", file).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply --server-side: %v\n%s\nmanifests:\n%s", err, b, out)
+	}
+
+	args := append(deploy.Spec.Template.Spec.Containers[0].Args, "--kubeconfig", srv.KubeconfigAs(t, ns, name),
+		"--health-addr", "127.0.0.1:0", "--http-addr", "0", "--cache-dir", t.TempDir(), "--metrics-addr", freeAddr(t),
+		"--webhook-addr", webhookAddr, "--webhook-cert-hosts", "127.0.0.1")
+	run := exec.CommandContext(t.Context(), os.Args[0], args...)
+	run.Env = env
+	var logs syncBuffer
+	run.Stderr = &logs
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = run.Process.Signal(syscall.SIGTERM)
+		_ = run.Wait()
+	}()
+	waitUntil(t, time.Minute, "the webhook's refusal", func() bool {
+		_, err := admin.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "refused"},
+			Data: map[string]string{"forbidden": "x"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "refused by the validating-only program")
+	}, logs.String)
+	// A request of the program's that the role refuses is logged when it
+	// fails; by the refusal above it has listed, watched and written what
+	// it keeps. One more round trip of the webhook, then the log is read.
+	if _, err := admin.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "admitted"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a ConfigMap the webhook admits: %v", err)
+	}
+	if l := logs.String(); strings.Contains(l, "forbidden") || strings.Contains(l, "missing RBAC permission") || strings.Contains(l, "mutating") {
+		t.Errorf("the validating-only program, as its ServiceAccount, met a refusal or a mutating configuration:\n%s", l)
+	}
 }
 
 // slicesWithout returns s without v.

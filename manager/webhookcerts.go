@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"slices"
@@ -124,7 +125,7 @@ func (c *webhookCerts) watch(m *Manager) error {
 		}
 	}
 	secrets := m.kube.CoreV1().Secrets(c.opts.Secret.Namespace)
-	secret, err := watchNamed[*corev1.Secret](c.opts.Secret.Name, "webhook certificate Secret "+c.opts.Secret.String(), poke,
+	secret, err := watchNamed[*corev1.Secret](m.opts.Logger, c.opts.Secret.Name, "webhook certificate Secret "+c.opts.Secret.String(), poke,
 		func(ctx context.Context, o metav1.ListOptions) (*corev1.SecretList, error) {
 			return secrets.List(ctx, o)
 		},
@@ -143,10 +144,10 @@ func (c *webhookCerts) watch(m *Manager) error {
 			var inf interface{ Run(context.Context) error }
 			var err error
 			if h.resource == mutatingConfigurations {
-				inf, err = watchNamed[*admissionregistrationv1.MutatingWebhookConfiguration](h.name, "webhook configuration "+h.name,
+				inf, err = watchNamed[*admissionregistrationv1.MutatingWebhookConfiguration](m.opts.Logger, h.name, "webhook configuration "+h.name,
 					poke, adm.MutatingWebhookConfigurations().List, adm.MutatingWebhookConfigurations().Watch)
 			} else {
-				inf, err = watchNamed[*admissionregistrationv1.ValidatingWebhookConfiguration](h.name, "webhook configuration "+h.name,
+				inf, err = watchNamed[*admissionregistrationv1.ValidatingWebhookConfiguration](m.opts.Logger, h.name, "webhook configuration "+h.name,
 					poke, adm.ValidatingWebhookConfigurations().List, adm.ValidatingWebhookConfigurations().Watch)
 			}
 			if err != nil {
@@ -169,10 +170,12 @@ func (c *webhookCerts) watch(m *Manager) error {
 // watchNamed returns an informer of the one object called name, through
 // list and watch (a client's methods), that calls poke at each change. It
 // is the manager's but not its factory's: it writes no snapshot.
-func watchNamed[T Object, L runtime.Object](name, what string, poke func(),
+func watchNamed[T Object, L runtime.Object](log *slog.Logger, name, what string, poke func(),
 	list listwatch.ListFunc[L], watch listwatch.WatchFunc) (*informer.SharedIndexInformer[T], error) {
+	fo := informer.FactoryOptions{DetectMutations: informer.DetectNever}
+	fo.Logger = log // a list or watch the role refuses is logged, as the manager's own informers' are
 	inf, err := informer.New(listwatch.New[T](list, watch, listwatch.Options{FieldSelector: "metadata.name=" + name}),
-		informer.Options[T]{Name: what, FactoryOptions: informer.FactoryOptions{DetectMutations: informer.DetectNever}})
+		informer.Options[T]{Name: what, FactoryOptions: fo})
 	if err != nil {
 		return nil, err
 	}
