@@ -136,6 +136,22 @@ type SnapshotOptions struct {
 	// Interval is how often each informer writes its cache; see
 	// Snapshot.Interval.
 	Interval time.Duration
+	// Secrets lets informers of core Secrets (their full type or a
+	// projection) write and read snapshots too. Off by default: a
+	// snapshot would put the Secrets' data on the node's disk (an
+	// emptyDir is disk-backed), where the kubelet keeps the Secrets it
+	// mounts in memory; such an informer lists at every start, saying so
+	// (CacheStart).
+	Secrets bool
+}
+
+// secretsOff is the cold start's reason of an informer of Secrets with
+// snapshots in a directory that does not take them.
+const secretsOff = "Secrets are not snapshotted (FactoryOptions.Snapshots.Secrets)"
+
+// takes reports whether the snapshots take the informer of scope.
+func (o SnapshotOptions) takes(scope Scope) bool {
+	return o.Secrets || scope.Resource.Group != "" || scope.Resource.Resource != "secrets"
 }
 
 // snapshotFor returns the Snapshot options of the informer of scope.
@@ -286,13 +302,17 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() reflector.Lister
 	common.Reflector.Name = ""
 	common.ShareMaps = common.ShareMaps || scope.As != ""
 	opts := Options[T]{Name: name, FactoryOptions: common}
-	if so := f.opts.Snapshots; so.Dir != "" {
+	so := f.opts.Snapshots
+	if so.Dir != "" && so.takes(scope) {
 		opts.Snapshot.Path, opts.Snapshot.Identity = so.snapshotFor(scope)
 		opts.Snapshot.Interval, opts.Snapshot.Cluster = so.Interval, f.cluster
 	}
 	inf, err := New(newLW(), opts)
 	if err != nil {
 		return nil, err
+	}
+	if so.Dir != "" && !so.takes(scope) {
+		inf.noSnapshot = secretsOff
 	}
 	f.informers[scope] = &shared{name: name, inf: inf, run: inf.Run, synced: inf.syncedC, lastErr: inf.LastError,
 		stats: inf.refl.Stats, start: inf.CacheStart, close: inf.Close}

@@ -87,6 +87,9 @@ type SharedIndexInformer[T object.Object] struct {
 	handlerID atomic.Int64
 	table     *intern.Table // nil: no interning; used by the reflector's sink calls and, before the first of them, the snapshot's loader
 	snap      *snapshots[T] // nil: no snapshots
+	// noSnapshot is why there are none, when a Factory turned them off
+	// for this informer; CacheStart's reason.
+	noSnapshot string
 
 	// mu guards the fields below, and makes each cache write and the
 	// notifications it causes one step for AddEventHandler and resyncs.

@@ -1,6 +1,7 @@
 package informer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -444,7 +445,7 @@ func (s *snapshots[T]) relistEnds(resume reflector.Resume) {
 // Decided is false until the informer has synced. Safe for concurrent use.
 func (i *SharedIndexInformer[T]) CacheStart() CacheStart {
 	if i.snap == nil {
-		return CacheStart{Reason: "no snapshot configured", Decided: true}
+		return CacheStart{Reason: cmp.Or(i.noSnapshot, "no snapshot configured"), Decided: true}
 	}
 	i.snap.mu.Lock()
 	defer i.snap.mu.Unlock()

@@ -96,9 +96,12 @@ type Options struct {
 	// the server still has the history after it (see informer.Snapshot).
 	// Mount an emptyDir volume there: it survives a container's restarts,
 	// not the Pod's. /readyz?verbose and the debug page say how each cache
-	// started. The files hold the cached objects (Secrets too, if cached):
-	// each is written 0600 by this process's user, and a missing directory
-	// is created 0700. A snapshot becomes the cache, so only what this user
+	// started. The files hold the cached objects, Secrets excepted unless
+	// Informers.Snapshots.Secrets is set (an emptyDir is the node's disk,
+	// where the kubelet keeps no mounted Secret; the Secrets' caches list
+	// at every start): each is written 0600 by this process's user, and a
+	// missing directory is created 0700. A snapshot becomes the cache, so
+	// only what this user
 	// wrote is read: the snapshots are kept in CacheDir when it is the
 	// user's and no one else can write it, and in a private folder
 	// "ctrlkit-<uid>" made inside it (mode 0700) when other users can
