@@ -38,7 +38,8 @@ type Secrets struct {
 	// AllowExec accepts kubeconfigs that run a credential plugin (exec,
 	// auth-provider) in this process.
 	AllowExec bool
-	// Kube reads the Secrets; Namespace is where they are.
+	// Kube reads the Secrets; Namespace is where they are: required (see
+	// Validate).
 	Kube      kubernetes.Interface
 	Namespace string
 	// LabelSelector, if set, narrows the Secrets watched (API syntax).
@@ -58,6 +59,26 @@ type Secrets struct {
 	Logger *slog.Logger
 }
 
+// Validate refuses a provider without Kube or Namespace. A cluster's
+// kubeconfig is trusted as the cluster: it is read from one namespace,
+// whose Secrets only those who may point the program at a cluster can
+// write. Every namespace (the API's "") would let whoever can write a
+// Secret anywhere (a tenant in their own namespace) engage a cluster, or
+// point an engaged one at a server of theirs; it would also need the right
+// to read every Secret of the management cluster. Run and
+// manager.NewFleet call it.
+func (p Secrets) Validate() error {
+	switch {
+	case p.Kube == nil:
+		return errors.New("fleet: Secrets: Kube is required")
+	case p.Namespace == "":
+		return errors.New("fleet: Secrets: Namespace is required: kubeconfig Secrets are read from one namespace, " +
+			"which only those who may give the program a cluster can write (from every namespace, anyone who can write " +
+			"a Secret anywhere could redirect a cluster)")
+	}
+	return nil
+}
+
 // Watches is what p lists and watches: the Secrets of its namespace.
 func (p Secrets) Watches() []Watched { return []Watched{{Resource: "secrets", Namespace: p.Namespace}} }
 
@@ -67,6 +88,9 @@ const SecretSuffix = "-kubeconfig"
 
 // Run keeps f's clusters those of the Secrets until ctx ends.
 func (p Secrets) Run(ctx context.Context, f *Fleet) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
 	log := p.Logger
 	if log == nil {
 		log = f.Logger()

@@ -31,8 +31,17 @@ import (
 // in Options.Permissions). With
 // Options.LeaderElection the fleet runs on the leader only, unless
 // opts.Ring spreads its clusters over the replicas: then on every one.
-// Call it before Run. opts.Controller.Name defaults to "fleet".
+// Call it before Run. opts.Controller.Name defaults to "fleet". A
+// provider with a Validate method (fleet.Secrets) is checked first: its
+// error is NewFleet's.
 func NewFleet(m *Manager, rec controller.Reconciler[fleet.Key], opts fleet.Options, providers ...fleet.Provider) (*fleet.Fleet, error) {
+	for _, p := range providers {
+		if v, ok := p.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil { // before the manifests grant what it would watch
+				return nil, err
+			}
+		}
+	}
 	if opts.Scheme == nil {
 		opts.Scheme = m.scheme
 	}

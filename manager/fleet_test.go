@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/yaml"
@@ -144,6 +145,27 @@ func TestNewFleet_refusesANameTheManagerHas(t *testing.T) {
 	}
 	if _, err := manager.NewController(m, "fleet", nop, manager.ControllerOptions{}, manager.For(cms)); !errors.Is(err, manager.ErrDuplicateName) {
 		t.Errorf("NewController named as the fleet: %v, want ErrDuplicateName", err)
+	}
+}
+
+// A fleet.Secrets provider of every namespace is refused before the
+// manifests could grant it every Secret: a Secret a tenant writes in its
+// own namespace would otherwise engage a cluster, or redirect one.
+func TestNewFleet_refusesSecretsOfEveryNamespace(t *testing.T) {
+	m, err := manager.New(&rest.Config{Host: "https://127.0.0.1:1"}, quiet(t)) // makes no request
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(&rest.Config{Host: "https://127.0.0.1:1"})
+	_, err = manager.NewFleet(m, fleetNop, fleet.Options{}, fleet.Secrets{Kube: kube})
+	if err == nil || !strings.Contains(err.Error(), "Namespace is required") {
+		t.Fatalf("NewFleet with fleet.Secrets of every namespace: %v, want Namespace is required", err)
+	}
+	if err := (fleet.Secrets{Kube: kube}).Run(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "Namespace is required") {
+		t.Errorf("Run of fleet.Secrets of every namespace: %v, want Namespace is required", err)
+	}
+	if _, err := manager.NewFleet(m, fleetNop, fleet.Options{}, fleet.Secrets{Kube: kube, Namespace: "clusters"}); err != nil {
+		t.Errorf("NewFleet with fleet.Secrets of one namespace: %v", err)
 	}
 }
 
