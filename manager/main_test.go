@@ -335,15 +335,8 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(srv.Config())
 	name := fmt.Sprintf("manifest-test-%d", time.Now().UnixNano()%1_000_000)
 	ns := name + "-system"
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "--manifests", "--manifests-image", "example.com/mirror:v1",
-		"--manifests-name", name, "--manifests-namespace", ns, "--manifests-replicas", "2")
-	cmd.Env = append(os.Environ(), envMain+"=mirror", envWebhookName+"="+name)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("--manifests: %v (stderr: %s)", err, stderr.String())
-	}
+	out := printManifests(t, "mirror", name, "--manifests-image", "example.com/mirror:v1", "--manifests-namespace", ns,
+		"--manifests-replicas", "2")
 	t.Cleanup(func() {
 		ctx := context.Background()
 		_ = admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, name+"-validating", metav1.DeleteOptions{})
@@ -357,28 +350,7 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 		_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
 	})
 
-	var kinds []string
-	var deploy struct {
-		Spec struct {
-			Template struct {
-				Spec struct {
-					Containers []struct{ Args []string }
-				}
-			}
-		}
-	}
-	for _, doc := range strings.Split(string(out), "---\n") {
-		var m struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
-			t.Fatalf("%v in\n%s", err, doc)
-		}
-		kinds = append(kinds, m.Kind)
-		if m.Kind == "Deployment" {
-			if err := yaml.Unmarshal([]byte(doc), &deploy); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	kinds, deployArgs := manifestKinds(t, out)
 	if want := "Namespace CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding ClusterRole Role RoleBinding Deployment PodDisruptionBudget Service " +
 		"MutatingWebhookConfiguration ValidatingWebhookConfiguration ValidatingAdmissionPolicy ValidatingAdmissionPolicyBinding"; strings.Join(kinds, " ") != want {
 		t.Fatalf("kinds %q, want %q:\n%s", kinds, want, out)
@@ -394,23 +366,13 @@ func TestManagerMain_runsAsItsOwnManifestsSay(t *testing.T) {
 			t.Errorf("the manifests lack %q", want)
 		}
 	}
-	file := filepath.Join(t.TempDir(), "manifests.yaml")
-	if err := os.WriteFile(file, out, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := exec.CommandContext(t.Context(), "kubectl", "--kubeconfig", srv.Kubeconfig(), "apply", "--server-side",
-		"--field-manager", "manifest-test", "-f", file).CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply --server-side: %v\n%s\nmanifests:\n%s", err, b, out)
-	}
+	applyManifests(t, srv, out)
 
 	// The program as its Pod runs it: the ServiceAccount's token, the
 	// Deployment's arguments (the addresses and cache folder made local).
 	kubeconfig := srv.KubeconfigAs(t, ns, name)
-	if len(deploy.Spec.Template.Spec.Containers) != 1 {
-		t.Fatalf("the Deployment has %d containers, want 1", len(deploy.Spec.Template.Spec.Containers))
-	}
 	metricsAddr := freeAddr(t)
-	args := append(deploy.Spec.Template.Spec.Containers[0].Args, "--kubeconfig", kubeconfig,
+	args := append(deployArgs, "--kubeconfig", kubeconfig,
 		"--health-addr", "127.0.0.1:0", "--http-addr", "0", "--cache-dir", t.TempDir(), "--metrics-addr", metricsAddr,
 		"--webhook-addr", webhookAddr, "--webhook-cert-hosts", "127.0.0.1")
 	run := func(t *testing.T) (logs func() string, stop func()) {
@@ -590,16 +552,7 @@ func TestManagerMain_aValidatingOnlyProgramRunsAsItsOwnManifestsSay(t *testing.T
 	admin := kubernetes.NewForConfigOrDie(srv.Config())
 	name := fmt.Sprintf("validating-only-%d", time.Now().UnixNano()%1_000_000)
 	ns := name + "-system"
-	env := append(os.Environ(), envMain+"=validating-only", envWebhookName+"="+name)
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "--manifests", "--manifests-image", "example.com/validating:v1",
-		"--manifests-name", name, "--manifests-namespace", ns)
-	cmd.Env = env
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("--manifests: %v (stderr: %s)", err, stderr.String())
-	}
+	out := printManifests(t, "validating-only", name, "--manifests-image", "example.com/validating:v1", "--manifests-namespace", ns)
 	t.Cleanup(func() {
 		ctx := context.Background()
 		_ = admin.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, name+"-validating", metav1.DeleteOptions{})
@@ -612,45 +565,15 @@ func TestManagerMain_aValidatingOnlyProgramRunsAsItsOwnManifestsSay(t *testing.T
 	if strings.Contains(string(out), "MutatingWebhookConfiguration") || strings.Contains(string(out), name+"-mutating") {
 		t.Fatalf("the manifests of a validating-only program name a mutating configuration:\n%s", out)
 	}
-	var deploy struct {
-		Spec struct {
-			Template struct {
-				Spec struct {
-					Containers []struct{ Args []string }
-				}
-			}
-		}
-	}
-	for _, doc := range strings.Split(string(out), "---\n") {
-		var m struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
-			t.Fatalf("%v in\n%s", err, doc)
-		}
-		if m.Kind == "Deployment" {
-			if err := yaml.Unmarshal([]byte(doc), &deploy); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if len(deploy.Spec.Template.Spec.Containers) != 1 {
-		t.Fatalf("the Deployment has %d containers, want 1:\n%s", len(deploy.Spec.Template.Spec.Containers), out)
-	}
+	_, deployArgs := manifestKinds(t, out)
 	webhookAddr := freeAddr(t)
-	out = webhooksByURL(t, out, "https://"+webhookAddr, ns)
-	file := filepath.Join(t.TempDir(), "manifests.yaml")
-	if err := os.WriteFile(file, out, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := exec.CommandContext(t.Context(), "kubectl", "--kubeconfig", srv.Kubeconfig(), "apply", "--server-side",
-		"--field-manager", "manifest-test", "-f", file).CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply --server-side: %v\n%s\nmanifests:\n%s", err, b, out)
-	}
+	applyManifests(t, srv, webhooksByURL(t, out, "https://"+webhookAddr, ns))
 
-	args := append(deploy.Spec.Template.Spec.Containers[0].Args, "--kubeconfig", srv.KubeconfigAs(t, ns, name),
+	args := append(deployArgs, "--kubeconfig", srv.KubeconfigAs(t, ns, name),
 		"--health-addr", "127.0.0.1:0", "--http-addr", "0", "--cache-dir", t.TempDir(), "--metrics-addr", freeAddr(t),
 		"--webhook-addr", webhookAddr, "--webhook-cert-hosts", "127.0.0.1")
 	run := exec.CommandContext(t.Context(), os.Args[0], args...)
-	run.Env = env
+	run.Env = append(os.Environ(), envMain+"=validating-only", envWebhookName+"="+name)
 	var logs syncBuffer
 	run.Stderr = &logs
 	if err := run.Start(); err != nil {
@@ -674,6 +597,66 @@ func TestManagerMain_aValidatingOnlyProgramRunsAsItsOwnManifestsSay(t *testing.T
 	}
 	if l := logs.String(); strings.Contains(l, "forbidden") || strings.Contains(l, "missing RBAC permission") || strings.Contains(l, "mutating") {
 		t.Errorf("the validating-only program, as its ServiceAccount, met a refusal or a mutating configuration:\n%s", l)
+	}
+}
+
+// printManifests returns what the test binary run as the program of mode
+// (envMain), with its webhooks named name, prints for --manifests and
+// flags, named name.
+func printManifests(t *testing.T, mode, name string, flags ...string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], append([]string{"--manifests", "--manifests-name", name}, flags...)...)
+	cmd.Env = append(os.Environ(), envMain+"="+mode, envWebhookName+"="+name)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("--manifests: %v (stderr: %s)", err, stderr.String())
+	}
+	return out
+}
+
+// manifestKinds returns the kinds of the manifests' documents, in order,
+// and the arguments of the Deployment's one container.
+func manifestKinds(t *testing.T, manifests []byte) (kinds, deployArgs []string) {
+	t.Helper()
+	var deploy struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct{ Args []string }
+				}
+			}
+		}
+	}
+	for _, doc := range strings.Split(string(manifests), "---\n") {
+		var m struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		kinds = append(kinds, m.Kind)
+		if m.Kind == "Deployment" {
+			if err := yaml.Unmarshal([]byte(doc), &deploy); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(deploy.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("the Deployment has %d containers, want 1:\n%s", len(deploy.Spec.Template.Spec.Containers), manifests)
+	}
+	return kinds, deploy.Spec.Template.Spec.Containers[0].Args
+}
+
+// applyManifests applies them to srv as they are, server-side.
+func applyManifests(t *testing.T, srv *apiserver.Server, manifests []byte) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "manifests.yaml")
+	if err := os.WriteFile(file, manifests, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.CommandContext(t.Context(), "kubectl", "--kubeconfig", srv.Kubeconfig(), "apply", "--server-side",
+		"--field-manager", "manifest-test", "-f", file).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply --server-side: %v\n%s\nmanifests:\n%s", err, b, manifests)
 	}
 }
 
