@@ -80,7 +80,8 @@ func TestInformer_aRelistTellsTheDeletesItSupersededWithTheirFinalState(t *testi
 				}
 				popAll(t, inf)
 			}
-			relist("3", uidCM("a", "ua", "1", "listed"), uidCM("b", "ub", "2", "listed"), uidCM("c", "uc", "3", "listed"))
+			relist("3", uidCM("a", "ua", "1", "listed"), uidCM("b", "ub", "2", "listed"), uidCM("c", "uc", "3", "listed"),
+				uidCM("d", "ud", "3", "listed"))
 
 			// Queued, not popped: a changed and then deleted (its final
 			// state is the change); b deleted, recreated and deleted again
@@ -91,9 +92,13 @@ func TestInformer_aRelistTellsTheDeletesItSupersededWithTheirFinalState(t *testi
 			_ = inf.fifo.Add(uidCM("b", "ub2", "7", "second life"))
 			_ = inf.fifo.Delete(uidCM("b", "ub2", "8", "second life's final"))
 			_ = inf.fifo.Update(uidCM("c", "uc", "9", "changed"))
-			relist("10", uidCM("c", "uc", "9", "changed"))
+			// d deleted and created again: listed under its new UID, its
+			// old life's end is told with the final state.
+			_ = inf.fifo.Delete(uidCM("d", "ud", "10", "final"))
+			_ = inf.fifo.Add(uidCM("d", "ud2", "11", "second life"))
+			relist("12", uidCM("c", "uc", "9", "changed"), uidCM("d", "ud2", "11", "second life"))
 
-			want := []string{"ns/a@5 final unknown=false", "ns/b@6 final unknown=false"}
+			want := []string{"ns/a@5 final unknown=false", "ns/b@6 final unknown=false", "ns/d@10 final unknown=false"}
 			slices.Sort(rec.deletes) // an atomic relist tells its deletes in no set order
 			if !slices.Equal(rec.deletes, want) {
 				t.Errorf("deletes told by the relist:\n%q\nwant\n%q", rec.deletes, want)
@@ -105,7 +110,7 @@ func TestInformer_aRelistTellsTheDeletesItSupersededWithTheirFinalState(t *testi
 			// With no delete queued, a relist that lacks an object tells it
 			// with the cached state, FinalStateUnknown.
 			rec.deletes = nil
-			relist("11")
+			relist("13", uidCM("d", "ud2", "11", "second life"))
 			if want := []string{"ns/c@9 changed unknown=true"}; !slices.Equal(rec.deletes, want) {
 				t.Errorf("deletes told by a relist with nothing superseded: %q, want %q", rec.deletes, want)
 			}

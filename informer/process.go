@@ -163,9 +163,10 @@ func (i *SharedIndexInformer[T]) upsertLocked(key string, obj T, relist bool, no
 	case relist && object.Recreated(old, obj):
 		// Deleted and created again while the watch was down (or its
 		// delete still queued when this relist superseded it): the old
-		// object's end (final state unknown), then the new one, never an
-		// update from one object to another.
-		i.dispatchLocked(key, notification[T]{Type: handler.DeleteEvent, Deleted: tombstone(key, old, true)}, now)
+		// object's end (with the final state of that queued delete, else
+		// unknown), then the new one, never an update from one object to
+		// another.
+		i.dispatchLocked(key, notification[T]{Type: handler.DeleteEvent, Deleted: i.relistTombstoneLocked(key, old)}, now)
 		i.dispatchLocked(key, notification[T]{Type: handler.AddEvent, Obj: obj, Initial: !i.synced}, now)
 	case !relist: // a watch's event: a new version
 		i.dispatchLocked(key, notification[T]{Type: handler.UpdateEvent, Old: old, Obj: obj}, now)
