@@ -303,7 +303,8 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() reflector.Lister
 	common.ShareMaps = common.ShareMaps || scope.As != ""
 	opts := Options[T]{Name: name, FactoryOptions: common}
 	so := f.opts.Snapshots
-	if so.Dir != "" && so.takes(scope) {
+	secretsLeftOut := so.Dir != "" && !so.takes(scope)
+	if so.Dir != "" && !secretsLeftOut {
 		opts.Snapshot.Path, opts.Snapshot.Identity = so.snapshotFor(scope)
 		opts.Snapshot.Interval, opts.Snapshot.Cluster = so.Interval, f.cluster
 	}
@@ -311,7 +312,7 @@ func For[T object.Object](f *Factory, scope Scope, newLW func() reflector.Lister
 	if err != nil {
 		return nil, err
 	}
-	if so.Dir != "" && !so.takes(scope) {
+	if secretsLeftOut {
 		inf.noSnapshot = secretsOff
 	}
 	f.informers[scope] = &shared{name: name, inf: inf, run: inf.Run, synced: inf.syncedC, lastErr: inf.LastError,

@@ -67,8 +67,8 @@ func mainProcess() {
 			Webhook: webhook.Options{Name: os.Getenv(envWebhookName)}}, func(m *manager.Manager) error {
 			return webhook.AddValidator(m.Webhooks(), webhook.Validator[*corev1.ConfigMap]{
 				Create: func(_ context.Context, cm *corev1.ConfigMap) (webhook.Warnings, error) {
-					if _, ok := cm.Data["forbidden"]; ok {
-						return nil, field.Forbidden(field.NewPath("data").Key("forbidden"), "refused by the validating-only program")
+					if _, ok := cm.Data["reject"]; ok { // not "forbidden": the test looks for that word in the log
+						return nil, field.Forbidden(field.NewPath("data").Key("reject"), "refused by the validating-only program")
 					}
 					return nil, nil
 				}})
@@ -585,7 +585,7 @@ func TestManagerMain_aValidatingOnlyProgramRunsAsItsOwnManifestsSay(t *testing.T
 	}()
 	waitUntil(t, time.Minute, "the webhook's refusal", func() bool {
 		_, err := admin.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "refused"},
-			Data: map[string]string{"forbidden": "x"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			Data: map[string]string{"reject": "x"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), "refused by the validating-only program")
 	}, logs.String)
 	// A request of the program's that the role refuses is logged when it
