@@ -24,15 +24,18 @@
 //     not yet listed objects meanwhile, as with client-go; each is a state
 //     the server had.
 //   - Each handler hears a key's changes in order, after the cache holds
-//     them, from its own goroutine: every notification, as client-go's
-//     listeners give them, until more than 16 of one key wait for it. Then
-//     its backlog coalesces that key's (add then update is one add of the
+//     them, from its own goroutine: every notification, until more than 16
+//     of one key wait for it. Then its backlog coalesces that key's (add
+//     then update is one add of the
 //     newest, update then update is one update from the oldest old to the
 //     newest, add then delete is nothing, update then delete is the
 //     delete), so it is bounded by the number of distinct keys (at most 16
 //     notifications a key, each holding its object: a handler lagging on
 //     many keys holds up to that many versions of each) and a slow handler
-//     delays only itself. The lag is exported as metrics
+//     delays only itself. A backlog is told key by key, the keys in the
+//     order each first waited: a busy handler given add a, add b, update a
+//     hears add a, update a, add b (client-go's listener keeps the
+//     interleaving across keys). The lag is exported as metrics
 //     (ctrlkit_informer_handler_pending_keys and
 //     ctrlkit_informer_handler_oldest_pending_seconds, by informer and handler).
 //     The exception is a handler.Enqueuer (EnqueueKey's and the other
