@@ -121,6 +121,30 @@ func TestReflector_survivesBadInputWithALogLineAndAMetric(t *testing.T) {
 	}
 }
 
+func TestReflector_aWatchResumesAfterAnObjectItSkippedForHavingNoName(t *testing.T) {
+	leakcheck.Check(t)
+	lw := newFakeLW(page("10"))
+	sink := newMemSink[*corev1.Pod]()
+	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Telemetry: telemetry.Telemetry{Registerer: prometheus.NewRegistry()}})
+	runReflector(t, r)
+	w := lw.nextWatch(t)
+	w.Add(pod("", "11"))
+	w.Stop() // the stream ends after the unnamed object: the next watch starts where it left off
+	w = lw.nextWatch(t)
+	w.Add(pod("b", "12"))
+	sink.waitFor(t, 10*time.Second, "pod b", func(keys map[string]string, _ int) bool { return keys["ns/b"] == "12" })
+	opts := lw.watchOptions()
+	if len(opts) != 2 || opts[1].ResourceVersion != "11" {
+		t.Errorf("watches from %v, want the second from 11, the skipped object's version", opts)
+	}
+	if n := testutil.ToFloat64(r.metrics.skipped.WithLabelValues("no metadata")); n != 1 {
+		t.Errorf("skipped{no metadata} = %v, want 1", n)
+	}
+	if keys, n := sink.snapshot(); n != 1 || len(keys) != 1 {
+		t.Errorf("%d replaces, cache %v; want 1 replace (a skipped object needs no resync) and only ns/b", n, keys)
+	}
+}
+
 func TestReflector_skipsAnUnknownEventType(t *testing.T) {
 	leakcheck.Check(t)
 	lw := newFakeLW(page("10"))

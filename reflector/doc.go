@@ -49,7 +49,9 @@
 // between MinWatchTimeout (at least 5m) and twice it and always ask for
 // bookmarks.
 // Objects of the wrong type or without a name are skipped with a log line
-// and the ctrlkit_reflector_skipped_objects_total metric, never a crash.
+// and the ctrlkit_reflector_skipped_objects_total metric, never a crash; a
+// watch resumes after an unnamed object's resource version, as client-go's
+// does (one of the wrong type is not counted as progress, again as there).
 //
 // A failed list or watch is a *Error (op, resource, HTTP code, API reason,
 // cause), which LastError returns and OnError receives; classify it with

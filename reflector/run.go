@@ -444,6 +444,11 @@ func (r *Reflector[T]) convert(ctx context.Context, d *driver[T], ev watch.Event
 		}
 		if obj.GetName() == "" {
 			r.skip(fmt.Sprintf("%s event object has no name", ev.Type), "no metadata", 1)
+			if rv := obj.GetResourceVersion(); rv != "" && r.m.phase == watching {
+				// The stream has passed it: a watch resumes after it, as
+				// client-go's reflector records a version it cannot store.
+				return event[T]{typ: watch.Bookmark, rv: rv}, nil
+			}
 			return event[T]{}, nil
 		}
 		return event[T]{typ: ev.Type, obj: obj, rv: obj.GetResourceVersion()}, nil

@@ -28,6 +28,7 @@ type fakeLW struct {
 	mu       sync.Mutex
 	lists    []func() (List[*corev1.Pod], error)
 	listOpts []metav1.ListOptions
+	watched  []metav1.ListOptions // each Watch's options
 	watchErr error
 	watches  chan *watch.RaceFreeFakeWatcher
 }
@@ -54,8 +55,9 @@ func (f *fakeLW) List(_ context.Context, opts metav1.ListOptions) (List[*corev1.
 	return answer()
 }
 
-func (f *fakeLW) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+func (f *fakeLW) Watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	f.mu.Lock()
+	f.watched = append(f.watched, opts)
 	err := f.watchErr
 	f.mu.Unlock()
 	if err != nil {
@@ -70,6 +72,12 @@ func (f *fakeLW) listed() []metav1.ListOptions {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]metav1.ListOptions(nil), f.listOpts...)
+}
+
+func (f *fakeLW) watchOptions() []metav1.ListOptions {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]metav1.ListOptions(nil), f.watched...)
 }
 
 func (f *fakeLW) nextWatch(t *testing.T) *watch.RaceFreeFakeWatcher {
