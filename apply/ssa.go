@@ -79,7 +79,9 @@ func Apply[T Object, C runtime.ApplyConfiguration](ctx context.Context, c Applie
 			if Holds(cur, cfg, opts.FieldManager) {
 				return cur, Unchanged, nil
 			}
-			stripped.check(ctx, cur, opts.FieldManager)
+			if !setsPrecondition(cfg) { // else sent whatever the cache holds: nothing to warn of
+				stripped.check(ctx, cur, opts.FieldManager)
+			}
 			uid = cur.GetUID()
 		}
 	}
@@ -397,6 +399,14 @@ func stringField(c reflect.Value, name string) (string, bool) {
 // preconditioned reports whether the configuration's object c sets a
 // metadata field that is a precondition rather than state (desiredFields
 // refuses those too).
+// setsPrecondition reports whether cfg, a generated apply configuration,
+// sets a precondition of its own (a resourceVersion or uid), which Holds
+// never judges.
+func setsPrecondition(cfg runtime.ApplyConfiguration) bool {
+	c, ok := walkedObject(reflect.ValueOf(cfg))
+	return ok && c.Kind() == reflect.Struct && preconditioned(c)
+}
+
 func preconditioned(c reflect.Value) bool {
 	md, ok := fieldOf(c, "metadata")
 	if !ok {

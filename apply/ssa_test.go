@@ -207,6 +207,26 @@ func TestApply_sendsNothingWhenTheCacheHoldsTheConfiguration(t *testing.T) {
 	if logged.Len() > 0 {
 		t.Errorf("the default logger heard a warning a reconcile's logger should have: %q", logged.String())
 	}
+
+	// A configuration with a UID of its own is sent whatever the cache
+	// holds (Holds does not judge a precondition): no warning, since
+	// keeping the manager's entry would skip nothing.
+	var uidLog bytes.Buffer
+	uctx := logctx.With(ctx, slog.New(slog.NewTextHandler(&uidLog, nil)))
+	own := metav1.ApplyOptions{FieldManager: "uid-" + ns, Force: true}
+	for i := range 3 {
+		cur := cached[object.NameOf(got)]
+		sent, res, err := apply.Apply(uctx, c, cached, cfg("2").WithUID(cur.UID), own)
+		if err != nil || res != apply.Applied {
+			t.Fatalf("Apply %d of a configuration with its own UID = %v, %v; want applied", i, res, err)
+		}
+		seen := sent.DeepCopy()
+		seen.ManagedFields = nil
+		cached[object.NameOf(sent)] = seen
+	}
+	if c.applies != 9 || uidLog.Len() > 0 {
+		t.Errorf("%d applies, log %q; want 9 and no warning for configurations with their own UID", c.applies, uidLog.String())
+	}
 }
 
 // An apply from a cache that holds the object carries its UID: an object
