@@ -104,6 +104,20 @@ func TestFindInstalled_takesOnlyABinaryBuiltFromKubernetesVersion(t *testing.T) 
 		}
 	}
 
+	// The real binary, copied where another user could have put it (a
+	// folder others may write, not sticky): refused before it is read.
+	planted := t.TempDir()
+	if err := os.Chmod(planted, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	symlink(t, real, filepath.Join(planted, binaryName))
+	t.Setenv("PATH", planted)
+	bin, tried = findInstalled(t.TempDir())
+	if bin != "" || !strings.Contains(strings.Join(tried, "\n"), "not run: ") || !strings.Contains(strings.Join(tried, "\n"), "another user could rename or replace it") {
+		t.Fatalf("findInstalled = %q, tried %q; want nothing: the binary on PATH is in a folder others may write", bin, tried)
+	}
+	t.Setenv("PATH", pathDir)
+
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ctrlkit/ctrlkit/internal/safefile"
 )
 
 // ctrlkitVersion is the version of ctrlkit's root module that this program
@@ -109,6 +111,10 @@ func downloadTestenv(v string) (string, error) {
 // It also returns what it looked at and why each was not taken.
 func findInstalled(cache string) (bin string, tried []string) {
 	for _, c := range installCandidates(cache) {
+		if err := safefile.Trusted(c); err != nil {
+			tried = append(tried, c+": not run: "+err.Error())
+			continue
+		}
 		if err := builtForUs(c); err != nil {
 			tried = append(tried, c+": "+err.Error())
 			continue

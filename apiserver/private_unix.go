@@ -153,22 +153,5 @@ func privateCacheDir(dir string) error {
 }
 
 // safeAncestors checks that no folder above the absolute path p lets
-// another user rename or replace what is below it: each is ours or root's,
-// and writable by others only if sticky.
-func safeAncestors(p string) error {
-	uid := os.Getuid()
-	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return err
-		}
-		owner, mode := safefile.Owner(fi), fi.Mode()
-		if (owner != uid && owner != 0) || (mode.Perm()&0o022 != 0 && mode&fs.ModeSticky == 0) {
-			return fmt.Errorf("it is inside %s (owner uid %d, mode %04o), where another user could rename or replace it; "+
-				"use a folder under one that only you (or root) can write, such as your home", d, owner, mode.Perm())
-		}
-		if filepath.Dir(d) == d {
-			return nil
-		}
-	}
-}
+// another user rename or replace what is below it (safefile.Ancestors).
+func safeAncestors(p string) error { return safefile.Ancestors(p) }

@@ -189,7 +189,8 @@ func (c *typed[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch
 func shardInfoOf(l runtime.Object) *metav1.ShardInfo {
 	switch l := l.(type) {
 	case *unstructured.UnstructuredList:
-		if _, ok := l.Object["metadata"].(map[string]any)["shardInfo"]; ok {
+		md, _ := l.Object["metadata"].(map[string]any) // nil when missing or not an object: no shardInfo
+		if _, ok := md["shardInfo"]; ok {
 			return &metav1.ShardInfo{}
 		}
 		return nil

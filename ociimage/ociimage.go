@@ -21,6 +21,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/ctrlkit/ctrlkit/internal/safefile"
 )
 
 // NonRoot is the user and group the image runs as (distroless' nonroot).
@@ -79,8 +82,12 @@ var epoch = time.Unix(0, 0).UTC()
 // /Name, owned by root and executable by all, with the non-root user's
 // files; its config's entrypoint is /Name, its user NonRoot:NonRoot, its
 // working directory /. It fails with go build's output when the build
-// fails.
+// fails, and before building when the build would use a go.work another
+// user could have planted (see Workspace).
 func Build(ctx context.Context, o Options) (v1.Image, error) {
+	if _, err := Workspace(ctx, o); err != nil {
+		return nil, err
+	}
 	if o.Name == "" {
 		name, err := ProgramName(ctx, o)
 		if err != nil {
@@ -153,6 +160,9 @@ func Image(binary []byte, o Options) (v1.Image, error) {
 // not its directory), or the element before it when that is a major
 // version (example.com/op/v2 is "op").
 func ProgramName(ctx context.Context, o Options) (string, error) {
+	if _, err := Workspace(ctx, o); err != nil {
+		return "", err
+	}
 	pkg := cmp.Or(o.Package, ".")
 	cmd := exec.CommandContext(ctx, "go", "list", "-f", "{{.ImportPath}}", pkg)
 	cmd.Dir = o.Dir
@@ -169,6 +179,42 @@ func ProgramName(ctx context.Context, o Options) (string, error) {
 		return "", fmt.Errorf("ociimage: %s names %d packages; want one main package", pkg, len(lines))
 	}
 	return execName(lines[0]), nil
+}
+
+// Workspace returns the go.work file the go command uses in o.Dir with
+// o.Env (the go env GOWORK it reports), or "" when it uses none. The go
+// command looks for a go.work in every folder above the project, up to /:
+// one planted by another user in a folder above it (/tmp, a shared CI
+// workspace) would replace the program's dependencies in the image. So a
+// go.work that is not the current user's or root's, that others may
+// write, or that is inside a folder where others could replace it, is an
+// error (safefile.Trusted's rules); GOWORK=off in the environment or in
+// o.Env builds without one.
+func Workspace(ctx context.Context, o Options) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "env", "-json", "GOWORK")
+	cmd.Dir = o.Dir
+	cmd.Env = append(os.Environ(), o.Env...)
+	out, err := cmd.Output()
+	var env struct{ GOWORK string }
+	if err == nil {
+		err = json.Unmarshal(out, &env)
+	}
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w\n%s", err, ee.Stderr)
+		}
+		return "", fmt.Errorf("ociimage: go env GOWORK: %w", err)
+	}
+	w := env.GOWORK
+	if w == "" || w == "off" {
+		return "", nil
+	}
+	if err := safefile.Trusted(w); err != nil {
+		return w, fmt.Errorf("ociimage: the build would use the workspace %s, which another user could have planted or "+
+			"changed to replace the program's dependencies: %w; build with GOWORK=off, or keep go.work where only you can write", w, err)
+	}
+	return w, nil
 }
 
 // execName is go build's name for the binary of the package at importPath.

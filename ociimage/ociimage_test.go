@@ -210,3 +210,55 @@ func TestWriteTarball_replacesALinkAtItsPathInsteadOfWritingThroughIt(t *testing
 		t.Errorf("temporary files left: %v", left)
 	}
 }
+
+// A go.work the build would find in a folder above the project is used
+// only if no other user could have planted it there: in a folder others
+// may write it is refused before anything is built (it could replace the
+// program's dependencies in the image); one of the user's own is used and
+// named; GOWORK=off builds without it.
+func TestWorkspace_refusesAGoWorkAnotherUserCouldHavePlanted(t *testing.T) {
+	project := func(outer string) string {
+		dir := filepath.Join(outer, "proj")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, body := range map[string]string{
+			"go.mod":  "module example.com/op\n\ngo 1.22\n",
+			"main.go": "package main\n\nfunc main() {}\n",
+		} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(outer, "go.work"), []byte("go 1.22\n\nuse ./proj\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	t.Setenv("GOWORK", "") // the go command's own search, from the project up
+	shared := t.TempDir()
+	if err := os.Chmod(shared, 0o777); err != nil { // others may write it, and it is not sticky
+		t.Fatal(err)
+	}
+	planted := ociimage.Options{Dir: project(shared), Platform: platform()}
+	if _, err := ociimage.Build(t.Context(), planted); err == nil || !strings.Contains(err.Error(), "another user could have planted") ||
+		!strings.Contains(err.Error(), filepath.Join(shared, "go.work")) {
+		t.Errorf("Build under a planted go.work: %v; want a refusal naming it", err)
+	}
+	if _, err := ociimage.ProgramName(t.Context(), planted); err == nil {
+		t.Error("ProgramName under a planted go.work: no error")
+	}
+	planted.Env = []string{"GOWORK=off"}
+	if w, err := ociimage.Workspace(t.Context(), planted); w != "" || err != nil {
+		t.Errorf("Workspace with GOWORK=off = %q, %v; want none", w, err)
+	}
+	if name, err := ociimage.ProgramName(t.Context(), planted); name != "op" || err != nil {
+		t.Errorf("ProgramName with GOWORK=off = %q, %v; want op", name, err)
+	}
+
+	own := t.TempDir()
+	w, err := ociimage.Workspace(t.Context(), ociimage.Options{Dir: project(own)})
+	if want := filepath.Join(own, "go.work"); w != want || err != nil {
+		t.Errorf("Workspace under the user's own go.work = %q, %v; want %s", w, err, want)
+	}
+}

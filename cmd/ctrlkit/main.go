@@ -399,6 +399,13 @@ func runImage(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	o := ociimage.Options{Package: *pkg, Platform: *p, Name: *binName}
+	w, err := ociimage.Workspace(ctx, o)
+	if err != nil {
+		return err
+	}
+	if w != "" { // its replace and use directives shape the binary
+		fmt.Fprintf(stderr, "ctrlkit image: building in the workspace %s\n", w)
+	}
 	if o.Name == "" {
 		if o.Name, err = ociimage.ProgramName(ctx, o); err != nil {
 			return err

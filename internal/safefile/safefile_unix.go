@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -65,4 +66,61 @@ func Type(m fs.FileMode) string {
 		return "a device"
 	}
 	return "mode " + m.String()
+}
+
+// Ancestors checks that no folder above the absolute path p lets another
+// user rename or replace what is below it: each is the current user's or
+// root's, and writable by others only if sticky (as /tmp is).
+func Ancestors(p string) error {
+	uid := os.Getuid()
+	for d := filepath.Dir(p); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		owner, mode := Owner(fi), fi.Mode()
+		if (owner != uid && owner != 0) || (mode.Perm()&0o022 != 0 && mode&fs.ModeSticky == 0) {
+			return fmt.Errorf("it is inside %s (owner uid %d, mode %04o), where another user could rename or replace it; "+
+				"use a folder under one that only you (or root) can write, such as your home", d, owner, mode.Perm())
+		}
+		if filepath.Dir(d) == d {
+			return nil
+		}
+	}
+}
+
+// Trusted checks that no other user could have planted or swapped the
+// file at p, which is about to be run or obeyed: it (links resolved) is
+// the current user's or root's and not writable by group or others, and
+// no folder above it, or above p as given (a link there could be swapped),
+// lets another user rename or replace it (Ancestors).
+func Trusted(p string) error {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return err
+	}
+	if err := Ancestors(abs); err != nil {
+		return fmt.Errorf("%s: %w", abs, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return err
+	}
+	uid := os.Getuid()
+	switch owner, perm := Owner(fi), fi.Mode().Perm(); {
+	case owner != uid && owner != 0:
+		return fmt.Errorf("%s is owned by uid %d, not by you (uid %d) or root: another user could have planted it", real, owner, uid)
+	case perm&0o022 != 0:
+		return fmt.Errorf("%s is writable by other users (mode %04o): they could have swapped it", real, perm)
+	}
+	if real != abs {
+		if err := Ancestors(real); err != nil {
+			return fmt.Errorf("%s: %w", real, err)
+		}
+	}
+	return nil
 }
