@@ -63,7 +63,14 @@ func (c *Controller[K]) process(ctx context.Context, key K, worker int) {
 		endSpan(span, res, err)
 	}
 	ended := c.track.time(end) // dates the outcome and any requeue below
-	c.recordResult(key, worker, err, ended)
+	attempt := 0               // the key's failures in a row, this one included
+	if err != nil {
+		attempt = c.queue.NumRequeues(key) + 1
+	}
+	// The outcome is told last, after the retry or requeue below is noted:
+	// whoever sees the error (Stats, KeyStats, /debug/ctrlkit) sees why the
+	// key comes back too.
+	defer c.track.finished(key, worker, err, attempt, ended)
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
@@ -88,16 +95,6 @@ func (c *Controller[K]) process(ctx context.Context, key K, worker int) {
 		c.track.noteAfter(key, Reason{Event: "retry after error", At: ended}, spanContext(span))
 		c.queue.AddWithOpts(key, workqueue.AddOpts{RateLimited: true, Priority: res.Priority})
 	}
-}
-
-// recordResult tells the tracker how worker's reconcile of key ended, at
-// end.
-func (c *Controller[K]) recordResult(key K, worker int, err error, end time.Time) {
-	attempt := 0
-	if err != nil {
-		attempt = c.queue.NumRequeues(key) + 1
-	}
-	c.track.finished(key, worker, err, attempt, end)
 }
 
 // reconcile calls the Reconciler with the key's own context and turns a

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -215,4 +217,48 @@ func hasPointers(t reflect.Type) bool {
 		return false
 	}
 	return true
+}
+
+// checkingHandler calls check on every log record, from the goroutine
+// that logs it.
+type checkingHandler struct{ check func(msg string) }
+
+func (h checkingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h checkingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.check(r.Message)
+	return nil
+}
+func (h checkingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h checkingHandler) WithGroup(string) slog.Handler      { return h }
+
+// Whoever sees a failed reconcile's error (Stats, KeyStats: the debug
+// page) sees why the key comes back: the retry is noted before the
+// outcome is told. Checked at every line the controller logs, the
+// failure's own included, when an earlier order told the error first.
+func TestController_anErrorIsToldWithItsRetryNoted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c *Controller[string]
+		var checked int
+		check := func(msg string) {
+			if c == nil || len(c.Stats().LastErrors) == 0 || strings.Contains(msg, "dropping the key") { // dropped: no retry
+				return
+			}
+			checked++
+			ks := c.KeyStats("ns/bad")
+			if ks.LastError == nil || ks.Attempts == 0 || ks.Adds == 0 || ks.Last.Event != "retry after error" {
+				t.Errorf("at %q: the error is told, KeyStats = %+v; want its retry noted (an attempt, the reason)", msg, ks)
+			}
+		}
+		c = newController(t, func(context.Context, string) (Result, error) {
+			return Result{}, errors.New("it is bad")
+		}, Options[string]{MaxRetries: 3, Telemetry: telemetry.Telemetry{Logger: slog.New(checkingHandler{check})}})
+		stop := runInBubble(t, c)
+		c.Add("ns/bad")
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		stop()
+		if checked == 0 {
+			t.Error("no log line came after the first error: nothing was checked")
+		}
+	})
 }
