@@ -164,8 +164,10 @@ func ProgramName(ctx context.Context, o Options) (string, error) {
 		return "", err
 	}
 	pkg := cmp.Or(o.Package, ".")
-	cmd := exec.CommandContext(ctx, "go", "list", "-f", "{{.ImportPath}}", pkg)
+	// -json, not -f: a GOFLAGS=-json in the environment would refuse -f.
+	cmd := exec.CommandContext(ctx, "go", "list", "-json=ImportPath", pkg)
 	cmd.Dir = o.Dir
+	cmd.Env = append(os.Environ(), o.Env...) // as Build's go build sees the package
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
@@ -174,11 +176,20 @@ func ProgramName(ctx context.Context, o Options) (string, error) {
 		}
 		return "", fmt.Errorf("ociimage: go list %s: %w", pkg, err)
 	}
-	lines := strings.Fields(string(out))
-	if len(lines) != 1 {
-		return "", fmt.Errorf("ociimage: %s names %d packages; want one main package", pkg, len(lines))
+	var paths []string
+	for dec := json.NewDecoder(bytes.NewReader(out)); ; {
+		var p struct{ ImportPath string }
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			return "", fmt.Errorf("ociimage: go list %s: %w", pkg, err)
+		}
+		paths = append(paths, p.ImportPath)
 	}
-	return execName(lines[0]), nil
+	if len(paths) != 1 {
+		return "", fmt.Errorf("ociimage: %s names %d packages; want one main package", pkg, len(paths))
+	}
+	return execName(paths[0]), nil
 }
 
 // Workspace returns the go.work file the go command uses in o.Dir with

@@ -177,6 +177,20 @@ func TestProgramName_isGoBuildsName(t *testing.T) {
 	if _, err := ociimage.ProgramName(t.Context(), ociimage.Options{Package: "./missing", Dir: dir}); err == nil {
 		t.Error("ProgramName of a missing package: no error")
 	}
+	if _, err := ociimage.ProgramName(t.Context(), ociimage.Options{Package: "./...", Dir: dir}); err == nil ||
+		!strings.Contains(err.Error(), "names 2 packages") {
+		t.Errorf("ProgramName of two packages = %v, want an error naming two", err)
+	}
+	// The environment the build is given, and a GOFLAGS=-json of the
+	// user's, which go list -f would refuse.
+	t.Setenv("GOFLAGS", "-json")
+	got, err := ociimage.ProgramName(t.Context(), ociimage.Options{Dir: dir, Env: []string{"GOFLAGS=-mod=mod"}})
+	if err != nil || got != "backup" {
+		t.Errorf("ProgramName with the user's GOFLAGS=-json = %q, %v; want backup", got, err)
+	}
+	if got, err = ociimage.ProgramName(t.Context(), ociimage.Options{Dir: dir}); err != nil || got != "backup" {
+		t.Errorf("ProgramName with GOFLAGS=-json = %q, %v; want backup", got, err)
+	}
 }
 
 // A link planted where the tarball goes is replaced, not written through:
