@@ -121,13 +121,20 @@ func TestReflector_survivesBadInputWithALogLineAndAMetric(t *testing.T) {
 	}
 }
 
-func TestReflector_aWatchResumesAfterAnObjectItSkippedForHavingNoName(t *testing.T) {
+// watchingReflector runs a Reflector with its own metrics over a fake that lists
+// nothing at version 10, and returns it once its watch is open.
+func watchingReflector(t *testing.T) (*fakeLW, *memSink[*corev1.Pod], *Reflector[*corev1.Pod], *watch.RaceFreeFakeWatcher) {
+	t.Helper()
 	leakcheck.Check(t)
 	lw := newFakeLW(page("10"))
 	sink := newMemSink[*corev1.Pod]()
 	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Telemetry: telemetry.Telemetry{Registerer: prometheus.NewRegistry()}})
 	runReflector(t, r)
-	w := lw.nextWatch(t)
+	return lw, sink, r, lw.nextWatch(t)
+}
+
+func TestReflector_aWatchResumesAfterAnObjectItSkippedForHavingNoName(t *testing.T) {
+	lw, sink, r, w := watchingReflector(t)
 	w.Add(pod("", "11"))
 	w.Stop() // the stream ends after the unnamed object: the next watch starts where it left off
 	w = lw.nextWatch(t)
@@ -146,12 +153,7 @@ func TestReflector_aWatchResumesAfterAnObjectItSkippedForHavingNoName(t *testing
 }
 
 func TestReflector_skipsAnUnknownEventType(t *testing.T) {
-	leakcheck.Check(t)
-	lw := newFakeLW(page("10"))
-	sink := newMemSink[*corev1.Pod]()
-	r := newTestReflector(t, lw, sink, Options{DisableWatchList: true, Telemetry: telemetry.Telemetry{Registerer: prometheus.NewRegistry()}})
-	runReflector(t, r)
-	w := lw.nextWatch(t)
+	_, sink, r, w := watchingReflector(t)
 	w.Action(watch.EventType("SURPRISE"), pod("x", "11"))
 	for i := range 50 { // each its own type: still one series
 		w.Action(watch.EventType(fmt.Sprintf("SURPRISE-%d-%s", i, strings.Repeat("z", 1000))), pod("x", "11"))
