@@ -399,14 +399,6 @@ func stringField(c reflect.Value, name string) (string, bool) {
 // preconditioned reports whether the configuration's object c sets a
 // metadata field that is a precondition rather than state (desiredFields
 // refuses those too).
-// setsPrecondition reports whether cfg, a generated apply configuration,
-// sets a precondition of its own (a resourceVersion or uid), which Holds
-// never judges.
-func setsPrecondition(cfg runtime.ApplyConfiguration) bool {
-	c, ok := walkedObject(reflect.ValueOf(cfg))
-	return ok && c.Kind() == reflect.Struct && preconditioned(c)
-}
-
 func preconditioned(c reflect.Value) bool {
 	md, ok := fieldOf(c, "metadata")
 	if !ok {
@@ -421,6 +413,14 @@ func preconditioned(c reflect.Value) bool {
 		}
 	}
 	return false
+}
+
+// setsPrecondition reports whether cfg, a generated apply configuration,
+// sets a precondition of its own (a resourceVersion or uid), which Holds
+// never judges.
+func setsPrecondition(cfg runtime.ApplyConfiguration) bool {
+	c, ok := walkedObject(reflect.ValueOf(cfg))
+	return ok && c.Kind() == reflect.Struct && preconditioned(c)
 }
 
 // dropIdentity deletes from m the fields that name the object
