@@ -172,7 +172,10 @@ func TestSharder_handsShardsOverWithoutOverlapOnJoinsLeavesAndDeaths(t *testing.
 	proxy.Stall() // c is cut off: it stops its shards by its renew deadline, a takes them after the lease duration
 	cut := time.Now()
 	waitCovered(t, 10*time.Second, a)
-	if d := time.Since(cut); d < 2*time.Second {
+	// c's last renewal went through up to a retry period before the cut,
+	// and its lease runs from that renewal: the shards may move a retry
+	// period before cut+LeaseDuration, never sooner.
+	if d := time.Since(cut); d < 2*time.Second-2*100*time.Millisecond {
 		t.Errorf("c's shards were taken %s after it was cut off, before its lease expired", d)
 	}
 	if st := c.s.Stats(); len(st.Open) != 0 {
