@@ -256,7 +256,9 @@ func (s *Server) Config() *rest.Config {
 	return rest.CopyConfig(s.cfg)
 }
 
-// Kubeconfig returns the path of the admin kubeconfig, for kubectl.
+// Kubeconfig returns the path of the admin kubeconfig, for kubectl. It
+// holds the server's CA and token inline (it names no other file), so its
+// bytes are a kubeconfig as a fleet's provider takes it from a Secret.
 func (s *Server) Kubeconfig() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

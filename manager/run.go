@@ -66,7 +66,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	fleets := len(m.fleets)
 	m.mu.Unlock()
-	m.opts.Logger.Info("manager: starting", "controllers", len(ctrls), "fleets", fleets, "http", m.Addr(ctx))
+	addr := m.Addr(ctx)
+	if addr == "" {
+		addr = "off" // HTTPAddr "0": not ":0", which would be an address
+	}
+	m.opts.Logger.Info("manager: starting", "controllers", len(ctrls), "fleets", fleets, "http", addr)
 	m.planSharding(ctrls)
 	err = runStages(ctx, []stage{
 		{"http", append(serving(servers, m.opts.Logger), m.api.run, m.checkPermissions)},
