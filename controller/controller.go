@@ -88,9 +88,10 @@ type Options[K comparable] struct {
 	// Default: the queue's.
 	Fairness workqueue.Fairness[K]
 	// Tracer, if set, traces each reconcile: a span whose links name every
-	// event merged into it, joined to the trace of an object's
-	// traceparent annotation (see package tracing). Default: none, and
-	// then tracing costs nothing.
+	// event merged into it, joined to the trace of an object's sampled
+	// traceparent annotation (see package tracing; an unsampled one is
+	// only linked, so that it cannot keep the reconcile out of traces).
+	// Default: none, and then tracing costs nothing.
 	Tracer trace.Tracer
 	// TraceSampling, with a Tracer, is the share of events (and requeues,
 	// retries and plain adds) drawn for tracing, each by a random draw as

@@ -153,7 +153,11 @@ func (t *tracker[K]) linkLocked(key K, r Reason, cause *Cause) *pendingLink {
 		l = t.newLinksLocked()
 		t.links[key] = l
 	}
-	if cause != nil && cause.Traceparent.IsValid() && !l.parent.IsValid() && !t.linkOnly {
+	// Only a sampled traceparent is joined: with an unsampled one as its
+	// parent, a ParentBased sampler (the SDK's default) would drop the
+	// span, so whoever writes a watched object could keep its reconciles
+	// (and the writes they cause) out of every trace. It is linked.
+	if cause != nil && cause.Traceparent.IsSampled() && !l.parent.IsValid() && !t.linkOnly {
 		l.parent = cause.Traceparent
 	}
 	if l.n >= MaxLinks {

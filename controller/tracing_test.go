@@ -40,8 +40,8 @@ func spanAttr(s tracetest.SpanStub, key string) string {
 }
 
 // A reconcile's span links every event merged into it, up to MaxLinks with
-// a count beyond; an event from an object's traceparent makes it join that
-// trace; a retry and a requeue are links of the next reconcile, to the
+// a count beyond; an event from an object's sampled traceparent makes it
+// join that trace, an unsampled one is only linked; a retry and a requeue are links of the next reconcile, to the
 // span of the reconcile that asked for it; an event
 // of the controller's own write counts as self-triggered; the key's last
 // trace id is in KeyStats.
@@ -91,6 +91,12 @@ func TestController_tracesEachReconcileWithTheEventsMergedIntoIt(t *testing.T) {
 		withParent.Traceparent = parent
 		c.AddBatchCaused([]string{"ns/child"}, []Reason{{Event: "add", Source: "cms"}}, []Cause{withParent}, 0)
 		synctest.Wait()
+		// An unsampled traceparent is linked, not joined: as the parent it
+		// would have the provider's ParentBased sampler drop the span.
+		unsampled := cause("ns/unsampled", "8")
+		unsampled.Traceparent = trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{7}, SpanID: trace.SpanID{7}, Remote: true})
+		c.AddBatchCaused([]string{"ns/unsampled"}, []Reason{{Event: "add", Source: "cms"}}, []Cause{unsampled}, 0)
+		synctest.Wait()
 
 		many := make([]string, MaxLinks+5)
 		whys := make([]Reason, len(many))
@@ -131,6 +137,10 @@ func TestController_tracesEachReconcileWithTheEventsMergedIntoIt(t *testing.T) {
 		if child := byKey["ns/child"]; len(child) != 1 || child[0].SpanContext.TraceID() != parent.TraceID() ||
 			child[0].Parent.SpanID() != parent.SpanID() {
 			t.Errorf("the reconcile of an object with a traceparent did not join its trace: %+v", child)
+		}
+		if u := byKey["ns/unsampled"]; len(u) != 1 || u[0].SpanContext.TraceID() == (trace.TraceID{7}) || u[0].Parent.IsValid() ||
+			len(u[0].Links) != 1 || u[0].Links[0].SpanContext.TraceID() != (trace.TraceID{7}) {
+			t.Errorf("the reconcile of an object with an unsampled traceparent: %+v, want one span of its own trace linking it", u)
 		}
 		if m := byKey["ns/many"]; len(m) != 1 || len(m[0].Links) != MaxLinks || spanAttr(m[0], "ctrlkit.links.dropped") != "5" {
 			var got []string

@@ -76,10 +76,11 @@ func FromObject(obj metav1.Object) (trace.SpanContext, bool) {
 const traceparentLen = len("00-") + 32 + len("-") + 16 + len("-") + 2
 
 // Parse reads a W3C traceparent of version 00; ok is false for anything
-// else, and for an all-zero trace or span id.
+// else (whitespace around it included, which the format does not allow),
+// and for an all-zero trace or span id.
 func Parse(tp string) (sc trace.SpanContext, ok bool) {
-	if tp = strings.TrimSpace(tp); len(tp) != traceparentLen {
-		return sc, false // before splitting: an annotation may be long, and is read at every event
+	if len(tp) != traceparentLen {
+		return sc, false // before anything else: an annotation may be long, and is read at every event
 	}
 	parts := strings.Split(tp, "-")
 	if len(parts) != 4 || parts[0] != "00" || len(parts[1]) != 32 || len(parts[2]) != 16 || len(parts[3]) != 2 {

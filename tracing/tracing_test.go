@@ -33,7 +33,8 @@ func TestParse_readsW3CTraceparentsAndRefusesTheRest(t *testing.T) {
 	for _, bad := range []string{"", "00", "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 		"00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", "00-00000000000000000000000000000000-b7ad6b7169203331-01",
 		"00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x",
-		"00-0af7651916cd43dd8448eb211c80319-b7ad6b7169203331-01", "00-zzf7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"} {
+		"00-0af7651916cd43dd8448eb211c80319-b7ad6b7169203331-01", "00-zzf7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+		" " + good, good + "\n", "\u3000" + good + "\u3000"} { // the format allows no whitespace: none is trimmed (it was, over the whole annotation, at every event)
 		if _, ok := tracing.Parse(bad); ok {
 			t.Errorf("Parse(%q) succeeded", bad)
 		}
