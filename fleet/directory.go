@@ -33,7 +33,9 @@ import (
 // auth-provider) is refused unless AllowExec.
 type Directory struct {
 	Path string
-	// AllowExec accepts kubeconfigs that run a credential plugin.
+	// AllowExec accepts kubeconfigs that run a credential plugin; an exec
+	// plugin's command must still be a file no other user could have
+	// planted or swapped (found on PATH when it has no slash).
 	AllowExec bool
 	// Interval is how often Path is read. Default: 1s.
 	Interval time.Duration

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -61,7 +62,37 @@ func (p kubeconfigPolicy) restConfig(b []byte) (*rest.Config, error) {
 		return nil, fmt.Errorf("%w: it reads credentials or certificates from local files; a provider of this kind takes them inline only",
 			ErrUnsafeKubeconfig)
 	}
+	if plugin && auth.Exec != nil {
+		command, err := trustedCommand(auth.Exec.Command)
+		if err != nil {
+			return nil, fmt.Errorf("%w: its credential plugin %q: %v", ErrUnsafeKubeconfig, auth.Exec.Command, err)
+		}
+		auth.Exec.Command = command
+	}
 	return clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+}
+
+// trustedCommand finds a credential plugin's command as client-go would
+// run it (a name without a slash on PATH, "." on PATH refused) and checks
+// that no other user could have planted or swapped it: the file is the
+// current user's or root's, no one else can write it, and no folder above
+// it lets another user replace it (safefile.Trusted, the rule for the
+// binaries package apiserver runs). AllowExec accepts running a plugin,
+// not running whatever another user of the machine put in its place. It
+// returns the absolute path found, which the configuration then names, so
+// that what runs does not change with PATH later.
+func trustedCommand(command string) (string, error) {
+	path, err := exec.LookPath(command)
+	if err != nil {
+		return "", err
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return "", err
+	}
+	if err := safefile.Trusted(path); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 // current returns the user and the cluster of cfg's current context (nil

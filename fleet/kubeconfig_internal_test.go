@@ -68,6 +68,57 @@ func TestKubeconfigPolicy_refusesPluginsAndLocalFilesUnlessAllowed(t *testing.T)
 	}
 }
 
+// A plugin allowed (AllowExec) still runs only from a file no other user
+// could have planted or swapped (found by a probe: an absolute command
+// owned by another user, writable by all, in a folder writable by all,
+// ran), whether named by its path or found on PATH; the configuration
+// then names the file found.
+func TestKubeconfigPolicy_runsOnlyAPluginNoOtherUserCouldHavePlanted(t *testing.T) {
+	allowed := kubeconfigPolicy{allowExec: true}
+	withCommand := func(command string) []byte {
+		return kubeconfig(t, &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{Command: command,
+			APIVersion: "client.authentication.k8s.io/v1", InteractiveMode: clientcmdapi.NeverExecInteractiveMode}})
+	}
+	plugin := func(dir string, dirMode, mode os.FileMode) string {
+		t.Helper()
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "get-token")
+		if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for p, m := range map[string]os.FileMode{dir: dirMode, path: mode} {
+			if err := os.Chmod(p, m); err != nil { // past the umask
+				t.Fatal(err)
+			}
+		}
+		return path
+	}
+	root := t.TempDir()
+	mine := plugin(filepath.Join(root, "mine"), 0o700, 0o700)
+	writable := plugin(filepath.Join(root, "writable"), 0o700, 0o777)
+	inOpenFolder := plugin(filepath.Join(root, "open"), 0o777, 0o755)
+
+	cfg, err := allowed.restConfig(withCommand(mine))
+	if err != nil || cfg.ExecProvider == nil || cfg.ExecProvider.Command != mine {
+		t.Errorf("a plugin of this user's: %v, command %v; want it run from %s", err, cfg, mine)
+	}
+	for name, command := range map[string]string{"writable by others": writable, "in a folder others can write": inOpenFolder} {
+		if _, err := allowed.restConfig(withCommand(command)); !errors.Is(err, ErrUnsafeKubeconfig) {
+			t.Errorf("a plugin %s: %v, want ErrUnsafeKubeconfig", name, err)
+		}
+	}
+	t.Setenv("PATH", filepath.Dir(inOpenFolder)+string(os.PathListSeparator)+filepath.Dir(mine))
+	if _, err := allowed.restConfig(withCommand("get-token")); !errors.Is(err, ErrUnsafeKubeconfig) {
+		t.Errorf("a plugin found on PATH in a folder others can write: %v, want ErrUnsafeKubeconfig", err)
+	}
+	t.Setenv("PATH", filepath.Dir(mine))
+	if cfg, err := allowed.restConfig(withCommand("get-token")); err != nil || cfg.ExecProvider.Command != mine {
+		t.Errorf("a plugin found on PATH: %v, %v; want it pinned to %s", err, cfg, mine)
+	}
+}
+
 // What is not a kubeconfig at all is refused saying so, not with the
 // decoder's words alone.
 func TestKubeconfigPolicy_saysWhenWhatItReadsIsNoKubeconfig(t *testing.T) {

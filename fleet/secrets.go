@@ -36,7 +36,9 @@ import (
 // where it sends it).
 type Secrets struct {
 	// AllowExec accepts kubeconfigs that run a credential plugin (exec,
-	// auth-provider) in this process.
+	// auth-provider) in this process; an exec plugin's command must still
+	// be a file no other user could have planted or swapped (found on PATH
+	// when it has no slash).
 	AllowExec bool
 	// Kube reads the Secrets; Namespace is where they are: required (see
 	// Validate).
