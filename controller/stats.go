@@ -449,8 +449,9 @@ func (c *Controller[K]) Stats() Stats[K] {
 }
 
 // KeyStats returns what the controller knows of key: where it is in the
-// queue, why it was added, its failures. It scans the queue to find the
-// key's place: meant for inspecting one key. Safe for concurrent use.
+// queue (workqueue.Queue.State: its cost grows with the queue's flows,
+// not its depth), why it was added, its failures. Safe for concurrent
+// use.
 func (c *Controller[K]) KeyStats(key K) KeyStats[K] {
 	ks := KeyStats[K]{Queue: c.queue.State(key), Attempts: c.queue.NumRequeues(key)}
 	c.track.mu.Lock()
