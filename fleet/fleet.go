@@ -285,9 +285,9 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 		}
 		defer untrack()
 		res, err := rec.Reconcile(context.WithValue(ctx, clusterKey{}, c), k)
-		if context.Cause(ctx) != errDisengaged { // a series of a cluster gone is not made again
-			f.metrics.reconciled(k.Cluster, err)
-		}
+		// A series of a cluster gone is not made again: counted only
+		// before the member closes, which is before its series go.
+		c.member.whileEngaged(func() { f.metrics.reconciled(k.Cluster, err) })
 		return res, err
 	}), opts.Controller)
 	if err != nil {

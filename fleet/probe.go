@@ -67,6 +67,18 @@ func (m *member) probe(ctx context.Context, dc *discovery.DiscoveryClient, inter
 	}
 }
 
+// whileEngaged runs fn, under m's lock, unless m is closed: what fn
+// records happens before close, so before the cluster's series are
+// deleted (a reconcile that ends as its cluster leaves would otherwise
+// make them again after).
+func (m *member) whileEngaged(fn func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.stopped {
+		fn()
+	}
+}
+
 // track makes close cancel a reconcile's context, with errDisengaged as
 // the cause; untrack once the reconcile returned. It returns false when m
 // is closed already.
