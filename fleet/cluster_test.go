@@ -70,6 +70,9 @@ func TestFleet_aClusterDownStopsOnlyItself(t *testing.T) {
 		if !ok {
 			return controller.Result{}, nil
 		}
+		if cm.Name == "panics" {
+			panic("a reconciler's bug")
+		}
 		data := map[string][]byte{}
 		for key, v := range cm.Data {
 			data[key] = []byte(v)
@@ -186,6 +189,12 @@ func TestFleet_aClusterDownStopsOnlyItself(t *testing.T) {
 	if got := metricValue(t, reg, "ctrlkit_fleet_reconciles_total", map[string]string{"cluster": "a", "result": "success"}); got < 2 {
 		t.Errorf("ctrlkit_fleet_reconciles_total{cluster=a,result=success} = %v, want ≥ 2", got)
 	}
+	// A reconcile that panics is counted as an error (the controller
+	// recovers it, beyond the fleet's count).
+	create(kubeA, "panics")
+	eventually(t, 30*time.Second, "the panicking reconcile counted as an error", func() bool {
+		return metricValue(t, reg, "ctrlkit_fleet_reconciles_total", map[string]string{"cluster": "a", "result": "error"}) >= 1
+	})
 	if err := f.Disengage("b"); err != nil {
 		t.Fatal(err)
 	}

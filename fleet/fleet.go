@@ -75,8 +75,8 @@ type Options struct {
 	// Workers default to 4 here (a controller's own default is 1: one
 	// reconcile waiting on a cluster whose server stopped answering would
 	// hold every other cluster's keys). From 4 Workers up, a cluster's
-	// keys in flight default to three quarters of them
-	// (Fairness.MaxInFlight): a quarter of the workers stays free for the
+	// keys in flight default to all of them but a quarter, rounded down
+	// (Fairness.MaxInFlight: 3 of 4, 6 of 8): that quarter stays free for the
 	// other clusters, whose keys then wait for no reconcile of the busy or
 	// unreachable one to end; set MaxInFlight to -1 for no cap.
 	Controller controller.Options[Key]
@@ -284,9 +284,18 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 			return controller.Result{}, nil // it left meanwhile
 		}
 		defer untrack()
+		// Counted as it ends, a panic as an error (the controller recovers
+		// it above this function), and only before the member closes,
+		// which is before its series go: a series of a cluster gone is not
+		// made again.
+		counted := false
+		defer func() {
+			if !counted {
+				c.member.whileEngaged(func() { f.metrics.reconciled(k.Cluster, errPanicked) })
+			}
+		}()
 		res, err := rec.Reconcile(context.WithValue(ctx, clusterKey{}, c), k)
-		// A series of a cluster gone is not made again: counted only
-		// before the member closes, which is before its series go.
+		counted = true
 		c.member.whileEngaged(func() { f.metrics.reconciled(k.Cluster, err) })
 		return res, err
 	}), opts.Controller)

@@ -90,6 +90,9 @@ func newMetrics(f *Fleet) (*metrics, error) {
 	})
 }
 
+// errPanicked stands for the error of a reconcile that panicked.
+var errPanicked = errors.New("fleet: the reconcile panicked")
+
 // reconciled counts a reconcile of cluster.
 func (m *metrics) reconciled(cluster string, err error) {
 	telemetry.Record(m, func() {

@@ -49,7 +49,10 @@ type KeyState struct {
 	// requeue at Done) and Position its place in line (0: next): every key of the
 	// higher bands, then the keys its band hands out before it, round by
 	// round, if no key is added meanwhile. Aging may let it overtake higher
-	// bands, so it is a guide, not a promise.
+	// bands, and a flow at its in-flight cap (Fairness.MaxInFlight) waits
+	// out of the turns (its key is placed after every flow taking them, and
+	// its keys are not counted before others'), so it is a guide, not a
+	// promise.
 	Queued   bool
 	Position int
 	// Processing reports that a worker holds the key; Since is then when
