@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,7 +65,14 @@ func (p kubeconfigPolicy) restConfig(b []byte) (*rest.Config, error) {
 	}
 	if plugin && auth.Exec != nil {
 		command, err := trustedCommand(auth.Exec.Command)
-		if err != nil {
+		switch {
+		case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist): // missing, not unsafe: say how to get it
+			hint := ""
+			if auth.Exec.InstallHint != "" {
+				hint = " (" + auth.Exec.InstallHint + ")"
+			}
+			return nil, fmt.Errorf("fleet: kubeconfig's credential plugin %q: %w%s", auth.Exec.Command, err, hint)
+		case err != nil:
 			return nil, fmt.Errorf("%w: its credential plugin %q: %v", ErrUnsafeKubeconfig, auth.Exec.Command, err)
 		}
 		auth.Exec.Command = command

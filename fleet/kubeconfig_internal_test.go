@@ -117,6 +117,14 @@ func TestKubeconfigPolicy_runsOnlyAPluginNoOtherUserCouldHavePlanted(t *testing.
 	if cfg, err := allowed.restConfig(withCommand("get-token")); err != nil || cfg.ExecProvider.Command != mine {
 		t.Errorf("a plugin found on PATH: %v, %v; want it pinned to %s", err, cfg, mine)
 	}
+	// A plugin not installed is missing, not unsafe: the error says so,
+	// with the kubeconfig's hint.
+	missing := kubeconfig(t, &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{Command: "no-such-plugin",
+		APIVersion: "client.authentication.k8s.io/v1", InstallHint: "install it with your package manager"}})
+	if _, err := allowed.restConfig(missing); err == nil || errors.Is(err, ErrUnsafeKubeconfig) ||
+		!strings.Contains(err.Error(), "install it with your package manager") {
+		t.Errorf("a plugin not installed: %v, want an error with its install hint, not ErrUnsafeKubeconfig", err)
+	}
 }
 
 // What is not a kubeconfig at all is refused saying so, not with the

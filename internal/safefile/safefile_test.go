@@ -100,3 +100,54 @@ func TestTrusted_refusesAFileAnotherUserCouldHavePlantedOrSwapped(t *testing.T) 
 		})
 	}
 }
+
+// Where each user has a group of their own (umask 002), what the user
+// installs is writable by that group alone: trusted, as the user's own.
+// Writable by another group, it is not.
+func TestTrusted_acceptsWhatTheUsersPrivateGroupMayWrite(t *testing.T) {
+	if !ownGroup() {
+		t.Fatalf("the test needs a user whose primary group has the user's name (uid %d, gid %d)", os.Getuid(), os.Getgid())
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "prog")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(prog, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := Trusted(prog); err != nil {
+		t.Errorf("a program and its folder writable by the user's private group: %v, want it trusted", err)
+	}
+	other := -1
+	if os.Getuid() == 0 {
+		other = 65534 // nogroup: root may give a file any group
+	} else if gids, err := os.Getgroups(); err == nil {
+		for _, g := range gids {
+			if g != os.Getgid() {
+				other = g
+			}
+		}
+	}
+	if other < 0 {
+		t.Fatal("the test needs root, or a second group, to give a file another group")
+	}
+	if err := os.Chown(prog, -1, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := Trusted(prog); err == nil || !strings.Contains(err.Error(), "writable by other users") {
+		t.Errorf("a program writable by group %d: %v, want it refused", other, err)
+	}
+	if err := os.Chmod(prog, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, -1, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := Trusted(prog); err == nil || !strings.Contains(err.Error(), "another user could rename or replace it") {
+		t.Errorf("a program in a folder writable by group %d: %v, want it refused", other, err)
+	}
+}
