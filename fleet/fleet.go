@@ -283,20 +283,12 @@ func New(rec controller.Reconciler[Key], opts Options) (*Fleet, error) {
 		if !ok {
 			return controller.Result{}, nil // it left meanwhile
 		}
-		defer untrack()
-		// Counted as it ends, a panic as an error (the controller recovers
-		// it above this function), and only before the member closes,
-		// which is before its series go: a series of a cluster gone is not
-		// made again.
-		counted := false
-		defer func() {
-			if !counted {
-				c.member.whileEngaged(func() { f.metrics.reconciled(k.Cluster, errPanicked) })
-			}
-		}()
-		res, err := rec.Reconcile(context.WithValue(ctx, clusterKey{}, c), k)
-		counted = true
-		c.member.whileEngaged(func() { f.metrics.reconciled(k.Cluster, err) })
+		// Counted as it ends (a panic, which the controller recovers above
+		// this function, as an error), unless the cluster left meanwhile.
+		err := errPanicked
+		defer untrack(func() { f.metrics.reconciled(k.Cluster, err) })
+		var res controller.Result
+		res, err = rec.Reconcile(context.WithValue(ctx, clusterKey{}, c), k)
 		return res, err
 	}), opts.Controller)
 	if err != nil {

@@ -67,22 +67,13 @@ func (m *member) probe(ctx context.Context, dc *discovery.DiscoveryClient, inter
 	}
 }
 
-// whileEngaged runs fn, under m's lock, unless m is closed: what fn
-// records happens before close, so before the cluster's series are
-// deleted (a reconcile that ends as its cluster leaves would otherwise
-// make them again after).
-func (m *member) whileEngaged(fn func()) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.stopped {
-		fn()
-	}
-}
-
 // track makes close cancel a reconcile's context, with errDisengaged as
-// the cause; untrack once the reconcile returned. It returns false when m
-// is closed already.
-func (m *member) track(cancel context.CancelCauseFunc) (untrack func(), ok bool) {
+// the cause; untrack once the reconcile returned, with what to record of
+// it: record runs under m's lock unless m is closed, so before close and
+// before the cluster's series are deleted (a reconcile that ends as its
+// cluster leaves would otherwise make them again after). It returns
+// false when m is closed already.
+func (m *member) track(cancel context.CancelCauseFunc) (untrack func(record func()), ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stopped {
@@ -94,9 +85,12 @@ func (m *member) track(cancel context.CancelCauseFunc) (untrack func(), ok bool)
 	m.nextReconcile++
 	id := m.nextReconcile
 	m.reconciles[id] = cancel
-	return func() {
+	return func(record func()) {
 		m.mu.Lock()
+		defer m.mu.Unlock()
 		delete(m.reconciles, id)
-		m.mu.Unlock()
+		if !m.stopped {
+			record()
+		}
 	}, true
 }
