@@ -175,8 +175,7 @@ func (b *band[K]) next(keys map[K]entry, full func(string) bool) (el element[K],
 		el = f.keys.Pop()
 		b.ages.remove(el.bucket)
 		if !live {
-			e, ok := keys[el.key]
-			live = ok && e.seq == el.seq && int(e.prio) == b.prio
+			live = b.holds(keys, el)
 		}
 		if live {
 			f.live--
@@ -200,6 +199,14 @@ func (b *band[K]) next(keys map[K]entry, full func(string) bool) (el element[K],
 			return el, f, true
 		}
 	}
+}
+
+// holds reports whether el is a live element of b: its key's entry in
+// keys still names it (a key that moved to another band, or was handed
+// out, leaves its element dead).
+func (b *band[K]) holds(keys map[K]entry, el element[K]) bool {
+	e, ok := keys[el.key]
+	return ok && e.seq == el.seq && int(e.prio) == b.prio
 }
 
 // unpark puts the flow name back into ready if it is parked; it reports

@@ -180,10 +180,10 @@ func (c *core[K]) placeInBand(b *band[K], k K, seq uint32) int {
 		}
 		j := f.served // the flow's quantum already used in its round
 		for _, el := range items {
-			if !c.liveIn(b, el) {
+			if !b.holds(c.keys, el) {
 				continue // dead: the key moved or was handed out
 			}
-			if (place{f.round + uint64(j/b.quantum), el.seq}).before(mine) {
+			if b.placeOf(f, j, el.seq).before(mine) {
 				n++
 			}
 			j++
@@ -211,19 +211,18 @@ func (c *core[K]) placeAt(b *band[K], f *flow[K], items []element[K], i int) pla
 	if len(items) != f.live {
 		j = f.served
 		for _, el := range items[:i] {
-			if c.liveIn(b, el) {
+			if b.holds(c.keys, el) {
 				j++
 			}
 		}
 	}
-	return place{f.round + uint64(j/b.quantum), items[i].seq}
+	return b.placeOf(f, j, items[i].seq)
 }
 
-// liveIn reports whether el is a live element of band b: its key's entry
-// still names it.
-func (c *core[K]) liveIn(b *band[K], el element[K]) bool {
-	x, ok := c.keys[el.key]
-	return ok && x.seq == el.seq && int(x.prio) == b.prio
+// placeOf is the place of f's live element seq with j live keys of f
+// handed out or waiting before it in f's round (its served ones included).
+func (b *band[K]) placeOf(f *flow[K], j int, seq uint32) place {
+	return place{f.round + uint64(j/b.quantum), seq}
 }
 
 // searchSeq returns the index of the first of items (a flow's FIFO, in
