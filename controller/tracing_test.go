@@ -41,10 +41,10 @@ func spanAttr(s tracetest.SpanStub, key string) string {
 
 // A reconcile's span links every event merged into it, up to MaxLinks with
 // a count beyond; an event from an object's sampled traceparent makes it
-// join that trace, an unsampled one is only linked; a retry and a requeue are links of the next reconcile, to the
-// span of the reconcile that asked for it; an event
-// of the controller's own write counts as self-triggered; the key's last
-// trace id is in KeyStats.
+// join that trace, an unsampled one is only linked; a retry and a requeue
+// are links of the next reconcile, to the span of the reconcile that asked
+// for it; an event of the controller's own write counts as self-triggered;
+// the key's last trace id is in KeyStats.
 func TestController_tracesEachReconcileWithTheEventsMergedIntoIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		exp := tracetest.NewInMemoryExporter()
