@@ -103,6 +103,39 @@ func TestQueue_Metrics(t *testing.T) {
 	})
 }
 
+// TestQueue_MetricsCountNoRetryWhileShuttingDown: while a drain waits for
+// a handed-out key, delayed and rate-limited adds are refused and count no
+// retry, as client-go's AddAfter returns before counting once shutting
+// down (the series are still registered then: ShutDown's unregister comes
+// when the drain ends).
+func TestQueue_MetricsCountNoRetryWhileShuttingDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q, _, want := metricsQueue(t, "draining")
+		q.Add("held")
+		get("held")(t, q)
+		q.AddRateLimited("before")
+		want("workqueue_retries_total", 1)
+		drained := make(chan error, 1)
+		go func() { drained <- q.ShutDownWithDrain(t.Context()) }()
+		synctest.Wait()
+		if !q.ShuttingDown() {
+			t.Fatal("ShuttingDown() = false during ShutDownWithDrain")
+		}
+		q.AddAfter("x", time.Second)
+		q.AddAfter("y", 0)
+		q.AddRateLimited("z")
+		q.AddWithOpts("w", AddOpts{After: time.Second})
+		want("workqueue_retries_total", 1)
+		if q.Len() != 0 {
+			t.Errorf("Len() = %d after adds during the drain, want 0", q.Len())
+		}
+		done("held")(t, q)
+		if err := <-drained; err != nil {
+			t.Errorf("ShutDownWithDrain = %v, want nil once the held key is Done", err)
+		}
+	})
+}
+
 // TestQueue_MetricsTimeAWaitFromWhenTheKeyBecameDirty: a key's queue
 // duration counts from its first add, through a move to a higher band, and
 // a key added again while processed counts from that add, through its

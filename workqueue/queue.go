@@ -611,10 +611,15 @@ func (q *Queue[K]) closeIfDrainedLocked() {
 // AddAfter adds k once d has passed; d <= 0 adds it now. If k is already
 // waiting for a later time, the earlier time wins. Each call counts a
 // retry (workqueue_retries_total), d <= 0 too, as client-go's AddAfter
-// does. Delayed keys are dropped by ShutDown. AddAfter never blocks on the
-// delay goroutine (its intake is unbounded); safe for concurrent use.
+// does, unless the queue is shutting down (a call then adds and counts
+// nothing, as in client-go, a drain's wait included). Delayed keys are
+// dropped by ShutDown. AddAfter never blocks on the delay goroutine (its
+// intake is unbounded); safe for concurrent use.
 func (q *Queue[K]) AddAfter(k K, d time.Duration) {
 	if d <= 0 {
+		if q.ShuttingDown() {
+			return
+		}
 		q.metrics.retried()
 	}
 	q.AddWithOpts(k, AddOpts{After: d})
@@ -631,11 +636,15 @@ func (q *Queue[K]) AddRateLimited(k K) {
 // back of its flow in the higher band) and the earlier time. An add with a
 // delay or rate limited counts a retry (workqueue_retries_total: a
 // reconcile's RequeueAfter, a failure's backoff), as controller-runtime's
-// queues count them. It does not block; safe for concurrent use.
+// queues count them, unless the queue is shutting down: no add is taken
+// then. It does not block; safe for concurrent use.
 func (q *Queue[K]) AddWithOpts(k K, o AddOpts) {
 	d := o.After
 	if !o.RateLimited && d <= 0 {
 		q.add(k, clampPriority(o.Priority))
+		return
+	}
+	if q.ShuttingDown() {
 		return
 	}
 	q.metrics.retried()
